@@ -1,0 +1,222 @@
+"""``rpent``: run an agent on one LIBERO / LIBERO-PRO task end to end.
+
+Example (offline: no API key, no GPU, no downloads)::
+
+    rpent --robot libero --suite libero_object --task 0 --seed 0 --planner scripted
+
+Exit codes: 0 = the environment's success predicate held; 1 = the run ended without success
+(task failure, planner gave up, timeout, max turns); 2 = error (bad arguments, a service or
+planner error). The run directory is printed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+
+__all__ = ["main", "build_parser", "config_from_args"]
+
+PLANNERS = ("scripted", "api", "claude_code", "codex")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``rpent`` argument parser (imports no simulator, no SDK)."""
+    p = argparse.ArgumentParser(
+        prog="rpent",
+        description="Run an LLM (or scripted) planner on a LIBERO / LIBERO-PRO task through robot tools, "
+                    "and leave a complete run record.",
+        epilog="Exit codes: 0 success (environment predicate), 1 task not solved, 2 error.",
+    )
+    g = p.add_argument_group("task")
+    g.add_argument("--robot", default="libero", choices=("libero",), help="robot package (default libero)")
+    g.add_argument("--suite", required=True, help="suite, e.g. libero_object, libero_object_swap, libero_10")
+    g.add_argument("--task", type=int, required=True, help="task index within the suite")
+    g.add_argument("--seed", type=int, default=0, help="selects the init state: seed mod n_init_states (default 0)")
+    g.add_argument("--libero-type", choices=("standard", "pro"), default=None,
+                   help="LIBERO variant (default $LIBERO_TYPE, else pro; pro includes the standard suites)")
+    g.add_argument("--max-episode-steps", type=int, default=10000, help="env steps before truncation (default 10000)")
+
+    g = p.add_argument_group("planner")
+    g.add_argument("--planner", default="scripted", choices=PLANNERS,
+                   help="scripted (offline, no LLM), api (anthropic:/openai:/openai-chat: models), claude_code, codex "
+                        "(default scripted)")
+    g.add_argument("--model", default=None,
+                   help="api: provider:id, e.g. anthropic:claude-sonnet-4-5, openai:gpt-5, openai-chat:glm-4.6; "
+                        "claude_code/codex: bare id")
+    g.add_argument("--base-url", default=None, help="api only: overrides ANTHROPIC_BASE_URL / OPENAI_BASE_URL")
+    g.add_argument("--max-turns", type=int, default=100, help="model requests allowed (default 100)")
+    g.add_argument("--max-tokens", type=int, default=8192, help="tokens per model response (default 8192)")
+    g.add_argument("--planner-timeout-s", type=float, default=None, help="wall-clock limit of the planner (s)")
+    g.add_argument("--reasoning-effort", choices=("none", "low", "medium", "high", "xhigh"), default=None)
+    g.add_argument("--no-images", action="store_true", help="never send image bytes (text-only models)")
+    g.add_argument("--claude-code-max-budget-usd", type=float, default=None)
+    g.add_argument("-i", "--interactive", action="store_true",
+                   help="type operator lines during the run (delivered at the next turn); /help, /quit")
+
+    g = p.add_argument_group("policy mode")
+    g.add_argument("--policy-mode", choices=("tools", "code"), default="tools",
+                   help="tools: the planner calls tools; code: the planner writes Python cells driving robo.<tool>()")
+    g.add_argument("--code-file", default=None, help="run this Python file as the policy (code mode, no LLM)")
+    g.add_argument("--code-timeout-s", type=float, default=120.0, help="wall-clock limit per code cell (default 120)")
+    g.add_argument("--code-max-calls", type=int, default=100, help="robot tool calls per code cell (default 100)")
+
+    g = p.add_argument_group("services")
+    g.add_argument("--env-endpoint", default=None, help="attach to a running env server [http|socket://]HOST:PORT")
+    g.add_argument("--vla-endpoint", default=None, help="attach to a running VLA (predict contract) server")
+    g.add_argument("--sam3-endpoint", default=None, help="attach to a running SAM3 server")
+    g.add_argument("--cuda-device", type=int, default=None, help="GPU for spawned servers (EGL device for MuJoCo)")
+    g.add_argument("--transport", choices=("http", "socket"), default="http", help="RPC transport of spawned servers")
+
+    g = p.add_argument_group("record")
+    g.add_argument("--output-dir", default=None,
+                   help="run directory (default logs/<timestamp>_<suite>_t<task>_s<seed>); must not hold a run")
+    g.add_argument("--record-trajectory", action="store_true",
+                   help="also write trajectories/<task_id>/ (planner events, executed actions, VLA predictions)")
+    g.add_argument("--require-operator-verdict", action="store_true",
+                   help="refuse finish until the operator gave a verdict (the real-robot rule)")
+    g.add_argument("--no-video", action="store_true", help="do not write episode.mp4")
+    g.add_argument("--verbose", action="store_true", help="DEBUG logging on stdout and in run.log")
+    return p
+
+
+def config_from_args(args: argparse.Namespace):
+    """Validate ``args`` and build a :class:`rpent.run.RunConfig`.
+
+    Raises:
+        SystemExit(2): via ``parser.error`` semantics (the caller prints the message).
+        ValueError: an invalid combination, with the fix in the message.
+    """
+    from rpent.planners.base import PlannerConfig
+    from rpent.run import RunConfig
+
+    if args.task < 0:
+        raise ValueError("--task must be >= 0")
+    if args.seed < 0:
+        raise ValueError("--seed must be >= 0")
+    if args.max_episode_steps < 1:
+        raise ValueError("--max-episode-steps must be >= 1")
+    if args.base_url and args.planner != "api":
+        raise ValueError("--base-url is for --planner api only (claude_code/codex read ANTHROPIC_BASE_URL / CODEX_BASE_URL)")
+    if args.planner == "api" and not args.model:
+        raise ValueError("the 'api' planner requires a model id; pass --model with a provider prefix "
+                         "(anthropic:<id>, openai:<id> or openai-chat:<id>)")
+    if args.code_file and args.policy_mode != "code":
+        args.policy_mode = "code"
+    if args.code_file and not os.path.isfile(args.code_file):
+        raise ValueError(f"--code-file {args.code_file!r} does not exist")
+    if args.policy_mode == "code" and args.planner == "scripted" and not args.code_file:
+        raise ValueError("--policy-mode code needs an LLM planner (api, claude_code, codex) or --code-file policy.py")
+    if args.code_timeout_s <= 0 or args.code_max_calls < 1:
+        raise ValueError("--code-timeout-s must be > 0 and --code-max-calls >= 1")
+    timeout = args.planner_timeout_s
+    if timeout is None:
+        env_timeout = os.environ.get("CODEX_TIMEOUT_S") if args.planner == "codex" else None
+        env_timeout = env_timeout or os.environ.get("CELL_TIMEOUT_S")
+        timeout = float(env_timeout) if env_timeout else (None if args.planner == "scripted" else 1200.0)
+    pc = PlannerConfig(model=args.model, base_url=args.base_url, max_turns=args.max_turns,
+                       max_tokens=args.max_tokens, timeout_s=timeout, reasoning_effort=args.reasoning_effort,
+                       no_images=args.no_images, max_budget_usd=args.claude_code_max_budget_usd)
+    pc.validate()
+    return RunConfig(suite=args.suite, task=args.task, seed=args.seed, libero_type=args.libero_type,
+                     max_episode_steps=args.max_episode_steps, planner=args.planner, planner_config=pc,
+                     output_dir=args.output_dir, env_endpoint=args.env_endpoint, vla_endpoint=args.vla_endpoint,
+                     sam3_endpoint=args.sam3_endpoint, cuda_device=args.cuda_device, transport=args.transport,
+                     policy_mode=args.policy_mode, code_file=args.code_file, code_timeout_s=args.code_timeout_s,
+                     code_max_calls=args.code_max_calls, record_trajectory=args.record_trajectory,
+                     require_operator_verdict=args.require_operator_verdict, video=not args.no_video,
+                     robot=args.robot)
+
+
+def _stdin_steering(steering) -> None:
+    """Feed terminal lines to the planner (``--interactive``)."""
+    print("interactive: type a line to steer the planner at its next turn; /help, /interrupt, /quit", flush=True)
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            reply = steering.submit(line)
+        except ValueError as exc:
+            reply = str(exc)
+        if reply:
+            print(reply, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``rpent``; returns (and exits with) 0 / 1 / 2 (see module docstring)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        cfg = config_from_args(args)
+        from rpent.robots.libero import suites
+
+        suites.task_info(cfg.suite, cfg.task, suites.check_libero_type(cfg.libero_type))
+    except ValueError as exc:
+        parser.error(str(exc))
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(message)s",
+                        stream=sys.stdout)
+    for noisy in ("httpx", "httpcore", "anthropic", "openai", "PIL"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    import trio
+
+    from rpent.planners.steering import Steering
+    from rpent.run import EXIT_ERROR, RunConfig, run_task  # noqa: F401
+    from rpent.run.config import default_output_dir
+    from rpent.robots.libero.toolkit import NoOperator, TerminalOperator
+    from rpent.services import Supervisor
+
+    if cfg.output_dir is None:
+        cfg.output_dir = str(default_output_dir(cfg.suite, cfg.task, cfg.seed))
+    steering = Steering(interactive=args.interactive)
+    operator = TerminalOperator() if sys.stdin.isatty() else NoOperator()
+    if args.interactive:
+        threading.Thread(target=_stdin_steering, args=(steering,), daemon=True).start()
+
+    async def go():
+        result = []
+        async with trio.open_nursery() as nursery:
+            async def on_signal() -> None:
+                # SIGTERM/SIGHUP (e.g. an SSH drop): cancel the run; the record is still written
+                with trio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+                    async for signum in signals:
+                        print(f"rpent: received {signal.Signals(signum).name}; stopping the run", file=sys.stderr)
+                        nursery.cancel_scope.cancel()
+                        return
+
+            async def run() -> None:
+                async with Supervisor(log_dir=cfg.output_dir) as sup:
+                    result.append(await run_task(cfg, sup, operator=operator, steering=steering,
+                                                 verbose=args.verbose))
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(on_signal)
+            nursery.start_soon(run)
+        if not result:
+            raise KeyboardInterrupt
+        return result[0]
+
+    try:
+        outcome = trio.run(go)
+    except FileExistsError as exc:
+        print(f"rpent: {exc}", file=sys.stderr)
+        return _exit(EXIT_ERROR)
+    except KeyboardInterrupt:
+        print(f"rpent: interrupted; the run record is in {cfg.output_dir}", file=sys.stderr)
+        return _exit(EXIT_ERROR)
+    verdict = "SUCCESS" if outcome.environment_success else "NOT SOLVED"
+    print(f"rpent: {verdict} (environment predicate) | finish={outcome.finish} | error={outcome.error} | "
+          f"env_steps={outcome.env_steps} | elapsed={outcome.stats.get('elapsed_s')}s")
+    print(f"rpent: run record in {outcome.output_dir}")
+    return _exit(outcome.exit_code)
+
+
+def _exit(code: int) -> int:
+    raise SystemExit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""The offline ``scripted`` planner: no LLM, no VLA, no GPU.
+
+It reads the task instruction, finds the object and the target with ``segment`` (world
+position and size from the mask's back-projected points), and solves single-object
+pick-and-place instructions ("pick up the X and place it in the basket", "put the X on the
+Y", ...) with the scripted motion tools. Instruction kinds it cannot do end with
+``finish(status="unsupported")`` and the reason. It drives the toolkit only through
+``toolkit.execute`` — the interface the LLM planners use — so its run record looks the same.
+
+The motion plan (approach, align, descend, close, lift, transport, lower, release, retreat)
+is :func:`rpent.robots.libero.pick_place.pick_and_place_plan`; this module only turns its steps
+into tool calls.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from rpent.planners.base import Finish, PlannerConfig, PlannerResult, PlannerStats
+
+__all__ = ["ScriptedPlanner"]
+
+
+class _Stop(Exception):
+    """The run must end now (interrupt, timeout)."""
+
+
+class ScriptedPlanner:
+    """Offline planner (see module docstring).
+
+    Args:
+        config: only ``timeout_s`` and ``max_turns`` (counted as tool calls here) apply.
+    """
+
+    name = "scripted"
+
+    def __init__(self, config: PlannerConfig | None = None) -> None:
+        self.config = config or PlannerConfig()
+
+    def solve(self, system_prompt: str, user_message: str, toolkit, *, steering=None, on_event=None) -> PlannerResult:
+        """Solve the task through ``toolkit.execute``; never raises (see :class:`PlannerResult`)."""
+        from rpent.robots.libero import strategy
+        from rpent.robots.libero.pick_place import pick_and_place_plan
+
+        t0 = time.monotonic()
+        stats = PlannerStats()
+        messages: list[dict] = [{"role": "system", "content": [{"type": "text", "text": system_prompt}]},
+                                {"role": "user", "content": [{"type": "text", "text": user_message}],
+                                 "source": "task"}]
+        result = PlannerResult(messages=messages, stats=stats)
+
+        def emit(kind: str, payload: dict) -> None:
+            if on_event is not None:
+                try:
+                    on_event(kind, payload)
+                except Exception:  # noqa: BLE001
+                    pass
+
+        def say(text: str) -> None:
+            messages.append({"role": "assistant", "content": [{"type": "text", "text": text}]})
+            emit("text", {"text": text})
+
+        def call(name: str, args: dict) -> dict:
+            if steering is not None and getattr(steering, "stop_requested", None) and steering.stop_requested():
+                raise _Stop("interrupted by operator")
+            if self.config.timeout_s is not None and time.monotonic() - t0 > self.config.timeout_s:
+                raise _Stop(f"scripted planner timed out after {self.config.timeout_s:g}s")
+            if stats.tool_calls >= self.config.max_turns * 4:
+                raise _Stop(f"tool-call budget exhausted ({stats.tool_calls})")
+            call_id = f"call_{uuid.uuid4().hex[:12]}"
+            messages.append({"role": "assistant", "content": [{"type": "tool_use", "id": call_id, "name": name,
+                                                                 "input": args}]})
+            emit("tool_call", {"name": name, "args": args, "call_id": call_id})
+            stats.tool_calls += 1
+            stats.turns_used += 1
+            t = time.monotonic()
+            res = toolkit.execute(name, args, call_id)
+            clean = {k: v for k, v in res.items() if k != "_images"}
+            n_img = len(res.get("_images") or [])
+            messages.append({"role": "tool", "name": name, "tool_call_id": call_id, "content": clean,
+                             "is_error": "error" in res, "images": n_img})
+            emit("tool_result", {"call_id": call_id, "name": name, "result": clean, "is_error": "error" in res,
+                                 "elapsed_s": round(time.monotonic() - t, 3)})
+            if res.get("code") == "tool_cancelled":
+                raise _Stop("interrupted by operator")
+            return res
+
+        try:
+            view = call("view_env_state", {})
+            language = view.get("task_language") or ""
+            goal = strategy.parse_instruction(language)
+            if isinstance(goal, strategy.Unsupported):
+                say(f"I cannot do this instruction with scripted motions: {goal.reason}")
+                self._finish(call, result, "unsupported", goal.reason)
+                return self._done(result, t0)
+            say(f"Plan: pick '{goal.object_phrase}' and place it {goal.relation} '{goal.target_phrase}'.")
+            estimates = {}
+            for role, phrase in (("object", goal.object_phrase), ("target", goal.target_phrase)):
+                seg = call("segment", {"prompt": phrase})
+                if not seg.get("found") or not seg.get("object_estimate"):
+                    why = seg.get("reason") or seg.get("world_error") or seg.get("error") or "not found"
+                    say(f"Could not localise the {role} '{phrase}': {why}")
+                    self._finish(call, result, "failure", f"could not localise the {role} '{phrase}': {why}")
+                    return self._done(result, t0)
+                estimates[role] = strategy.ObjectEstimate(**seg["object_estimate"])
+            outcome = pick_and_place_plan(
+                _ToolExecutor(call), estimates["object"], estimates["target"], goal.relation)
+            solved = toolkit.solved()
+            if solved:
+                say("The environment reports success.")
+                self._finish(call, result, "success", f"placed the {goal.object_phrase} {goal.relation} the "
+                                                      f"{goal.target_phrase}")
+            else:
+                reason = outcome.get("reason") or "task predicate not satisfied"
+                say(f"Pick-and-place ended at stage '{outcome.get('stage')}' without success: {reason}")
+                self._finish(call, result, "failure", f"stopped at {outcome.get('stage')}: {reason}")
+        except _Stop as stop:
+            result.error = str(stop)
+            result.stop_reason = "timeout" if "timed out" in str(stop) else "interrupted"
+            result.error_kind = "timeout" if result.stop_reason == "timeout" else "interrupted"
+        except Exception as exc:  # noqa: BLE001 — planners report, never raise
+            result.error = f"scripted planner failed: {type(exc).__name__}: {exc}"
+            result.stop_reason = "error"
+            result.error_kind = "internal"
+        return self._done(result, t0)
+
+    @staticmethod
+    def _finish(call, result: PlannerResult, status: str, summary: str) -> None:
+        res = call("finish", {"status": status, "summary": summary})
+        if res.get("_finish"):
+            result.finish = Finish(status=status, summary=summary)
+            result.stop_reason = "finished"
+        else:
+            result.error = f"finish refused: {res.get('error')}"
+            result.stop_reason = "error"
+
+    @staticmethod
+    def _done(result: PlannerResult, t0: float) -> PlannerResult:
+        result.stats.elapsed_s = round(time.monotonic() - t0, 3)
+        return result
+
+
+class _ToolExecutor:
+    """Adapts tool calls to the strategy's executor interface: ``run(tool, args) -> (result, state)``."""
+
+    def __init__(self, call) -> None:
+        self._call = call
+        self.state: dict[str, Any] | None = None
+
+    def run(self, tool: str, args: dict) -> dict:
+        res = self._call(tool, args)
+        after = res.get("state_after")
+        if after:
+            self.state = {**after["state"], "terminated": after["terminated"], "truncated": after["truncated"],
+                          "success": after["success"]}
+        return res
+
+    def current_state(self) -> dict:
+        if self.state is None:
+            view = self._call("view_env_state", {})
+            self.state = {**view["state"], "terminated": view["terminated"], "truncated": view["truncated"],
+                          "success": view["success"]}
+        return self.state

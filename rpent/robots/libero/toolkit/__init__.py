@@ -1,0 +1,247 @@
+"""The LIBERO toolkit: the planner's tools over an env server (and optional VLA / SAM3 services).
+
+Tools (RPent reference §3.3; names, parameters, defaults and units as upstream):
+
+* motion (stateful, :mod:`.motion`): ``move_to``, ``move_pose``, ``rotate_wrist``, ``rotate_pitch``,
+  ``set_gripper``, ``release``
+* VLA (stateful, :mod:`.vla`): ``pi0_pick``, ``pi0_doubled`` — left out when no VLA is configured
+* perception (read-only, :mod:`.perception`): ``view_env_state``, ``view_camera_meta``,
+  ``back_project``, ``segment``
+* episode and operator (:mod:`.operator`): ``finish``, ``request_operator_verdict``,
+  ``request_scene_reset``
+
+The execution contract (errors as results, locking, cancellation, ``_images``, ``_finish``) is
+:class:`rpent.robots.libero.toolkit.base.Toolkit`. After every stateful tool the toolkit
+captures a new step (:mod:`.observation`) into the run record and returns the tool's result
+plus the new state and the agentview and wrist images.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from rpent.robots.libero import control
+from rpent.robots.libero.toolkit.base import Toolkit, ToolCancelled, ToolServiceError, strip_images
+from rpent.robots.libero.toolkit.motion import MotionTools
+from rpent.robots.libero.toolkit.observation import CAMERAS, CAPTURE_SIZE, HIGH_SIZE, camera_artifacts
+from rpent.robots.libero.toolkit.operator import NoOperator, Operator, OperatorTools, TerminalOperator
+from rpent.robots.libero.toolkit.perception import PerceptionTools
+from rpent.robots.libero.toolkit.registry import ToolSpec
+from rpent.robots.libero.toolkit.vla import VlaTools
+
+__all__ = ["LiberoToolkit", "ToolSpec", "Toolkit", "ToolCancelled", "ToolServiceError", "Operator",
+           "TerminalOperator", "NoOperator", "strip_images"]
+
+_STATE_KEYS = ("robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos")
+
+
+class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolkit):
+    """Tools for one LIBERO episode.
+
+    Args:
+        env: an :class:`rpent.robots.libero.env_client.EnvClient` (checked meta).
+        record: the run's :class:`rpent.run.record.RunRecord`.
+        vla: an ``RpcClient`` of a predict-contract server (``vla.predict``) or None: without it
+            ``pi0_pick``/``pi0_doubled`` are left out of the tool list.
+        sam3: an ``RpcClient`` of the SAM3 server (``sam3.segment``) or None: ``segment`` then
+            answers from the simulator's instance segmentation (``source: "sim_oracle"``).
+        operator: answers verdict / scene-reset requests (default :class:`NoOperator`).
+        recorder: a :class:`rpent.recording.TrajectoryRecorder` or None.
+        on_event: UI/recording callback for ``tool_call``, ``tool_result``, ``step``, ``frames``,
+            ``operator_request`` events (docs/interfaces.md).
+        video: write ``episode.mp4`` (one policy-camera frame per env step, 20 fps).
+        require_operator_verdict: refuse ``finish`` until an operator verdict exists.
+    """
+
+    def __init__(self, env, record, *, vla=None, sam3=None, operator: Operator | None = None, recorder=None,
+                 on_event: Callable[[dict], None] | None = None, video: bool = True,
+                 require_operator_verdict: bool = False) -> None:
+        super().__init__(on_event=on_event)
+        self.env = env
+        self.record = record
+        self.vla = vla
+        self.sam3 = sam3
+        self.operator = operator or NoOperator()
+        self.recorder = recorder
+        self.video = video
+        self.require_operator_verdict = require_operator_verdict
+        self.operator_verdict: str | None = None
+        self._segment_n = 0
+        self._seg_lock = threading.Lock()
+        self._call_id: str | None = None
+        self._state: dict = {}
+        self._policy_obs: dict | None = None
+        if vla is None:
+            reason = "no VLA service configured (pass --vla-endpoint or set PI05_CHECKPOINT_PATH)"
+            self.disable("pi0_pick", reason)
+            self.disable("pi0_doubled", reason)
+        self._start()
+
+    # ------------------------------------------------------------------ episode state
+    def _start(self) -> None:
+        obs = self.env.robot_obs()
+        status = self.env.status()
+        self._state = {**obs, **status}
+        if self.recorder is not None:
+            self._policy_obs = self.env.policy_obs()
+        self.capture_step(command=None, result=None, elapsed_s=None)
+
+    def reset_episode(self) -> None:
+        """Restart the episode from its init state (scene reset confirmed by the operator)."""
+        obs = self.env.reset()
+        self._state = {**obs, **self.env.status()}
+        if self.recorder is not None:
+            self._policy_obs = self.env.policy_obs()
+
+    def current_state(self) -> dict:
+        """The latest robot state and episode flags (``robot0_eef_pos``, ..., ``terminated``, ``truncated``)."""
+        return self._state
+
+    def solved(self) -> bool:
+        """The environment's own success predicate (LIBERO BDDL goal), never the planner's claim."""
+        return bool(self._state.get("success")) or bool(self.env.status().get("success"))
+
+    def policy_obs(self) -> dict:
+        """The current VLA observation (main/wrist 256x256x3 uint8 in VLA orientation, 8-D state)."""
+        if self._policy_obs is not None:
+            return self._policy_obs
+        return self.env.policy_obs()
+
+    def env_step(self, action: Any, source: str = "scripted", pred_id: str | None = None,
+                 index_in_chunk: int | None = None) -> dict:
+        """Execute one env action (the only place the toolkit advances physics).
+
+        Checks the cancel flag first (raises :class:`ToolCancelled`), steps the env server,
+        appends the video frame, and records the action with the observation before it when
+        trajectory recording is on.
+
+        Args:
+            action: (7,) OSC_POSE delta action (reference §3.2).
+            source: ``"scripted"`` or ``"vla"``.
+            pred_id, index_in_chunk: VLA link (``source="vla"`` only).
+        Returns:
+            the step's state (flat robot obs + reward/terminated/truncated/success/steps).
+        """
+        self.check_cancel()
+        recording = self.recorder is not None
+        observe = "policy" if recording else ("main" if self.video else None)
+        before = self._policy_obs
+        r = self.env.step(action, observe=observe)
+        if recording:
+            self._policy_obs = r.pop("policy_obs")
+            self.recorder.record_action(
+                np.asarray(action, dtype=np.float32), before, call_id=self._call_id, source=source,
+                reward=float(r["reward"]), terminated=bool(r["terminated"]), truncated=bool(r["truncated"]),
+                step=int(r["steps"]) - 1, pred_id=pred_id, index_in_chunk=index_in_chunk)
+            frame = self._policy_obs["main_image"]
+        else:
+            frame = r.pop("frame", None)
+        if self.video and frame is not None:
+            self.record.add_video_frame(frame)
+        state = {**r.pop("obs"), **r}
+        self._state = state
+        return state
+
+    # ------------------------------------------------------------------ recording hooks
+    def begin_prediction(self, prompt: str, chunk: np.ndarray) -> str | None:
+        """Register a VLA chunk with the trajectory recorder; returns its pred_id (None when off)."""
+        if self.recorder is None:
+            return None
+        return self.recorder.begin_prediction(prompt, self._call_id, self._current_tool, chunk,
+                                              created_step=int(self._state.get("steps", 0)))
+
+    def end_prediction(self, pred_id: str | None, n_executed: int) -> None:
+        """Close a VLA chunk with the number of rows actually executed."""
+        if self.recorder is not None and pred_id is not None:
+            self.recorder.end_prediction(pred_id, n_executed)
+
+    def before_call(self, name, kwargs, call_id, stateful):  # noqa: D102
+        if stateful:
+            self._call_id = call_id
+            self._current_tool = name
+            self._t_call = time.monotonic()
+            self._steps_before = int(self._state.get("steps", 0))
+        if self.recorder is not None:
+            self.recorder.begin_tool_call(call_id, name, kwargs)
+
+    def after_call(self, name, kwargs, call_id, result):  # noqa: D102
+        if self.recorder is not None:
+            self.recorder.end_tool_call(call_id, result, result.get("error"))
+
+    # ------------------------------------------------------------------ step capture
+    def capture_step(self, command: dict | None, result: dict | None, elapsed_s: float | None) -> int:
+        """Render and store a new step (see :mod:`.observation`); returns its index."""
+        cap = self.env.capture(size=CAPTURE_SIZE, cameras=list(CAMERAS), depth=True, segmentation=["agentview"])
+        artifacts: dict[str, bytes] = {}
+        for cam, render in cap["cameras"].items():
+            artifacts.update(camera_artifacts(cam, render))
+        robot, status = cap["robot"], cap["status"]
+        state = {k: robot[k] for k in _STATE_KEYS}
+        state.update(terminated=status["terminated"], truncated=status["truncated"], success=status["success"],
+                     env_steps=status["steps"])
+        idx = self.record.add_step(state, artifacts, command=command, result=result, elapsed_s=elapsed_s)
+        step = self.record.steps[idx]
+        self._emit({"kind": "step", "step": idx, "env_steps": status["steps"], "terminated": status["terminated"],
+                    "truncated": status["truncated"], "success": status["success"],
+                    "tool": (command or {}).get("action")})
+        self._emit({"kind": "frames", "step": idx, "main": artifacts["agentview.png"], "wrist": artifacts["wrist.png"]})
+        return step["step_idx"]
+
+    def capture_high_res(self, camera: str) -> None:
+        """Render the latest step's camera at 1024 px and add it to that step's artifacts."""
+        render = self.env.render_camera(camera, HIGH_SIZE, HIGH_SIZE, depth=True)
+        render["meta"] = self.env.camera_meta(camera, HIGH_SIZE, HIGH_SIZE)
+        idx = len(self.record.steps) - 1
+        for name, data in camera_artifacts(camera, render, suffix="_high").items():
+            self.record.add_artifact_to_step(idx, name, data)
+
+    def after_stateful(self, name, kwargs, call_id, result):  # noqa: D102
+        if "error" in result and int(self._state.get("steps", 0)) == self._steps_before:
+            return result  # nothing moved (bad arguments, refused): no new step (upstream rollback rule)
+        elapsed = time.monotonic() - getattr(self, "_t_call", time.monotonic())
+        try:
+            idx = self.capture_step({"action": name, **kwargs}, strip_images(result), elapsed)
+        except Exception as exc:  # noqa: BLE001 — the motion happened; report the capture problem
+            result["state_capture_error"] = f"{type(exc).__name__}: {exc}"
+            return result
+        view = self.step_view(idx)
+        images = view.pop("_images")
+        out = {**result, "state_after": view}
+        out["_images"] = images
+        return out
+
+    def step_view(self, idx: int) -> dict:
+        """``view_env_state`` of a recorded step, with the agentview and wrist images."""
+        s = self.record.steps[idx]
+        state = dict(s["state"])
+        state["gripper_opening"] = round(control.gripper_opening(np.asarray(state["robot0_gripper_qpos"])), 4)
+        state["eef_yaw"] = round(control.eef_yaw(np.asarray(state["robot0_eef_quat"])), 4)
+        state["eef_pitch"] = round(control.eef_pitch(np.asarray(state["robot0_eef_quat"])), 4)
+        view = {"step": idx, "env_steps": s.get("env_steps"), "terminated": s["terminated"],
+                "truncated": s["truncated"], "success": s["success"], "state": state,
+                "task_language": self.env.meta.get("task_language"), "artifacts": s["artifacts"]}
+        if "command" in s:
+            view["log"] = {"command": s["command"], "elapsed_s": s.get("elapsed_s")}
+        images = []
+        for cam in ("agentview", "wrist"):
+            name = f"{cam}_high.png" if f"{cam}_high.png" in s["artifacts"] else f"{cam}.png"
+            path = self.record.artifact_path(name, idx)
+            images.append({"label": f"{name} step {idx} (natural orientation, row 0 = top)",
+                           "png": path.read_bytes()})
+        view["_images"] = images
+        return view
+
+    def next_segment_index(self) -> int:
+        """Running number of ``segment`` artifacts of this run."""
+        with self._seg_lock:
+            n = self._segment_n
+            self._segment_n += 1
+            return n
+
+    def close(self) -> None:
+        """Finish the episode video. Idempotent."""
+        self.record.close_video()

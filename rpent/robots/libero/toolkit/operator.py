@@ -1,0 +1,140 @@
+"""Episode-ending and operator tools: ``finish``, ``request_operator_verdict``,
+``request_scene_reset``; and the default terminal :class:`TerminalOperator`.
+
+The operator interface (docs/interfaces.md, "Run layer"): ``ask(request_kind, prompt, choices,
+frames) -> (answer, notes)``, blocking, called from the toolkit's thread. Choices: a verdict
+-> ``success | failure | continue | abort``; a scene reset -> ``done | abort`` (RPent reference
+§3.3, §7). Every request and answer is appended to ``operator_events.jsonl``.
+
+``finish`` never decides success: the run's success is the environment's predicate. With
+``require_operator_verdict`` (the real-robot rule, usable in simulation) ``finish`` is refused
+until an operator verdict exists.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+import uuid
+from typing import Annotated, Protocol
+
+from pydantic import Field
+
+from rpent.robots.libero.toolkit.registry import tool
+
+__all__ = ["Operator", "TerminalOperator", "NoOperator", "OperatorTools", "VERDICT_CHOICES", "RESET_CHOICES"]
+
+VERDICT_CHOICES = ("success", "failure", "continue", "abort")
+RESET_CHOICES = ("done", "abort")
+
+
+class Operator(Protocol):
+    """A person who answers verdict and scene-reset requests."""
+
+    def ask(self, request_kind: str, prompt: str, choices: tuple[str, ...], frames: dict) -> tuple[str, str]:
+        """Block until the operator answers; returns (answer in choices, notes)."""
+
+
+class NoOperator:
+    """Used when nobody can answer (non-interactive runs): every request fails with a clear error."""
+
+    def ask(self, request_kind, prompt, choices, frames):  # noqa: D102
+        raise RuntimeError("no operator attached to this run (stdin is not a terminal); "
+                           "run rpent interactively or from rpent-tui to answer operator requests")
+
+
+class TerminalOperator:
+    """Asks on the controlling terminal: ``<answer> [notes]``, e.g. ``success looks placed``.
+
+    Args:
+        stream_in, stream_out: text streams (default stdin/stdout).
+    """
+
+    def __init__(self, stream_in=None, stream_out=None) -> None:
+        self.stream_in = stream_in or sys.stdin
+        self.stream_out = stream_out or sys.stdout
+        self._lock = threading.Lock()
+
+    def ask(self, request_kind, prompt, choices, frames):  # noqa: D102
+        with self._lock:
+            while True:
+                self.stream_out.write(f"\n[operator {request_kind}] {prompt}\n  answer one of "
+                                      f"{'/'.join(choices)} [notes]: ")
+                self.stream_out.flush()
+                line = self.stream_in.readline()
+                if not line:
+                    raise RuntimeError("operator input closed before an answer was given")
+                answer, _, notes = line.strip().partition(" ")
+                answer = answer.lower().lstrip("/")
+                if answer == "succes":  # the upstream typo is accepted (reference §7)
+                    answer = "success"
+                if answer in choices:
+                    return answer, notes.strip()
+                self.stream_out.write(f"  invalid operator response {answer!r}\n")
+
+
+class OperatorTools:
+    """Mixin of :class:`rpent.robots.libero.toolkit.LiberoToolkit`: finish and operator requests."""
+
+    def _operator_event(self, event: dict) -> None:
+        event = {"t": time.time(), **event}
+        with open(self.record.dir / "operator_events.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(event, ensure_ascii=False) + "\n")
+            fh.flush()
+
+    def _ask(self, kind: str, prompt: str, choices: tuple[str, ...]) -> tuple[str, str, str]:
+        rid = f"op_{uuid.uuid4().hex[:8]}"
+        idx = len(self.record.steps) - 1
+        frames = {}
+        for cam in ("agentview", "wrist"):
+            p = self.record.artifact_path(f"{cam}.png", idx)
+            if p.exists():
+                frames[cam] = p.read_bytes()
+        self._operator_event({"id": rid, "kind": "request", "request_kind": kind, "prompt": prompt,
+                              "choices": list(choices), "evidence_step": idx})
+        self._emit({"kind": "operator_request", "id": rid, "request_kind": kind, "prompt": prompt,
+                    "choices": list(choices)})
+        answer, notes = self.operator.ask(kind, prompt, choices, frames)
+        if answer not in choices:
+            raise ValueError(f"invalid operator response {answer!r}; expected one of {choices}")
+        self._operator_event({"id": rid, "kind": "reply", "answer": answer, "notes": notes})
+        self._emit({"kind": "operator_reply", "id": rid, "answer": answer, "notes": notes})
+        return rid, answer, notes
+
+    @tool(readonly=True)
+    def finish(self, status: Annotated[str, Field(min_length=1, description="your assessment: success, failure, stuck or unsupported")],
+               summary: Annotated[str, Field(description="what was done and why you stop")] = "") -> dict:
+        """End the task. The environment's own success predicate decides success; your status
+        is recorded as a claim. May be refused (then continue working)."""
+        if self.require_operator_verdict and self.operator_verdict is None:
+            return {"error": "finish refused; request_operator_verdict first"}
+        self.finish_result = {"status": status, "summary": summary}
+        out = {"_finish": True, "status": status, "summary": summary,
+               "environment_success": self.solved()}
+        if self.operator_verdict is not None:
+            out["operator_verdict"] = self.operator_verdict
+        return out
+
+    @tool(readonly=True)
+    def request_operator_verdict(self, question: Annotated[str, Field(min_length=1, description="what the operator should judge")]) -> dict:
+        """Ask the human operator to judge the current scene. Blocks until answered. Returns
+        status (success | failure | continue | abort), operator_notes, evidence_step."""
+        rid, answer, notes = self._ask("verdict", question, VERDICT_CHOICES)
+        if answer in ("success", "failure", "abort"):
+            self.operator_verdict = answer
+        return {"status": answer, "operator_notes": notes, "request_id": rid,
+                "evidence_step": len(self.record.steps) - 1, "operator_aborted": answer == "abort"}
+
+    @tool()
+    def request_scene_reset(self, reason: Annotated[str, Field(min_length=1)],
+                            expected_scene_state: str = "") -> dict:
+        """Ask the operator to confirm a scene reset (done | abort); in simulation the episode
+        then restarts from its init state. Blocks until answered."""
+        prompt = reason + (f" (expected: {expected_scene_state})" if expected_scene_state else "")
+        rid, answer, notes = self._ask("scene_reset", prompt, RESET_CHOICES)
+        if answer != "done":
+            return {"error": "scene reset not confirmed", "operator_notes": notes, "request_id": rid}
+        self.reset_episode()
+        return {"status": "reset", "operator_notes": notes, "request_id": rid}

@@ -1,0 +1,122 @@
+"""What one run is: :class:`RunConfig` (built by the CLI and the TUI) and :class:`RunOutcome`."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rpent.planners.base import PlannerConfig
+
+__all__ = ["RunConfig", "RunOutcome", "default_output_dir", "EXIT_SUCCESS", "EXIT_TASK_FAILED", "EXIT_ERROR"]
+
+#: ``rpent`` exit codes: the environment's success predicate held / the run ended without
+#: success / the run could not complete (bad arguments, service or planner error).
+EXIT_SUCCESS, EXIT_TASK_FAILED, EXIT_ERROR = 0, 1, 2
+
+
+def default_output_dir(suite: str, task: int, seed: int, root: str | Path = "logs") -> Path:
+    """``<root>/<YYYYmmdd-HHMMSS>_<suite>_t<task>_s<seed>`` (reference §6.1, without ':' so the
+    path is valid on every filesystem); a numeric suffix is added if it already exists."""
+    base = Path(root) / f"{time.strftime('%Y%m%d-%H%M%S')}_{suite}_t{task}_s{seed}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
+
+
+@dataclass
+class RunConfig:
+    """One run of one task.
+
+    Attributes:
+        suite, task, seed: the LIBERO episode (seed selects the init state).
+        libero_type: ``standard`` | ``pro`` | None (``$LIBERO_TYPE``, default pro).
+        max_episode_steps: env steps before truncation.
+        planner: ``scripted`` | ``api`` | ``claude_code`` | ``codex``.
+        planner_config: model, limits and provider options for the planner.
+        output_dir: run directory (None: :func:`default_output_dir`).
+        env_endpoint, vla_endpoint, sam3_endpoint: attach to running services instead of
+            spawning them (``[http|socket://]HOST:PORT``).
+        vla_model_path: Pi0.5 checkpoint for a spawned VLA server (default ``$PI05_CHECKPOINT_PATH``).
+        sam3_checkpoint: SAM3 checkpoint for a spawned SAM3 server (default ``$SAM3_CHECKPOINT_PATH``).
+        cuda_device: forwarded to every spawned server (EGL / torch device).
+        transport: RPC transport of spawned servers (``http`` | ``socket``).
+        policy_mode: ``tools`` | ``code``.
+        code_file: run this Python file as the policy (code mode without an LLM).
+        code_timeout_s, code_max_calls: per-cell limits in code mode.
+        record_trajectory: write ``trajectories/<task_id>/`` (recording issue).
+        require_operator_verdict: ``finish`` refused until an operator verdict exists.
+        video: write ``episode.mp4``.
+        robot: robot package (only ``libero`` exists).
+    """
+
+    suite: str
+    task: int
+    seed: int = 0
+    libero_type: str | None = None
+    max_episode_steps: int = 10000
+    planner: str = "scripted"
+    planner_config: PlannerConfig = field(default_factory=PlannerConfig)
+    output_dir: str | Path | None = None
+    env_endpoint: str | None = None
+    vla_endpoint: str | None = None
+    sam3_endpoint: str | None = None
+    vla_model_path: str | None = None
+    sam3_checkpoint: str | None = None
+    cuda_device: int | None = None
+    transport: str = "http"
+    policy_mode: str = "tools"
+    code_file: str | None = None
+    code_timeout_s: float = 120.0
+    code_max_calls: int = 100
+    record_trajectory: bool = False
+    require_operator_verdict: bool = False
+    video: bool = True
+    robot: str = "libero"
+
+    def resolved_vla_model_path(self) -> str | None:
+        """``vla_model_path`` or ``$PI05_CHECKPOINT_PATH`` (None when neither is set)."""
+        return self.vla_model_path or os.environ.get("PI05_CHECKPOINT_PATH") or None
+
+    def resolved_sam3_checkpoint(self) -> str | None:
+        """``sam3_checkpoint`` or ``$SAM3_CHECKPOINT_PATH``."""
+        return self.sam3_checkpoint or os.environ.get("SAM3_CHECKPOINT_PATH") or None
+
+
+@dataclass
+class RunOutcome:
+    """How a run ended.
+
+    Attributes:
+        environment_success: the env's own success predicate at the end (never the finish claim).
+        finish: ``{"status", "summary"}`` of an accepted finish, or None.
+        error: one-line error, or None.
+        stop_reason: the planner's stop reason (``finished``, ``max_turns``, ``timeout``, ...),
+            or ``error`` / ``cancelled``.
+        output_dir: the run directory.
+        stats: planner stats (turns, tool calls, tokens, requests, elapsed_s).
+        env_steps: env steps executed.
+    """
+
+    environment_success: bool = False
+    finish: dict | None = None
+    error: str | None = None
+    stop_reason: str = "error"
+    output_dir: str = ""
+    stats: dict[str, Any] = field(default_factory=dict)
+    env_steps: int = 0
+
+    @property
+    def exit_code(self) -> int:
+        """:data:`EXIT_SUCCESS` / :data:`EXIT_TASK_FAILED` / :data:`EXIT_ERROR`."""
+        if self.environment_success:
+            return EXIT_SUCCESS
+        return EXIT_ERROR if self.error and self.stop_reason in ("error", "service_error") else EXIT_TASK_FAILED
+
+    def to_dict(self) -> dict:
+        """JSON-able dict."""
+        return asdict(self)

@@ -1,0 +1,269 @@
+"""The run record: ``states.json``, per-step artifacts, transcript, recipe and episode video.
+
+Layout under ``<output-dir>`` (RPent reference §6.1; ours where noted):
+
+* ``states.json`` — the step manifest, rewritten atomically after every step::
+
+      {"schema_version": 1, "run_artifacts": [...],
+       "steps": [{"step_idx", "env_steps", "state": {robot0_eef_pos, robot0_eef_quat,
+                  robot0_gripper_qpos, object_names}, "terminated", "truncated", "success",
+                  "artifacts": [names], "command": {"action": tool, **args}, "result": {...},
+                  "elapsed_s", "t"}]}
+
+  ``step_idx`` 0 is the initial observation; each motion tool call adds one step.
+* ``<artifact-name>/<NN>.<ext>`` — per-step artifacts: the directory is the artifact's logical
+  name (``agentview.png``), the file the step number (``agentview.png/03.png``).
+* ``transcript_<tag>.json`` — written atomically at the end (and on error); never appended
+  to (upstream's append-mode pitfall, reference §6.1).
+* ``<tag>_recipe.jsonl`` — only when the task was solved.
+* ``episode.mp4`` — every env frame of the policy camera at 20 fps (LIBERO control rate).
+
+``tag`` = suite without ``libero_`` + ``_t<task>_s<seed>`` (e.g. ``object_swap_t2_s0``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rpent.recording.atomic import write_bytes_atomic
+
+__all__ = ["RunRecord", "run_tag", "encode_png", "dumps_json", "VIDEO_FPS"]
+
+#: LIBERO's control frequency (Hz): one env step = 0.05 s, so the video plays in real time.
+VIDEO_FPS = 20
+
+
+def run_tag(suite: str, task: int, seed: int) -> str:
+    """``<suite without libero_>_t<task>_s<seed>`` (reference §6.1 ``recipe_tag``)."""
+    short = suite[len("libero_"):] if suite.startswith("libero_") else suite
+    return f"{short}_t{task}_s{seed}"
+
+
+def encode_png(rgb: np.ndarray, compress_level: int = 1) -> bytes:
+    """Encode an image as PNG bytes.
+
+    Args:
+        rgb: uint8 [H, W, 3] (or [H, W]) image.
+        compress_level: zlib level 0-9 (1: fast, a few % larger than 6).
+    """
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(rgb)).save(buf, format="PNG", compress_level=compress_level)
+    return buf.getvalue()
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return {"_omitted_bytes": len(obj)}
+    if isinstance(obj, (set, tuple, Path)):
+        return list(obj) if not isinstance(obj, Path) else str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def dumps_json(obj: Any, indent: int | None = 1) -> str:
+    """JSON text of ``obj`` with numpy arrays/scalars converted and bytes replaced by a size note."""
+    return json.dumps(obj, indent=indent, default=_json_default, ensure_ascii=False)
+
+
+class RunRecord:
+    """Writes one run's record. Thread-safe.
+
+    Args:
+        output_dir: the run directory (created; must not contain a previous run's
+            ``states.json`` — pass ``allow_existing=True`` to continue into it anyway).
+        tag: the run tag (see :func:`run_tag`).
+
+    Raises:
+        FileExistsError: ``output_dir`` already holds a run record (refuses to silently
+            overwrite it; choose a new ``--output-dir``).
+    """
+
+    def __init__(self, output_dir: str | Path, tag: str, *, allow_existing: bool = False) -> None:
+        self.dir = Path(output_dir)
+        self.tag = tag
+        if (self.dir / "states.json").exists() and not allow_existing:
+            raise FileExistsError(
+                f"{self.dir} already holds a run record (states.json); refusing to overwrite it. "
+                "Choose a new --output-dir (or omit it for a fresh timestamped one).")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self.steps: list[dict] = []
+        self.run_artifacts: list[str] = []
+        self._video = None
+        self._video_frames = 0
+
+    # ------------------------------------------------------------------ steps
+    def artifact_path(self, name: str, step_idx: int) -> Path:
+        """Path of artifact ``name`` (e.g. ``agentview.png``) of step ``step_idx``."""
+        ext = name.rsplit(".", 1)[-1]
+        if "/" in name or name == "states.json" or "." not in name:
+            raise ValueError(f"bad artifact name {name!r}: use a bare file name with an extension")
+        return self.dir / name / f"{step_idx:02d}.{ext}"
+
+    def write_artifact(self, name: str, step_idx: int, data: bytes) -> Path:
+        """Write one artifact file atomically; returns its path."""
+        path = self.artifact_path(name, step_idx)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(path, data)
+        return path
+
+    def add_step(self, state: dict, artifacts: dict[str, bytes], *, command: dict | None = None,
+                 result: dict | None = None, elapsed_s: float | None = None) -> int:
+        """Append a step: write its artifacts, then rewrite ``states.json`` atomically.
+
+        Args:
+            state: ``{"robot0_eef_pos", ..., "terminated", "truncated", "success", "env_steps"}``
+                (numpy values allowed).
+            artifacts: artifact name -> encoded bytes (``.png``, ``.npz``, ``.json``).
+            command: ``{"action": tool_name, **args}`` that produced this step (None for step 0).
+            result: the tool's result (images removed).
+            elapsed_s: wall time of the tool call (s).
+        Returns:
+            the new step index. If writing an artifact fails, nothing is added (rollback).
+        """
+        with self._lock:
+            idx = len(self.steps)
+            written = []
+            try:
+                for name, data in artifacts.items():
+                    written.append(self.write_artifact(name, idx, data))
+            except BaseException:
+                for p in written:
+                    p.unlink(missing_ok=True)
+                raise
+            state = dict(state)
+            rec = {
+                "step_idx": idx,
+                "env_steps": state.pop("env_steps", None),
+                "terminated": bool(state.pop("terminated", False)),
+                "truncated": bool(state.pop("truncated", False)),
+                "success": bool(state.pop("success", False)),
+                "state": state,
+                "artifacts": sorted(artifacts),
+                "t": time.time(),
+            }
+            if command is not None:
+                rec["command"] = command
+            if result is not None:
+                rec["result"] = result
+            if elapsed_s is not None:
+                rec["elapsed_s"] = round(float(elapsed_s), 4)
+            self.steps.append(json.loads(dumps_json(rec)))
+            self._write_states()
+            return idx
+
+    def add_artifact_to_step(self, step_idx: int, name: str, data: bytes) -> Path:
+        """Add a lazily produced artifact (e.g. a 1024 px view, a segment overlay) to a step."""
+        with self._lock:
+            if not 0 <= step_idx < len(self.steps):
+                raise IndexError(f"state step not available: {step_idx} (have 0..{len(self.steps) - 1})")
+            path = self.write_artifact(name, step_idx, data)
+            arts = self.steps[step_idx]["artifacts"]
+            if name not in arts:
+                arts.append(name)
+                arts.sort()
+            self._write_states()
+            return path
+
+    def add_run_artifact(self, name: str) -> None:
+        """Note a run-level file (``episode.mp4``, a recipe) in ``states.json``."""
+        with self._lock:
+            if name not in self.run_artifacts:
+                self.run_artifacts.append(name)
+                self._write_states()
+
+    def resolve_step(self, step: int) -> int:
+        """Map ``step`` (negative counts from the end, ``-1`` = latest) to an index.
+
+        Raises:
+            IndexError: ``state step not available: <step>`` with the valid range.
+        """
+        with self._lock:
+            n = len(self.steps)
+            idx = step + n if step < 0 else step
+            if not 0 <= idx < n:
+                raise IndexError(f"state step not available: {step} (valid: 0..{n - 1}, or -1 for the latest)")
+            return idx
+
+    def _write_states(self) -> None:
+        doc = {"schema_version": 1, "tag": self.tag, "run_artifacts": self.run_artifacts, "steps": self.steps}
+        write_bytes_atomic(self.dir / "states.json", dumps_json(doc).encode("utf-8"))
+
+    # ------------------------------------------------------------------ video
+    def add_video_frame(self, rgb: np.ndarray) -> None:
+        """Append one policy-camera frame (uint8 [H, W, 3]) to ``episode.mp4`` (20 fps, H.264).
+
+        The file is written as ``episode.mp4.partial`` and renamed by :meth:`close_video`, so a
+        crashed run never leaves a truncated file that looks complete.
+        """
+        import imageio.v3 as iio  # noqa: F401  (fail early with a clear error if missing)
+        import av
+
+        with self._lock:
+            if self._video is None:
+                h, w = rgb.shape[:2]
+                container = av.open(str(self.dir / "episode.mp4.partial"), mode="w", format="mp4")
+                stream = container.add_stream("libx264", rate=VIDEO_FPS)
+                stream.width, stream.height = w, h
+                stream.pix_fmt = "yuv420p"
+                stream.options = {"preset": "veryfast", "crf": "23"}
+                self._video = (container, stream)
+            container, stream = self._video
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
+            for packet in stream.encode(frame):
+                container.mux(packet)
+            self._video_frames += 1
+
+    def close_video(self) -> Path | None:
+        """Finish ``episode.mp4`` (flush the encoder, rename into place). Idempotent."""
+        with self._lock:
+            if self._video is None:
+                return None
+            container, stream = self._video
+            self._video = None
+            for packet in stream.encode():
+                container.mux(packet)
+            container.close()
+            final = self.dir / "episode.mp4"
+            (self.dir / "episode.mp4.partial").replace(final)
+            self.run_artifacts.append("episode.mp4")
+            self._write_states()
+            return final
+
+    # ------------------------------------------------------------------ documents
+    def write_transcript(self, doc: dict) -> Path:
+        """Write ``transcript_<tag>.json`` atomically (overwrites this run's own earlier write)."""
+        path = self.dir / f"transcript_{self.tag}.json"
+        write_bytes_atomic(path, dumps_json(doc).encode("utf-8"))
+        return path
+
+    def write_recipe(self, commands: list[dict]) -> Path:
+        """Write ``<tag>_recipe.jsonl`` (one command per line); call only for a solved run."""
+        path = self.dir / f"{self.tag}_recipe.jsonl"
+        text = "".join(dumps_json(c, indent=None) + "\n" for c in commands)
+        write_bytes_atomic(path, text.encode("utf-8"))
+        self.add_run_artifact(path.name)
+        return path
+
+    def recipe_commands(self) -> list[dict]:
+        """Commands of non-error motion steps plus successful ``segment`` calls, in step order
+        (reference §6.1 recipe rule)."""
+        with self._lock:
+            out = []
+            for s in self.steps:
+                cmd, res = s.get("command"), s.get("result") or {}
+                if cmd and "error" not in res:
+                    out.append(dict(cmd))
+            return out

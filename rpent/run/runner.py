@@ -1,0 +1,296 @@
+"""The run loop: start (or attach to) the services, build the toolkit, let the planner act,
+and leave a complete run record — also when something dies (trio; used by the CLI and the TUI).
+
+Order of work in :func:`run_task`:
+
+1. create the run directory and its :class:`~rpent.run.record.RunRecord` (refuses to overwrite
+   a previous run's record) and ``run.log``;
+2. start services through the caller's :class:`~rpent.services.Supervisor`: the env server
+   (always, unless ``env_endpoint``), the VLA (``vla_endpoint``, or spawned when a Pi0.5
+   checkpoint is configured) and SAM3 (``sam3_endpoint``, or spawned when a checkpoint is set);
+3. connect the env client (checks the server's (suite, task, seed, max_episode_steps)) and
+   build the toolkit (and the trajectory recorder with ``record_trajectory``);
+4. run the planner (or the code policy) on a worker thread; trio cancellation (Ctrl-C, a TUI
+   task switch) interrupts it: the running tool stops at its next env-step boundary;
+5. always: write ``transcript_<tag>.json`` (with the error, if any), close ``episode.mp4``,
+   write the recipe when solved, close the recorder. The caller's supervisor stops every
+   service it started when its ``async with`` block ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import trio
+
+from rpent.run.config import RunConfig, RunOutcome, default_output_dir
+from rpent.run.record import RunRecord, run_tag
+
+__all__ = ["run_task", "env_service_spec", "RUN_LOGGER"]
+
+RUN_LOGGER = "rpent.run"
+log = logging.getLogger(RUN_LOGGER)
+
+
+def env_service_spec(cfg: RunConfig):
+    """The :class:`~rpent.services.ServiceSpec` of this run's env server."""
+    from rpent.services import ServiceSpec
+
+    argv = [sys.executable, "-m", "rpent.robots.libero.env_server", "--suite", cfg.suite, "--task", str(cfg.task),
+            "--seed", str(cfg.seed), "--max-episode-steps", str(cfg.max_episode_steps)]
+    if cfg.libero_type:
+        argv += ["--libero-type", cfg.libero_type]
+    if cfg.cuda_device is not None:
+        argv += ["--cuda-device", str(cfg.cuda_device)]
+    return ServiceSpec(name="env_server", argv=argv, endpoint=cfg.env_endpoint, transport=cfg.transport,
+                       env={"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}, ready_timeout_s=300.0)
+
+
+def vla_service_spec(cfg: RunConfig):
+    """The VLA service spec, or None when no VLA is configured."""
+    from rpent.services import ServiceSpec
+
+    if cfg.vla_endpoint:
+        return ServiceSpec(name="vla_server", endpoint=cfg.vla_endpoint)
+    path = cfg.resolved_vla_model_path()
+    if not path:
+        return None
+    argv = [sys.executable, "-m", "rpent.robots.components.pi05_vla_server", "--embodiment", "libero",
+            "--model-path", path]
+    if cfg.cuda_device is not None:
+        argv += ["--cuda-device", str(cfg.cuda_device)]
+    return ServiceSpec(name="vla_server", argv=argv, transport=cfg.transport, ready_timeout_s=900.0)
+
+
+def sam3_service_spec(cfg: RunConfig):
+    """The SAM3 service spec, or None when no SAM3 is configured."""
+    from rpent.services import ServiceSpec
+
+    if cfg.sam3_endpoint:
+        return ServiceSpec(name="sam3_server", endpoint=cfg.sam3_endpoint)
+    path = cfg.resolved_sam3_checkpoint()
+    if not path:
+        return None
+    argv = [sys.executable, "-m", "rpent.robots.components.sam3_server", "--checkpoint", path]
+    if cfg.cuda_device is not None:
+        argv += ["--cuda-device", str(cfg.cuda_device)]
+    return ServiceSpec(name="sam3_server", argv=argv, transport=cfg.transport, ready_timeout_s=900.0)
+
+
+def _setup_run_log(out: Path, verbose: bool) -> logging.Handler:
+    handler = logging.FileHandler(out / "run.log", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.DEBUG if verbose else logging.INFO)
+    root = logging.getLogger("rpent")
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if verbose else min(root.level or logging.INFO, logging.INFO))
+    return handler
+
+
+async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
+                   on_event: Callable[[dict], None] | None = None, verbose: bool = False) -> RunOutcome:
+    """Run one task end to end (see the module docstring).
+
+    Args:
+        cfg: the run.
+        supervisor: an entered :class:`rpent.services.Supervisor` (its ``log_dir`` should be the
+            run directory so service logs land next to the record).
+        operator: answers verdict / scene-reset requests (default: none attached).
+        steering: :class:`rpent.planners.steering.Steering` for operator lines and interrupts.
+        on_event: receives run events (docs/interfaces.md "Run layer"); must not block.
+        verbose: DEBUG-level ``run.log``.
+    Returns:
+        :class:`RunOutcome`. Errors of services, planners and tools are reported in it, never
+        raised; only bad arguments raise.
+    Raises:
+        FileExistsError: the output directory already holds a run record.
+        ValueError: unknown suite/task, bad policy mode (before anything is started).
+    """
+    from rpent.robots.libero import suites
+
+    libero_type = suites.check_libero_type(cfg.libero_type)
+    info = suites.task_info(cfg.suite, cfg.task, libero_type)
+    if cfg.policy_mode not in ("tools", "code"):
+        raise ValueError(f"--policy-mode must be 'tools' or 'code', got {cfg.policy_mode!r}")
+    out = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(cfg.suite, cfg.task, cfg.seed)
+    tag = run_tag(cfg.suite, cfg.task, cfg.seed)
+    record = RunRecord(out, tag)
+    handler = _setup_run_log(out, verbose)
+    emit = _safe(on_event)
+    t0 = time.monotonic()
+    outcome = RunOutcome(output_dir=str(out))
+    result = None
+    toolkit = recorder = None
+    clients: list = []
+    emit({"kind": "status", "state": "starting", "detail": f"{cfg.suite} task {cfg.task} seed {cfg.seed}"})
+    log.info("run %s: suite=%s task=%d seed=%d planner=%s model=%s policy_mode=%s output_dir=%s", tag, cfg.suite,
+             cfg.task, cfg.seed, cfg.planner, cfg.planner_config.model, cfg.policy_mode, out)
+    try:
+        env_svc = await supervisor.start(env_service_spec(cfg))
+        vla_spec, sam3_spec = vla_service_spec(cfg), sam3_service_spec(cfg)
+        vla_svc = await supervisor.start(vla_spec) if vla_spec else None
+        sam3_svc = await supervisor.start(sam3_spec) if sam3_spec else None
+        if vla_svc is None:
+            log.info("pi0_pick and pi0_doubled are left out: no VLA configured (--vla-endpoint or PI05_CHECKPOINT_PATH)")
+        if sam3_svc is None:
+            log.info("segment answers from the simulator's instance segmentation: no SAM3 configured "
+                     "(--sam3-endpoint or SAM3_CHECKPOINT_PATH)")
+
+        def build():
+            nonlocal toolkit, recorder
+            from rpent.robots.libero.env_client import EnvClient
+            from rpent.robots.libero.toolkit import LiberoToolkit
+
+            env = EnvClient(env_svc.endpoint, expected={"suite": cfg.suite, "task": cfg.task, "seed": cfg.seed,
+                                                         "max_episode_steps": cfg.max_episode_steps})
+            clients.append(env)
+            vla = vla_svc.client(timeout=120.0) if vla_svc else None
+            sam3 = sam3_svc.client(timeout=120.0) if sam3_svc else None
+            clients.extend(c for c in (vla, sam3) if c is not None)
+            if cfg.record_trajectory:
+                from rpent.recording import TaskInfo, TrajectoryRecorder
+
+                recorder = TrajectoryRecorder(out, TaskInfo(
+                    robot=cfg.robot, suite=cfg.suite, task=cfg.task, seed=cfg.seed, task_language=info.language,
+                    planner=cfg.planner, model=cfg.planner_config.model,
+                    reasoning_effort=cfg.planner_config.reasoning_effort, policy_mode=cfg.policy_mode))
+            toolkit = LiberoToolkit(env, record, vla=vla, sam3=sam3, operator=operator, recorder=recorder,
+                                    on_event=emit, video=cfg.video,
+                                    require_operator_verdict=cfg.require_operator_verdict)
+            return toolkit
+
+        await trio.to_thread.run_sync(build)
+        emit({"kind": "status", "state": "running", "detail": info.language})
+        result = await _run_policy(cfg, toolkit, info, record, steering, emit, recorder)
+        outcome.stats = result.stats.to_dict()
+        outcome.finish = {"status": result.finish.status, "summary": result.finish.summary} if result.finish else None
+        outcome.error = result.error
+        outcome.stop_reason = result.stop_reason
+    except (trio.Cancelled, KeyboardInterrupt):
+        outcome.error, outcome.stop_reason = "run cancelled (interrupted)", "cancelled"
+        raise
+    except Exception as exc:  # noqa: BLE001 — the record must be written whatever failed
+        outcome.error = f"{type(exc).__name__}: {exc}"
+        outcome.stop_reason = "error"
+        log.exception("run failed")
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(lambda: _finalize(cfg, info, record, toolkit, recorder, result, outcome,
+                                                           t0, clients))
+            logging.getLogger("rpent").removeHandler(handler)
+            handler.close()
+            state = "cancelled" if outcome.stop_reason == "cancelled" else (
+                "succeeded" if outcome.environment_success else ("error" if outcome.exit_code == 2 else "failed"))
+            emit({"kind": "status", "state": state, "detail": outcome.error or ""})
+            emit({"kind": "finished", "outcome": outcome.to_dict()})
+    return outcome
+
+
+async def _run_policy(cfg, toolkit, info, record, steering, emit, recorder):
+    """Run the planner (or code policy) on a worker thread, interruptible by trio cancellation."""
+    from rpent.planners.base import PlannerResult
+    from rpent.robots.libero import prompts
+
+    def planner_event(kind: str, payload: dict) -> None:
+        if recorder is not None and kind not in ("tool_call", "tool_result"):
+            try:
+                recorder.record_planner_event(kind, {k: v for k, v in payload.items() if k != "images"})
+            except Exception:  # noqa: BLE001
+                log.debug("recorder rejected a planner event", exc_info=True)
+        emit({"kind": "planner", "event": kind, **{k: v for k, v in payload.items() if k not in ("images", "raw")}})
+
+    if cfg.policy_mode == "code" or cfg.code_file:
+        from rpent.run.code_mode import solve_code_mode
+
+        solve = lambda: solve_code_mode(cfg, toolkit, info, record, steering, planner_event)  # noqa: E731
+    else:
+        from rpent.planners.base import create_planner
+
+        cfg.planner_config.output_dir = cfg.planner_config.output_dir or record.dir
+        planner = create_planner(cfg.planner, cfg.planner_config)
+        system = prompts.system_prompt(require_operator_verdict=cfg.require_operator_verdict,
+                                       vla_available=toolkit.vla is not None)
+        user = prompts.task_message(cfg.suite, cfg.task, cfg.seed, info.language)
+        solve = lambda: planner.solve(system, user, toolkit, steering=steering, on_event=planner_event)  # noqa: E731
+
+    def stop_planner() -> None:
+        toolkit.cancel()
+        if steering is not None:
+            try:
+                steering.interrupt(stop=True)
+            except TypeError:
+                steering.interrupt()
+
+    async with trio.open_nursery() as nursery:
+        async def watch() -> None:
+            try:
+                await trio.sleep_forever()
+            finally:
+                stop_planner()
+
+        nursery.start_soon(watch)
+        try:
+            result: PlannerResult = await trio.to_thread.run_sync(solve)
+        finally:
+            nursery.cancel_scope.cancel()
+    return result
+
+
+def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome, t0: float, clients) -> None:
+    """Write everything that must exist after any run (blocking; runs on a worker thread)."""
+    success = False
+    if toolkit is not None:
+        try:
+            success = toolkit.solved()
+        except Exception as exc:  # noqa: BLE001 — the env server may be dead
+            outcome.error = outcome.error or f"could not read the environment's success: {exc}"
+            success = bool(toolkit.current_state().get("success"))
+        try:
+            toolkit.close()
+        except Exception:  # noqa: BLE001
+            log.exception("closing the episode video failed")
+        outcome.env_steps = int(toolkit.current_state().get("steps", 0))
+    outcome.environment_success = success
+    elapsed = time.monotonic() - t0
+    stats = dict(outcome.stats)
+    stats["elapsed_s"] = round(elapsed, 3)
+    outcome.stats = stats
+    transcript = {
+        "suite": cfg.suite, "task": cfg.task, "seed": cfg.seed, "task_language": info.language,
+        "planner": cfg.planner, "model": cfg.planner_config.model, "policy_mode": cfg.policy_mode,
+        "elapsed_s": round(elapsed, 3), "finish": outcome.finish, "error": outcome.error,
+        "stop_reason": outcome.stop_reason, "environment_success": success, "env_steps": outcome.env_steps,
+        "stats": stats, "messages": result.messages if result is not None else [],
+    }
+    record.write_transcript(transcript)
+    if success and cfg.policy_mode == "tools" and not cfg.code_file:
+        record.write_recipe(record.recipe_commands())
+    if recorder is not None:
+        status = {"cancelled": "interrupted"}.get(outcome.stop_reason, "error" if outcome.error else "finished")
+        try:
+            recorder.close(status, success, outcome.error)
+        except Exception:  # noqa: BLE001
+            log.exception("closing the trajectory record failed")
+    for c in clients:
+        try:
+            c.close()
+        except Exception:  # noqa: BLE001
+            pass
+    log.info("run %s ended: environment_success=%s finish=%s error=%s env_steps=%d elapsed=%.1fs", record.tag,
+             success, outcome.finish, outcome.error, outcome.env_steps, elapsed)
+
+
+def _safe(on_event):
+    def emit(event: dict) -> None:
+        if on_event is None:
+            return
+        try:
+            on_event(event)
+        except Exception:  # noqa: BLE001 — a UI callback must never break a run
+            log.debug("run event callback failed", exc_info=True)
+
+    return emit
