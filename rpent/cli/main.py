@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 __all__ = ["main", "build_parser", "config_from_args"]
 
@@ -110,6 +111,15 @@ def config_from_args(args: argparse.Namespace):
         raise ValueError(f"--code-file {args.code_file!r} does not exist")
     if args.policy_mode == "code" and args.planner == "scripted" and not args.code_file:
         raise ValueError("--policy-mode code needs an LLM planner (api, claude_code, codex) or --code-file policy.py")
+    from rpent.rpc import parse_endpoint
+
+    for flag in ("env_endpoint", "vla_endpoint", "sam3_endpoint"):
+        value = getattr(args, flag)
+        if value is not None:
+            try:
+                parse_endpoint(value)
+            except ValueError as exc:
+                raise ValueError(f"--{flag.replace('_', '-')}: {exc}") from None
     if args.code_timeout_s <= 0 or args.code_max_calls < 1:
         raise ValueError("--code-timeout-s must be > 0 and --code-max-calls >= 1")
     timeout = args.planner_timeout_s
@@ -171,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if cfg.output_dir is None:
         cfg.output_dir = str(default_output_dir(cfg.suite, cfg.task, cfg.seed))
+    elif (Path(cfg.output_dir) / "states.json").exists():
+        print(f"rpent: {cfg.output_dir} already holds a run record (states.json); refusing to overwrite it. "
+              "Choose a new --output-dir (or omit it for a fresh timestamped one).", file=sys.stderr)
+        return _exit(EXIT_ERROR)
     steering = Steering(interactive=args.interactive)
     operator = TerminalOperator() if sys.stdin.isatty() else NoOperator()
     if args.interactive:

@@ -4,7 +4,7 @@ Per step (artifact names, RPent reference §6.1 layout ``<name>/<NN>.<ext>``):
 
 =========================  ================================================================
 ``agentview.png``          agentview RGB, natural orientation (row 0 = top), 256x256 uint8
-``agentview_policy.png``   the same image in VLA orientation (rotated 180 deg); never take
+``agentview_policy.png``   the same image in VLA orientation (mirrored left-right, openpi's convention); never take
                            back-projection pixels from it (reference §9 pitfall)
 ``agentview_depth.npz``    ``depth`` float32[H,W], metric z-depth (m), natural orientation
 ``agentview_world.npz``    ``xyz`` float32[H,W,3], world-frame point of every pixel (m)

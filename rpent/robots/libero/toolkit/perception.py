@@ -1,7 +1,7 @@
 """Read-only perception tools: ``view_env_state``, ``view_camera_meta``, ``back_project``, ``segment``.
 
 Pixels are (row, col) of natural-orientation images (row 0 = top) of the step's recorded
-``agentview.png``/``wrist.png`` — never of ``agentview_policy.png`` (rotated 180 degrees for
+``agentview.png``/``wrist.png`` — never of ``agentview_policy.png`` (mirrored left-right for
 VLAs; reference §9 pitfall). World coordinates are metres in the LIBERO world frame.
 
 ``segment`` uses the SAM3 service when one is configured; otherwise it answers from the

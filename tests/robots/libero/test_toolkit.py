@@ -1,0 +1,124 @@
+"""The LIBERO toolkit against a real env server subprocess: results, errors-as-results, records."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from rpent.robots.libero.env_client import EnvClient
+from rpent.robots.libero.toolkit import LiberoToolkit
+from rpent.run.record import RunRecord
+
+SERVER = [sys.executable, "-m", "rpent.robots.libero.env_server"]
+
+
+@pytest.fixture(scope="module")
+def env_endpoint(start_rpc_server):
+    sp = start_rpc_server(SERVER + ["--suite", "libero_object", "--task", "0", "--seed", "0", "--port", "0"],
+                          timeout=120)
+    yield sp.endpoint
+    sp.stop()
+
+
+@pytest.fixture
+def toolkit(env_endpoint, tmp_path):
+    env = EnvClient(env_endpoint)
+    env.reset()
+    tk = LiberoToolkit(env, RunRecord(tmp_path / "run", "object_t0_s0"), video=False)
+    yield tk
+    tk.close()
+    env.close()
+
+
+def test_specs_and_disabled_vla(toolkit):
+    names = {s.name for s in toolkit.specs()}
+    assert {"move_to", "move_pose", "rotate_wrist", "rotate_pitch", "set_gripper", "release", "back_project",
+            "segment", "view_env_state", "view_camera_meta", "finish", "request_scene_reset",
+            "request_operator_verdict"} <= names
+    assert "pi0_pick" not in names and "pi0_pick" in toolkit.disabled()
+    move = toolkit.spec("move_to")
+    assert move.input_schema["required"] == ["xyz"] and not move.readonly
+    assert toolkit.spec("segment").readonly
+    r = toolkit.execute("pi0_pick", {"prompt": "pick"})
+    assert "unknown tool: pi0_pick" in r["error"] and "no VLA" in r["error"]
+
+
+@pytest.mark.parametrize("name,args,needle", [
+    ("move_to", {}, "xyz: Field required"),
+    ("move_to", {"xyz": [0.1, 0.2]}, "at least 3 items"),
+    ("move_to", {"xyz": [0, 0, 0.3], "speed": 2}, "speed: Extra inputs are not permitted"),
+    ("move_to", {"xyz": "up"}, "xyz"),
+    ("move_pose", {"xyz": [0, 0, 0.3], "max_steps": 0}, "max_steps"),
+    ("rotate_wrist", {}, "need target_yaw or delta_yaw"),
+    ("rotate_pitch", {"target_pitch": 0.1, "delta_pitch": 0.1}, "only one"),
+    ("set_gripper", {"gripper": 3}, "gripper"),
+    ("release", {"max_steps": -1}, "max_steps"),
+    ("back_project", {"row": 5}, "either row and col"),
+    ("back_project", {"row": 999, "col": 3, "resolution": "low"}, "out of bounds"),
+    ("back_project", {"row_range": [0, 1], "col_range": [0, 1], "resolution": "low", "z_min": 5.0},
+     "too few valid pixels"),
+    ("segment", {}, "exactly one of prompt or point"),
+    ("segment", {"prompt": "x", "point": [1, 2]}, "exactly one of prompt or point"),
+    ("view_env_state", {"step": 7}, "state step not available"),
+    ("view_camera_meta", {"camera": "top"}, "camera"),
+    ("finish", {}, "status"),
+    ("no_such_tool", {}, "unknown tool: no_such_tool"),
+])
+def test_bad_arguments_are_results(toolkit, name, args, needle):
+    r = toolkit.execute(name, args)
+    assert "error" in r, r
+    assert needle in r["error"], r["error"]
+    assert len(toolkit.record.steps) == 1  # nothing moved, no new step
+
+
+def test_perception_and_motion(toolkit):
+    seg = toolkit.execute("segment", {"prompt": "alphabet soup"})
+    assert seg["found"] and seg["source"] == "sim_oracle" and seg["object"] == "alphabet_soup_1"
+    assert seg["_images"] and seg["_images"][0]["png"][:4] == b"\x89PNG"
+    assert (toolkit.record.dir / "segment_overlay_00.png" / "00.png").exists()
+    x, y, z = seg["world_xyz"]
+    # pixel mode back-projection of the mask's box centre lands on the object (a few cm)
+    c0, r0, c1, r1 = seg["box"]
+    bp = toolkit.execute("back_project", {"row_range": [r0, r1], "col_range": [c0, c1], "resolution": "low"})
+    assert np.linalg.norm(np.array(bp["center_xyz"][:2]) - [x, y]) < 0.05
+    miss = toolkit.execute("segment", {"prompt": "purple elephant"})
+    assert not miss["found"] and "no visible object" in miss["reason"]
+    r = toolkit.execute("move_to", {"xyz": [x, y, z + 0.2], "max_steps": 60})
+    assert "error" not in r, r
+    assert r["steps_used"] > 0 and r["state_after"]["step"] == 1
+    assert [img["label"].split()[0] for img in r["_images"]] == ["agentview.png", "wrist.png"]
+    eef = r["state_after"]["state"]["robot0_eef_pos"]
+    assert abs(eef[2] - (z + 0.2)) < 0.03
+    states = json.loads((toolkit.record.dir / "states.json").read_text())
+    assert [s["step_idx"] for s in states["steps"]] == [0, 1]
+    assert states["steps"][1]["command"]["action"] == "move_to"
+    view = toolkit.execute("view_env_state", {"step": 0})
+    assert view["step"] == 0 and view["state"]["robot0_eef_pos"] != eef
+    meta = toolkit.execute("view_camera_meta", {"camera": "wrist"})
+    assert np.asarray(meta["camera_meta"]["extrinsic_cam2world"]).shape == (4, 4)
+
+
+def test_finish_claim_is_not_success(toolkit):
+    r = toolkit.execute("finish", {"status": "success", "summary": "I think so"})
+    assert r["_finish"] and r["environment_success"] is False
+    assert not toolkit.solved()
+
+
+def test_cancel_stops_motion_between_env_steps(toolkit):
+    start = toolkit.current_state()["robot0_eef_pos"].copy()
+    timer = threading.Timer(0.3, toolkit.cancel)
+    timer.start()
+    t = time.monotonic()
+    r = toolkit.execute("move_to", {"xyz": [start[0], start[1], start[2] + 0.25], "max_steps": 400,
+                                    "step_clip": 0.0005, "tol": 0.001})
+    timer.cancel()
+    toolkit.clear_cancel()
+    assert r.get("code") == "tool_cancelled" and r["interrupted"] is True, r
+    assert r["steps_used"] < 400 and time.monotonic() - t < 60
+    # the motion happened, so a step was captured even though the tool was cancelled
+    assert len(toolkit.record.steps) == 2

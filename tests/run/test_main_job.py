@@ -1,0 +1,125 @@
+"""The main job end to end: the real `rpent` CLI and run loop on the real LIBERO simulator,
+with real env-server subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import trio
+
+from rpent.planners.base import PlannerConfig
+from rpent.run import RunConfig, run_task
+from rpent.services import Supervisor
+
+RPENT = [sys.executable, "-m", "rpent.cli.main"]
+
+
+def _rpent(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(RPENT + list(args), capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, MUJOCO_GL="egl"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_scripted_episode_succeeds_and_leaves_full_record(tmp_path):
+    out = tmp_path / "run"
+    p = _rpent("--robot", "libero", "--suite", "libero_object", "--task", "0", "--seed", "0",
+               "--planner", "scripted", "--output-dir", str(out))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "SUCCESS" in p.stdout
+    tr = json.loads((out / "transcript_object_t0_s0.json").read_text())
+    assert tr["environment_success"] is True and tr["finish"]["status"] == "success" and tr["error"] is None
+    assert tr["stats"]["tool_calls"] >= 8 and tr["env_steps"] > 50
+    tools = [m["content"][0]["name"] for m in tr["messages"]
+             if m["role"] == "assistant" and m["content"][0]["type"] == "tool_use"]
+    assert tools[:3] == ["view_env_state", "segment", "segment"] and tools[-1] == "finish"
+    assert "set_gripper" in tools and "release" in tools
+    states = json.loads((out / "states.json").read_text())
+    steps = states["steps"]
+    assert steps[0]["step_idx"] == 0 and steps[-1]["success"] is True
+    for name in ("agentview.png", "agentview_policy.png", "agentview_depth.npz", "agentview_world.npz",
+                 "agentview_seg.npz", "agentview_metadata.json", "wrist.png", "wrist_world.npz"):
+        assert (out / name / f"{len(steps) - 1:02d}.{name.rsplit('.', 1)[1]}").exists(), name
+    assert (out / "segment_overlay_00.png" / "00.png").exists()
+    recipe = [json.loads(line) for line in (out / "object_t0_s0_recipe.jsonl").read_text().splitlines()]
+    assert recipe and all("action" in c for c in recipe)
+    assert "run object_t0_s0 ended: environment_success=True" in (out / "run.log").read_text()
+    assert "RPC server listening on" in (out / "env_server.log").read_text()
+    import av
+
+    with av.open(str(out / "episode.mp4")) as container:
+        frames = sum(1 for _ in container.decode(video=0))
+    assert frames == tr["env_steps"]
+    # a second run into the same directory is refused, nothing overwritten
+    again = _rpent("--suite", "libero_object", "--task", "0", "--output-dir", str(out), timeout=120)
+    assert again.returncode == 2 and "refusing to overwrite" in again.stderr
+
+
+def test_unsupported_instruction_finishes_with_reason(tmp_path):
+    out = tmp_path / "goal"
+    p = _rpent("--suite", "libero_goal", "--task", "0", "--planner", "scripted", "--output-dir", str(out),
+               "--no-video")
+    assert p.returncode == 1, p.stdout + p.stderr
+    tr = json.loads((out / "transcript_goal_t0_s0.json").read_text())
+    assert tr["finish"]["status"] == "unsupported" and "open" in tr["finish"]["summary"]
+    assert tr["environment_success"] is False
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--suite", "libero_nope", "--task", "0"], "libero_object"),
+    (["--suite", "libero_object", "--task", "42"], "42"),
+    (["--suite", "libero_object", "--task", "0", "--planner", "api"], "requires a model id"),
+    (["--suite", "libero_object", "--task", "0", "--planner", "claude_code", "--base-url", "http://x"],
+     "--base-url is for --planner api only"),
+    (["--suite", "libero_object", "--task", "0", "--policy-mode", "code"], "--code-file"),
+    (["--suite", "libero_object", "--task", "0", "--env-endpoint", "http//x"], "HOST:PORT"),
+])
+def test_bad_cli_arguments(args, needle, tmp_path):
+    p = _rpent(*args, "--output-dir", str(tmp_path / "r"), timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert needle in p.stderr
+
+
+def test_killed_env_server_keeps_record_and_leaves_no_orphans(tmp_path):
+    out = tmp_path / "killed"
+    cfg = RunConfig(suite="libero_object", task=0, seed=0, planner="scripted", output_dir=out, video=False,
+                    planner_config=PlannerConfig())
+    pids: dict[str, int] = {}
+
+    async def main():
+        async with Supervisor(log_dir=out) as sup:
+            def on_event(ev):
+                # kill the env server as soon as the first motion begins
+                if ev.get("kind") == "tool_call" and ev.get("name") == "move_to" and "env" not in pids:
+                    pids["env"] = sup.get("env_server").pid
+                    os.kill(pids["env"], signal.SIGKILL)
+
+            return await run_task(cfg, sup, on_event=on_event)
+
+    outcome = trio.run(main)
+    assert "env" in pids
+    assert not outcome.environment_success
+    tr = json.loads((out / f"transcript_object_t0_s0.json").read_text())
+    assert tr["environment_success"] is False
+    # the planner saw the service failure as tool errors naming the endpoint/transport and stopped
+    errors = [m["content"].get("error", "") for m in tr["messages"] if m["role"] == "tool" and m["is_error"]]
+    assert errors and any("env_server" in e or "127.0.0.1" in e for e in errors), errors
+    assert json.loads((out / "states.json").read_text())["steps"][0]["step_idx"] == 0
+    assert not _alive(pids["env"])
