@@ -1,0 +1,335 @@
+"""Pi0.5 VLA speed benchmark: model latency, end-to-end latency through the RPC server, throughput
+with concurrent clients, cold start; each next to a plain eager run of the same code, and optionally
+next to lerobot's Pi0.5 (eager / torch.compile) with a numerical parity check on identical weights.
+
+Full size on the GPU (random weights, no checkpoint needed)::
+
+    python benchmarks/vla_bench.py --random-weights --out bench.json
+    python benchmarks/vla_bench.py --random-weights --lerobot --lerobot-compile --out bench.json
+
+CPU smoke run::
+
+    python benchmarks/vla_bench.py --tiny --iters 5 --clients 4 --out /tmp/vla_bench_tiny.json
+
+Figures (median ms unless stated): model B=1 (graph vs eager), model B=16, server end-to-end B=1,
+server throughput (inferences/s) with N concurrent clients, cold start (launch -> ready line -> first
+action), and the lerobot comparison when importable. Prints a table and writes JSON to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from rpent.models.pi05.checkpoint import random_tensors, save_checkpoint_tensors  # noqa: E402
+from rpent.models.pi05.config import full_config, parameter_counts, tiny_config  # noqa: E402
+from rpent.models.pi05.model import Pi05Model, default_device_dtype  # noqa: E402
+from rpent.models.pi05.sampling import Pi05Runner  # noqa: E402
+from rpent.models.pi05.tiny import tiny_norm_stats, tiny_observation, tiny_tokenizer_bytes  # noqa: E402
+
+
+def _sync():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def timed(fn, iters: int, warmup: int) -> dict:
+    """Run ``fn`` warmup+iters times; return median/p10/p90/mean in ms."""
+    for _ in range(warmup):
+        fn()
+    _sync()
+    ts = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        _sync()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    ts.sort()
+    return {"median_ms": statistics.median(ts), "p10_ms": ts[len(ts) // 10], "p90_ms": ts[(len(ts) * 9) // 10], "mean_ms": statistics.mean(ts), "n": iters}
+
+
+# ---------------------------------------------------------------------------- model (in process)
+
+
+def bench_model(cfg, device, dtype, args, results):
+    model = Pi05Model.random(cfg, device, dtype, seed=0)
+    v, s, t = 2, 256, args.prompt_tokens
+    rng = np.random.default_rng(0)
+
+    def inputs(b):
+        imgs = rng.integers(0, 256, (b, v, s, s, 3), dtype=np.uint8)
+        ids = [rng.integers(10, min(cfg.vocab_size, 250000), t).astype(np.int64) for _ in range(b)]
+        noise = rng.standard_normal((b, cfg.action_horizon, 32)).astype(np.float32)
+        return imgs, ids, noise
+
+    for graphs in (True, False):
+        if graphs and device.type != "cuda":
+            continue
+        runner = Pi05Runner(model, use_cuda_graphs=graphs)
+        name = "graph" if graphs else "eager"
+        for b in (1, args.batch):
+            x = inputs(b)
+            r = timed(lambda: runner.run(*x), args.iters if b == 1 else max(3, args.iters // 3), args.warmup)
+            r["per_sample_ms"] = r["median_ms"] / b
+            results[f"model_b{b}_{name}"] = r
+            print(f"  model B={b:<2} {name:5s}: {r['median_ms']:8.2f} ms  ({r['per_sample_ms']:.2f} ms/sample)", flush=True)
+    return model
+
+
+# ---------------------------------------------------------------------------- lerobot comparison
+
+
+def bench_lerobot(cfg, device, args, results, our_model):
+    """lerobot 0.6.x PI05Pytorch on the same weights: latency (eager, compiled) and parity."""
+    try:
+        from lerobot.policies.pi05.configuration_pi05 import PI05Config
+        from lerobot.policies.pi05.modeling_pi05 import PI05Pytorch
+    except Exception as exc:  # noqa: BLE001 - optional comparison
+        results["lerobot"] = {"error": f"lerobot not importable: {exc!r}"}
+        print(f"  lerobot: skipped ({exc!r})")
+        return
+    out = {}
+    b, t, hz, n = 1, args.prompt_tokens, cfg.action_horizon, cfg.num_flow_steps
+    g = torch.Generator(device="cpu").manual_seed(1)
+    images_u8 = torch.randint(0, 256, (b, 2, 224, 224, 3), dtype=torch.uint8, generator=g)
+    ids = torch.randint(10, 250000, (b, t), generator=g)
+    noise = torch.randn(b, hz, 32, generator=g)
+    for dtype_name in ("bfloat16", "float32"):
+        try:
+            dt = getattr(torch, dtype_name)
+            conf = PI05Config(dtype=dtype_name, chunk_size=hz, n_action_steps=min(hz, 5), num_inference_steps=n, device=str(device))
+            with torch.device(device):
+                lr = PI05Pytorch(conf)
+            tensors = random_tensors(cfg, device, dt, seed=0)
+            missing, unexpected = lr.load_state_dict(tensors, strict=False)
+            missing = [k for k in missing if "lm_head" not in k]
+            lr.eval()
+            ours = our_model if our_model.dtype == dt else Pi05Model.from_checkpoint_tensors(cfg, tensors)
+            imgs = images_u8.to(device).permute(0, 1, 4, 2, 3).float() / 127.5 - 1.0
+            img_list = [imgs[:, i].to(dt) for i in range(2)]
+            masks = [torch.ones(b, dtype=torch.bool, device=device)] * 2
+            tok = ids.to(device)
+            tmask = torch.ones_like(tok, dtype=torch.bool)
+            with torch.no_grad():
+                ref = lr.sample_actions(img_list, masks, tok, tmask, noise=noise.to(device), num_steps=n).float()
+            mine = ours.sample_actions(imgs.to(dt), tok, noise.to(device))
+            diff = (ref - mine).abs().max().item()
+            entry = {"max_abs_diff_normalized": diff, "missing_keys": missing[:10], "unexpected_keys": list(unexpected)[:10]}
+            print(f"  parity vs lerobot ({dtype_name}): max |diff| = {diff:.3e} (missing {len(missing)}, unexpected {len(unexpected)})")
+            if dtype_name == "bfloat16":
+                f = lambda: lr.sample_actions(img_list, masks, tok, tmask, noise=noise.to(device), num_steps=n)  # noqa: E731
+                with torch.no_grad():
+                    entry["eager"] = timed(f, max(5, args.iters // 4), 2)
+                print(f"  lerobot eager B=1: {entry['eager']['median_ms']:.2f} ms")
+                if args.lerobot_compile:
+                    t0 = time.perf_counter()
+                    comp = torch.compile(lr.sample_actions, mode="reduce-overhead")
+                    with torch.no_grad():
+                        for _ in range(3):
+                            comp(img_list, masks, tok, tmask, noise=noise.to(device), num_steps=n)
+                        _sync()
+                        entry["compile_warmup_s"] = time.perf_counter() - t0
+                        entry["compiled"] = timed(lambda: comp(img_list, masks, tok, tmask, noise=noise.to(device), num_steps=n), max(5, args.iters // 4), 2)
+                    print(f"  lerobot compiled B=1: {entry['compiled']['median_ms']:.2f} ms (warm-up {entry['compile_warmup_s']:.0f} s)")
+            out[dtype_name] = entry
+            del lr
+            if ours is not our_model:
+                del ours
+            torch.cuda.empty_cache() if device.type == "cuda" else None
+        except Exception as exc:  # noqa: BLE001 - report, keep the rest of the benchmark
+            out[dtype_name] = {"error": repr(exc)}
+            print(f"  lerobot {dtype_name}: failed: {exc!r}")
+    results["lerobot"] = out
+
+
+# ---------------------------------------------------------------------------- server
+
+
+def _client_proc(ep: str, seed: int, per: int, barrier, q, warmup: int = 5) -> None:
+    """One closed-loop client process: ``warmup`` concurrent calls (so the server captures the CUDA graphs of
+    the batch shapes that occur), the barrier, then ``per`` timed predicts; puts "" or an error."""
+    from rpent.robots.components.vla_client import VlaClient
+
+    try:
+        obs = tiny_observation("libero", 1, 256, seed=seed)
+        with VlaClient(ep, timeout=600) as c:
+            for _ in range(warmup):
+                c.predict(obs)
+            barrier.wait(timeout=300)
+            for _ in range(per):
+                c.predict(obs)
+        q.put("")
+    except Exception as exc:  # noqa: BLE001 - reported by the parent
+        q.put(repr(exc))
+
+
+def start_server(extra: list[str], args) -> tuple[subprocess.Popen, str, float]:
+    t0 = time.perf_counter()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    p = subprocess.Popen([sys.executable, "-m", "rpent.robots.components.pi05_vla_server", "--embodiment", "libero",
+                          "--transport", args.transport, "--port", "0", *extra],
+                         stdout=subprocess.PIPE, stderr=None if args.verbose else subprocess.DEVNULL, text=True, env=env, cwd=REPO)
+    line = p.stdout.readline()
+    if not line.startswith("RPC server listening on "):
+        p.kill()
+        raise RuntimeError(f"server failed to start: {line!r}")
+    return p, line.split()[-1], time.perf_counter() - t0
+
+
+def stop_server(p: subprocess.Popen) -> None:
+    p.terminate()
+    try:
+        p.wait(20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+
+
+def bench_server(server_args: list[str], name: str, args, results) -> None:
+    from rpent.robots.components.vla_client import VlaClient
+
+    p, ep, ready_s = start_server(server_args, args)
+    try:
+        obs1 = tiny_observation("libero", 1, 256, seed=0)
+        t0 = time.perf_counter()
+        with VlaClient(ep, timeout=600) as c:
+            c.predict(obs1)
+            first_s = time.perf_counter() - t0
+            r = timed(lambda: c.predict(obs1), args.iters, args.warmup)
+        entry = {"ready_s": ready_s, "first_action_after_ready_s": first_s, "cold_start_s": ready_s + first_s, "e2e_b1": r}
+        print(f"  server {name}: ready {ready_s:.1f} s, first action +{first_s:.2f} s, e2e B=1 {r['median_ms']:.2f} ms", flush=True)
+        n, per = args.clients, args.requests_per_client
+        # one process per client (like env workers): client-side GIL contention must not cap the figure
+        ctx = mp.get_context("spawn")
+        barrier = ctx.Barrier(n + 1)
+        q = ctx.Queue()
+        procs = [ctx.Process(target=_client_proc, args=(ep, i, per, barrier, q), daemon=True) for i in range(n)]
+        [p_.start() for p_ in procs]
+        barrier.wait(timeout=300)
+        t0 = time.perf_counter()
+        errors = [e for e in (q.get(timeout=600) for _ in procs) if e]
+        el = time.perf_counter() - t0
+        [p_.join(10) for p_ in procs]
+        with VlaClient(ep) as c:
+            stats = c.rpc.call("vla.stats")
+        entry["throughput"] = {"clients": n, "requests": n * per, "seconds": el, "inferences_per_s": n * per / el,
+                               "mean_batch_rows": stats["mean_batch_rows"], "recent_batch_rows": stats["recent_batch_rows"],
+                               "errors": errors[:3]}
+        print(f"  server {name}: {n} clients -> {n * per / el:.1f} inferences/s (recent batch rows {stats['recent_batch_rows'][-12:]})", flush=True)
+        results[f"server_{name}"] = entry
+    finally:
+        stop_server(p)
+
+
+def write_random_checkpoint(cfg, directory: Path, dtype) -> Path:
+    """A full checkpoint directory on local disk with random weights (cold start from disk)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    save_checkpoint_tensors(random_tensors(cfg, "cuda" if torch.cuda.is_available() else "cpu", dtype, seed=0), directory, "openpi")
+    (directory / "config.json").write_text(json.dumps({"paligemma_variant": cfg.paligemma_variant, "action_expert_variant": cfg.action_expert_variant}))
+    (directory / "norm_stats.json").write_text(json.dumps(tiny_norm_stats(8, 7)))
+    (directory / "tokenizer.model").write_bytes(tiny_tokenizer_bytes())
+    return directory
+
+
+# ---------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--random-weights", action="store_true", help="full-size architecture with random weights (default when not --tiny)")
+    ap.add_argument("--tiny", action="store_true", help="tiny architecture (CPU smoke run)")
+    ap.add_argument("--device", default=None, help="cuda:0 / cpu (default: cuda:0 if available)")
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=16, help="batch size for the batched model figure")
+    ap.add_argument("--prompt-tokens", type=int, default=16, help="prompt length for in-process figures (LIBERO: 10-21)")
+    ap.add_argument("--num-flow-steps", type=int, default=5)
+    ap.add_argument("--action-horizon", type=int, default=10)
+    ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--requests-per-client", type=int, default=20)
+    ap.add_argument("--transport", choices=("http", "socket"), default="http")
+    ap.add_argument("--skip-server", action="store_true")
+    ap.add_argument("--skip-eager-server", action="store_true", help="only the graph server")
+    ap.add_argument("--cold-start-from-disk", action="store_true", help="also start a server from a full random checkpoint written to local disk")
+    ap.add_argument("--lerobot", action="store_true", help="compare with lerobot's PI05Pytorch if importable (latency + parity)")
+    ap.add_argument("--lerobot-compile", action="store_true", help="also time lerobot under torch.compile (long warm-up)")
+    ap.add_argument("--skip-model", action="store_true", help="skip the in-process model figures")
+    ap.add_argument("--server-extra", default="", help="extra server arguments, e.g. '--max-batch 8 --batch-window-ms 5'")
+    ap.add_argument("--verbose", action="store_true", help="show server stderr")
+    ap.add_argument("--out", default=None, help="write the results as JSON here")
+    args = ap.parse_args()
+
+    device, dtype = default_device_dtype(args.device)
+    base = tiny_config() if args.tiny else full_config()
+    cfg = base.replace(action_horizon=args.action_horizon, num_flow_steps=args.num_flow_steps)
+    results: dict = {
+        "config": {"size": "tiny" if args.tiny else "full", "device": str(device), "dtype": str(dtype), "views": 2,
+                   "prompt_tokens": args.prompt_tokens, "action_horizon": cfg.action_horizon, "num_flow_steps": cfg.num_flow_steps,
+                   "torch": torch.__version__, "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+                   "parameters": parameter_counts(cfg)},
+    }
+    print(f"Pi0.5 bench: {results['config']['size']} on {device} ({dtype}), 2 views, T={args.prompt_tokens}, H={cfg.action_horizon}, N={cfg.num_flow_steps}")
+    print(f"  parameters used at inference: {results['config']['parameters']['used_at_inference'] / 1e9:.3f} B")
+    if not args.skip_model:
+        model = bench_model(cfg, device, dtype, args, results)
+        if args.lerobot and not args.tiny:
+            bench_lerobot(cfg, device, args, results, model)
+        del model
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    if not args.skip_server:
+        size = ["--random-weights", "tiny" if args.tiny else "full"]
+        common = ["--num-flow-steps", str(cfg.num_flow_steps), "--action-horizon", str(cfg.action_horizon), *args.server_extra.split()]
+        if device.type == "cpu":
+            common.append("--cpu")
+        if device.type == "cuda":
+            bench_server(size + common, "graph", args, results)
+        if not args.skip_eager_server or device.type != "cuda":
+            bench_server(size + common + ["--no-cuda-graphs"], "eager", args, results)
+        if args.cold_start_from_disk:
+            d = Path(tempfile.mkdtemp(prefix="pi05_random_ckpt_"))
+            t0 = time.perf_counter()
+            write_random_checkpoint(cfg, d, dtype)
+            print(f"  wrote random checkpoint to {d} in {time.perf_counter() - t0:.1f} s")
+            bench_server(["--model-path", str(d)] + common + (["--cpu"] if device.type == "cpu" else []), "from_disk", args, results)
+    print("\n| figure | value |\n|---|---|")
+    for k, v in results.items():
+        if k.startswith("model_"):
+            print(f"| {k} | {v['median_ms']:.2f} ms ({v['per_sample_ms']:.2f} ms/sample) |")
+        elif k.startswith("server_"):
+            print(f"| {k} e2e B=1 | {v['e2e_b1']['median_ms']:.2f} ms |")
+            print(f"| {k} throughput ({v['throughput']['clients']} clients) | {v['throughput']['inferences_per_s']:.1f} inf/s |")
+            print(f"| {k} cold start (launch -> first action) | {v['cold_start_s']:.1f} s |")
+        elif k == "lerobot":
+            for dn, e in v.items() if isinstance(v, dict) else []:
+                if isinstance(e, dict) and "max_abs_diff_normalized" in e:
+                    print(f"| lerobot parity {dn} | max abs diff {e['max_abs_diff_normalized']:.3e} |")
+                if isinstance(e, dict) and "eager" in e:
+                    print(f"| lerobot eager B=1 | {e['eager']['median_ms']:.2f} ms |")
+                if isinstance(e, dict) and "compiled" in e:
+                    print(f"| lerobot compiled B=1 | {e['compiled']['median_ms']:.2f} ms (warm-up {e['compile_warmup_s']:.0f} s) |")
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".partial")
+        tmp.write_text(json.dumps(results, indent=2, default=str))
+        os.replace(tmp, out)
+        print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

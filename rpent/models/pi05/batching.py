@@ -1,0 +1,131 @@
+"""Server-side dynamic batching: concurrent requests from several clients share one model call.
+
+Handler threads call :meth:`DynamicBatcher.submit`; one worker thread (the only one touching the GPU)
+takes the first waiting request, then collects more while they keep arriving less than ``window_s``
+apart (at most ``max_wait_s`` in all) - but only while more are expected: the expected count is the largest batch of the last few rounds, so a lone client never
+waits (its latency is unchanged), while N clients in a closed loop are gathered into one call of N.
+Requests whose ``key`` differ (e.g. another image size) are run in separate calls in the same round.
+Every request gets its own result (or its own exception) through a future.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from typing import Any, Callable, Hashable
+
+
+class BatcherClosed(RuntimeError):
+    """The batcher was shut down before the request ran."""
+
+
+class DynamicBatcher:
+    """Collects concurrent work items into batches for a single worker thread.
+
+    Args:
+        process: called on the worker thread with a list of items (same ``key``); returns one result
+            per item, in order. An exception fails every item of that call.
+        window_s: longest gap between arrivals while collecting (s; default 3 ms): the window reopens
+            at each arrival, so clients whose requests trickle in (decoding, GIL) still share a call.
+        max_batch: most batch rows per call (items carry a row count).
+        max_wait_s: longest total collection time after the first item (default 5 x window_s).
+        name: worker thread name.
+    """
+
+    def __init__(self, process: Callable[[list[Any]], list[Any]], window_s: float = 0.003, max_batch: int = 16,
+                 max_wait_s: float | None = None, name: str = "vla-batcher"):
+        self._process = process
+        self.window_s = window_s
+        self.max_wait_s = 5 * window_s if max_wait_s is None else max_wait_s
+        self.max_batch = max_batch
+        self._q: queue.Queue = queue.Queue()
+        self._recent = deque([1], maxlen=4)
+        self._closed = False
+        self.batches_run = 0
+        self.batch_sizes: deque[int] = deque(maxlen=1000)
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, item: Any, rows: int = 1, key: Hashable = None, timeout: float | None = None) -> Any:
+        """Queue ``item`` (``rows`` batch rows, grouping ``key``) and block until its result.
+
+        Raises:
+            BatcherClosed: after :meth:`close`; whatever ``process`` raised for this item's call;
+            TimeoutError: no result within ``timeout`` seconds.
+        """
+        if self._closed:
+            raise BatcherClosed("the VLA batcher is shut down")
+        fut: Future = Future()
+        self._q.put((item, rows, key, fut))
+        return fut.result(timeout=timeout)
+
+    def close(self) -> None:
+        """Stop the worker; queued items fail with :class:`BatcherClosed`."""
+        self._closed = True
+        self._q.put(None)
+        self._thread.join(timeout=5)
+
+    def _collect(self, first) -> list:
+        batch = [first]
+        rows = first[1]
+        expected = max(self._recent)
+        start = time.monotonic()
+        deadline = start + self.window_s
+        hard_stop = start + self.max_wait_s
+        while rows < self.max_batch:
+            try:
+                nxt = self._q.get_nowait()
+            except queue.Empty:
+                if len(batch) >= expected:
+                    break
+                left = min(deadline, hard_stop) - time.monotonic()
+                if left <= 0:
+                    break
+                try:
+                    nxt = self._q.get(timeout=left)
+                except queue.Empty:
+                    break
+            if nxt is None:
+                self._q.put(None)
+                break
+            batch.append(nxt)
+            rows += nxt[1]
+            deadline = time.monotonic() + self.window_s  # requests keep coming: keep the window open
+        return batch
+
+    def _loop(self) -> None:
+        while True:
+            first = self._q.get()
+            if first is None:
+                break
+            batch = self._collect(first)
+            self._recent.append(len(batch))
+            groups: dict[Hashable, list] = {}
+            for entry in batch:
+                groups.setdefault(entry[2], []).append(entry)
+            for entries in groups.values():
+                live = [e for e in entries if e[3].set_running_or_notify_cancel()]
+                if not live:
+                    continue
+                try:
+                    results = self._process([e[0] for e in live])
+                    if len(results) != len(live):
+                        raise RuntimeError(f"batch process returned {len(results)} results for {len(live)} items")
+                except BaseException as exc:  # noqa: BLE001 - handed to each waiting client
+                    for e in live:
+                        e[3].set_exception(exc)
+                    continue
+                self.batches_run += 1
+                self.batch_sizes.append(sum(e[1] for e in live))
+                for e, r in zip(live, results):
+                    e[3].set_result(r)
+        while True:  # drain after close
+            try:
+                entry = self._q.get_nowait()
+            except queue.Empty:
+                return
+            if entry is not None and entry[3].set_running_or_notify_cancel():
+                entry[3].set_exception(BatcherClosed("the VLA batcher is shut down"))

@@ -1,0 +1,275 @@
+"""Gemma decoder stacks of Pi0.5: the Gemma-2B prefix (backbone) and the Gemma-300M action expert.
+
+Conventions (Gemma / openpi ``gemma.py``; reference section 1.1-1.2):
+
+* RMSNorm ``x * rsqrt(mean(x^2) + 1e-6) * (1 + w)``, statistics in float32 (``F.rms_norm``, one fused
+  kernel; the (1 + w) scales are computed once in the model dtype).
+* Multi-query attention: 8 query heads, 1 K/V head, head dim 256, scores scaled by 1/sqrt(256).
+  We fold the heads into the query sequence (``[B, L, H, d] -> [B, 1, L*H, d]``): with one K/V head every
+  query row attends to the same keys, so one single-head SDPA call computes all heads with no copies
+  and can use the flash kernel.
+* RoPE (theta 10000) on the two halves of each head (HF ``rotate_half``), positions = running count of
+  valid tokens (padding uses no position).
+* GeGLU MLP ``down(gelu_tanh(gate(x)) * up(x))``; gate and up are fused into one [2F, D] weight.
+* The expert's norms are adaRMS: ``x_hat * (1 + scale) + shift`` and the residual branch is multiplied by
+  ``gate`` (openpi ``transformers_replace`` Gemma / lerobot ``PiGemmaRMSNorm``), with (scale, shift, gate)
+  from a Linear(width -> 3*width) of the time condition. The flow-matching time schedule is fixed, so
+  the (scale, shift, gate) sets of every step are computed once (:meth:`GemmaExpert.precompute_time_conditioning`)
+  and no step reads the 37 projections again (ApxInf's "precomputed style sets").
+* Attention is shared layer by layer: layer ``l`` of the expert attends to the prefix K/V that layer
+  ``l`` of the backbone wrote into the cache, plus the action tokens' own K/V.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rpent.models.pi05.checkpoint import EXPERT, LANG
+from rpent.models.pi05.config import GemmaConfig, Pi05Config
+
+
+def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE tables for integer positions [B, L] -> (cos, signed_sin), each [B, L, 1, head_dim] in ``dtype``.
+
+    Frequencies ``theta ** (-2i/head_dim)`` for i < head_dim/2, duplicated over both halves (HF Gemma).
+    ``signed_sin`` = [-sin, sin] so that ``rotate_half(x) * sin == roll(x, d/2) * signed_sin``.
+    """
+    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim))
+    ang = (positions.to(torch.float32)[..., None] * inv)[:, :, None, :]
+    cos, sin = ang.cos(), ang.sin()
+    return torch.cat([cos, cos], dim=-1).to(dtype), torch.cat([-sin, sin], dim=-1).to(dtype)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """Rotate x [B, L, heads, d] by the tables of :func:`rope_cos_sin` [B, L, 1, d]:
+    ``x*cos + rotate_half(x)*sin`` with ``rotate_half(x) = [-x2, x1]`` (HF Gemma), as 3 kernels."""
+    return torch.addcmul(x * cos, x.roll(x.shape[-1] // 2, dims=-1), signed_sin)
+
+
+def mqa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
+    """Multi-query attention with one shared K/V head.
+
+    Args:
+        q: [B, Lq, H, d] queries (RoPE applied).
+        k, v: [B, 1, Lk, d] keys (RoPE applied) and values.
+        key_mask: None (all keys valid) or bool [B, 1, 1, Lk], True = may be attended.
+
+    Returns:
+        [B, Lq, H*d], in q's dtype. Scores are scaled by 1/sqrt(d) (Gemma 2B: query_pre_attn_scalar = d).
+    """
+    b, lq, h, d = q.shape
+    o = F.scaled_dot_product_attention(q.reshape(b, 1, lq * h, d), k, v, attn_mask=key_mask)
+    return o.view(b, lq, h * d)
+
+
+class GemmaLayerWeights(nn.Module):
+    """The weights of one Gemma layer, fused: qkv [(H+2)*d, D], o [D, H*d], gate_up [2F, D], down [D, F]."""
+
+    def __init__(self, g: GemmaConfig):
+        super().__init__()
+        hd = g.head_dim
+        self.qkv = nn.Linear(g.width, (g.num_heads + 2 * g.num_kv_heads) * hd, bias=False)
+        self.o = nn.Linear(g.num_heads * hd, g.width, bias=False)
+        self.gate_up = nn.Linear(g.width, 2 * g.mlp_dim, bias=False)
+        self.down = nn.Linear(g.mlp_dim, g.width, bias=False)
+
+    def mlp(self, x: torch.Tensor) -> torch.Tensor:
+        """GeGLU: [.., D] -> [.., D]."""
+        gate, up = self.gate_up(x).chunk(2, dim=-1)
+        return self.down(F.gelu(gate, approximate="tanh") * up)
+
+
+class GemmaBackbone(nn.Module):
+    """Gemma-2B prefix: token embedding and the decoder layers that fill the prefix K/V cache."""
+
+    def __init__(self, cfg: Pi05Config):
+        super().__init__()
+        g = cfg.backbone
+        self.g = g
+        self.embed = nn.Parameter(torch.empty(cfg.vocab_size, g.width))
+        self.norm1 = nn.Parameter(torch.empty(g.depth, g.width))  # (1 + w) RMSNorm weights, input
+        self.norm2 = nn.Parameter(torch.empty(g.depth, g.width))  # post-attention
+        self.layers = nn.ModuleList(GemmaLayerWeights(g) for _ in range(g.depth))
+
+    def embed_text(self, token_ids: torch.Tensor) -> torch.Tensor:
+        """token_ids int64 [B, T] -> [B, T, D] embeddings times sqrt(D) (Gemma / openpi ``embed_prefix``)."""
+        return F.embedding(token_ids, self.embed) * math.sqrt(self.g.width)
+
+    def norm_scales(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The (1 + w) RMSNorm scales [depth, D] in the model dtype, computed once (Gemma's offset convention)."""
+        if getattr(self, "_scales", None) is None or self._scales[0].dtype != self.norm1.dtype:
+            self._scales = ((1.0 + self.norm1.float()).to(self.norm1.dtype), (1.0 + self.norm2.float()).to(self.norm2.dtype))
+        return self._scales
+
+    def fill_prefix_cache(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, key_mask: torch.Tensor | None, kv: torch.Tensor
+    ) -> None:
+        """Run the prefix through every layer and write each layer's K/V into ``kv``.
+
+        Args:
+            x: [B, Lp, D] prefix embeddings (image tokens then text tokens).
+            cos, sin: RoPE tables [B, Lp, 1, d] for the prefix positions.
+            key_mask: None or bool [B, 1, 1, Lp] (False = padding).
+            kv: cache [depth, 2, B, 1, Lp + H, d]; slots [0, Lp) are written here.
+
+        The last layer only needs K/V (its hidden states are never read by pi05 inference), so its
+        attention output and MLP are skipped: exact, and saves one layer's MLP and o-projection.
+        """
+        g = self.g
+        b, lp, _ = x.shape
+        nq = g.num_heads * g.head_dim
+        w1, w2 = self.norm_scales()
+        for i, layer in enumerate(self.layers):
+            h = F.rms_norm(x, (g.width,), w1[i], g.rms_norm_eps)
+            last = i == g.depth - 1
+            if last:
+                kv_proj = F.linear(h, layer.qkv.weight[nq:])
+                k, v = kv_proj.view(b, lp, 2, g.head_dim).unbind(2)
+            else:
+                q, k, v = layer.qkv(h).split([nq, g.head_dim, g.head_dim], dim=-1)
+            k = apply_rope(k.view(b, lp, 1, g.head_dim), cos, sin)
+            kv[i, 0, :, 0, :lp] = k[:, :, 0]
+            kv[i, 1, :, 0, :lp] = v
+            if last:
+                break
+            q = apply_rope(q.view(b, lp, g.num_heads, g.head_dim), cos, sin)
+            a = mqa_attention(q, kv[i, 0, :, :, :lp], kv[i, 1, :, :, :lp], key_mask)
+            x = x + layer.o(a)
+            x = x + layer.mlp(F.rms_norm(x, (g.width,), w2[i], g.rms_norm_eps))
+
+
+def sinusoidal_time_embedding(t: torch.Tensor, width: int, min_period: float, max_period: float) -> torch.Tensor:
+    """openpi ``create_sinusoidal_pos_embedding``: t [N] float -> [N, width] float64 = [sin, cos] halves.
+
+    Periods are geometric from ``min_period`` (4e-3) to ``max_period`` (4.0); angle = 2*pi*t/period.
+    """
+    frac = torch.linspace(0.0, 1.0, width // 2, dtype=torch.float64, device=t.device)
+    period = min_period * (max_period / min_period) ** frac
+    ang = (2 * math.pi / period)[None, :] * t.to(torch.float64)[:, None]
+    return torch.cat([ang.sin(), ang.cos()], dim=-1)
+
+
+class GemmaExpert(nn.Module):
+    """Gemma-300M action expert with adaRMS time conditioning, plus the action/time projections.
+
+    Holds ``action_in`` (32 -> De), ``action_out`` (De -> 32), ``time_in``/``time_out`` (De -> De) and the
+    stacked adaRMS projections ``ada_w`` [2*depth+1, 3*De, De], ``ada_b`` [2*depth+1, 3*De] (order: layer
+    l input norm at 2l, post-attention norm at 2l+1, final norm last).
+    """
+
+    def __init__(self, cfg: Pi05Config):
+        super().__init__()
+        e = cfg.expert
+        self.cfg = cfg
+        self.g = e
+        n = cfg.num_adarms_norms
+        self.layers = nn.ModuleList(GemmaLayerWeights(e) for _ in range(e.depth))
+        self.ada_w = nn.Parameter(torch.empty(n, 3 * e.width, e.width))
+        self.ada_b = nn.Parameter(torch.empty(n, 3 * e.width))
+        self.action_in = nn.Linear(cfg.max_action_dim, e.width)
+        self.action_out = nn.Linear(e.width, cfg.max_action_dim)
+        self.time_in = nn.Linear(e.width, e.width)
+        self.time_out = nn.Linear(e.width, e.width)
+        self.num_flow_steps = 0
+
+    @staticmethod
+    def flow_times(num_steps: int) -> torch.Tensor:
+        """The Euler schedule t_s = 1 - s/N for s = 0..N-1 (float64 [N]); dt = -1/N (openpi ``sample_actions``)."""
+        return 1.0 - torch.arange(num_steps, dtype=torch.float64) / num_steps
+
+    @torch.no_grad()
+    def precompute_time_conditioning(self, num_steps: int) -> None:
+        """Compute the (1+scale, shift, gate) sets of every norm for every flow step, once.
+
+        Stores buffers ``ada_scale1p``, ``ada_shift``, ``ada_gate`` [N, 2*depth+1, De], computed in float32
+        and stored in the model dtype (the modulation is applied in that dtype with one fused
+        ``addcmul``; the gate multiplies a residual branch in that dtype, as lerobot's ``layernorm_forward``). Time MLP: ``swish(time_out(swish(time_in(sincos(t)))))``.
+        """
+        dev = self.ada_w.device
+        t = self.flow_times(num_steps).to(dev)
+        emb = sinusoidal_time_embedding(t, self.g.width, self.cfg.time_min_period, self.cfg.time_max_period).float()
+        c = F.silu(F.linear(emb, self.time_in.weight.float(), self.time_in.bias.float()))
+        c = F.silu(F.linear(c, self.time_out.weight.float(), self.time_out.bias.float()))  # [N, De]
+        mod = torch.einsum("sc,noc->sno", c, self.ada_w.float()) + self.ada_b.float()[None]  # [N, norms, 3De]
+        scale, shift, gate = mod.chunk(3, dim=-1)
+        dt = self.ada_w.dtype
+        self.register_buffer("ada_scale1p", (1.0 + scale).to(dt).contiguous(), persistent=False)
+        self.register_buffer("ada_shift", shift.to(dt).contiguous(), persistent=False)
+        self.register_buffer("ada_gate", gate.to(dt).contiguous(), persistent=False)
+        self.num_flow_steps = num_steps
+
+    def _ada_norm(self, x: torch.Tensor, step: int, idx: int) -> torch.Tensor:
+        h = F.rms_norm(x, (self.g.width,), None, self.g.rms_norm_eps)
+        return torch.addcmul(self.ada_shift[step, idx], h, self.ada_scale1p[step, idx])
+
+    def velocity(
+        self,
+        x_t: torch.Tensor,
+        step: int,
+        kv: torch.Tensor,
+        prefix_len: int,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        key_mask: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """Flow velocity v = f(x_t, t_step) for the action chunk.
+
+        Args:
+            x_t: [B, H, 32] noisy actions (float32).
+            step: flow step index s (t = 1 - s/N) into the precomputed adaRMS sets.
+            kv: the cache filled by :meth:`GemmaBackbone.fill_prefix_cache`; slots [Lp, Lp+H) are
+                overwritten with the action tokens' K/V.
+            prefix_len: Lp.
+            cos, sin: RoPE tables [B, H, 1, d] for the action positions (valid prefix count + 0..H-1).
+            key_mask: None or bool [B, 1, 1, Lp+H].
+
+        Returns:
+            v: [B, H, 32] float32.
+        """
+        g = self.g
+        b, hz, _ = x_t.shape
+        nq = g.num_heads * g.head_dim
+        x = self.action_in(x_t.to(self.action_in.weight.dtype))
+        for i, layer in enumerate(self.layers):
+            h = self._ada_norm(x, step, 2 * i)
+            q, k, v = layer.qkv(h).split([nq, g.head_dim, g.head_dim], dim=-1)
+            k = apply_rope(k.view(b, hz, 1, g.head_dim), cos, sin)
+            kv[i, 0, :, 0, prefix_len:] = k[:, :, 0]
+            kv[i, 1, :, 0, prefix_len:] = v
+            q = apply_rope(q.view(b, hz, g.num_heads, g.head_dim), cos, sin)
+            a = mqa_attention(q, kv[i, 0], kv[i, 1], key_mask)
+            x = torch.addcmul(x, layer.o(a), self.ada_gate[step, 2 * i])
+            h = self._ada_norm(x, step, 2 * i + 1)
+            x = torch.addcmul(x, layer.mlp(h), self.ada_gate[step, 2 * i + 1])
+        h = self._ada_norm(x, step, 2 * g.depth)
+        return self.action_out(h).float()
+
+
+def gemma_state_from_checkpoint(t: dict[str, torch.Tensor], cfg: Pi05Config, backbone_prefix: str, expert_prefix: str) -> dict[str, torch.Tensor]:
+    """Map checkpoint tensors (openpi names) to :class:`GemmaBackbone` / :class:`GemmaExpert` entries."""
+    out: dict[str, torch.Tensor] = {backbone_prefix + "embed": t[LANG + "embed_tokens.weight"]}
+    b = cfg.backbone
+    out[backbone_prefix + "norm1"] = torch.stack([t[f"{LANG}layers.{i}.input_layernorm.weight"] for i in range(b.depth)])
+    out[backbone_prefix + "norm2"] = torch.stack([t[f"{LANG}layers.{i}.post_attention_layernorm.weight"] for i in range(b.depth)])
+    for src, dst, depth in ((LANG, backbone_prefix, b.depth), (EXPERT + "model.", expert_prefix, cfg.expert.depth)):
+        for i in range(depth):
+            c, m = f"{src}layers.{i}.", f"{dst}layers.{i}."
+            out[m + "qkv.weight"] = torch.cat([t[c + f"self_attn.{n}_proj.weight"] for n in "qkv"], 0)
+            out[m + "o.weight"] = t[c + "self_attn.o_proj.weight"]
+            out[m + "gate_up.weight"] = torch.cat([t[c + "mlp.gate_proj.weight"], t[c + "mlp.up_proj.weight"]], 0)
+            out[m + "down.weight"] = t[c + "mlp.down_proj.weight"]
+    e = EXPERT + "model."
+    names = []
+    for i in range(cfg.expert.depth):
+        names += [f"{e}layers.{i}.input_layernorm.dense", f"{e}layers.{i}.post_attention_layernorm.dense"]
+    names.append(e + "norm.dense")
+    out[expert_prefix + "ada_w"] = torch.stack([t[n + ".weight"] for n in names])
+    out[expert_prefix + "ada_b"] = torch.stack([t[n + ".bias"] for n in names])
+    for src, dst in (("action_in_proj", "action_in"), ("action_out_proj", "action_out"), ("time_mlp_in", "time_in"), ("time_mlp_out", "time_out")):
+        out[f"{expert_prefix}{dst}.weight"] = t[src + ".weight"]
+        out[f"{expert_prefix}{dst}.bias"] = t[src + ".bias"]
+    return out

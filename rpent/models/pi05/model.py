@@ -1,0 +1,159 @@
+"""The Pi0.5 model: SigLIP + Gemma-2B prefix + Gemma-300M action expert, flow-matching sampling.
+
+Sampling (openpi ``PI0Pytorch.sample_actions`` semantics; reference section 1.2):
+
+1. Prefix = [256 image tokens per view, in view order] + [text tokens]. Bidirectional attention among
+   valid prefix tokens. Positions = running count of valid tokens.
+2. The prefix runs through the backbone once; every layer's K/V is cached (``kv`` [depth, 2, B, 1, Lp+H, d]).
+3. x starts as the noise [B, H, 32] at t=1; N Euler steps ``x += dt * v(x, t)`` with dt = -1/N down to t=0.
+   Each step runs only the expert over the H action tokens, attending to the cached prefix K/V and to
+   all action tokens (bidirectional inside the chunk); the prefix cache is reused, never recomputed.
+4. The result is the normalised action chunk [B, H, 32] (float32).
+
+Prompt length: callers pass exactly the tokens of the prompt (no padding to max_token_len=200). Masked
+padding keys contribute nothing to attention and take no RoPE position, so padding only costs compute:
+the exact-length prefix gives the same numbers as openpi's padded one up to float rounding
+(reference section 5: T=200 costs ~20% more prefix FLOPs than T=16-48 on LIBERO).
+
+Precision: bf16 weights/activations on CUDA, with RMSNorm statistics, RoPE angles, the time/adaRMS
+precomputation, softmax accumulation and the flow state x in float32; float32 everywhere on CPU.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from rpent.models.pi05.checkpoint import random_tensors
+from rpent.models.pi05.config import Pi05Config
+from rpent.models.pi05.gemma import GemmaBackbone, GemmaExpert, gemma_state_from_checkpoint, rope_cos_sin
+from rpent.models.pi05.siglip import SiglipEncoder, siglip_state_from_checkpoint
+
+
+def default_device_dtype(device: str | torch.device | None = None) -> tuple[torch.device, torch.dtype]:
+    """(device, dtype) per the project rule: bf16 on CUDA, float32 on CPU. ``None`` picks cuda:0 if available."""
+    if device is None:
+        device = "cuda:0" if torch.cuda.is_available() else "cpu"
+    dev = torch.device(device)
+    return dev, (torch.bfloat16 if dev.type == "cuda" else torch.float32)
+
+
+class Pi05Model(nn.Module):
+    """Pi0.5 inference model. Build with :meth:`from_checkpoint_tensors` (or :meth:`random`), not ``__init__``.
+
+    Attributes:
+        cfg: dimensions, action horizon and number of flow steps.
+        vision: :class:`SiglipEncoder`; backbone: :class:`GemmaBackbone`; expert: :class:`GemmaExpert`.
+    """
+
+    def __init__(self, cfg: Pi05Config):
+        super().__init__()
+        self.cfg = cfg
+        self.vision = SiglipEncoder(cfg.vision, cfg.backbone.width)
+        self.backbone = GemmaBackbone(cfg)
+        self.expert = GemmaExpert(cfg)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_checkpoint_tensors(cls, cfg: Pi05Config, tensors: dict[str, torch.Tensor]) -> "Pi05Model":
+        """Assemble the model from checkpoint tensors (openpi names; see ``checkpoint.load_checkpoint_tensors``).
+
+        The module is built on the meta device and every parameter is *assigned* from ``tensors``
+        (``load_state_dict(strict=True, assign=True)``): nothing is randomly initialised, and a
+        parameter without a source tensor raises. Device/dtype are those of ``tensors``.
+        Then the per-step adaRMS sets are precomputed for ``cfg.num_flow_steps``.
+
+        Raises:
+            KeyError: a tensor is missing from ``tensors``; RuntimeError: strict loading failed.
+        """
+        with torch.device("meta"):
+            model = cls(cfg)
+        state = siglip_state_from_checkpoint(tensors, cfg.vision, "vision.")
+        state.update(gemma_state_from_checkpoint(tensors, cfg, "backbone.", "expert."))
+        model.load_state_dict(state, strict=True, assign=True)
+        model.requires_grad_(False)
+        model.eval()
+        model.expert.precompute_time_conditioning(cfg.num_flow_steps)
+        model.backbone.norm_scales()
+        return model
+
+    @classmethod
+    def random(cls, cfg: Pi05Config, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32, seed: int = 0) -> "Pi05Model":
+        """A model with seeded random weights of the checkpoint schema, generated on ``device``
+        (``--random-weights`` benchmarks; same code path as a real checkpoint)."""
+        return cls.from_checkpoint_tensors(cfg, random_tensors(cfg, device, dtype, seed))
+
+    @property
+    def device(self) -> torch.device:
+        """Device of the weights."""
+        return self.backbone.embed.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """Compute dtype of the weights (bf16 on CUDA, float32 on CPU)."""
+        return self.backbone.embed.dtype
+
+    def set_num_flow_steps(self, num_steps: int) -> None:
+        """Recompute the adaRMS sets for a new number of flow steps (changes the outputs)."""
+        if num_steps < 1:
+            raise ValueError(f"num_flow_steps must be >= 1, got {num_steps}")
+        self.cfg = self.cfg.replace(num_flow_steps=num_steps)
+        self.expert.precompute_time_conditioning(num_steps)
+
+    # ------------------------------------------------------------------ inference
+    @torch.inference_mode()
+    def sample_actions(
+        self,
+        images: torch.Tensor,
+        token_ids: torch.Tensor,
+        noise: torch.Tensor,
+        token_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Sample one normalised action chunk per batch element.
+
+        Args:
+            images: [B, V, 3, S, S] in [-1, 1] (model dtype, on the model's device), S = cfg.vision.image_size.
+            token_ids: int64 [B, T] prompt tokens (exact length; pad shorter prompts and mask them).
+            noise: [B, H, 32] float32, the flow state at t=1 (H = cfg.action_horizon).
+            token_mask: None (all tokens valid) or bool [B, T], False for padding.
+
+        Returns:
+            float32 [B, H, 32] normalised actions (quantile-normalised space, padded to 32 dims).
+
+        Raises:
+            ValueError: shapes that do not fit the config.
+        """
+        cfg = self.cfg
+        b, nv = images.shape[:2]
+        hz = cfg.action_horizon
+        if noise.shape != (b, hz, cfg.max_action_dim):
+            raise ValueError(f"noise must be [B={b}, H={hz}, {cfg.max_action_dim}], got {list(noise.shape)}")
+        if token_ids.shape[0] != b:
+            raise ValueError(f"token_ids batch {token_ids.shape[0]} != images batch {b}")
+        img = self.vision(images.flatten(0, 1)).view(b, nv * cfg.vision.num_patches, -1)
+        txt = self.backbone.embed_text(token_ids)
+        prefix = torch.cat([img, txt], dim=1)
+        lp = prefix.shape[1]
+        dev = prefix.device
+        if token_mask is None:
+            prefix_valid = None
+            pos = torch.arange(lp, device=dev).expand(b, lp)
+            n_valid = torch.full((b, 1), lp, device=dev, dtype=torch.long)
+            key_mask = None
+        else:
+            prefix_valid = torch.cat([torch.ones(b, img.shape[1], dtype=torch.bool, device=dev), token_mask.to(dev, torch.bool)], 1)
+            pos = prefix_valid.long().cumsum(1) - 1
+            n_valid = prefix_valid.long().sum(1, keepdim=True)
+            key_mask = torch.cat([prefix_valid, torch.ones(b, hz, dtype=torch.bool, device=dev)], 1)[:, None, None, :]
+        g = cfg.backbone
+        cos, sin = rope_cos_sin(pos, g.head_dim, g.rope_theta, prefix.dtype)
+        kv = torch.empty((g.depth, 2, b, 1, lp + hz, g.head_dim), dtype=prefix.dtype, device=dev)
+        self.backbone.fill_prefix_cache(prefix, cos, sin, None if prefix_valid is None else key_mask[..., :lp], kv)
+        spos = n_valid + torch.arange(hz, device=dev)[None, :]
+        scos, ssin = rope_cos_sin(spos, g.head_dim, g.rope_theta, prefix.dtype)
+        n = self.expert.num_flow_steps
+        dt = -1.0 / n
+        x = noise.to(device=dev, dtype=torch.float32)
+        for s in range(n):
+            x = x + dt * self.expert.velocity(x, s, kv, lp, scos, ssin, key_mask)
+        return x

@@ -1,0 +1,186 @@
+"""Pi05Policy: a loaded checkpoint + tokenizer + norm stats + runner, answering predict requests.
+
+Loading order (each step fails with a message that names the problem and the fix):
+
+1. :func:`verify_checkpoint_dir` prints the OK/MISS list (seed 003) and stops on any MISS;
+2. ``config.json`` -> dimensions (variants); the embodiment preset fixes action horizon and flow steps;
+3. config checks (seed 003, :mod:`rpent.models.pi05.settings`): ``action_horizon >= n_exec``; a request's
+   ``num_flow_steps`` must match the configured steps;
+4. every model tensor is read from the safetensors file(s) (missing/unexpected/mis-shaped -> error);
+5. the tokenizer (checkpoint dir or ``tokenizer_path``) and ``norm_stats.json`` (checkpoint root).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+from rpent.models.pi05.checkpoint import (
+    config_from_checkpoint,
+    load_checkpoint_tensors,
+    read_checkpoint_config,
+    verify_checkpoint_dir,
+)
+from rpent.models.pi05.config import Pi05Config
+from rpent.models.pi05.model import Pi05Model, default_device_dtype
+from rpent.models.pi05.normalization import NormStats
+from rpent.models.pi05.processor import ObservationError, Pi05Processor, PreparedRequest
+from rpent.models.pi05.sampling import Pi05Runner
+from rpent.models.pi05.settings import ConfigCheckError, ServingSettings, resolve_settings
+from rpent.models.pi05.tokenizer import PromptTokenizer
+
+
+class Pi05Policy:
+    """Predicts env actions for ``vla.predict`` observations.
+
+    Build with :meth:`from_checkpoint` or :meth:`random_weights`. ``prepare`` / ``run_prepared`` /
+    ``finish`` are the three stages the server splits across handler threads and the batch worker;
+    :meth:`predict` chains them for in-process use.
+    """
+
+    def __init__(
+        self,
+        model: Pi05Model,
+        processor: Pi05Processor,
+        settings: ServingSettings,
+        use_cuda_graphs: bool = True,
+        source: str = "",
+        layout: str = "",
+    ):
+        self.model = model
+        self.processor = processor
+        self.settings = settings
+        self.runner = Pi05Runner(model, use_cuda_graphs=use_cuda_graphs)
+        self.source = source
+        self.layout = layout
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_checkpoint(
+        cls,
+        path: str | os.PathLike,
+        embodiment: str = "libero",
+        tokenizer_path: str | os.PathLike | None = None,
+        device: str | torch.device | None = None,
+        action_horizon: int | None = None,
+        n_exec: int | None = None,
+        num_flow_steps: int | None = None,
+        state_in_prompt: str = "auto",
+        use_cuda_graphs: bool = True,
+        log=None,
+    ) -> "Pi05Policy":
+        """Load a checkpoint directory (openpi or lerobot layout); see the module docstring.
+
+        Args:
+            log: callable(str) for the OK/MISS list and load timings (default: print to stderr).
+
+        Raises:
+            rpent.models.pi05.checkpoint.CheckpointError, ConfigCheckError, NormStatsError, TokenizerError.
+        """
+        log = log or (lambda s: print(s, file=sys.stderr, flush=True))
+        report = verify_checkpoint_dir(path, tokenizer_path)
+        log(f"checkpoint {report.directory}:")
+        for line in report.lines():
+            log("  " + line)
+        report.raise_if_missing()
+        ckpt_cfg = read_checkpoint_config(path)
+        settings = resolve_settings(embodiment, action_horizon, n_exec, num_flow_steps, state_in_prompt, ckpt_cfg)
+        cfg = config_from_checkpoint(path, action_horizon=settings.action_horizon, num_flow_steps=settings.num_flow_steps)
+        dev, dtype = default_device_dtype(device)
+        t0 = time.perf_counter()
+        tensors, layout = load_checkpoint_tensors(path, cfg, dev, dtype)
+        model = Pi05Model.from_checkpoint_tensors(cfg, tensors)
+        del tensors
+        log(f"loaded {layout}-layout weights to {dev} ({str(dtype).removeprefix('torch.')}) in {time.perf_counter() - t0:.1f} s; every tensor came from the file")
+        tokenizer = PromptTokenizer(report.get("tokenizer").path, cfg.max_token_len, cfg.vocab_size)
+        norm_stats = NormStats.load(report.get("norm_stats.json").path)
+        proc = Pi05Processor(settings.preset, norm_stats, tokenizer, settings.discrete_state_input, cfg.max_action_dim)
+        return cls(model, proc, settings, use_cuda_graphs, source=str(report.directory), layout=layout)
+
+    @classmethod
+    def random_weights(
+        cls,
+        cfg: Pi05Config,
+        tokenizer_path: str | os.PathLike,
+        norm_stats: NormStats,
+        embodiment: str = "libero",
+        device: str | torch.device | None = None,
+        use_cuda_graphs: bool = True,
+        seed: int = 0,
+        **overrides,
+    ) -> "Pi05Policy":
+        """Random weights of ``cfg``'s shapes (benchmarks); same code path after the tensors exist."""
+        settings = resolve_settings(embodiment, **overrides)
+        cfg = cfg.replace(action_horizon=settings.action_horizon, num_flow_steps=settings.num_flow_steps)
+        dev, dtype = default_device_dtype(device)
+        model = Pi05Model.random(cfg, dev, dtype, seed)
+        tok = PromptTokenizer(tokenizer_path, cfg.max_token_len, cfg.vocab_size)
+        proc = Pi05Processor(settings.preset, norm_stats, tok, settings.discrete_state_input, cfg.max_action_dim)
+        return cls(model, proc, settings, use_cuda_graphs, source="random-weights")
+
+    # ------------------------------------------------------------------ serving
+    def metadata(self) -> dict:
+        """``vla.metadata`` (docs/interfaces.md) plus state_dim, state-in-prompt, device/dtype, checkpoint."""
+        s, cfg = self.settings, self.model.cfg
+        return {
+            "embodiment": s.preset.name,
+            "action_dim": s.preset.action_dim,
+            "action_horizon": s.action_horizon,
+            "n_exec": s.n_exec,
+            "num_flow_steps": self.model.expert.num_flow_steps,
+            "num_views": s.preset.num_views,
+            "image_size": cfg.vision.image_size,
+            "state_dim": s.preset.state_dim,
+            "discrete_state_input": s.discrete_state_input,
+            "max_action_dim": cfg.max_action_dim,
+            "device": str(self.model.device),
+            "dtype": str(self.model.dtype).removeprefix("torch."),
+            "cuda_graphs": self.runner.use_graphs,
+            "checkpoint": self.source,
+            "layout": self.layout,
+        }
+
+    def prepare(self, observation: dict, options: dict | None = None) -> PreparedRequest:
+        """Validate + CPU preprocessing (thread-safe). Checks ``options['num_flow_steps']`` against the
+        configured steps (seed 003: they must match).
+
+        Raises:
+            ObservationError, ConfigCheckError.
+        """
+        if options is not None and not isinstance(options, dict):
+            raise ObservationError(f"options must be a dict or None, got {type(options).__name__}")
+        nf = (options or {}).get("num_flow_steps")
+        configured = self.model.expert.num_flow_steps
+        if nf is not None and nf != configured:
+            raise ConfigCheckError(
+                f"num_flow_steps ({nf}) must match the configured num_steps ({configured}): the adaRMS time "
+                f"conditioning and CUDA graphs are built for it; restart the server with --num-flow-steps {nf}"
+            )
+        return self.processor.prepare(observation, options, self.settings.action_horizon)
+
+    def run_prepared(self, requests: list[PreparedRequest]) -> list[np.ndarray]:
+        """One batched model call for several prepared requests (same ``shape_key``); returns each
+        request's normalised chunk float32 [B_i, H, 32]. Not thread-safe across calls: one worker."""
+        images = np.concatenate([r.images for r in requests], 0)
+        ids = [t for r in requests for t in r.token_ids]
+        noise = np.concatenate([r.noise for r in requests], 0)
+        out = self.runner.run(images, ids, noise)
+        parts, i = [], 0
+        for r in requests:
+            parts.append(out[i:i + r.batch_size])
+            i += r.batch_size
+        return parts
+
+    def finish(self, request: PreparedRequest, normalized: np.ndarray) -> np.ndarray:
+        """Normalised chunk -> env actions float32 [B, n_exec, action_dim]."""
+        return self.processor.postprocess(normalized[:, : self.settings.n_exec], request.states)
+
+    def predict(self, observation: dict, options: dict | None = None) -> np.ndarray:
+        """In-process ``vla.predict``: float32 [B, n_exec, action_dim] in environment units."""
+        req = self.prepare(observation, options)
+        return self.finish(req, self.run_prepared([req])[0])
+

@@ -1,0 +1,180 @@
+"""Running the Pi0.5 sampler on a batch: device transfer, prompt padding, batch buckets, CUDA graphs.
+
+:class:`Pi05Runner` takes CPU arrays (uint8 images, token id lists, noise) and returns normalised action
+chunks. On CUDA it captures one ``torch.cuda.CUDAGraph`` per (batch bucket, prompt length, masked)
+key over the whole sampler (SigLIP, the prefix pass that fills the K/V cache and all N flow steps),
+so a query replays one graph instead of launching thousands of kernels (reference section 7, technique 1).
+
+Shapes:
+
+* batch: padded up to the next bucket in ``batch_buckets`` (1, 2, 4, 8, 12, 16); rows beyond B are
+  independent dummies whose results are dropped (no cross-row attention exists).
+* prompt: a single prompt, or several of equal length, run at their exact length with no mask (flash
+  attention path). Prompts of different lengths are padded to a multiple of ``text_bucket`` (8) and
+  masked; masked keys take no RoPE position, so the result equals the unpadded one up to float rounding.
+
+Without CUDA (or with ``use_cuda_graphs=False``) the same code runs eagerly; that is the "plain eager"
+baseline of ``benchmarks/vla_bench.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+import torch
+
+from rpent.models.pi05.model import Pi05Model
+from rpent.models.pi05.processor import images_to_model
+
+DEFAULT_BATCH_BUCKETS = (1, 2, 4, 8, 12, 16)
+
+
+class _Graph:
+    """One captured sampler call with its static input/output buffers."""
+
+    def __init__(self, graph: torch.cuda.CUDAGraph, images, ids, mask, noise, out):
+        self.graph, self.images, self.ids, self.mask, self.noise, self.out = graph, images, ids, mask, noise, out
+
+
+class Pi05Runner:
+    """Executes :meth:`Pi05Model.sample_actions` for CPU inputs; thread-safe (one call at a time).
+
+    Args:
+        model: the loaded model (its device decides eager CPU vs CUDA).
+        use_cuda_graphs: capture/replay CUDA graphs (only when the model is on CUDA and
+            ``torch.cuda.is_available()``).
+        batch_buckets: batch sizes graphs are captured for; larger batches are split.
+        text_bucket: padded prompt lengths are rounded up to a multiple of this.
+        max_graphs: captured graphs kept (least recently used are dropped).
+    """
+
+    def __init__(
+        self,
+        model: Pi05Model,
+        use_cuda_graphs: bool = True,
+        batch_buckets: tuple[int, ...] = DEFAULT_BATCH_BUCKETS,
+        text_bucket: int = 8,
+        max_graphs: int = 96,
+    ):
+        self.model = model
+        self.cfg = model.cfg
+        self.device = model.device
+        self.dtype = model.dtype
+        self.use_graphs = bool(use_cuda_graphs and torch.cuda.is_available() and self.device.type == "cuda")
+        self.batch_buckets = tuple(sorted(batch_buckets))
+        self.text_bucket = text_bucket
+        self.max_graphs = max_graphs
+        self._graphs: OrderedDict[tuple, _Graph] = OrderedDict()
+        self._pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
+        self._lock = threading.Lock()
+        self.graph_captures = 0
+
+    @property
+    def max_batch(self) -> int:
+        """Largest batch one model call takes (the last bucket)."""
+        return self.batch_buckets[-1]
+
+    def _bucket(self, b: int) -> int:
+        for s in self.batch_buckets:
+            if s >= b:
+                return s
+        return b
+
+    def run(self, images: np.ndarray, token_ids: list[np.ndarray], noise: np.ndarray) -> np.ndarray:
+        """Sample normalised action chunks.
+
+        Args:
+            images: uint8 [B, V, H, W, 3].
+            token_ids: B int64 arrays of prompt tokens (lengths may differ).
+            noise: float32 [B, H, 32] initial flow state.
+
+        Returns:
+            float32 [B, H, 32] normalised actions.
+
+        Raises:
+            ValueError: inconsistent batch sizes.
+        """
+        b = images.shape[0]
+        if len(token_ids) != b or noise.shape[0] != b:
+            raise ValueError(f"batch mismatch: {b} images, {len(token_ids)} prompts, {noise.shape[0]} noise rows")
+        with self._lock:
+            if b > self.max_batch:
+                parts = [
+                    self._run(images[i:i + self.max_batch], token_ids[i:i + self.max_batch], noise[i:i + self.max_batch])
+                    for i in range(0, b, self.max_batch)
+                ]
+                return np.concatenate(parts, 0)
+            return self._run(images, token_ids, noise)
+
+    def _text(self, token_ids: list[np.ndarray], rows: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        lens = [len(t) for t in token_ids]
+        if len(set(lens)) == 1:
+            ids = np.zeros((rows, lens[0]), dtype=np.int64)
+            ids[: len(token_ids)] = np.stack(token_ids)
+            return torch.from_numpy(ids), None
+        t = -(-max(lens) // self.text_bucket) * self.text_bucket
+        ids = np.zeros((rows, t), dtype=np.int64)
+        mask = np.zeros((rows, t), dtype=bool)
+        mask[len(token_ids):, 0] = True  # dummy rows: one valid token
+        for i, row in enumerate(token_ids):
+            ids[i, : len(row)] = row
+            mask[i, : len(row)] = True
+        return torch.from_numpy(ids), torch.from_numpy(mask)
+
+    def _run(self, images: np.ndarray, token_ids: list[np.ndarray], noise: np.ndarray) -> np.ndarray:
+        b = images.shape[0]
+        rows = self._bucket(b) if self.use_graphs else b
+        ids, mask = self._text(token_ids, rows)
+        dev = self.device
+        img = torch.from_numpy(np.ascontiguousarray(images)).to(dev, non_blocking=True)
+        img = images_to_model(img, self.cfg.vision.image_size, self.dtype)
+        nz = torch.from_numpy(np.ascontiguousarray(noise, dtype=np.float32)).to(dev, non_blocking=True)
+        if not self.use_graphs:
+            out = self.model.sample_actions(img, ids.to(dev), nz, None if mask is None else mask.to(dev))
+            return out.cpu().numpy()
+        key = (rows, tuple(img.shape[1:]), ids.shape[1], mask is not None)
+        g = self._graphs.get(key)
+        if g is None:
+            g = self._capture(key, img, ids, mask)
+        else:
+            self._graphs.move_to_end(key)
+        g.images[:b].copy_(img)
+        g.ids.copy_(ids, non_blocking=True)
+        if mask is not None:
+            g.mask.copy_(mask, non_blocking=True)
+        g.noise[:b].copy_(nz)
+        g.graph.replay()
+        return g.out[:b].cpu().numpy()
+
+    def _capture(self, key: tuple, img: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor | None) -> _Graph:
+        rows, view_shape, t, masked = key
+        dev = self.device
+        s_img = torch.zeros((rows, *view_shape), dtype=self.dtype, device=dev)
+        s_ids = ids.to(dev).clone()
+        s_mask = mask.to(dev).clone() if masked else None
+        s_noise = torch.zeros((rows, self.cfg.action_horizon, self.cfg.max_action_dim), dtype=torch.float32, device=dev)
+        side = torch.cuda.Stream(device=dev)
+        side.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(side):
+            for _ in range(2):  # warm-up: lazy kernel/cuBLAS init must not happen inside capture
+                self.model.sample_actions(s_img, s_ids, s_noise, s_mask)
+        torch.cuda.current_stream(dev).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._pool):
+            out = self.model.sample_actions(s_img, s_ids, s_noise, s_mask)
+        g = _Graph(graph, s_img, s_ids, s_mask, s_noise, out)
+        self._graphs[key] = g
+        self.graph_captures += 1
+        while len(self._graphs) > self.max_graphs:
+            self._graphs.popitem(last=False)
+        return g
+
+    def warmup(self, num_views: int, image_hw: tuple[int, int], prompt_lengths=(16,), batch_sizes=(1,)) -> None:
+        """Capture graphs (or run eagerly once) ahead of the first request for the given shapes."""
+        hz, a = self.cfg.action_horizon, self.cfg.max_action_dim
+        for b in batch_sizes:
+            for t in prompt_lengths:
+                imgs = np.zeros((b, num_views, *image_hw, 3), dtype=np.uint8)
+                self.run(imgs, [np.ones(t, dtype=np.int64)] * b, np.zeros((b, hz, a), dtype=np.float32))

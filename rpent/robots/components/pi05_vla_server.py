@@ -1,0 +1,204 @@
+"""Pi0.5 VLA server: our PyTorch Pi0.5 behind the rpent RPC layer, with dynamic batching.
+
+Usage::
+
+    export PI05_CHECKPOINT_PATH=/path/to/rlinf-pi05-libero-130-fullshot-sft
+    python -m rpent.robots.components.pi05_vla_server --embodiment libero --cuda-device 0 \\
+        --transport http --host 127.0.0.1 --port 8210 [--model-path DIR] [--tokenizer-path FILE]
+
+Methods (docs/interfaces.md, "VLA predict contract"):
+
+* ``vla.predict(observation, options=None)`` (alias ``predict``) -> float32 [B, n_exec, action_dim] in
+  environment units. ``options``: ``noise_source`` ("server" default / "observation": use
+  ``observation["noise"]`` [B, H, 32]), ``seed`` (server noise from this seed), ``num_flow_steps``
+  (must equal the configured steps).
+* ``vla.metadata()`` -> {embodiment, action_dim, action_horizon, n_exec, num_flow_steps, num_views,
+  image_size, ...}.
+* ``vla.stats()`` -> {batches_run, mean_batch_rows, recent_batch_rows, graph_captures}.
+
+Concurrent requests from several clients are collected for up to ``--batch-window-ms`` (only while
+more are expected) and run as one batched model call; each client gets its own rows back. The
+readiness line is printed after the model is loaded and warmed up, so "launch -> ready" is the cold start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from typing import TYPE_CHECKING
+
+from rpent.models.pi05.batching import DynamicBatcher
+from rpent.models.pi05.embodiments import EMBODIMENTS
+from rpent.models.pi05.settings import ConfigCheckError, resolve_settings
+from rpent.rpc import RpcServer
+from rpent.rpc.cli import add_server_args, serve_from_args
+
+if TYPE_CHECKING:  # torch is imported only once the arguments are known to be usable
+    from rpent.models.pi05.policy import Pi05Policy
+
+CHECKPOINT_ENV = "PI05_CHECKPOINT_PATH"
+
+
+def _log(msg: str) -> None:
+    print(f"pi05_vla_server: {msg}", file=sys.stderr, flush=True)
+
+
+class Pi05VlaServer(RpcServer):
+    """RPC server around a :class:`Pi05Policy`.
+
+    Args:
+        policy: the loaded policy.
+        batch_window_s: longest gap between arrivals while gathering concurrent requests (s).
+        max_batch: most rows per model call (requests beyond are split or queued).
+        batch_max_wait_s: longest total gathering time (s).
+    """
+
+    def __init__(self, policy: "Pi05Policy", batch_window_s: float = 0.008, max_batch: int = 8, batch_max_wait_s: float = 0.04):
+        super().__init__(name="pi05_vla_server")
+        self.policy = policy
+        self.batcher = DynamicBatcher(policy.run_prepared, window_s=batch_window_s, max_batch=max_batch, max_wait_s=batch_max_wait_s)
+        self.register("vla.predict", self.predict, readonly=True)
+        self.register("predict", self.predict, readonly=True)
+        self.register("vla.metadata", self.metadata, readonly=True)
+        self.register("vla.stats", self.stats, readonly=True)
+
+    def predict(self, observation: dict, options: dict | None = None):
+        """See the module docstring. Raises ObservationError / ConfigCheckError for bad requests."""
+        req = self.policy.prepare(observation, options)
+        normalized = self.batcher.submit(req, rows=req.batch_size, key=req.shape_key)
+        return self.policy.finish(req, normalized)
+
+    def metadata(self) -> dict:
+        """``vla.metadata``."""
+        return self.policy.metadata()
+
+    def stats(self) -> dict:
+        """Batching statistics: model calls run and rows per call."""
+        sizes = list(self.batcher.batch_sizes)
+        return {
+            "batches_run": self.batcher.batches_run,
+            "mean_batch_rows": (sum(sizes) / len(sizes)) if sizes else 0.0,
+            "recent_batch_rows": sizes[-32:],
+            "graph_captures": self.policy.runner.graph_captures,
+        }
+
+    def close(self) -> None:
+        """Stop the batch worker."""
+        self.batcher.close()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command-line options (RPC options come from :func:`rpent.rpc.cli.add_server_args`)."""
+    ap = argparse.ArgumentParser(prog="python -m rpent.robots.components.pi05_vla_server", description=__doc__.split("\n")[0])
+    ap.add_argument("--embodiment", choices=sorted(EMBODIMENTS), default="libero", help="robot preset (default libero)")
+    ap.add_argument("--model-path", default=None, help=f"checkpoint directory (default ${CHECKPOINT_ENV})")
+    ap.add_argument("--tokenizer-path", default=None, help="PaliGemma SentencePiece model (default: found in the checkpoint directory)")
+    ap.add_argument("--cuda-device", type=int, default=0, help="CUDA device index (default 0); CPU float32 when CUDA is unavailable")
+    ap.add_argument("--cpu", action="store_true", help="run on the CPU in float32 even when CUDA is available")
+    ap.add_argument("--num-flow-steps", type=int, default=None, help="Euler steps (default: preset, 5)")
+    ap.add_argument("--action-horizon", type=int, default=None, help="predicted actions per chunk (default: preset)")
+    ap.add_argument("--n-exec", type=int, default=None, help="actions returned per query (default: preset)")
+    ap.add_argument("--state-in-prompt", choices=("auto", "yes", "no"), default="auto",
+                    help="discrete state in the prompt (auto: checkpoint config, else preset; pi05_libero_base/RLinf: no)")
+    ap.add_argument("--batch-window-ms", type=float, default=8.0,
+                    help="dynamic batching: longest gap between arriving requests while collecting a batch (default 8 ms; "
+                         "a lone client never waits)")
+    ap.add_argument("--batch-max-wait-ms", type=float, default=40.0, help="dynamic batching: longest total collection time (default 40 ms)")
+    ap.add_argument("--max-batch", type=int, default=8,
+                    help="largest batch per model call (default 8: with 16 closed-loop clients two alternating batches of 8 "
+                         "overlap request handling with GPU work; measured 123 vs 89 inferences/s for 16 on an H200)")
+    ap.add_argument("--no-cuda-graphs", action="store_true", help="run the sampler eagerly (baseline)")
+    ap.add_argument("--random-weights", choices=("full", "tiny"), default=None,
+                    help="benchmarking only: no checkpoint, seeded random weights of the full or tiny architecture")
+    add_server_args(ap)
+    return ap
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Fail fast, before torch is imported: no checkpoint configured, or contradictory settings.
+
+    Raises:
+        SystemExit(2): with the reason and the fix on stderr.
+    """
+    if not args.random_weights and not (args.model_path or os.environ.get(CHECKPOINT_ENV)):
+        _log(f"no checkpoint: pass --model-path DIR or set {CHECKPOINT_ENV} to a Pi0.5 checkpoint directory "
+             "(config.json, model.safetensors, norm_stats.json, tokenizer)")
+        raise SystemExit(2)
+    try:
+        resolve_settings(args.embodiment, args.action_horizon, args.n_exec, args.num_flow_steps, args.state_in_prompt)
+    except ConfigCheckError as exc:
+        _log(str(exc))
+        raise SystemExit(2) from None
+
+
+def load_policy(args: argparse.Namespace) -> "Pi05Policy":
+    """Build the policy from the parsed arguments (imports torch).
+
+    Raises:
+        SystemExit(2): the checkpoint cannot be loaded (the message says why and how to fix).
+    """
+    import torch
+
+    from rpent.models.pi05.policy import Pi05Policy
+
+    if args.cpu or not torch.cuda.is_available():
+        device = "cpu"
+        if not args.cpu:
+            _log("CUDA is not available: running on the CPU in float32 (slow for the full-size model)")
+    else:
+        if args.cuda_device >= torch.cuda.device_count():
+            _log(f"--cuda-device {args.cuda_device} does not exist ({torch.cuda.device_count()} CUDA device(s) visible)")
+            raise SystemExit(2)
+        device = f"cuda:{args.cuda_device}"
+        torch.cuda.set_device(device)
+    graphs = not args.no_cuda_graphs
+    overrides = dict(action_horizon=args.action_horizon, n_exec=args.n_exec, num_flow_steps=args.num_flow_steps)
+    if args.random_weights:
+        import tempfile
+        from pathlib import Path
+
+        from rpent.models.pi05.config import full_config, tiny_config
+        from rpent.models.pi05.normalization import NormStats
+        from rpent.models.pi05.tiny import tiny_norm_stats, tiny_tokenizer_bytes
+
+        preset = EMBODIMENTS[args.embodiment]
+        tok = Path(tempfile.mkdtemp(prefix="pi05_tok_")) / "tokenizer.model"
+        tok.write_bytes(tiny_tokenizer_bytes())
+        cfg = full_config() if args.random_weights == "full" else tiny_config()
+        _log(f"RANDOM WEIGHTS ({args.random_weights} architecture): for benchmarks only, actions are meaningless")
+        return Pi05Policy.random_weights(cfg, tok, NormStats.from_dict(tiny_norm_stats(preset.state_dim, preset.action_dim)),
+                                         args.embodiment, device, graphs, **overrides)
+    path = args.model_path or os.environ.get(CHECKPOINT_ENV)
+    try:
+        return Pi05Policy.from_checkpoint(path, args.embodiment, args.tokenizer_path, device,
+                                          state_in_prompt=args.state_in_prompt, use_cuda_graphs=graphs, log=_log, **overrides)
+    except (ValueError, RuntimeError, OSError) as exc:
+        _log(f"cannot load the checkpoint: {exc}")
+        raise SystemExit(2) from None
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: load, warm up, print the readiness line, serve until shutdown."""
+    args = build_parser().parse_args(argv)
+    t0 = time.perf_counter()
+    check_args(args)
+    policy = load_policy(args)
+    meta = policy.metadata()
+    if policy.model.device.type == "cuda":
+        t1 = time.perf_counter()
+        policy.runner.warmup(meta["num_views"], (meta["image_size"], meta["image_size"]))
+        _log(f"warm-up (B=1 graph capture) {time.perf_counter() - t1:.1f} s")
+    _log(f"ready in {time.perf_counter() - t0:.1f} s: {meta}")
+    server = Pi05VlaServer(policy, batch_window_s=args.batch_window_ms / 1000.0, max_batch=args.max_batch,
+                           batch_max_wait_s=args.batch_max_wait_ms / 1000.0)
+    try:
+        serve_from_args(server, args)
+    finally:
+        server.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""DynamicBatcher: concurrent submitters are batched, each gets its own result or its own error."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from rpent.models.pi05.batching import BatcherClosed, DynamicBatcher
+
+
+def test_concurrent_items_share_calls_and_get_their_own_results():
+    calls = []
+
+    def process(items):
+        calls.append(list(items))
+        time.sleep(0.02)  # a model call; meanwhile the other clients queue up
+        return [i * 10 for i in items]
+
+    b = DynamicBatcher(process, window_s=0.05, max_batch=8)
+    results = {}
+    barrier = threading.Barrier(6)
+
+    def client(i):
+        barrier.wait()
+        for r in range(3):
+            results[(i, r)] = b.submit(i * 100 + r)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(6)]
+    [t.start() for t in threads]
+    [t.join(10) for t in threads]
+    b.close()
+    assert results == {(i, r): (i * 100 + r) * 10 for i in range(6) for r in range(3)}
+    assert sum(len(c) for c in calls) == 18
+    assert max(len(c) for c in calls) > 1  # some calls carried several clients' requests
+    assert len(calls) < 18
+
+
+def test_lone_client_is_not_delayed_by_the_window():
+    b = DynamicBatcher(lambda items: items, window_s=0.5, max_batch=8)
+    t0 = time.perf_counter()
+    for i in range(3):
+        assert b.submit(i) == i
+    assert time.perf_counter() - t0 < 0.5  # three calls, no 0.5 s collection window paid
+    b.close()
+
+
+def test_errors_reach_every_item_of_the_failing_call_only():
+    def process(items):
+        if "bad" in items:
+            raise ValueError("bad request in batch")
+        return items
+
+    b = DynamicBatcher(process, window_s=0.0, max_batch=8)
+    with pytest.raises(ValueError, match="bad request"):
+        b.submit("bad")
+    assert b.submit("good") == "good"
+    b.close()
+    with pytest.raises(BatcherClosed):
+        b.submit("late")
+
+
+def test_different_keys_run_in_separate_calls():
+    seen = []
+
+    def process(items):
+        seen.append(sorted(items))
+        time.sleep(0.01)
+        return items
+
+    b = DynamicBatcher(process, window_s=0.05, max_batch=8)
+    out = {}
+    barrier = threading.Barrier(4)
+
+    def client(i):
+        barrier.wait()
+        out[i] = b.submit(i, key=i % 2)
+
+    ts = [threading.Thread(target=client, args=(i,)) for i in range(4)]
+    [t.start() for t in ts]
+    [t.join(10) for t in ts]
+    b.close()
+    assert out == {i: i for i in range(4)}
+    assert all(len({x % 2 for x in call}) == 1 for call in seen)
