@@ -1,0 +1,108 @@
+"""Writing selected frames as a LeRobot v3.0 dataset with lerobot's own ``LeRobotDataset`` writer.
+
+Feature names and shapes follow the LIBERO LeRobot layout that RLinf's Pi0.5 SFT loader reads
+(``image``, ``wrist_image``, ``state``, ``actions``; upstream RPent's Flywheel v1 export used
+the same four, rpent_reference §5.1): images uint8 256x256x3 stored as PNG inside the parquet
+files (``use_videos=False``), state float32 [8], actions float32 [7]; fps 20 (LIBERO control
+rate), robot type ``panda``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from rpent.flywheel.lerobot_compat import import_lerobot_dataset
+from rpent.flywheel.selection import IMAGE_SHAPE, Frame
+from rpent.recording import layout
+from rpent.recording.png import decode_png
+
+FPS = 20
+"""LIBERO control frequency in env steps per second (robosuite control_freq 20)."""
+
+FEATURES = {
+    "image": {"dtype": "image", "shape": IMAGE_SHAPE, "names": ["height", "width", "channel"]},
+    "wrist_image": {"dtype": "image", "shape": IMAGE_SHAPE, "names": ["height", "width", "channel"]},
+    "state": {"dtype": "float32", "shape": (layout.STATE_DIM,), "names": ["state"]},
+    "actions": {"dtype": "float32", "shape": (layout.ACTION_DIM,), "names": ["actions"]},
+}
+"""LeRobot features of the exported dataset (see module docstring for the source of the names)."""
+
+
+class FrameLoadError(RuntimeError):
+    """An observation image that passed the header check could not be decoded while writing."""
+
+
+def _remove_empty_dirs(top: Path) -> None:
+    if not top.is_dir():
+        return
+    for dirpath in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        if not any(dirpath.iterdir()):
+            dirpath.rmdir()
+    if not any(top.iterdir()):
+        top.rmdir()
+
+
+def write_lerobot_dataset(
+    root: Path,
+    episodes: list[tuple[Path, list[Frame]]],
+    *,
+    repo_id: str,
+    robot_type: str,
+    image_writer_threads: int = 0,
+    on_frame: Callable[[], None] | None = None,
+) -> dict:
+    """Write ``episodes`` into a new LeRobot dataset at ``root`` (which must not exist).
+
+    Args:
+        root: dataset directory to create (it will hold ``meta/info.json``).
+        episodes: ``(record_dir, frames)`` per episode, in output order.
+        repo_id: the dataset's repo id (local name only; nothing is uploaded).
+        robot_type: LeRobot robot type (``"panda"``).
+        image_writer_threads: lerobot's image writer threads (0 = encode and save each image
+            in the calling thread).
+        on_frame: called after each frame is added (progress).
+
+    Returns:
+        ``{"episodes": n, "frames": n, "tasks": [str]}``.
+
+    Raises:
+        FileExistsError: ``root`` exists.
+        FrameLoadError: an image could not be decoded.
+        LeRobotUnavailableError: lerobot is not importable.
+    """
+    LeRobotDataset = import_lerobot_dataset()
+    ds = LeRobotDataset.create(
+        repo_id=repo_id,
+        fps=FPS,
+        features=FEATURES,
+        root=root,
+        robot_type=robot_type,
+        use_videos=False,
+        image_writer_threads=image_writer_threads,
+    )
+    frames = 0
+    tasks: list[str] = []
+    try:
+        for record_dir, frames_of_episode in episodes:
+            for fr in frames_of_episode:
+                try:
+                    main = decode_png(layout.resolve_artifact(record_dir, fr.main))
+                    wrist = decode_png(layout.resolve_artifact(record_dir, fr.wrist))
+                except (OSError, ValueError) as e:
+                    raise FrameLoadError(f"{record_dir}: action seq {fr.seq}: cannot load observation: {e}") from e
+                ds.add_frame(
+                    {"image": main, "wrist_image": wrist, "state": fr.state, "actions": fr.action, "task": fr.task}
+                )
+                if fr.task not in tasks:
+                    tasks.append(fr.task)
+                frames += 1
+                if on_frame is not None:
+                    on_frame()
+            ds.save_episode()
+    finally:
+        if ds.image_writer is not None:
+            ds.stop_image_writer()
+        ds.finalize()
+    _remove_empty_dirs(root / "images")  # lerobot's per-frame image staging dirs, empty after embedding
+    return {"episodes": len(episodes), "frames": frames, "tasks": tasks}

@@ -1,0 +1,331 @@
+"""Which recorded actions become training frames: the export rules of the product document.
+
+Rules (``shared/seeds/004``, "导出训练数据"), applied per record:
+
+1. Run: ``task.json`` must exist and ``environment_success`` must be exactly ``true``
+   (``false``, ``null``, missing or non-boolean → excluded; the planner's finish claim never counts).
+2. Action: only actions that were executed (every ``actions.jsonl`` line is one) with
+   ``source == "vla"`` that link uniquely, via ``(pred_id, index_in_chunk)``, to a valid VLA
+   prediction: the prediction exists once in ``predictions.jsonl``, has a non-empty instruction,
+   belongs to the same tool call (``call_id``) as the action, and lists the row as executed
+   (``index_in_chunk < n_executed``); no other action claims the same ``(pred_id, index)``.
+3. Episodes: each contiguous run of qualifying actions (consecutive lines of ``actions.jsonl``
+   whose env ``step`` increases by exactly 1 — a reset or any excluded action ends the run)
+   becomes its own LeRobot episode; one frame per action: the observation before it, the
+   action, and the prediction's instruction as the frame's task.
+
+A record whose files are damaged (truncated/corrupt JSONL line, line missing fields, image
+missing or not 256x256 RGB) is excluded whole: its links and contiguity cannot be trusted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from rpent.recording import layout
+from rpent.recording.reader import TrajectoryRecord
+
+IMAGE_SHAPE = (256, 256, 3)
+"""Observation image shape the export requires (LIBERO policy cameras; seed 004, issue 6)."""
+
+ROBOT_TYPES = {"libero": "panda"}
+"""rpent robot package -> LeRobot ``robot_type`` (LIBERO's arm is a Franka Panda)."""
+
+# Run-level exclusion reasons.
+NO_TASK_JSON = "no_task_json"
+INVALID_TASK_JSON = "invalid_task_json"
+UNSUPPORTED_SCHEMA = "unsupported_schema"
+NOT_SUCCESSFUL = "not_successful"
+SUCCESS_UNKNOWN = "success_unknown"
+ACTIONS_UNAVAILABLE = "actions_unavailable"
+UNSUPPORTED_ROBOT = "unsupported_robot"
+CORRUPT_ACTIONS_LINE = "corrupt_actions_line"
+CORRUPT_PREDICTIONS_LINE = "corrupt_predictions_line"
+INVALID_ACTION_LINE = "invalid_action_line"
+INVALID_PREDICTION_LINE = "invalid_prediction_line"
+BAD_OBSERVATION = "bad_observation"
+NO_QUALIFYING_ACTIONS = "no_qualifying_actions"
+# Action-level exclusion reasons.
+NOT_VLA = "not_vla"
+MISSING_LINK = "missing_link"
+MISSING_PREDICTION = "missing_prediction"
+AMBIGUOUS_PREDICTION = "ambiguous_prediction"
+OTHER_TOOL_CALL = "prediction_from_other_tool_call"
+EMPTY_INSTRUCTION = "empty_instruction"
+NOT_EXECUTED = "prediction_row_not_executed"
+DUPLICATE_LINK = "duplicate_link"
+
+REASON_TEXT = {
+    NO_TASK_JSON: "task.json is missing: the run's outcome is unknown",
+    INVALID_TASK_JSON: "task.json cannot be read",
+    UNSUPPORTED_SCHEMA: "task.json has an unsupported schema_version",
+    NOT_SUCCESSFUL: "environment_success is false",
+    SUCCESS_UNKNOWN: "environment_success is not true (missing, null or not a boolean)",
+    ACTIONS_UNAVAILABLE: "the record has no action capture",
+    UNSUPPORTED_ROBOT: "no LeRobot export mapping for this robot",
+    CORRUPT_ACTIONS_LINE: "actions.jsonl has a truncated or corrupt line",
+    CORRUPT_PREDICTIONS_LINE: "predictions.jsonl has a truncated or corrupt line",
+    INVALID_ACTION_LINE: "actions.jsonl has a line with missing or malformed fields",
+    INVALID_PREDICTION_LINE: "predictions.jsonl has a line with missing or malformed fields",
+    BAD_OBSERVATION: "an observation image is missing, unreadable or not 256x256 RGB",
+    NO_QUALIFYING_ACTIONS: "successful run, but no action links to a valid VLA prediction",
+    NOT_VLA: "not a VLA action (scripted or other source)",
+    MISSING_LINK: "VLA action without pred_id/index_in_chunk",
+    MISSING_PREDICTION: "links to a prediction that is not in predictions.jsonl",
+    AMBIGUOUS_PREDICTION: "links to a pred_id that appears more than once in predictions.jsonl",
+    OTHER_TOOL_CALL: "links to a prediction from another tool call",
+    EMPTY_INSTRUCTION: "links to a prediction with an empty instruction",
+    NOT_EXECUTED: "links to a chunk row the prediction does not list as executed",
+    DUPLICATE_LINK: "another action claims the same (pred_id, index_in_chunk)",
+}
+
+
+@dataclass
+class Frame:
+    """One training frame: the observation before an executed VLA action, the action, the instruction.
+
+    Attributes:
+        seq: the action's line index in ``actions.jsonl``.
+        main, wrist: record-relative PNG paths (uint8 256x256x3, VLA orientation).
+        state: float32 [8] (eef pos m, axis-angle rad, gripper qpos m).
+        action: float32 [7], environment units.
+        task: the VLA instruction (non-empty).
+    """
+
+    seq: int
+    main: str
+    wrist: str
+    state: np.ndarray
+    action: np.ndarray
+    task: str
+
+
+@dataclass
+class RunSelection:
+    """What the rules keep of one record.
+
+    Attributes:
+        record_dir: the record directory.
+        robot: ``task.json``'s robot (``None`` without a readable task.json).
+        task_id: ``task.json``'s task_id (or the directory name).
+        episodes: lists of frames; each list is one LeRobot episode.
+        exclusions: report entries ``{"scope": "run"|"actions", "reason", "detail", ...}``.
+        n_actions: lines in ``actions.jsonl`` that parsed.
+    """
+
+    record_dir: Path
+    robot: str | None
+    task_id: str
+    episodes: list[list[Frame]] = field(default_factory=list)
+    exclusions: list[dict] = field(default_factory=list)
+    n_actions: int = 0
+
+    @property
+    def exported(self) -> bool:
+        """Whether the run contributes at least one frame."""
+        return bool(self.episodes)
+
+    def exclude_run(self, reason: str, detail: str) -> RunSelection:
+        """Drop every episode and record a run-level exclusion; returns ``self``."""
+        self.episodes = []
+        self.exclusions.append({"scope": "run", "reason": reason, "detail": f"{REASON_TEXT[reason]}: {detail}"})
+        return self
+
+
+def _ranges(seqs: list[int]) -> list[list[int]]:
+    """Compress sorted ints into inclusive ``[first, last]`` ranges."""
+    out: list[list[int]] = []
+    for s in sorted(seqs):
+        if out and s == out[-1][1] + 1:
+            out[-1][1] = s
+        else:
+            out.append([s, s])
+    return out
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _vector(v, dim: int) -> np.ndarray | None:
+    if not isinstance(v, list) or len(v) != dim:
+        return None
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in v):
+        return None
+    return np.asarray(v, dtype=np.float32)
+
+
+def _check_action_line(i: int, a: dict) -> str | None:
+    if a.get("seq") != i:
+        return f"line {i + 1}: seq is {a.get('seq')!r}, expected {i}"
+    if not _is_int(a.get("step")):
+        return f"line {i + 1}: step must be an integer"
+    if _vector(a.get("action"), layout.ACTION_DIM) is None:
+        return f"line {i + 1}: action must be {layout.ACTION_DIM} finite numbers"
+    if not isinstance(a.get("source"), str) or not isinstance(a.get("call_id"), str):
+        return f"line {i + 1}: source and call_id must be strings"
+    obs = a.get("obs")
+    if not isinstance(obs, dict) or not all(isinstance(obs.get(c), (str, type(None))) for c in layout.CAMERAS):
+        return f"line {i + 1}: obs must hold main and wrist image paths (or null)"
+    if _vector(obs.get("state"), layout.STATE_DIM) is None:
+        return f"line {i + 1}: obs.state must be {layout.STATE_DIM} finite numbers"
+    if a.get("pred_id") is not None and not isinstance(a.get("pred_id"), str):
+        return f"line {i + 1}: pred_id must be a string or null"
+    if a.get("index_in_chunk") is not None and not _is_int(a.get("index_in_chunk")):
+        return f"line {i + 1}: index_in_chunk must be an integer or null"
+    return None
+
+
+def _check_prediction_line(i: int, p: dict) -> str | None:
+    if not isinstance(p.get("pred_id"), str) or not p["pred_id"]:
+        return f"line {i + 1}: pred_id must be a non-empty string"
+    if not isinstance(p.get("instruction"), str):
+        return f"line {i + 1}: instruction must be a string"
+    if not isinstance(p.get("call_id"), str):
+        return f"line {i + 1}: call_id must be a string"
+    acts = p.get("actions")
+    if not _is_int(p.get("n_executed")) or not isinstance(acts, list) or len(acts) != p["n_executed"]:
+        return f"line {i + 1}: n_executed must be an integer equal to the number of actions"
+    return None
+
+
+def _image_ok(record_dir: Path, rel: str | None) -> str | None:
+    if rel is None:
+        return "no image recorded (null reference)"
+    try:
+        path = layout.resolve_artifact(record_dir, rel)
+        with Image.open(path) as im:
+            size = (im.height, im.width, len(im.getbands()))
+            if im.mode != "RGB" or size != IMAGE_SHAPE:
+                return f"{rel} is {im.mode} {size}, expected RGB {IMAGE_SHAPE}"
+    except (OSError, ValueError) as e:
+        return f"{rel}: {e}"
+    return None
+
+
+def select_run(record: TrajectoryRecord) -> RunSelection:
+    """Apply the export rules to one record (read-only; images are checked by header, not decoded).
+
+    Returns:
+        the :class:`RunSelection`: episodes of frames to export and every exclusion with its reason.
+    """
+    rd = record.record_dir
+    task = record.task
+    sel = RunSelection(rd, (task or {}).get("robot"), str((task or {}).get("task_id") or rd.name))
+    sel.n_actions = len(record.actions.records)
+    # ---- run-level rules
+    if task is None:
+        if record.task_problem == "missing":
+            return sel.exclude_run(NO_TASK_JSON, f"{rd / layout.TASK_JSON} does not exist")
+        return sel.exclude_run(INVALID_TASK_JSON, str(record.task_problem))
+    if task.get("schema_version") != layout.SCHEMA_VERSION:
+        return sel.exclude_run(UNSUPPORTED_SCHEMA, f"schema_version {task.get('schema_version')!r}, this exporter reads 1")
+    success = task.get("environment_success")
+    if success is False:
+        return sel.exclude_run(NOT_SUCCESSFUL, f"status {task.get('status')!r}")
+    if success is not True:
+        return sel.exclude_run(SUCCESS_UNKNOWN, f"environment_success={success!r}, status {task.get('status')!r}")
+    if (task.get("capture") or {}).get("actions") != layout.CAPTURE_FULL:
+        return sel.exclude_run(ACTIONS_UNAVAILABLE, f"capture.actions={(task.get('capture') or {}).get('actions')!r}")
+    if sel.robot not in ROBOT_TYPES:
+        return sel.exclude_run(UNSUPPORTED_ROBOT, f"robot {sel.robot!r}; supported: {sorted(ROBOT_TYPES)}")
+    if record.actions.problems:
+        p = record.actions.problems[0]
+        return sel.exclude_run(CORRUPT_ACTIONS_LINE, f"{p.detail} ({len(record.actions.problems)} bad line(s))")
+    if record.predictions.problems:
+        p = record.predictions.problems[0]
+        return sel.exclude_run(CORRUPT_PREDICTIONS_LINE, f"{p.detail} ({len(record.predictions.problems)} bad line(s))")
+    actions = record.actions.records
+    for i, a in enumerate(actions):
+        problem = _check_action_line(i, a)
+        if problem:
+            return sel.exclude_run(INVALID_ACTION_LINE, problem)
+    preds = record.predictions.records
+    for i, p in enumerate(preds):
+        problem = _check_prediction_line(i, p)
+        if problem:
+            return sel.exclude_run(INVALID_PREDICTION_LINE, problem)
+
+    # ---- action-level rules
+    pred_count = Counter(p["pred_id"] for p in preds)
+    pred_by_id = {p["pred_id"]: p for p in preds}
+    claims = Counter(
+        (a["pred_id"], a["index_in_chunk"])
+        for a in actions
+        if a["source"] == layout.SOURCE_VLA and a.get("pred_id") is not None and a.get("index_in_chunk") is not None
+    )
+    excluded: dict[str, list[int]] = defaultdict(list)
+    keep: list[tuple[dict, str]] = []  # (action line, instruction) or None placeholders
+    qualifies: list[bool] = []
+    for a in actions:
+        reason = None
+        pid, idx = a.get("pred_id"), a.get("index_in_chunk")
+        if a["source"] != layout.SOURCE_VLA:
+            reason = NOT_VLA
+        elif pid is None or idx is None:
+            reason = MISSING_LINK
+        elif pred_count[pid] == 0:
+            reason = MISSING_PREDICTION
+        elif pred_count[pid] > 1:
+            reason = AMBIGUOUS_PREDICTION
+        else:
+            pred = pred_by_id[pid]
+            if pred["call_id"] != a["call_id"]:
+                reason = OTHER_TOOL_CALL
+            elif not pred["instruction"].strip():
+                reason = EMPTY_INSTRUCTION
+            elif not 0 <= idx < pred["n_executed"]:
+                reason = NOT_EXECUTED
+            elif claims[(pid, idx)] > 1:
+                reason = DUPLICATE_LINK
+        if reason is None:
+            keep.append((a, pred_by_id[pid]["instruction"]))
+            qualifies.append(True)
+        else:
+            excluded[reason].append(a["seq"])
+            keep.append((a, ""))
+            qualifies.append(False)
+    for reason, seqs in excluded.items():
+        sel.exclusions.append(
+            {"scope": "actions", "reason": reason, "detail": REASON_TEXT[reason], "count": len(seqs), "seqs": _ranges(seqs)}
+        )
+
+    # ---- episodes: contiguous runs of qualifying actions
+    episodes: list[list[Frame]] = []
+    prev_step: int | None = None
+    current: list[Frame] | None = None
+    for (a, instruction), ok in zip(keep, qualifies):
+        if not ok:
+            current, prev_step = None, None
+            continue
+        if current is None or prev_step is None or a["step"] != prev_step + 1:
+            current = []
+            episodes.append(current)
+        obs = a["obs"]
+        current.append(
+            Frame(
+                seq=a["seq"],
+                main=obs["main"],
+                wrist=obs["wrist"],
+                state=np.asarray(obs["state"], dtype=np.float32),
+                action=np.asarray(a["action"], dtype=np.float32),
+                task=instruction,
+            )
+        )
+        prev_step = a["step"]
+    for ep in episodes:
+        for fr in ep:
+            for rel in (fr.main, fr.wrist):
+                problem = _image_ok(rd, rel)
+                if problem:
+                    return sel.exclude_run(BAD_OBSERVATION, f"action seq {fr.seq}: {problem}")
+    if not episodes:
+        return sel.exclude_run(NO_QUALIFYING_ACTIONS, f"{len(actions)} action(s), {len(preds)} prediction(s)")
+    sel.episodes = episodes
+    return sel
