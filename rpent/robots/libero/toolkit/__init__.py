@@ -86,16 +86,13 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         obs = self.env.robot_obs()
         status = self.env.status()
         self._state = {**obs, **status}
-        if self.recorder is not None:
-            self._policy_obs = self.env.policy_obs()
         self.capture_step(command=None, result=None, elapsed_s=None)
 
     def reset_episode(self) -> None:
         """Restart the episode from its init state (scene reset confirmed by the operator)."""
         obs = self.env.reset()
         self._state = {**obs, **self.env.status()}
-        if self.recorder is not None:
-            self._policy_obs = self.env.policy_obs()
+        self._policy_obs = None
 
     def current_state(self) -> dict:
         """The latest robot state and episode flags (``robot0_eef_pos``, ..., ``terminated``, ``truncated``)."""
@@ -106,10 +103,11 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         return bool(self._state.get("success")) or bool(self.env.status().get("success"))
 
     def policy_obs(self) -> dict:
-        """The current VLA observation (main/wrist 256x256x3 uint8 in VLA orientation, 8-D state)."""
-        if self._policy_obs is not None:
-            return self._policy_obs
-        return self.env.policy_obs()
+        """The current VLA observation (main/wrist 256x256x3 uint8 in VLA orientation, 8-D state);
+        rendered now unless the last VLA step already returned it."""
+        if self._policy_obs is None:
+            self._policy_obs = self.env.policy_obs()
+        return self._policy_obs
 
     def env_step(self, action: Any, source: str = "scripted", pred_id: str | None = None,
                  index_in_chunk: int | None = None) -> dict:
@@ -117,7 +115,10 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
 
         Checks the cancel flag first (raises :class:`ToolCancelled`), steps the env server,
         appends the video frame, and records the action with the observation before it when
-        trajectory recording is on.
+        trajectory recording is on. Rendering follows "render only what is needed": a scripted
+        step renders only the video frame (and is recorded with its 8-D state, no images); a
+        VLA step also renders the wrist camera, because the next action of its chunk needs the
+        full policy observation it was taken from (the flywheel export's frames).
 
         Args:
             action: (7,) OSC_POSE delta action (reference §3.2).
@@ -128,18 +129,20 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         """
         self.check_cancel()
         recording = self.recorder is not None
-        observe = "policy" if recording else ("main" if self.video else None)
-        before = self._policy_obs
+        if recording and source == "vla":
+            observe = "policy"
+        else:
+            observe = "main" if self.video else None
+        before = self._policy_obs if self._policy_obs is not None else {"state": self._state.get("state")}
         r = self.env.step(action, observe=observe)
+        after = r.pop("policy_obs", None)
         if recording:
-            self._policy_obs = r.pop("policy_obs")
             self.recorder.record_action(
                 np.asarray(action, dtype=np.float32), before, call_id=self._call_id, source=source,
                 reward=float(r["reward"]), terminated=bool(r["terminated"]), truncated=bool(r["truncated"]),
                 step=int(r["steps"]) - 1, pred_id=pred_id, index_in_chunk=index_in_chunk)
-            frame = self._policy_obs["main_image"]
-        else:
-            frame = r.pop("frame", None)
+        self._policy_obs = after  # None after a scripted step: the next VLA query renders afresh
+        frame = after["main_image"] if after is not None else r.pop("frame", None)
         if self.video and frame is not None:
             self.record.add_video_frame(frame)
         state = {**r.pop("obs"), **r}

@@ -21,7 +21,7 @@ from rpent.robots.libero.toolkit.observation import HIGH_SIZE, load_npz, read_js
 from rpent.robots.libero.toolkit.registry import tool
 from rpent.run.record import encode_png
 
-__all__ = ["PerceptionTools", "MIN_SEGMENT_POINTS", "MIN_REGION_POINTS"]
+__all__ = ["PerceptionTools", "MIN_SEGMENT_POINTS", "MIN_REGION_POINTS", "mask_world_points"]
 
 #: A mask's world position is the median of at least this many valid points (reference §3.3).
 MIN_SEGMENT_POINTS = 10
@@ -140,8 +140,7 @@ class PerceptionTools:
             result.setdefault("reason", "empty mask")
             return result
         world, _ = self._world_map(idx, camera, "low")
-        pts = world[mask].astype(np.float64)
-        pts = pts[np.isfinite(pts).all(axis=1)]
+        pts = mask_world_points(world, mask)
         rows, cols = np.nonzero(mask)
         result.update({"found": True, "score": round(float(score), 4),
                        "box": [int(cols.min()), int(rows.min()), int(cols.max()), int(rows.max())],
@@ -223,6 +222,33 @@ class PerceptionTools:
             raise ValueError(f"the {HIGH_SIZE} px view of step {step_idx} was not rendered and the scene has "
                              "moved on since; use resolution='low' for past steps")
         self.capture_high_res(camera)
+
+
+def mask_world_points(world: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """World points (m) of a mask, without the boundary pixels whose depth belongs to the background.
+
+    Pixels on a mask's edge often carry the depth of what lies behind the object, which puts
+    their back-projected points far behind it. So the mask is eroded by one pixel (unless that
+    leaves fewer than :data:`MIN_SEGMENT_POINTS`), and points farther than
+    ``max(0.03 m, 3 x median distance)`` from the median in the horizontal plane are dropped.
+
+    Args:
+        world: float [H, W, 3] world map; mask: bool [H, W].
+    Returns:
+        float64 [N, 3] finite points.
+    """
+    from scipy.ndimage import binary_erosion
+
+    inner = binary_erosion(mask, iterations=1)
+    use = inner if inner.sum() >= MIN_SEGMENT_POINTS else mask
+    pts = world[use].astype(np.float64)
+    pts = pts[np.isfinite(pts).all(axis=1)]
+    if len(pts) < MIN_SEGMENT_POINTS:
+        return pts
+    med = np.median(pts, axis=0)
+    dist = np.linalg.norm(pts[:, :2] - med[:2], axis=1)
+    keep = dist <= max(0.03, 3.0 * float(np.median(dist)))
+    return pts[keep] if keep.sum() >= MIN_SEGMENT_POINTS else pts
 
 
 def _json_bytes(obj) -> bytes:

@@ -1,0 +1,80 @@
+"""Code-as-policy mode in the run loop (``--policy-mode code``, ``--code-file``).
+
+* With ``--code-file policy.py`` (no LLM): the file runs as one cell of a
+  :class:`rpent.policy.CodePolicyRunner` over the run's toolkit; the result is recorded under
+  ``code_policy/`` and summarised as the planner result.
+* With an LLM planner: the planner gets :class:`rpent.policy.CodeModeToolkit` (the ``python``
+  cell tool, ``finish`` and the operator tools) and the code-mode system prompt; it reads no
+  task memory and no recipe is written (the run layer skips recipes in code mode).
+"""
+
+from __future__ import annotations
+
+import time
+
+from rpent.planners.base import Finish, PlannerResult, PlannerStats
+
+__all__ = ["solve_code_mode", "LIBERO_CODE_NOTES", "check_code_mode_planner"]
+
+#: LIBERO rules appended to the code-mode prompt (RPent reference §3.2, §9).
+LIBERO_CODE_NOTES = (
+    "Positions are metres in the LIBERO world frame, angles radians; gripper -1 open, +1 close. "
+    "Never move more than 0.30 m in x/y with one robo.move_to: use waypoints. robo.segment(prompt=...) "
+    "returns world_xyz and object_estimate (center, top_z, bottom_z, major_yaw) of an object. "
+    "Success is the environment's predicate (robo.view_env_state().success), not your finish status."
+)
+
+_UNSUPPORTED_PLANNERS = {"flash": "--planner flash has no LLM to write code; use --code-file or an LLM planner"}
+
+
+def check_code_mode_planner(planner: str) -> None:
+    """Refuse planners that cannot drive code mode.
+
+    Raises:
+        ValueError: with the reason (e.g. ``flash``).
+    """
+    if planner in _UNSUPPORTED_PLANNERS:
+        raise ValueError(_UNSUPPORTED_PLANNERS[planner])
+
+
+def solve_code_mode(cfg, toolkit, info, record, steering, on_event) -> PlannerResult:
+    """Run code mode for one task; returns a :class:`PlannerResult` (never raises for cell errors)."""
+    from rpent.policy import CodeModeToolkit, CodePolicyRunner, code_mode_system_prompt, run_code_file
+
+    t0 = time.monotonic()
+    runner = CodePolicyRunner(toolkit, record.dir, timeout_s=cfg.code_timeout_s, max_calls=cfg.code_max_calls,
+                              images=not cfg.planner_config.no_images)
+    try:
+        if cfg.code_file:
+            result = PlannerResult(stats=PlannerStats())
+            on_event("text", {"text": f"running --code-file {cfg.code_file} as one code-policy cell"})
+            cell = run_code_file(runner, cfg.code_file)
+            summary = {k: cell.get(k) for k in ("index", "stdout", "stderr", "exception", "value", "timed_out",
+                                                 "budget_exhausted", "finished", "env_steps", "moved")}
+            result.messages = [{"role": "tool", "name": "python", "tool_call_id": f"cell_{cell.get('index')}",
+                                "content": summary, "is_error": bool(cell.get("exception"))}]
+            result.stats.tool_calls = len(cell.get("robot_calls") or [])
+            finished = runner.episode_finished
+            if finished:
+                result.finish = Finish(status=finished.get("status", ""), summary=finished.get("summary", ""))
+                result.stop_reason = "finished"
+            if cell.get("exception"):
+                exc = cell["exception"]
+                result.error = f"policy code raised {exc.get('type')}: {exc.get('message')}"
+            elif cell.get("timed_out"):
+                result.error, result.stop_reason = f"policy cell timed out after {cfg.code_timeout_s:g}s", "timeout"
+            result.stats.elapsed_s = round(time.monotonic() - t0, 3)
+            return result
+        from rpent.planners.base import create_planner
+        from rpent.robots.libero import prompts
+
+        check_code_mode_planner(cfg.planner)
+        cfg.planner_config.output_dir = cfg.planner_config.output_dir or record.dir
+        planner = create_planner(cfg.planner, cfg.planner_config)
+        system = code_mode_system_prompt(toolkit.specs(), timeout_s=cfg.code_timeout_s,
+                                         max_calls=cfg.code_max_calls, task_language=info.language,
+                                         robot_notes=LIBERO_CODE_NOTES)
+        user = prompts.task_message(cfg.suite, cfg.task, cfg.seed, info.language)
+        return planner.solve(system, user, CodeModeToolkit(toolkit, runner), steering=steering, on_event=on_event)
+    finally:
+        runner.close()
