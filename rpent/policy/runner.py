@@ -1,0 +1,624 @@
+"""Run code-policy cells: :class:`CodePolicyRunner` (parent side of code mode).
+
+A cell is Python source that drives the robot through ``robo.<tool>(...)``. It runs in a
+separate worker process (:mod:`rpent.policy.worker`) that holds no secrets, has resource
+limits and its own process group (:mod:`rpent.policy.sandbox`). Every robot call travels
+to this process as a msgpack frame (:mod:`rpent.policy.frames`); the runner executes it
+with ``toolkit.execute`` and owns what policy code must not be able to change:
+
+* the call budget: ``max_calls`` robot-tool calls per cell (``--code-max-calls``,
+  default 100); call ``max_calls + 1`` is refused, raising ``CallBudgetExhausted`` inside
+  the cell, and the result says ``budget_exhausted``. ``finish`` is not counted;
+* the wall-time limit ``timeout_s`` per cell (``--code-timeout-s``, default 120 s): when
+  it expires the runner sets the toolkit's cancel flag (the running primitive stops at
+  its next env-step boundary), then signals the worker (``CellTimeout`` is raised in the
+  cell); a cell that does not end within ``grace_s`` after that is killed with its
+  process group, and the next cell starts a fresh worker (its result says
+  ``worker_restarted``: variables from earlier cells are gone);
+* the finish: after an accepted ``finish`` every later robot call of the run is refused
+  (``EpisodeFinished`` again).
+
+A cell that hangs, loops, allocates without bound, calls ``os._exit`` or kills its own
+process ends as a failed cell (``ok: False``); the runner keeps going. Every cell's
+source is saved before it runs and its result after (:mod:`rpent.policy.record`).
+
+Known limits: the worker is not network-isolated (it holds no endpoints or keys, but
+could reach loopback services it guesses); a toolkit call that ignores the cancel flag
+(a long read-only call) delays the kill until it returns.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Mapping, TypedDict
+
+from rpent.policy.frames import to_wire
+from rpent.policy.record import CellRecorder
+from rpent.policy.robo import OPERATOR_TOOLS
+from rpent.policy.sandbox import WorkerLimits, worker_env
+from rpent.policy.worker_process import WorkerProcess, WorkerStartError
+
+#: Characters of stdout (and of stderr) kept per cell; the rest is counted, not stored.
+MAX_STREAM_CHARS = 1_000_000
+#: Longest string kept in a robot call's result summary.
+MAX_SUMMARY_STR = 2_000
+#: Keys of a stateful tool's own result read, in this order, as the env steps it used
+#: (LIBERO: ``steps_used`` for motions and ``release``, ``steps`` for ``set_gripper``).
+ENV_STEP_KEYS = ("steps_used", "steps")
+
+class CellException(TypedDict):
+    """An exception that ended a cell: type name, message, formatted traceback (starts
+    at the cell's own code; ``File "<cell 3>", line 2``)."""
+
+    type: str
+    message: str
+    traceback: str
+
+
+class RobotCall(TypedDict, total=False):
+    """One ``robo.<tool>`` call of a cell, in order.
+
+    Keys: ``index`` (1-based within the cell), ``tool``, ``args`` (as sent),
+    ``ok`` (no error, not refused), ``refused`` (``budget`` | ``timeout`` | ``interrupt``
+    | ``finished`` | ``operator``; absent when executed), ``result`` (the toolkit's
+    result dict summarised: ``_images`` replaced by their labels in
+    ``_image_labels``, strings over 2000 chars cut), ``env_steps`` (int),
+    ``elapsed_s`` (float, wall seconds), ``call_id`` (passed to ``toolkit.execute``).
+    """
+
+    index: int
+    tool: str
+    args: dict
+    ok: bool
+    refused: str
+    result: dict
+    env_steps: int
+    elapsed_s: float
+    call_id: str
+
+
+class CellResult(TypedDict):
+    """What :meth:`CodePolicyRunner.run_cell` returns (a plain dict; JSON-able except
+    ``images``).
+
+    Keys:
+        cell: index (1-based; the ``NNN`` of ``cell_NNN.py``).
+        source_path, result_path: files under the output dir (relative paths).
+        started_at: ISO-8601 UTC time the cell started.
+        ok: the cell ran to its end without exception, timeout, interrupt or worker loss
+            (an accepted finish counts as ok); ``exception`` is set whenever ok is False.
+        stdout, stderr: text the cell printed (Python-level ``sys.stdout``/``stderr``).
+        output_dropped_chars: characters beyond :data:`MAX_STREAM_CHARS` not kept.
+        exception: :class:`CellException` or None.
+        value: ``repr`` of the trailing expression's value, or None.
+        robot_calls: list of :class:`RobotCall`.
+        calls_made: calls counted against the budget; ``max_calls``: the budget.
+        env_steps: env steps used by the cell's robot calls (see :func:`env_steps_of`).
+        moved: some stateful (non-read-only) call used env steps or succeeded.
+        finished: ``{status, summary}`` when ``finish`` was accepted in this cell, else None.
+        timed_out: the wall-time limit ``timeout_s`` (seconds) expired.
+        interrupted: :meth:`CodePolicyRunner.interrupt` was called during the cell.
+        budget_exhausted: a call was refused for the budget.
+        worker_restarted: the cell ran in a fresh worker because the previous one was
+            lost: variables, functions and imports of earlier cells are gone.
+        worker_lost: the cell ended its worker (crash, ``os._exit``, killed, or killed by
+            the runner after a timeout it did not honour); ``worker_exit`` says how.
+        elapsed_s: wall seconds of the cell.
+        sandbox: ``{"limits": {RLIMIT_*: value}, "isolation": {user_namespace,
+            network_namespace, capabilities_dropped, notes}}`` of the worker that ran it
+            (see rpent.policy.sandbox and rpent.policy.isolation).
+        images: after motion (unless ``images=False``): the toolkit's latest images,
+            list of ``{"label": str, "png": bytes}``.
+    """
+
+    cell: int
+    source_path: str
+    result_path: str
+    started_at: str
+    ok: bool
+    stdout: str
+    stderr: str
+    output_dropped_chars: int
+    exception: CellException | None
+    value: str | None
+    robot_calls: list[RobotCall]
+    calls_made: int
+    max_calls: int
+    timeout_s: float
+    env_steps: int
+    moved: bool
+    finished: dict | None
+    timed_out: bool
+    interrupted: bool
+    budget_exhausted: bool
+    worker_restarted: bool
+    worker_lost: bool
+    worker_exit: str | None
+    elapsed_s: float
+    sandbox: dict
+    images: list[dict]
+
+
+def spec_to_dict(spec: Any) -> dict[str, Any]:
+    """A tool spec (``ToolSpec`` object or dict with ``name``, ``description``,
+    ``input_schema``, ``readonly``) as a plain dict.
+
+    Raises:
+        ValueError: no usable ``name``.
+    """
+    get = spec.get if isinstance(spec, Mapping) else (lambda k, d=None: getattr(spec, k, d))
+    name = get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"tool spec without a name: {spec!r:.200}")
+    return {
+        "name": name,
+        "description": str(get("description", "") or ""),
+        "input_schema": to_wire(get("input_schema", None) or {"type": "object", "properties": {}}, lenient=True),
+        "readonly": bool(get("readonly", False)),
+    }
+
+
+def env_steps_of(result: Mapping[str, Any], readonly: bool, cumulative_before: int | None) -> tuple[int, int | None]:
+    """Env steps one tool call used, and the episode's cumulative env-step count after it.
+
+    Read-only tools use none. For a stateful tool: the first int among
+    :data:`ENV_STEP_KEYS` in its result; otherwise the difference of the cumulative
+    counter ``state_after.env_steps`` (the LIBERO toolkit's step view after a motion) and
+    ``cumulative_before`` when both are known; otherwise 0.
+
+    Returns:
+        ``(steps_used, cumulative_after)``; ``cumulative_after`` is
+        ``state_after.env_steps`` when present, else ``cumulative_before`` advanced by
+        ``steps_used`` (None when unknown).
+    """
+    if readonly:
+        return 0, cumulative_before
+    after = result.get("state_after")
+    cumulative = after.get("env_steps") if isinstance(after, Mapping) else None
+    cumulative = int(cumulative) if isinstance(cumulative, (int, float)) and not isinstance(cumulative, bool) else None
+    steps = None
+    for key in ENV_STEP_KEYS:
+        value = result.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            steps = int(value)
+            break
+    if steps is None:
+        steps = max(0, cumulative - cumulative_before) if cumulative is not None and cumulative_before is not None else 0
+    if cumulative is None and cumulative_before is not None:
+        cumulative = cumulative_before + steps
+    return steps, cumulative
+
+
+def _summarise(value: Any) -> Any:
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if k == "_images" and isinstance(v, list):
+                out["_image_labels"] = [str(i.get("label", "")) if isinstance(i, dict) else "" for i in v]
+            else:
+                out[str(k)] = _summarise(v)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_summarise(v) for v in value]
+    if isinstance(value, str) and len(value) > MAX_SUMMARY_STR:
+        return value[:MAX_SUMMARY_STR] + f"...[{len(value) - MAX_SUMMARY_STR} chars cut]"
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{len(value)} bytes>"
+    return to_wire(value, lenient=True)
+
+
+class _TextSink:
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.parts: list[str] = []
+        self.size = 0
+        self.dropped = 0
+
+    def add(self, text: str) -> None:
+        room = self.limit - self.size
+        if room <= 0:
+            self.dropped += len(text)
+            return
+        self.parts.append(text[:room])
+        self.size += min(room, len(text))
+        self.dropped += max(0, len(text) - room)
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+class _CellState:
+    """Mutable bookkeeping of the cell being run (shared with the timer thread)."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.stop: str | None = None          # "timeout" | "interrupt"
+        self.stop_at: float | None = None
+        self.calls: list[RobotCall] = []
+        self.calls_made = 0
+        self.env_steps = 0
+        self.moved = False
+        self.budget_exhausted = False
+        self.finished: dict | None = None
+        self.images: list[dict] | None = None
+        self.stdout = _TextSink(MAX_STREAM_CHARS)
+        self.stderr = _TextSink(MAX_STREAM_CHARS)
+        self.value: str | None = None
+        self.exception: CellException | None = None
+        self.worker_lost = False
+        self.worker_exit: str | None = None
+
+
+class CodePolicyRunner:
+    """Runs code-policy cells against a toolkit (see the module docstring).
+
+    Args:
+        toolkit: object with the toolkit contract of docs/interfaces.md: ``specs()``,
+            ``execute(name, args, call_id) -> dict`` (never raises), ``cancel()``,
+            ``clear_cancel()``.
+        output_dir: the run's output directory: worker cwd and ``HOME``; the record goes
+            to ``<output_dir>/code_policy/``.
+        timeout_s: wall-time limit per cell, seconds (> 0).
+        max_calls: robot-tool calls allowed per cell (>= 0; ``finish`` not counted).
+        images: attach the toolkit's latest images to a cell's result after motion.
+        grace_s: seconds a signalled cell gets to end before its worker is killed.
+        limits: worker resource limits (:class:`~rpent.policy.sandbox.WorkerLimits`).
+        extra_env: extra variables for the worker (names that look like credentials are
+            refused with ``ValueError``).
+        python: interpreter for the worker (default: the current one).
+        namespaces: isolate the worker in user + network namespaces where the kernel
+            allows (no network, no access to other processes' ``/proc/<pid>/environ``);
+            see :mod:`rpent.policy.isolation`. Capabilities are dropped either way.
+
+    Use as a context manager, or call :meth:`close`, to end the worker.
+
+    Raises:
+        ValueError: a bad limit (the message names it and the valid range).
+    """
+
+    def __init__(self, toolkit: Any, output_dir: str | os.PathLike, timeout_s: float = 120.0,
+                 max_calls: int = 100, images: bool = True, *, grace_s: float = 3.0,
+                 limits: WorkerLimits | None = None, extra_env: Mapping[str, str] | None = None,
+                 python: str | None = None, namespaces: bool = True):
+        if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool) or not timeout_s > 0:
+            raise ValueError(f"timeout_s (--code-timeout-s) must be a positive number of seconds, got {timeout_s!r}")
+        if not isinstance(max_calls, int) or isinstance(max_calls, bool) or max_calls < 0:
+            raise ValueError(f"max_calls (--code-max-calls) must be an int >= 0, got {max_calls!r}")
+        if not isinstance(grace_s, (int, float)) or grace_s < 0:
+            raise ValueError(f"grace_s must be >= 0 seconds, got {grace_s!r}")
+        self.toolkit = toolkit
+        self.output_dir = Path(output_dir).resolve()
+        self.timeout_s = float(timeout_s)
+        self.max_calls = max_calls
+        self.images = bool(images)
+        self.grace_s = float(grace_s)
+        self.limits = limits or WorkerLimits()
+        self.python = python or sys.executable
+        self.namespaces = bool(namespaces)
+        self.recorder = CellRecorder(self.output_dir)
+        self._env = worker_env(self.output_dir, extra_env)
+        self._specs = [spec_to_dict(s) for s in toolkit.specs()]
+        self._readonly = {s["name"]: s["readonly"] for s in self._specs}
+        self._operator = sorted(OPERATOR_TOOLS)
+        self._worker: WorkerProcess | None = None
+        self._last_worker: WorkerProcess | None = None
+        self._worker_lost = False
+        self._episode_finished: dict | None = None
+        self._cumulative_env_steps: int | None = None
+        self._run_lock = threading.Lock()
+        self._state_lock = threading.Lock()
+        self._state: _CellState | None = None
+
+    # -- public API ------------------------------------------------------------------
+    @property
+    def specs(self) -> list[dict[str, Any]]:
+        """The toolkit's tool specs as plain dicts (what ``robo`` is built from)."""
+        return [dict(s) for s in self._specs]
+
+    @property
+    def episode_finished(self) -> dict | None:
+        """``{status, summary}`` of the accepted finish of this run, or None."""
+        return self._episode_finished
+
+    def run_cell(self, source: str) -> CellResult:
+        """Run one cell in the run's worker; blocks until the cell ends.
+
+        Args:
+            source: Python source. Its last statement, if an expression, is echoed.
+
+        Returns:
+            :class:`CellResult` (also saved as ``code_policy/cell_NNN.json``).
+
+        Raises:
+            TypeError: ``source`` is not a str.
+            RuntimeError: another cell of this runner is still running (cells of one
+                run are sequential).
+        """
+        if not isinstance(source, str):
+            raise TypeError(f"a cell's source must be a str of Python code, got {type(source).__name__}")
+        if not self._run_lock.acquire(blocking=False):
+            raise RuntimeError("another cell of this run is still running; cells run one at a time")
+        try:
+            return self._run_cell_locked(source)
+        finally:
+            self._run_lock.release()
+
+    def interrupt(self) -> bool:
+        """Stop the running cell now (thread-safe; e.g. the operator's Esc or the
+        planner's own timeout): cancel the current primitive at its next env-step
+        boundary and raise ``CellInterrupted`` in the cell (killed after ``grace_s`` if
+        it does not end). Returns False when no cell is running."""
+        return self._stop("interrupt")
+
+    def close(self) -> None:
+        """End the worker process (and anything it forked). Idempotent."""
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.close()
+
+    def __enter__(self) -> "CodePolicyRunner":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- cell lifecycle ----------------------------------------------------------------
+    def _run_cell_locked(self, source: str) -> CellResult:
+        index = self.recorder.next_index()
+        source_path = self.recorder.write_source(index, source)   # saved before anything runs
+        started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+        t0 = time.monotonic()
+        state = _CellState(index)
+        self._clear_cancel()
+        try:
+            restarted = self._ensure_worker()
+        except WorkerStartError as exc:
+            restarted, self._worker_lost = False, True
+            state.exception = {"type": "WorkerStartError", "message": str(exc), "traceback": ""}
+            state.worker_lost = True
+        else:
+            self._drive_cell(state, source)
+        self._clear_cancel()
+
+        if self.images and state.moved and state.images is None:
+            state.images = self._latest_images()
+        timed_out = state.stop == "timeout"
+        interrupted = state.stop == "interrupt"
+        if state.exception is None and timed_out:
+            state.exception = {"type": "CellTimeout",
+                               "message": f"the cell ran past its wall-time limit of {self.timeout_s:g}s",
+                               "traceback": ""}
+        elif state.exception is None and interrupted:
+            state.exception = {"type": "CellInterrupted", "message": "the cell was interrupted by the operator",
+                               "traceback": ""}
+        result: CellResult = {
+            "cell": index,
+            "source_path": str(source_path.relative_to(self.output_dir)),
+            "result_path": str(self.recorder.result_path(index).relative_to(self.output_dir)),
+            "started_at": started_at,
+            "ok": state.exception is None and not state.worker_lost,
+            "stdout": state.stdout.text(),
+            "stderr": state.stderr.text(),
+            "output_dropped_chars": state.stdout.dropped + state.stderr.dropped,
+            "exception": state.exception,
+            "value": state.value,
+            "robot_calls": state.calls,
+            "calls_made": state.calls_made,
+            "max_calls": self.max_calls,
+            "timeout_s": self.timeout_s,
+            "env_steps": state.env_steps,
+            "moved": state.moved,
+            "finished": state.finished,
+            "timed_out": timed_out,
+            "interrupted": interrupted,
+            "budget_exhausted": state.budget_exhausted,
+            "worker_restarted": restarted,
+            "worker_lost": state.worker_lost,
+            "worker_exit": state.worker_exit,
+            "elapsed_s": round(time.monotonic() - t0, 4),
+            "sandbox": self._sandbox_info(),
+            "images": (state.images or []) if self.images else [],
+        }
+        self.recorder.write_result(index, result)
+        return result
+
+    def _ensure_worker(self) -> bool:
+        """Start a worker if there is none alive; True when this replaces a lost one
+        (the namespace of earlier cells is gone). Raises WorkerStartError."""
+        if self._worker is not None and self._worker.alive:
+            return False
+        restarted = self._worker_lost or self._worker is not None
+        if self._worker is not None:
+            self._worker.kill()
+            self._worker = None
+        self._worker = self._start_worker()
+        self._worker_lost = False
+        return restarted
+
+    def _drive_cell(self, state: _CellState, source: str) -> None:
+        """Send the cell to the worker and serve it (output, robot calls) until it is
+        done, the worker dies, or a stopped cell outlives its grace period."""
+        worker = self._worker
+        assert worker is not None
+        with self._state_lock:
+            self._state = state
+        timer = threading.Timer(self.timeout_s, self._stop, args=("timeout",))
+        timer.daemon = True
+        timer.start()
+        try:
+            # a failed send means the worker died: its reader reports "_eof" below
+            worker.send({"t": "run", "cell": state.index, "source": source, "filename": f"<cell {state.index}>"})
+            while True:
+                wait = 0.25
+                if state.stop_at is not None:
+                    wait = max(0.0, min(wait, state.stop_at + self.grace_s - time.monotonic()))
+                message = worker.get(wait)
+                if message is None:
+                    if state.stop_at is not None and time.monotonic() >= state.stop_at + self.grace_s:
+                        code = worker.kill()
+                        state.worker_lost = True
+                        state.worker_exit = (f"killed by the runner: the cell did not end within {self.grace_s:g}s "
+                                             f"after its {state.stop}; {worker.describe_exit(code)}")
+                        break
+                    continue
+                kind = message.get("t")
+                if kind == "out":
+                    sink = state.stderr if message.get("stream") == "stderr" else state.stdout
+                    sink.add(str(message.get("text", "")))
+                elif kind == "call":
+                    self._handle_call(worker, state, message)
+                elif kind == "done" and message.get("cell") == state.index:
+                    with self._state_lock:
+                        self._state = None             # a timer firing now no longer counts
+                    state.value = message.get("value")
+                    state.exception = message.get("exception")
+                    if message.get("finished") and state.finished is None:
+                        state.finished = dict(message["finished"])
+                    break
+                elif kind in ("_eof", "_error"):
+                    code = worker.wait_exit(2.0)
+                    worker.kill()
+                    state.worker_lost = True
+                    prefix = f"protocol error from the worker ({message.get('message')}); " if kind == "_error" else ""
+                    state.worker_exit = f"{prefix}worker process ended: {worker.describe_exit(code)}"
+                    break
+        finally:
+            timer.cancel()
+            with self._state_lock:
+                self._state = None
+        if state.worker_lost:
+            self._worker_lost = True
+            self._worker = None
+            if state.exception is None:
+                state.exception = {
+                    "type": "WorkerLost",
+                    "message": (f"the cell's worker process is gone ({state.worker_exit}); its variables are "
+                                "lost and the next cell starts in a fresh worker"),
+                    "traceback": "",
+                }
+
+    def _sandbox_info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"limits": {}, "isolation": {}}
+        worker = self._worker or self._last_worker
+        if worker is not None:
+            info["limits"] = {k: v[0] for k, v in worker.applied_limits.items()}
+            info["isolation"] = dict(worker.isolation)
+        return info
+
+    def _start_worker(self) -> WorkerProcess:
+        worker = WorkerProcess(
+            cwd=self.output_dir, log_path=self.recorder.code_dir / "worker.log", env=self._env,
+            limits=self.limits, specs=self._specs, operator_tools=self._operator, python=self.python,
+            namespaces=self.namespaces,
+        )
+        worker.start()
+        self._last_worker = worker
+        return worker
+
+    def _stop(self, kind: str) -> bool:
+        with self._state_lock:
+            state = self._state
+            if state is None or state.stop is not None:
+                return False
+            state.stop = kind
+            state.stop_at = time.monotonic()
+            worker = self._worker
+        try:
+            self.toolkit.cancel()
+        except Exception:
+            pass
+        if worker is not None:
+            worker.signal(signal.SIGUSR1 if kind == "timeout" else signal.SIGINT)
+        return True
+
+    def _clear_cancel(self) -> None:
+        try:
+            self.toolkit.clear_cancel()
+        except Exception:
+            pass
+
+    # -- robot calls -------------------------------------------------------------------
+    def _handle_call(self, worker: WorkerProcess, state: _CellState, message: dict[str, Any]) -> None:
+        call_number = len(state.calls) + 1
+        tool = str(message.get("tool", ""))
+        args = message.get("args") if isinstance(message.get("args"), dict) else {}
+        record: RobotCall = {"index": call_number, "tool": tool, "args": args, "ok": False}
+        state.calls.append(record)
+        refusal = self._refusal(state, tool)
+        if refusal is not None:
+            record["refused"] = refusal["kind"]
+            record["result"] = {"error": refusal["message"]}
+            worker.send({"t": "result", "id": message.get("id"), "refused": refusal})
+            return
+
+        if tool != "finish":
+            state.calls_made += 1
+        call_id = f"code{state.index:03d}_{call_number:03d}"
+        record["call_id"] = call_id
+        t0 = time.monotonic()
+        try:
+            result = self.toolkit.execute(tool, args, call_id)
+        except Exception as exc:  # the contract says never; keep the run alive anyway
+            result = {"error": f"toolkit.execute raised {type(exc).__name__}: {exc}"}
+        if not isinstance(result, dict):
+            result = {"error": f"toolkit.execute returned {type(result).__name__}, expected a dict"}
+        record["elapsed_s"] = round(time.monotonic() - t0, 4)
+        stateful = not self._readonly.get(tool, False)
+        steps, self._cumulative_env_steps = env_steps_of(result, not stateful, self._cumulative_env_steps)
+        record["env_steps"] = steps
+        record["result"] = _summarise(result)
+        record["ok"] = "error" not in result
+        state.env_steps += steps
+        if steps > 0 or (stateful and record["ok"] and tool != "finish"):
+            state.moved = True
+            if stateful and result.get("_images"):
+                state.images = list(result["_images"])
+        if result.get("_finish"):
+            state.finished = {"status": str(result.get("status", "")), "summary": str(result.get("summary", ""))}
+            self._episode_finished = dict(state.finished)
+
+        if state.stop is not None:  # the limit expired while the tool ran
+            refusal = self._refusal(state, tool)
+            assert refusal is not None
+            record["refused"] = refusal["kind"]
+            record["ok"] = False
+            worker.send({"t": "result", "id": message.get("id"), "refused": refusal})
+            return
+        worker.send({"t": "result", "id": message.get("id"), "result": result})
+
+    def _refusal(self, state: _CellState, tool: str) -> dict[str, Any] | None:
+        if state.stop == "timeout":
+            return {"kind": "timeout",
+                    "message": f"the cell ran past its wall-time limit of {self.timeout_s:g}s (--code-timeout-s)"}
+        if state.stop == "interrupt":
+            return {"kind": "interrupt", "message": "the cell was interrupted by the operator"}
+        if self._episode_finished is not None:
+            return {"kind": "finished", "message": "the episode already finished; no more robot calls",
+                    **self._episode_finished}
+        if tool in OPERATOR_TOOLS:
+            return {"kind": "operator",
+                    "message": f"{tool} is an operator tool: call it as a tool outside Python"}
+        if tool != "finish" and state.calls_made >= self.max_calls:
+            state.budget_exhausted = True
+            return {"kind": "budget",
+                    "message": (f"robot call budget exhausted: this cell already made {self.max_calls} robot-tool "
+                                f"calls (--code-max-calls {self.max_calls}); end this cell and continue in a new "
+                                "one, or call robo.finish(status, summary)")}
+        return None
+
+    def _latest_images(self) -> list[dict] | None:
+        if "view_env_state" not in self._readonly:
+            return None
+        try:
+            result = self.toolkit.execute("view_env_state", {}, None)
+        except Exception:
+            return None
+        images = result.get("_images") if isinstance(result, dict) else None
+        return list(images) if images else None
+

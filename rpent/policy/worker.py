@@ -1,0 +1,313 @@
+"""The cell worker process: ``python -m rpent.policy.worker --in-fd R --out-fd W``.
+
+Started by :class:`rpent.policy.worker_process.WorkerProcess` (never by hand), with a
+scrubbed environment, resource limits and its own process group (see
+:mod:`rpent.policy.sandbox`); its first act is to isolate itself further (user and
+network namespaces, no capabilities: :mod:`rpent.policy.isolation`). It talks to the parent only through two pipes carrying
+length-prefixed msgpack frames (:mod:`rpent.policy.frames`): fd ``R`` parent -> worker,
+fd ``W`` worker -> parent. Its fds 1 and 2 go to ``code_policy/worker.log``; Python-level
+``print`` output of a cell is streamed to the parent as ``out`` frames instead.
+
+One worker serves many cells of a run: the cell namespace (preloaded with ``robo``,
+``np``/``numpy`` and ``math``) persists, so variables, functions and imports carry over.
+The value of a trailing expression is echoed back, as in IPython (and stored in ``_``).
+
+Interrupts: the parent sends ``SIGUSR1`` when the cell's wall time is up (the cell sees
+:class:`~rpent.policy.errors.CellTimeout`) and ``SIGINT`` for an operator interrupt
+(:class:`~rpent.policy.errors.CellInterrupted`). While a robot call is waiting for its
+reply the signal is held and raised right after the reply arrives, so the frame stream
+never desynchronises. Code that swallows these is killed by the parent after a grace
+period.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import builtins
+import io
+import linecache
+import math
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+from rpent.policy import errors
+from rpent.policy.frames import read_frame, write_frame
+from rpent.policy.isolation import isolate_self
+from rpent.policy.robo import Robo
+
+#: Longest ``repr`` of a trailing expression value sent back (characters).
+MAX_VALUE_REPR = 10_000
+#: Seconds between checks that the parent process is still alive.
+PARENT_WATCH_PERIOD_S = 1.0
+
+
+class _Channel:
+    """Both pipes plus the interrupt bookkeeping of the worker (one per process)."""
+
+    def __init__(self, fd_in: int, fd_out: int):
+        self.fd_in = fd_in
+        self.fd_out = fd_out
+        self.write_lock = threading.Lock()
+        self.call_lock = threading.Lock()
+        self.next_call_id = 0
+        self.main_thread = threading.get_ident()
+        self.in_cell = False
+        self.protected = 0
+        self.pending: type[BaseException] | None = None
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Write one frame; an interrupt arriving meanwhile is held until the frame is
+        complete (a half-written frame would desynchronise the stream)."""
+        on_main = threading.get_ident() == self.main_thread
+        if on_main:
+            self.protected += 1
+        try:
+            with self.write_lock:
+                write_frame(self.fd_out, message)
+        finally:
+            if on_main:
+                self.protected -= 1
+        if on_main and self.protected == 0:
+            self.raise_pending()
+
+    # -- signals -------------------------------------------------------------------
+    def on_signal(self, signum: int, frame: Any) -> None:
+        """SIGUSR1 -> CellTimeout, SIGINT -> CellInterrupted: raised now, or held while a
+        frame is being written or a robot call waits for its reply; ignored between cells."""
+        kind = errors.CellTimeout if signum == signal.SIGUSR1 else errors.CellInterrupted
+        if not self.in_cell:
+            return
+        if self.protected:
+            self.pending = kind
+            return
+        raise kind(_interrupt_message(kind))
+
+    def raise_pending(self) -> None:
+        """Raise an interrupt held by :meth:`on_signal` (if any, and only inside a cell)."""
+        kind, self.pending = self.pending, None
+        if kind is not None and self.in_cell:
+            raise kind(_interrupt_message(kind))
+
+    # -- robot calls ---------------------------------------------------------------
+    def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Transport for :class:`Robo`: send one call, wait for its reply."""
+        _flush_streams()
+        with self.call_lock:
+            self.next_call_id += 1
+            call_id = self.next_call_id
+            on_main = threading.get_ident() == self.main_thread
+            if on_main:
+                self.protected += 1
+            try:
+                self.send({"t": "call", "id": call_id, "tool": tool, "args": args})
+                while True:
+                    message = read_frame(self.fd_in)
+                    if message is None:
+                        os._exit(0)  # parent gone: nothing left to do
+                    if message.get("t") == "result" and message.get("id") == call_id:
+                        break
+            finally:
+                if on_main:
+                    self.protected -= 1
+        if message.get("refused"):
+            self.pending = None
+            return message
+        if on_main and self.protected == 0:
+            self.raise_pending()
+        return message
+
+
+def _interrupt_message(kind: type[BaseException]) -> str:
+    if kind is errors.CellTimeout:
+        return "the cell ran past its wall-time limit (--code-timeout-s); the rest of the cell did not run"
+    return "the cell was interrupted by the operator"
+
+
+class _FrameStream(io.TextIOBase):
+    """A text stream that forwards writes to the parent as ``out`` frames (line
+    buffered: flushed on newline, at 8 KiB, before every robot call and at cell end)."""
+
+    def __init__(self, channel: _Channel, name: str):
+        self._channel = channel
+        self._name = name
+        self._buf: list[str] = []
+        self._size = 0
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"<cell {self._name}>"
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        with self._lock:
+            self._buf.append(text)
+            self._size += len(text)
+            if "\n" in text or self._size >= 8192:
+                self._flush_locked()
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if not self._buf:
+            return
+        text = "".join(self._buf)
+        self._buf.clear()
+        self._size = 0
+        try:
+            self._channel.send({"t": "out", "stream": self._name, "text": text})
+        except OSError:
+            pass  # parent gone; the process ends at the next read
+
+
+def _flush_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+
+
+_POLICY_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _hide_runner_frames(te: traceback.TracebackException, seen: set[int]) -> None:
+    if id(te) in seen:
+        return
+    seen.add(id(te))
+    kept = [f for f in te.stack if os.path.dirname(os.path.abspath(f.filename)) != _POLICY_DIR]
+    te.stack = traceback.StackSummary.from_list(kept)
+    for chained in (te.__cause__, te.__context__):
+        if chained is not None:
+            _hide_runner_frames(chained, seen)
+
+
+def _exception_info(exc: BaseException) -> dict[str, str]:
+    """``{type, message, traceback}``; the traceback shows the cell's code (and any
+    library it called) but not the worker's or the robo facade's own frames."""
+    te = traceback.TracebackException(type(exc), exc, exc.__traceback__, capture_locals=False)
+    _hide_runner_frames(te, set())
+    text = "".join(te.format())
+    return {"type": type(exc).__name__, "message": str(exc), "traceback": text}
+
+
+def _compile_cell(source: str, filename: str):
+    """Compile a cell: all statements, plus the trailing expression separately (its
+    value is echoed). Raises SyntaxError."""
+    tree = ast.parse(source, filename=filename, mode="exec")
+    trailing = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = tree.body.pop()
+        trailing = compile(ast.Expression(last.value), filename, "eval")
+    body = compile(tree, filename, "exec")
+    return body, trailing
+
+
+def run_cell(channel: _Channel, namespace: dict[str, Any], cell: int, source: str,
+             filename: str) -> dict[str, Any]:
+    """Run one cell in ``namespace``; returns the ``done`` message (without sending it).
+
+    ``done = {t, cell, value: str|None (repr of the trailing expression), exception:
+    {type, message, traceback}|None, finished: {status, summary}|None}``.
+    """
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    value = exception = finished = None
+    channel.pending = None
+    channel.in_cell = True
+    try:
+        try:
+            body, trailing = _compile_cell(source, filename)
+            exec(body, namespace)
+            if trailing is not None:
+                result = eval(trailing, namespace)
+                if result is not None:
+                    namespace["_"] = result
+                    text = repr(result)
+                    value = text if len(text) <= MAX_VALUE_REPR else text[:MAX_VALUE_REPR] + "...[truncated]"
+        finally:
+            channel.in_cell = False
+    except errors.EpisodeFinished as exc:
+        finished = {"status": exc.status, "summary": exc.summary}
+    except BaseException as exc:  # the cell's failure is data, never the worker's
+        exception = _exception_info(exc)
+    channel.pending = None
+    _flush_streams()
+    return {"t": "done", "cell": cell, "value": value, "exception": exception, "finished": finished}
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while True:
+        time.sleep(PARENT_WATCH_PERIOD_S)
+        if os.getppid() != parent_pid:
+            os._exit(3)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Worker entry point. Exits 0 when the parent closes the command pipe."""
+    parser = argparse.ArgumentParser(prog="python -m rpent.policy.worker",
+                                     description="rpent code-policy cell worker (started by CodePolicyRunner)")
+    parser.add_argument("--in-fd", type=int, required=True, help="pipe fd: parent -> worker frames")
+    parser.add_argument("--out-fd", type=int, required=True, help="pipe fd: worker -> parent frames")
+    parser.add_argument("--no-namespaces", action="store_true",
+                        help="skip the user/network namespaces (capabilities are still dropped)")
+    args = parser.parse_args(argv)
+
+    isolation = isolate_self(namespaces=not args.no_namespaces)  # first, while single-threaded (see rpent.policy.isolation)
+    channel = _Channel(args.in_fd, args.out_fd)
+    signal.signal(signal.SIGUSR1, channel.on_signal)
+    signal.signal(signal.SIGINT, channel.on_signal)
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True,
+                     name="parent-watch").start()
+
+    channel.send({"t": "ready", "pid": os.getpid(), "sandbox": isolation})
+    hello = read_frame(channel.fd_in)
+    if hello is None:
+        return 0
+    if hello.get("t") != "hello":
+        print(f"rpent.policy.worker: expected a hello frame, got {hello.get('t')!r}", file=sys.stderr)
+        return 2
+
+    import numpy  # after the handshake: the parent's start timeout does not pay for it
+
+    robo = Robo(hello.get("specs") or [], channel.call, hello.get("operator_tools") or ())
+    namespace: dict[str, Any] = {
+        "__name__": "__main__",
+        "__builtins__": builtins,
+        "robo": robo,
+        "np": numpy,
+        "numpy": numpy,
+        "math": math,
+    }
+    sys.stdout = _FrameStream(channel, "stdout")
+    sys.stderr = _FrameStream(channel, "stderr")
+
+    while True:
+        message = read_frame(channel.fd_in)
+        if message is None:
+            return 0
+        if message.get("t") != "run":
+            continue  # a late reply to a call the cell no longer waits for
+        cell = int(message.get("cell", 0))
+        done = run_cell(channel, namespace, cell, str(message.get("source", "")),
+                        str(message.get("filename", f"<cell {cell}>")))
+        channel.send(done)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
