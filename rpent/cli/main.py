@@ -109,8 +109,10 @@ def config_from_args(args: argparse.Namespace):
         args.policy_mode = "code"
     if args.code_file and not os.path.isfile(args.code_file):
         raise ValueError(f"--code-file {args.code_file!r} does not exist")
-    if args.policy_mode == "code" and args.planner == "scripted" and not args.code_file:
-        raise ValueError("--policy-mode code needs an LLM planner (api, claude_code, codex) or --code-file policy.py")
+    if args.policy_mode == "code":
+        from rpent.policy.compat import check_code_mode_options
+
+        check_code_mode_options(args.planner, code_file=args.code_file)
     from rpent.rpc import parse_endpoint
 
     for flag in ("env_endpoint", "vla_endpoint", "sam3_endpoint"):

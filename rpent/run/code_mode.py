@@ -14,7 +14,7 @@ import time
 
 from rpent.planners.base import Finish, PlannerResult, PlannerStats
 
-__all__ = ["solve_code_mode", "LIBERO_CODE_NOTES", "check_code_mode_planner"]
+__all__ = ["solve_code_mode", "LIBERO_CODE_NOTES"]
 
 #: LIBERO rules appended to the code-mode prompt (RPent reference §3.2, §9).
 LIBERO_CODE_NOTES = (
@@ -23,19 +23,6 @@ LIBERO_CODE_NOTES = (
     "returns world_xyz and object_estimate (center, top_z, bottom_z, major_yaw) of an object. "
     "Success is the environment's predicate (robo.view_env_state().success), not your finish status."
 )
-
-_UNSUPPORTED_PLANNERS = {"flash": "--planner flash has no LLM to write code; use --code-file or an LLM planner"}
-
-
-def check_code_mode_planner(planner: str) -> None:
-    """Refuse planners that cannot drive code mode.
-
-    Raises:
-        ValueError: with the reason (e.g. ``flash``).
-    """
-    if planner in _UNSUPPORTED_PLANNERS:
-        raise ValueError(_UNSUPPORTED_PLANNERS[planner])
-
 
 def solve_code_mode(cfg, toolkit, info, record, steering, on_event) -> PlannerResult:
     """Run code mode for one task; returns a :class:`PlannerResult` (never raises for cell errors)."""
@@ -68,7 +55,6 @@ def solve_code_mode(cfg, toolkit, info, record, steering, on_event) -> PlannerRe
         from rpent.planners.base import create_planner
         from rpent.robots.libero import prompts
 
-        check_code_mode_planner(cfg.planner)
         cfg.planner_config.output_dir = cfg.planner_config.output_dir or record.dir
         planner = create_planner(cfg.planner, cfg.planner_config)
         system = code_mode_system_prompt(toolkit.specs(), timeout_s=cfg.code_timeout_s,

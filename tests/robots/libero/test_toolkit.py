@@ -91,7 +91,7 @@ def test_perception_and_motion(toolkit):
     r = toolkit.execute("move_to", {"xyz": [x, y, z + 0.2], "max_steps": 60})
     assert "error" not in r, r
     assert r["steps_used"] > 0 and r["state_after"]["step"] == 1
-    assert [img["label"].split()[0] for img in r["_images"]] == ["agentview.png", "wrist.png"]
+    assert [img["label"] for img in r["_images"]] == ["agentview step 1", "wrist step 1"]
     eef = r["state_after"]["state"]["robot0_eef_pos"]
     assert abs(eef[2] - (z + 0.2)) < 0.03
     states = json.loads((toolkit.record.dir / "states.json").read_text())

@@ -233,8 +233,8 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         for cam in ("agentview", "wrist"):
             name = f"{cam}_high.png" if f"{cam}_high.png" in s["artifacts"] else f"{cam}.png"
             path = self.record.artifact_path(name, idx)
-            images.append({"label": f"{name} step {idx} (natural orientation, row 0 = top)",
-                           "png": path.read_bytes()})
+            images.append({"label": f"{name.removesuffix('.png')} step {idx}", "png": path.read_bytes()})
+        view["image_note"] = "images in natural orientation (row 0 = top); pixels index agentview.png / wrist.png"
         view["_images"] = images
         return view
 

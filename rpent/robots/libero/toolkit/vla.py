@@ -72,6 +72,7 @@ class VlaTools:
         instruction. success = descended >= 0.10 m AND re-ascended >= lift_thresh after the
         lowest point AND gripper opening < gripper_closed_thresh; also stops at episode end.
         Returns name "pick", success, chunks_used, peak_lift_m, min/final gripper opening."""
+        steps0 = int(self.current_state().get("steps", 0))
         s0 = control.robot_state(self.current_state())
         start_z = float(s0["eef_pos"][2])
         lowest = start_z
@@ -101,6 +102,7 @@ class VlaTools:
                 "min_gripper_opening": round(min_open, 4), "final_gripper_opening": round(final_open, 4),
                 "diagnostics": {"start_z": round(start_z, 4), "lowest_z": round(lowest, 4),
                                 "descent_m": round(start_z - lowest, 4)},
+                "steps_used": int(st.get("steps", 0)) - steps0,
                 "terminated": bool(st.get("terminated")), "truncated": bool(st.get("truncated"))}
 
     @tool()
@@ -110,6 +112,7 @@ class VlaTools:
         max_chunks. success == task_success == env terminated; success=false does not mean the
         contact failed."""
         chunks = 0
+        steps0 = int(self.current_state().get("steps", 0))
         for _ in range(max_chunks):
             self.check_cancel()
             if control.episode_over(self.current_state()):
@@ -120,4 +123,5 @@ class VlaTools:
         st = self.current_state()
         done = bool(st.get("terminated"))
         return {"name": "doubled", "success": done, "task_success": done, "chunks_used": chunks,
+                "steps_used": int(st.get("steps", 0)) - steps0,
                 "terminated": done, "truncated": bool(st.get("truncated"))}
