@@ -70,9 +70,9 @@ class EnvClient:
                              return_all_frames=return_all_frames, timeout=120.0)
 
     # read-only ---------------------------------------------------------------
-    def call(self, method: str, *args: Any, timeout: float | str = "default", **kwargs: Any) -> Any:
-        """Call any ``env.*`` method by name."""
-        return self.rpc.call(method, *args, timeout=timeout, **kwargs)
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Call any ``env.*`` method by name (``timeout=`` may be given, in s)."""
+        return self.rpc.call(method, *args, **kwargs)
 
     def status(self) -> dict:
         """``{steps, terminated, truncated, success, done}``."""

@@ -151,7 +151,8 @@ class PerceptionTools:
             result["world_extent"] = [round(float(v), 4) for v in (hi - lo)]  # 5-95th percentile size (m)
             from rpent.robots.libero.strategy import ObjectEstimate
 
-            est = ObjectEstimate.from_points(pts, source=f"{source}_mask_points")
+            floor_z = support_height(world, mask, pts)
+            est = ObjectEstimate.from_points(pts, floor_z=floor_z, source=f"{source}_mask_points")
             result["object_estimate"] = {
                 "center": [round(float(v), 4) for v in est.center], "top_z": round(est.top_z, 4),
                 "bottom_z": round(est.bottom_z, 4), "major_yaw": round(est.major_yaw, 4),
@@ -249,6 +250,28 @@ def mask_world_points(world: np.ndarray, mask: np.ndarray) -> np.ndarray:
     dist = np.linalg.norm(pts[:, :2] - med[:2], axis=1)
     keep = dist <= max(0.03, 3.0 * float(np.median(dist)))
     return pts[keep] if keep.sum() >= MIN_SEGMENT_POINTS else pts
+
+
+def support_height(world: np.ndarray, mask: np.ndarray, pts: np.ndarray) -> float | None:
+    """Height (m) of the surface an object stands on, from the pixels just around its mask.
+
+    A camera sees no object's bottom, so the bottom is taken from the support: the 25th
+    percentile z of the world points in a ring 2-5 px outside the mask (mostly table; a low
+    percentile ignores neighbouring objects). Returns None when the ring has too few points or
+    lies above the object's lowest visible points (then the caller falls back to those).
+
+    Args:
+        world: float [H, W, 3] world map; mask: bool [H, W]; pts: the object's points [N, 3].
+    """
+    from scipy.ndimage import binary_dilation
+
+    ring = binary_dilation(mask, iterations=5) & ~binary_dilation(mask, iterations=2)
+    z = world[ring][:, 2].astype(np.float64)
+    z = z[np.isfinite(z)]
+    if len(z) < MIN_SEGMENT_POINTS:
+        return None
+    floor = float(np.percentile(z, 25))
+    return floor if floor <= float(np.percentile(pts[:, 2], 5)) + 0.005 else None
 
 
 def _json_bytes(obj) -> bytes:
