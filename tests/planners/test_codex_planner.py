@@ -1,0 +1,123 @@
+"""The codex planner end to end: Codex Python SDK -> bundled ``codex app-server`` ->
+Responses SSE from the scripted endpoint (custom provider from CODEX_BASE_URL); toolkit
+calls through the Streamable-HTTP MCP server on a loopback port."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from planner_fixture_toolkit import FixtureToolkit
+
+from rpent.planners.base import PlannerConfig, Steering, create_planner
+from rpent.planners.codex import codex_config_toml
+from rpent.planners.provider_endpoint import Fault, Script, ToolCall, Turn
+
+FINISH = Turn(tool_calls=(ToolCall("finish", {"status": "success", "summary": "placed"}),))
+
+
+def make_planner(ep, **overrides):
+    cfg = dict(model="gpt-test", max_retries=0,
+               env={"CODEX_BASE_URL": ep.base_url, "CODEX_API_KEY": "test-key"})
+    cfg.update(overrides)
+    return create_planner("codex", PlannerConfig(**cfg))
+
+
+def test_config_toml_adds_v1_and_approves_mcp_tools():
+    text = codex_config_toml("http://127.0.0.1:5/mcp", "http://127.0.0.1:9", 0)
+    assert 'model_provider = "rpent_custom"' in text and 'base_url = "http://127.0.0.1:9/v1"' in text
+    assert 'wire_api = "responses"' in text and 'default_tools_approval_mode = "approve"' in text
+    assert 'base_url = "http://h/v1"' in codex_config_toml("u", "http://h/v1/", 0)
+    assert "model_provider" not in codex_config_toml("u", None, 0)
+
+
+def test_scripted_conversation_through_the_bundled_cli(endpoint, toolkit):
+    ep = endpoint(Script([
+        Turn(thinking="plan", text="Looking first.", tool_calls=(ToolCall("view_env_state"),)),
+        Turn(tool_calls=(ToolCall("move_to", {"xyz": [0.1, 0.0, 0.2]}),)),
+        FINISH,
+        Turn(text="must never be requested: finish interrupts the turn"),
+    ]))
+    events = []
+    result = make_planner(ep).solve("You control a robot.", "Put the bowl on the plate.", toolkit,
+                                    on_event=lambda k, p: events.append((k, p)))
+    assert result.error is None and result.stop_reason == "finished", result.error
+    assert (result.finish.status, result.finish.summary) == ("success", "placed")
+    assert [c[0] for c in toolkit.calls] == ["view_env_state", "move_to", "finish"] and toolkit.solved()
+    reqs = ep.model_requests("responses")
+    assert len(reqs) == 3 and all(r.stream and r.path == "/v1/responses" for r in reqs)
+    assert {"mcp__rpent__move_to", "mcp__rpent__finish"} <= set(reqs[0].tool_names)
+    assert "You control a robot." in json.dumps(reqs[0].body)
+    assert "eef_pos" in json.dumps(reqs[1].body["input"][-3:])  # the tool result reached the model
+    s = result.stats
+    assert (s.tool_calls, s.requests, s.turns_used) == (3, 3, 3) and s.total_output_tokens > 0
+    tool_uses = [b for m in result.messages if m["role"] == "assistant" for b in m["content"]
+                 if b["type"] == "tool_use"]
+    assert [b["name"] for b in tool_uses] == ["view_env_state", "move_to", "finish"]
+    assert [m["tool_call_id"] for m in result.messages if m["role"] == "tool"] == [b["id"] for b in tool_uses]
+    assert {k for k, _ in events} >= {"tool_call", "tool_result", "text", "usage"}
+
+
+def test_timeout_cancels_the_running_tool(endpoint):
+    toolkit = FixtureToolkit(step_s=0.01)
+    ep = endpoint(Script([Turn(tool_calls=(ToolCall("wait_steps", {"steps": 3000}),)), FINISH]))
+    t0 = time.monotonic()
+    result = make_planner(ep, timeout_s=4.0).solve("s", "u", toolkit)
+    assert result.error == "Codex SDK timed out after 4s" and result.stop_reason == "timeout"
+    assert toolkit.cancelled_calls == ["wait_steps"] and time.monotonic() - t0 < 20
+
+
+def test_interrupt_stop_during_a_long_tool(endpoint):
+    toolkit = FixtureToolkit(step_s=0.01)
+    steering = Steering()
+    ep = endpoint(Script([Turn(tool_calls=(ToolCall("wait_steps", {"steps": 3000}),)), FINISH]))
+    threading.Thread(target=lambda: (toolkit.running.wait(30), steering.submit("/quit")), daemon=True).start()
+    result = make_planner(ep).solve("s", "u", toolkit, steering=steering)
+    assert result.stop_reason == "interrupted" and result.error == "operator quit" and result.finish is None
+    assert toolkit.cancelled_calls == ["wait_steps"]
+
+
+def test_max_turns_interrupts_the_turn(endpoint, toolkit):
+    ep = endpoint(lambda req: Turn(tool_calls=(ToolCall("view_env_state"),)))
+    result = make_planner(ep, max_turns=2).solve("s", "u", toolkit)
+    assert result.stop_reason == "max_turns" and result.error is None and result.stats.requests >= 2
+
+
+def test_provider_error_is_reported_not_raised(endpoint, toolkit):
+    ep = endpoint(lambda req: Turn(fault=Fault(400, "invalid request: schema is broken")))
+    result = make_planner(ep).solve("s", "u", toolkit)
+    assert result.finish is None and result.stop_reason == "error" and result.error.startswith("Codex turn failed")
+    assert toolkit.calls == []
+
+
+def test_operator_line_steers_the_running_turn(endpoint):
+    toolkit = FixtureToolkit(step_s=0.01)
+    steering = Steering()
+
+    def responder(req):
+        if "[operator] use the left bowl" in json.dumps(req.body["input"]):
+            return FINISH
+        return Turn(tool_calls=(ToolCall("wait_steps", {"steps": 30}),))
+
+    ep = endpoint(responder)
+    threading.Thread(target=lambda: (toolkit.running.wait(30), steering.send("use the left bowl")),
+                     daemon=True).start()
+    result = make_planner(ep, max_turns=8).solve("s", "u", toolkit, steering=steering)
+    assert result.finish is not None, result.error
+    assert any(m.get("source") == "operator" for m in result.messages)
+
+
+def test_interactive_session_continues_with_a_new_turn(endpoint, toolkit):
+    steering = Steering(interactive=True)
+
+    def responder(req):
+        if "[operator] now finish" in json.dumps(req.body["input"]):
+            return FINISH
+        threading.Timer(0.3, steering.send, args=("now finish",)).start()
+        return Turn(text="What should I do next?")
+
+    ep = endpoint(responder)
+    result = make_planner(ep, timeout_s=60).solve("s", "u", toolkit, steering=steering)
+    assert result.finish is not None, result.error
+    assert [m.get("source") for m in result.messages if m["role"] == "user"] == ["task", "operator"]
