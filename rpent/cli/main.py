@@ -16,7 +16,6 @@ import logging
 import os
 import signal
 import sys
-import threading
 from pathlib import Path
 
 __all__ = ["main", "build_parser", "config_from_args"]
@@ -124,11 +123,9 @@ def config_from_args(args: argparse.Namespace):
                 raise ValueError(f"--{flag.replace('_', '-')}: {exc}") from None
     if args.code_timeout_s <= 0 or args.code_max_calls < 1:
         raise ValueError("--code-timeout-s must be > 0 and --code-max-calls >= 1")
-    timeout = args.planner_timeout_s
-    if timeout is None:
-        env_timeout = os.environ.get("CODEX_TIMEOUT_S") if args.planner == "codex" else None
-        env_timeout = env_timeout or os.environ.get("CELL_TIMEOUT_S")
-        timeout = float(env_timeout) if env_timeout else (None if args.planner == "scripted" else 1200.0)
+    from rpent.planners.base import resolve_timeout_s
+
+    timeout = resolve_timeout_s(args.planner, args.planner_timeout_s, interactive=args.interactive)
     pc = PlannerConfig(model=args.model, base_url=args.base_url, max_turns=args.max_turns,
                        max_tokens=args.max_tokens, timeout_s=timeout, reasoning_effort=args.reasoning_effort,
                        no_images=args.no_images, max_budget_usd=args.claude_code_max_budget_usd)
@@ -141,21 +138,6 @@ def config_from_args(args: argparse.Namespace):
                      code_max_calls=args.code_max_calls, record_trajectory=args.record_trajectory,
                      require_operator_verdict=args.require_operator_verdict, video=not args.no_video,
                      robot=args.robot)
-
-
-def _stdin_steering(steering) -> None:
-    """Feed terminal lines to the planner (``--interactive``)."""
-    print("interactive: type a line to steer the planner at its next turn; /help, /interrupt, /quit", flush=True)
-    for line in sys.stdin:
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            reply = steering.submit(line)
-        except ValueError as exc:
-            reply = str(exc)
-        if reply:
-            print(reply, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,7 +172,12 @@ def main(argv: list[str] | None = None) -> int:
     steering = Steering(interactive=args.interactive)
     operator = TerminalOperator() if sys.stdin.isatty() else NoOperator()
     if args.interactive:
-        threading.Thread(target=_stdin_steering, args=(steering,), daemon=True).start()
+        from rpent.planners.terminal import StdinSteeringReader, edit_initial_prompt
+        from rpent.robots.libero import prompts
+
+        language = suites.task_info(cfg.suite, cfg.task, suites.check_libero_type(cfg.libero_type)).language
+        cfg.user_message = edit_initial_prompt(prompts.task_message(cfg.suite, cfg.task, cfg.seed, language))
+        StdinSteeringReader(steering).start()
 
     async def go():
         result = []

@@ -60,7 +60,7 @@ def solve_code_mode(cfg, toolkit, info, record, steering, on_event) -> PlannerRe
         system = code_mode_system_prompt(toolkit.specs(), timeout_s=cfg.code_timeout_s,
                                          max_calls=cfg.code_max_calls, task_language=info.language,
                                          robot_notes=LIBERO_CODE_NOTES)
-        user = prompts.task_message(cfg.suite, cfg.task, cfg.seed, info.language)
+        user = cfg.user_message or prompts.task_message(cfg.suite, cfg.task, cfg.seed, info.language)
         return planner.solve(system, user, CodeModeToolkit(toolkit, runner), steering=steering, on_event=on_event)
     finally:
         runner.close()

@@ -52,6 +52,7 @@ class RunConfig:
         require_operator_verdict: ``finish`` refused until an operator verdict exists.
         video: write ``episode.mp4``.
         robot: robot package (only ``libero`` exists).
+        user_message: replaces the rendered first user message (the operator edited it, ``-i``).
     """
 
     suite: str
@@ -77,6 +78,7 @@ class RunConfig:
     require_operator_verdict: bool = False
     video: bool = True
     robot: str = "libero"
+    user_message: str | None = None
 
     def resolved_vla_model_path(self) -> str | None:
         """``vla_model_path`` or ``$PI05_CHECKPOINT_PATH`` (None when neither is set)."""

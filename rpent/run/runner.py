@@ -214,7 +214,7 @@ async def _run_policy(cfg, toolkit, info, record, steering, emit, recorder):
         planner = create_planner(cfg.planner, cfg.planner_config)
         system = prompts.system_prompt(require_operator_verdict=cfg.require_operator_verdict,
                                        vla_available=toolkit.vla is not None)
-        user = prompts.task_message(cfg.suite, cfg.task, cfg.seed, info.language)
+        user = cfg.user_message or prompts.task_message(cfg.suite, cfg.task, cfg.seed, info.language)
         solve = lambda: planner.solve(system, user, toolkit, steering=steering, on_event=planner_event)  # noqa: E731
 
     def stop_planner() -> None:
