@@ -1,0 +1,1 @@
+"""Console entry points (``rpent``, ``rpent-eval``, ``rpent-flywheel``, ``rpent-check-llm``)."""

@@ -1,0 +1,107 @@
+"""Command-line plumbing shared by every rpent RPC server's ``main()``.
+
+Usage in a server module::
+
+    parser = argparse.ArgumentParser()
+    add_server_args(parser)
+    args = parser.parse_args()
+    serve_from_args(MyServer(...), args)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+
+from rpent.rpc.procgroup import group_alive, killpg_quiet
+from rpent.rpc.protocol import DEFAULT_MAX_FRAME_BYTES, READY_PREFIX
+from rpent.rpc.server import RpcServer
+
+PARENT_WATCH_GRACE_S = 3.0
+"""Seconds a server and its process group get to stop after the parent died, before SIGKILL."""
+
+
+def add_server_args(parser: argparse.ArgumentParser) -> None:
+    """Add ``--transport``, ``--host``, ``--port``, ``--max-frame-bytes``, ``--parent-watch``."""
+    g = parser.add_argument_group("RPC server")
+    g.add_argument("--transport", choices=("http", "socket"), default="http", help="RPC transport (default http)")
+    g.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1; a non-loopback address requires $RPENT_RPC_TOKEN)")
+    g.add_argument("--port", type=int, default=0, help="TCP port; 0 lets the OS pick (reported on the readiness line)")
+    g.add_argument("--max-frame-bytes", type=int, default=DEFAULT_MAX_FRAME_BYTES,
+                   help=f"largest request message in bytes (default {DEFAULT_MAX_FRAME_BYTES})")
+    g.add_argument("--parent-watch", action="store_true",
+                   help="exit when stdin reaches EOF (the supervising parent died or closed the pipe)")
+
+
+def ready_line(server: RpcServer) -> str:
+    """The readiness line for a bound server: ``RPC server listening on <protocol>://<host>:<port>``.
+
+    ``host`` is the address as bound (``0.0.0.0`` stays ``0.0.0.0``; clients map it to 127.0.0.1).
+    """
+    return f"{READY_PREFIX}{server.endpoint}"
+
+
+def serve_from_args(server: RpcServer, args: argparse.Namespace) -> None:
+    """Bind per ``args``, print+flush the readiness line, serve until shutdown/SIGTERM/parent death.
+
+    SIGTERM and SIGINT stop the server cleanly (handlers are installed only here, in the server
+    process's main thread). With ``--parent-watch`` a thread reads stdin; at EOF (the parent died
+    or closed the pipe) the server shuts down and, if it leads its own process group (as under
+    the Supervisor, which uses ``start_new_session``), SIGTERMs the group, waits up to
+    ``PARENT_WATCH_GRACE_S`` for the other members and itself, then SIGKILLs the group, so no
+    grandchild is orphaned.
+
+    Raises:
+        SystemExit(2): the address cannot be bound or the arguments are invalid (message on stderr).
+    """
+    if not 0 <= args.port <= 65535:
+        print(f"--port {args.port} out of range 0-65535", file=sys.stderr)
+        raise SystemExit(2)
+    try:
+        server.bind(transport=args.transport, host=args.host, port=args.port, max_frame_bytes=args.max_frame_bytes)
+    except (ValueError, OSError) as exc:
+        print(f"{server.name}: cannot start RPC server: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: server.shutdown())
+    fired = threading.Event()
+    watcher = None
+    if args.parent_watch:
+        watcher = threading.Thread(target=_watch_parent, args=(server, fired), name="parent-watch", daemon=True)
+        watcher.start()
+    print(ready_line(server), flush=True)
+    server.serve_forever()
+    if watcher is not None and fired.is_set():
+        watcher.join(2 * PARENT_WATCH_GRACE_S)  # let it finish stopping the process group
+
+
+def _watch_parent(server: RpcServer, fired: threading.Event) -> None:
+    try:
+        fd = sys.stdin.fileno()
+        while os.read(fd, 65536):
+            pass
+    except (OSError, ValueError):
+        pass
+    fired.set()
+    server.shutdown()
+    try:  # the parent may have taken our stdout pipe with it
+        print(f"{server.name}: parent went away (stdin closed); shutting down", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+    me = os.getpid()
+    if os.getpgrp() != me:
+        return  # not a group leader: only this process is ours to stop
+    # Leader of our own group (the supervisor used start_new_session): take every descendant along.
+    killpg_quiet(me, signal.SIGTERM)  # our own SIGTERM handler only repeats shutdown()
+    deadline = time.monotonic() + PARENT_WATCH_GRACE_S
+    while time.monotonic() < deadline and group_alive(me, exclude_pid=me):
+        time.sleep(0.05)
+    server.wait_stopped(max(0.0, deadline - time.monotonic()))
+    if group_alive(me, exclude_pid=me) or not server.wait_stopped(0):
+        killpg_quiet(me, signal.SIGKILL)

@@ -1,0 +1,229 @@
+"""Wire codec: msgpack with numpy ndarrays as typed binary. Never pickles.
+
+A message is one valid msgpack document, a 4-element array::
+
+    [ envelope_len: uint32 (always 5 bytes, 0xce), envelope: any msgpack value,
+      pad: bin8 (0-63 zero bytes), data: bin32 ]
+
+``envelope`` carries the value. Every ndarray inside it is an ExtType(code 1) whose payload is
+msgpack ``[dtype.str, shape, offset, nbytes]``; its bytes (C order) live in ``data`` at ``offset``
+(each array 64-byte aligned from the message start). ``pad`` aligns ``data`` to 64 bytes. numpy
+scalars are ExtType(code 2) with payload msgpack ``[dtype.str, raw bytes]`` (in-band).
+
+Why this layout: the sender hands the array buffers to ``socket.sendmsg`` without copying them,
+and a receiver that read the message into a writable buffer (``bytearray``) gets arrays that are
+zero-copy, aligned, writable views of it. Any msgpack library can still read the document.
+
+Supported values: None, bool, int (64-bit range), float, str, bytes/bytearray/memoryview (arrive as
+bytes), list/tuple (arrive as list), dict (str or int keys), numpy ndarrays of any non-object dtype
+(bool, ints, uints, float16/32/64, complex64/128, also bytes/str/datetime fixed-size dtypes;
+any shape incl. 0-d and empty; non-contiguous inputs are copied to C order; arrays arrive writable)
+and numpy scalars (arrive as numpy scalars of the same dtype). Subclasses of the builtin types
+(IntEnum, OrderedDict, ...) travel as their base type.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from rpent.rpc.errors import RpcCodecError
+
+EXT_NDARRAY = 1
+EXT_NPSCALAR = 2
+ALIGN = 64
+MAX_BIN32 = 0xFFFFFFFF
+
+_U32 = struct.Struct(">I")
+_PREFIX = b"\x94\xce"  # fixarray(4), uint32
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) & ~(ALIGN - 1)
+
+
+def _check_dtype(dt: np.dtype) -> None:
+    if dt.hasobject:
+        raise RpcCodecError(
+            f"cannot send a numpy array of dtype {dt} (object dtype): only fixed-size dtypes "
+            "(bool, int*, uint*, float*, complex*, S*, U*, datetime) cross the wire; convert it "
+            "with arr.astype(<numeric dtype>) or send a list"
+        )
+    if dt.fields is not None or dt.subdtype is not None:
+        raise RpcCodecError(
+            f"cannot send a numpy array of structured dtype {dt}; send a dict of plain arrays instead"
+        )
+
+
+class _Encoder:
+    __slots__ = ("buffers", "cursor")
+
+    def __init__(self) -> None:
+        self.buffers: list[tuple[int, np.ndarray]] = []
+        self.cursor = 0
+
+    def default(self, o: Any) -> Any:
+        if isinstance(o, np.ndarray):
+            _check_dtype(o.dtype)
+            a = o if o.flags.c_contiguous else np.ascontiguousarray(o)
+            off = _align(self.cursor)
+            nbytes = a.nbytes
+            if nbytes:
+                self.buffers.append((off, a))
+                self.cursor = off + nbytes
+            meta = msgpack.packb([a.dtype.str, list(a.shape), off, nbytes])
+            return msgpack.ExtType(EXT_NDARRAY, meta)
+        if isinstance(o, np.generic):
+            _check_dtype(o.dtype)
+            return msgpack.ExtType(EXT_NPSCALAR, msgpack.packb([o.dtype.str, o.tobytes()], use_bin_type=True))
+        # strict_types=True sends exact builtins natively; everything else lands here.
+        if isinstance(o, tuple) or isinstance(o, list):
+            return list(o)
+        if isinstance(o, dict):
+            return dict(o)
+        if isinstance(o, bool):
+            return bool(o)
+        if isinstance(o, int):
+            return int(o)
+        if isinstance(o, float):
+            return float(o)
+        if isinstance(o, str):
+            return str(o)
+        if isinstance(o, (bytes, bytearray, memoryview)):
+            return bytes(o)
+        raise RpcCodecError(
+            f"cannot send a value of type {type(o).__module__}.{type(o).__qualname__} over RPC; "
+            "supported: None, bool, int, float, str, bytes, list/tuple, dict, numpy arrays and scalars"
+        )
+
+
+def encode(obj: Any) -> tuple[list[bytes | memoryview], int]:
+    """Encode ``obj`` into message segments (no copy of array data).
+
+    Returns:
+        (segments, total_len): bytes-like segments whose concatenation is the message, ready for
+        ``socket.sendmsg``; array segments are memoryviews of the caller's arrays (or of their
+        C-order copies), so the arrays must not be mutated until the segments are sent.
+
+    Raises:
+        RpcCodecError: unsupported type, object/structured dtype, int outside 64 bits, or array
+            data over 4 GiB.
+    """
+    enc = _Encoder()
+    try:
+        envelope = msgpack.packb(obj, default=enc.default, use_bin_type=True, strict_types=True, datetime=False)
+    except RpcCodecError:
+        raise
+    except (OverflowError, ValueError, TypeError) as exc:
+        raise RpcCodecError(f"cannot encode RPC value: {exc}") from exc
+    head_len = 2 + 4 + len(envelope)
+    pad = (-(head_len + 2 + 5)) % ALIGN
+    data_len = enc.cursor
+    if data_len > MAX_BIN32:
+        raise RpcCodecError(f"RPC message carries {data_len} bytes of array data; the limit is 4 GiB - 1")
+    segments: list[bytes | memoryview] = [
+        _PREFIX + _U32.pack(len(envelope)) + envelope + b"\xc4" + bytes((pad,)) + bytes(pad) + b"\xc6" + _U32.pack(data_len)
+    ]
+    pos = 0
+    for off, a in enc.buffers:
+        if off > pos:
+            segments.append(bytes(off - pos))
+        segments.append(memoryview(a.reshape(-1).view(np.uint8)))
+        pos = off + a.nbytes
+    return segments, head_len + 2 + pad + 5 + data_len
+
+
+def dumps(obj: Any) -> bytes:
+    """Encode ``obj`` into one ``bytes`` message (one copy of array data). See :func:`encode`."""
+    segments, _ = encode(obj)
+    return b"".join(segments)
+
+
+def decode(buf: bytes | bytearray | memoryview) -> Any:
+    """Decode one message produced by :func:`encode`.
+
+    Args:
+        buf: the whole message. If it is writable (``bytearray``, writable memoryview), decoded
+            arrays are zero-copy views of it (keep it alive, do not reuse it); if read-only
+            (``bytes``), arrays are copied so that they are always writable.
+
+    Raises:
+        RpcCodecError: truncated or malformed message, bad ndarray metadata (dtype, shape, range),
+            object dtype.
+    """
+    mv = memoryview(buf)
+    if mv.ndim != 1 or mv.itemsize != 1:
+        mv = mv.cast("B")
+    n = len(mv)
+    try:
+        if n < 6 or mv[0] != 0x94 or mv[1] != 0xCE:
+            raise RpcCodecError("not an rpent RPC message (bad prefix); was it sent by an rpent RPC peer?")
+        env_len = _U32.unpack_from(mv, 2)[0]
+        env_end = 6 + env_len
+        if env_end + 2 > n or mv[env_end] != 0xC4:
+            raise RpcCodecError("truncated or malformed RPC message (envelope/pad)")
+        pad = mv[env_end + 1]
+        data_hdr = env_end + 2 + pad
+        if data_hdr + 5 > n or mv[data_hdr] != 0xC6:
+            raise RpcCodecError("truncated or malformed RPC message (data header)")
+        data_len = _U32.unpack_from(mv, data_hdr + 1)[0]
+        data_start = data_hdr + 5
+        if data_start + data_len != n:
+            raise RpcCodecError(
+                f"RPC message length mismatch: header says {data_start + data_len} bytes, got {n}"
+            )
+    except (struct.error, IndexError) as exc:
+        raise RpcCodecError(f"truncated RPC message: {exc}") from exc
+    writable = not mv.readonly
+    data = mv[data_start:]
+
+    def ext_hook(code: int, payload: bytes) -> Any:
+        if code == EXT_NDARRAY:
+            try:
+                dtype_str, shape, off, nbytes = msgpack.unpackb(payload)
+                dt = np.dtype(dtype_str)
+                shape = tuple(int(s) for s in shape)
+            except Exception as exc:
+                raise RpcCodecError(f"malformed ndarray metadata in RPC message: {exc}") from exc
+            _check_dtype(dt)
+            if any(s < 0 for s in shape):
+                raise RpcCodecError(f"negative dimension in ndarray shape {shape}")
+            count = 1
+            for s in shape:
+                count *= s
+            if count * dt.itemsize != nbytes:
+                raise RpcCodecError(f"ndarray shape {shape} x {dt} does not match its {nbytes} bytes")
+            if nbytes == 0:
+                return np.empty(shape, dtype=dt)
+            if off < 0 or off + nbytes > data_len:
+                raise RpcCodecError(f"ndarray bytes [{off}, {off + nbytes}) lie outside the {data_len}-byte data block")
+            arr = np.frombuffer(data, dtype=dt, count=count, offset=off).reshape(shape)
+            return arr if writable else arr.copy()
+        if code == EXT_NPSCALAR:
+            try:
+                dtype_str, raw = msgpack.unpackb(payload)
+                dt = np.dtype(dtype_str)
+            except Exception as exc:
+                raise RpcCodecError(f"malformed numpy scalar in RPC message: {exc}") from exc
+            _check_dtype(dt)
+            if len(raw) != dt.itemsize:
+                raise RpcCodecError(f"numpy scalar of {dt} needs {dt.itemsize} bytes, got {len(raw)}")
+            return np.frombuffer(raw, dtype=dt)[0]
+        return msgpack.ExtType(code, payload)
+
+    try:
+        return msgpack.unpackb(
+            mv[6:env_end], ext_hook=ext_hook, raw=False, strict_map_key=False, use_list=True, timestamp=0
+        )
+    except RpcCodecError:
+        raise
+    except Exception as exc:
+        raise RpcCodecError(f"malformed RPC message envelope: {type(exc).__name__}: {exc}") from exc
+
+
+def loads(buf: bytes | bytearray | memoryview) -> Any:
+    """Alias of :func:`decode`."""
+    return decode(buf)

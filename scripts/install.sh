@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install rpent (editable) with everything the main job and the tests need, into the ACTIVE Python
+# (activate a Python 3.11 virtualenv first). Idempotent: re-running only installs what is missing.
+#
+#   scripts/install.sh                 # runtime + dev (pytest) dependencies
+#   TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu scripts/install.sh
+#                                      # where no local CPU torch wheel is configured, fetch the
+#                                      # CPU build (~200 MB) instead of the multi-GB CUDA one
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python}"
+
+"$PY" - <<'PYCHECK'
+import sys
+if sys.version_info[:2] != (3, 11):
+    sys.exit(f"rpent needs Python 3.11; {sys.executable} is {sys.version.split()[0]}. "
+             "Activate a Python 3.11 virtualenv (python3.11 -m venv .venv && . .venv/bin/activate).")
+if sys.prefix == sys.base_prefix:
+    print("warning: not inside a virtualenv; installing into", sys.prefix, file=sys.stderr)
+PYCHECK
+
+# torch first, pinned, so the resolver never pulls a different (CUDA, multi-GB) build.
+if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.__version__.split("+")[0] == "2.13.0" else 1)' 2>/dev/null; then
+    "$PY" -m pip install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==2.13.0"
+fi
+"$PY" -m pip install -e ".[dev]"
+"$PY" -c 'import rpent.rpc, rpent.services, rpent_tui; print("rpent installed:", rpent.__file__)'

@@ -1,0 +1,282 @@
+"""Supervisor with real child processes: spawn, readiness, fail-fast, teardown, no orphans."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import trio
+
+from rpent.rpc import RpcClient, RpcServer
+from rpent.services import ServiceSpec, ServiceStartError, ServiceState, Supervisor
+
+CHILD = str(Path(__file__).with_name("child_server.py"))
+
+
+def child_spec(name: str, *flags: str, **kw) -> ServiceSpec:
+    return ServiceSpec(name=name, argv=[sys.executable, CHILD, "--name", name, *flags], **kw)
+
+
+def pid_gone(pid: int) -> bool:
+    """True if ``pid`` does not exist or is a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def wait_gone(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pid_gone(pid):
+            return True
+        time.sleep(0.05)
+    return pid_gone(pid)
+
+
+@pytest.mark.parametrize("transport", ["http", "socket"])
+def test_spawn_ready_call_log_events_and_stop(tmp_path, transport):
+    events = []
+
+    async def main():
+        async with Supervisor(tmp_path, on_event=events.append) as sup:
+            svc = await sup.start(child_spec("alpha", transport=transport, env={"MARKER": "m1"}))
+            assert svc.state is ServiceState.READY
+            assert svc.endpoint.protocol == transport and svc.endpoint.host == "127.0.0.1"
+            assert svc.health["name"] == "alpha" and svc.health["pid"] == svc.pid
+            with svc.client(timeout=5) as c:
+                assert await trio.to_thread.run_sync(c.call, "pid") == svc.pid
+                await trio.to_thread.run_sync(c.call, "say", "hello from the test")
+            await trio.sleep(0.2)
+            return svc
+
+    svc = trio.run(main)
+    assert svc.state is ServiceState.STOPPED and svc.returncode == 0
+    assert pid_gone(svc.pid)
+    log = (tmp_path / "alpha.log").read_text()
+    assert "env MARKER=m1" in log and f"RPC server listening on {svc.endpoint}" in log
+    assert "hello from the test" in log
+    states = [e["state"] for e in events if e["kind"] == "service_state"]
+    assert states[0] == "pending" and states[1] == "starting" and states[-2:] == ["ready", "stopped"]
+    lines = [e["line"] for e in events if e["kind"] == "service_log"]
+    assert "hello from the test" in lines
+
+
+def test_fail_fast_names_service_exit_code_and_last_lines(tmp_path):
+    async def main():
+        async with Supervisor(tmp_path) as sup:
+            t0 = time.monotonic()
+            with pytest.raises(ServiceStartError) as info:
+                await sup.start(child_spec("vla", "--exit-before-ready", "3"))
+            assert time.monotonic() - t0 < 10
+            assert sup.get("vla").state is ServiceState.FAILED
+            return info.value
+
+    err = trio.run(main)
+    msg = str(err)
+    assert "'vla'" in msg and "code 3" in msg and "checkpoint not found" in msg and "vla.log" in msg
+    assert err.returncode == 3 and err.service == "vla"
+    assert "checkpoint not found" in (tmp_path / "vla.log").read_text()
+
+
+def test_readiness_timeout_kills_the_child(tmp_path):
+    async def main():
+        async with Supervisor(tmp_path) as sup:
+            with pytest.raises(ServiceStartError, match="no readiness line .* within 1 s"):
+                await sup.start(child_spec("slow", "--never-ready", ready_timeout_s=1.0, stop_grace_s=1.0))
+            return sup.get("slow").pid
+
+    pid = trio.run(main)
+    assert wait_gone(pid, 5)
+
+
+def test_missing_executable(tmp_path):
+    async def main():
+        async with Supervisor(tmp_path) as sup:
+            with pytest.raises(ServiceStartError, match="cannot run '/nonexistent/server'"):
+                await sup.start(ServiceSpec(name="ghost", argv=["/nonexistent/server"]))
+
+    trio.run(main)
+
+
+def test_sigterm_ignoring_child_is_killed_after_grace(tmp_path):
+    async def main():
+        async with Supervisor(tmp_path) as sup:
+            svc = await sup.start(child_spec("stubborn", "--ignore-sigterm", stop_grace_s=0.5))
+            t0 = time.monotonic()
+            await sup.stop("stubborn")
+            return svc, time.monotonic() - t0
+
+    svc, took = trio.run(main)
+    assert svc.returncode == -signal.SIGKILL
+    assert 0.45 <= took < 5
+    assert svc.state is ServiceState.STOPPED
+
+
+def test_grandchild_dies_with_its_group(tmp_path):
+    pidfile = tmp_path / "gc.pid"
+
+    async def main():
+        async with Supervisor(tmp_path) as sup:
+            await sup.start(child_spec("parent", "--grandchild-pidfile", str(pidfile), stop_grace_s=2.0))
+            gc = int(pidfile.read_text())
+            assert not pid_gone(gc)
+            return gc
+
+    gc = trio.run(main)
+    assert wait_gone(gc, 5)
+
+
+def test_reverse_order_teardown_even_on_error(tmp_path):
+    order = []
+
+    def on_event(e):
+        if e["kind"] == "service_state" and e["state"] == "stopped":
+            order.append(e["service"])
+
+    async def main():
+        async with Supervisor(tmp_path, on_event=on_event) as sup:
+            await sup.start(child_spec("first"))
+            await sup.start(child_spec("second"))
+            raise KeyError("boom in the run")
+
+    with pytest.raises(KeyError):
+        trio.run(main)
+    assert order == ["second", "first"]
+
+
+@pytest.mark.parametrize("cancel_after", [0.05, 1.5, None])
+def test_cancellation_still_tears_down(tmp_path, cancel_after):
+    """Cancelled while spawning, while waiting for readiness, or after ready: all stopped, log kept."""
+
+    async def main():
+        with trio.CancelScope() as scope:
+            async with Supervisor(tmp_path) as sup:
+                if cancel_after is not None:
+                    scope.deadline = trio.current_time() + cancel_after
+                svc = await sup.start(child_spec("c1", "--delay", "3" if cancel_after else "0"))
+                scope.cancel()
+                await trio.sleep_forever()
+        return sup.get("c1")
+
+    t0 = time.monotonic()
+    svc = trio.run(main)
+    assert time.monotonic() - t0 < 6
+    assert svc.state is ServiceState.STOPPED and svc.returncode is not None and pid_gone(svc.pid)
+    log = (tmp_path / "c1.log").read_text()
+    assert "stopped (exit code" in log
+    if cancel_after != 0.05:  # at 0.05 s the interpreter may not have printed anything yet
+        assert "child c1 starting" in log
+
+
+def test_unexpected_exit_is_reported(tmp_path):
+    async def main():
+        async with Supervisor(tmp_path) as sup:
+            events = sup.subscribe()
+            svc = await sup.start(child_spec("crashy"))
+            os.kill(svc.pid, signal.SIGKILL)
+            with trio.fail_after(10):
+                async for e in events:
+                    if e["kind"] == "service_state" and e["state"] == "failed":
+                        return e
+
+    e = trio.run(main)
+    assert "exited unexpectedly" in e["detail"] and e["returncode"] == -signal.SIGKILL
+
+
+def test_external_endpoint_only_checks_healthz(tmp_path):
+    server = RpcServer("outside")
+    ep = server.start(transport="socket")
+
+    async def main():
+        async with Supervisor(tmp_path) as sup:
+            svc = await sup.start(ServiceSpec(name="env", endpoint=str(ep)))
+            assert svc.state is ServiceState.READY and svc.pid is None and svc.health["name"] == "outside"
+            with pytest.raises(ServiceStartError, match="failed healthz"):
+                await sup.start(ServiceSpec(name="dead", endpoint="socket://127.0.0.1:1", healthz_timeout_s=2))
+
+    try:
+        trio.run(main)
+        with RpcClient(ep, timeout=5) as c:
+            assert c.healthz()["status"] == "ok"  # not stopped by the supervisor
+        assert not list(tmp_path.glob("*.log"))
+    finally:
+        server.shutdown()
+
+
+def test_spec_validation():
+    with pytest.raises(ValueError, match="service name"):
+        ServiceSpec(name="bad/name", argv=["x"])
+    with pytest.raises(ValueError, match="argv"):
+        ServiceSpec(name="x")
+    with pytest.raises(ValueError, match="expected"):
+        ServiceSpec(name="x", endpoint="http//x")
+    with pytest.raises(ValueError, match="transport"):
+        ServiceSpec(name="x", argv=["y"], transport="grpc")
+
+
+def test_duplicate_names_rejected(tmp_path):
+    async def main():
+        async with Supervisor(tmp_path) as sup:
+            await sup.start(child_spec("dup"))
+            with pytest.raises(ValueError, match="already started"):
+                await sup.start(child_spec("dup"))
+
+    trio.run(main)
+
+
+PARENT = """
+import sys, trio
+from rpent.services import ServiceSpec, Supervisor
+async def main():
+    async with Supervisor(sys.argv[1]) as sup:
+        svc = await sup.start(ServiceSpec(name="kid", argv=[sys.executable, sys.argv[2], "--grandchild-pidfile", sys.argv[3]]))
+        print(svc.pid, flush=True)
+        await trio.sleep_forever()
+trio.run(main)
+"""
+
+
+def test_no_orphans_when_the_parent_is_killed(tmp_path):
+    pidfile = tmp_path / "gc.pid"
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path), CHILD, str(pidfile)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        child_pid = int(parent.stdout.readline())
+        gc_pid = int(pidfile.read_text())
+        parent.kill()
+        parent.wait()
+        assert wait_gone(child_pid, 10), "server outlived its supervising parent"
+        assert wait_gone(gc_pid, 10), "grandchild outlived the supervising parent"
+    finally:
+        parent.kill()
+        parent.stdout.close()
+
+
+def test_guest_mode_under_asyncio(tmp_path):
+    async def trio_main():
+        async with Supervisor(tmp_path) as sup:
+            svc = await sup.start(child_spec("guest"))
+            with svc.client(timeout=5) as c:
+                return await trio.to_thread.run_sync(c.call, "pid") == svc.pid, svc
+
+    async def host():
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        trio.lowlevel.start_guest_run(
+            trio_main,
+            run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+            done_callback=lambda outcome: loop.call_soon_threadsafe(done.set_result, outcome),
+            host_uses_signal_set_wakeup_fd=True,
+        )
+        return (await done).unwrap()
+
+    ok, svc = asyncio.run(host())
+    assert ok and svc.state is ServiceState.STOPPED and pid_gone(svc.pid)
