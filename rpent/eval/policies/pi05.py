@@ -1,0 +1,64 @@
+"""Policy backend: rpent's own Pi0.5 (:mod:`rpent.models.pi05`) in the evaluation process.
+
+One copy of the weights on ``policy.device`` (bf16 on CUDA, float32 on CPU: the project's dtype
+rule in :func:`rpent.models.pi05.model.default_device_dtype`), shared by every env worker through the
+driver. Evaluation integrates the deterministic flow ODE (``flow_sde`` degrades to it, seed step 3).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from rpent.eval.errors import PolicyError
+from rpent.eval.settings import ModelSettings
+
+
+class InProcessPi05Policy:
+    """Pi0.5 loaded from ``model.model_path`` with the ``libero`` embodiment preset.
+
+    Args:
+        model: validated model settings (action_horizon, num_action_chunks -> n_exec, num_steps).
+        device: torch device string.
+        logger: receives the checkpoint OK/MISS list and load timings.
+
+    Raises:
+        PolicyError: the checkpoint cannot be loaded (the loader's message is kept).
+    """
+
+    name = "pi05"
+
+    def __init__(self, model: ModelSettings, device: str, logger: logging.Logger | None = None):
+        from rpent.models.pi05.policy import Pi05Policy
+
+        log = logger or logging.getLogger("rpent.eval.run")
+        self.settings = model
+        try:
+            self.policy = Pi05Policy.from_checkpoint(
+                model.model_path,
+                embodiment="libero",
+                device=device,
+                action_horizon=model.action_horizon,
+                n_exec=model.num_action_chunks,
+                num_flow_steps=model.num_steps,
+                log=log.info,
+            )
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+            raise PolicyError(f"cannot load Pi0.5 from {model.model_path}: {exc}") from exc
+        self._options: dict[str, Any] = {"num_flow_steps": model.num_steps}
+        if model.noise_source == "observation":
+            self._options["noise_source"] = "observation"
+
+    def metadata(self) -> dict[str, Any]:
+        """``vla.metadata`` of the loaded model (plus device, dtype, checkpoint)."""
+        return self.policy.metadata()
+
+    def predict(self, observation: dict[str, Any], episodes: list[Any] | None = None) -> np.ndarray:
+        """float32 [B, n_exec, 7] for a batch (see :mod:`rpent.eval.policies.base`); ``episodes`` unused."""
+        return self.policy.predict(observation, self._options)
+
+    def close(self) -> None:
+        """Drop the model."""
+        self.policy = None  # type: ignore[assignment]
