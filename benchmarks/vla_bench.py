@@ -1,19 +1,31 @@
 """Pi0.5 VLA speed benchmark: model latency, end-to-end latency through the RPC server, throughput
-with concurrent clients, cold start; each next to a plain eager run of the same code, and optionally
-next to lerobot's Pi0.5 (eager / torch.compile) with a numerical parity check on identical weights.
+with concurrent clients, cold start; each next to a plain eager run of the same code, the fused Triton
+kernels checked against their PyTorch references, and optionally lerobot 0.6.1's Pi0.5 (eager and
+``torch.compile``d) with a numerical parity check on identical weights, tokens and noise.
 
-Full size on the GPU (random weights, no checkpoint needed)::
+Full size on the GPU (random weights, no checkpoint needed; lerobot carried as py3.12 wheels, see
+/work/shared/reference/lerobot_notes.md)::
 
-    python benchmarks/vla_bench.py --random-weights --out bench.json
-    python benchmarks/vla_bench.py --random-weights --lerobot --lerobot-compile --out bench.json
+    pip install --no-index --no-deps --target /tmp/site build/whl_c2/*.whl && export PYTHONPATH=/tmp/site
+    python benchmarks/vla_bench.py --random-weights --iters 40 --requests-per-client 40 --profile \
+        --lerobot --lerobot-compile --cold-start-from-disk --out bench.json
 
 CPU smoke run::
 
     python benchmarks/vla_bench.py --tiny --iters 5 --clients 4 --out /tmp/vla_bench_tiny.json
 
-Figures (median ms unless stated): model B=1 (graph vs eager), model B=16, server end-to-end B=1,
-server throughput (inferences/s) with N concurrent clients, cold start (launch -> ready line -> first
-action), and the lerobot comparison when importable. Prints a table and writes JSON to ``--out``.
+Figures (median ms unless stated): model B=1 (graph, graph without the fused kernels, eager), model B=16,
+server end-to-end B=1 with the server-side stage times, server throughput (inferences/s) with N concurrent
+client processes, cold start (launch -> ready line -> first action; ``from_disk`` loads a full random
+checkpoint from local disk with an empty Triton cache), lerobot parity/latency. Prints a table and writes
+JSON to ``--out`` (after every section, so a killed run keeps what it measured).
+
+Measured on the lent H200 (torch 2.11, bf16, 2 views, T=16, H=10, N=5; the command above, 2026-11-30):
+model B=1 10.5 ms graph / 15.6 ms graph without fused kernels / 44.4 ms eager; B=16 73.8 ms graph
+(4.6 ms/sample) / 75.2 ms eager; server e2e B=1 13.7 ms (13.2 from disk) / 48.3 ms eager; 16 clients
+162 / 100 (eager) inferences/s; cold start 6.6 s (random weights) / 12.5 s (6.7 GB from disk, cold
+Triton cache); lerobot eager 174.8 ms, compiled 34.0 ms after a 195 s warm-up; parity vs lerobot max
+|diff| 4.8e-7 (fp32) / 9.2e-3 (bf16).
 """
 
 from __future__ import annotations
@@ -35,6 +47,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from rpent.models.pi05 import fused  # noqa: E402
 from rpent.models.pi05.checkpoint import random_tensors, save_checkpoint_tensors  # noqa: E402
 from rpent.models.pi05.config import full_config, parameter_counts, tiny_config  # noqa: E402
 from rpent.models.pi05.model import Pi05Model, default_device_dtype  # noqa: E402
@@ -65,6 +78,78 @@ def timed(fn, iters: int, warmup: int) -> dict:
 # ---------------------------------------------------------------------------- model (in process)
 
 
+def check_kernels(device, results) -> None:
+    """Each fused CUDA kernel against its PyTorch reference at full-size shapes (bf16): relative L2 error.
+    An op whose kernel fails or disagrees (> 2e-2) is switched to its reference for the rest of the run."""
+    import traceback
+
+    out = {}
+    g = torch.Generator(device=device).manual_seed(0)
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=g, device=device).to(torch.bfloat16)
+
+    def rel(a, b):
+        return ((a.float() - b.float()).norm() / b.float().norm()).item()
+
+    def pair(fn, *a):
+        fused.set_enabled(True)
+        x = fn(*a)
+        fused.set_enabled(False)
+        y = fn(*a)
+        fused.set_enabled(True)
+        return x, y
+
+    def norm_checks():
+        x, y, w, sc, sh, gt = rnd(528, 2048), rnd(528, 2048), rnd(2048), rnd(2048), rnd(2048), rnd(2048)
+        xe, ye, sce, she, gte = rnd(16, 10, 1024), rnd(16, 10, 1024), rnd(1024), rnd(1024), rnd(1024)
+        return max(rel(*pair(fused.rms_norm, x, w, 1e-6)),
+                   max(rel(a, b) for a, b in zip(*pair(fused.add_rms_norm, x, y, w, 1e-6))),
+                   max(rel(a, b) for a, b in zip(*pair(fused.gated_add_ada_rms_norm, xe, ye, gte, sce, she, 1e-6))))
+
+    def rope_checks():
+        rope = fused.rope_tables(torch.arange(528, device=device)[None], 256, 10000.0)
+        qkv = rnd(1, 528, 10 * 256)
+        res = []
+        for on in (True, False):
+            fused.set_enabled(on)
+            cache = torch.zeros(2, 1, 528, 256, dtype=torch.bfloat16, device=device)
+            q = fused.rope_qkv_to_cache(qkv, rope, 8, cache[0], cache[1])
+            res.append((q, cache))
+        fused.set_enabled(True)
+        return max(rel(res[0][0], res[1][0]), rel(res[0][1], res[1][1]))
+
+    def attention_checks():
+        worst = 0.0
+        for b, masked in ((1, False), (16, True)):
+            q, k, v = rnd(b, 10, 8, 256), rnd(b, 1, 538, 256), rnd(b, 1, 538, 256)
+            m = None
+            if masked:
+                m = torch.ones(b, 1, 1, 538, dtype=torch.bool, device=device)
+                m[1::2, ..., 500:528] = False
+            worst = max(worst, rel(*pair(fused.mqa_decode_attention, q, k, v, m)))
+        return worst
+
+    checks = {"norm": norm_checks, "rope": rope_checks, "geglu": lambda: rel(*pair(fused.geglu, rnd(528, 2 * 16384))),
+              "attention": attention_checks}
+    for op, fn in checks.items():
+        try:
+            err = fn()
+            _sync()
+            out[op] = err
+            if not err < 2e-2:
+                raise RuntimeError(f"{op}: relative error {err:.2e} vs the PyTorch reference")
+        except Exception as exc:  # noqa: BLE001 - keep benchmarking with the reference for this op
+            traceback.print_exc()
+            out[op] = repr(exc)
+            fused.set_enabled(True)
+            fused.disable_op(op)
+            print(f"  fused kernel {op!r} DISABLED for this run", flush=True)
+    print("  kernels vs reference (relative L2, bf16): " + ", ".join(f"{k} {v:.1e}" if isinstance(v, float) else f"{k} FAILED"
+                                                                      for k, v in out.items()), flush=True)
+    results["kernel_check"] = out
+
+
 def bench_model(cfg, device, dtype, args, results):
     model = Pi05Model.random(cfg, device, dtype, seed=0)
     v, s, t = 2, 256, args.prompt_tokens
@@ -76,25 +161,62 @@ def bench_model(cfg, device, dtype, args, results):
         noise = rng.standard_normal((b, cfg.action_horizon, 32)).astype(np.float32)
         return imgs, ids, noise
 
-    for graphs in (True, False):
-        if graphs and device.type != "cuda":
-            continue
+    kernels = fused.available() and device.type == "cuda"
+    if kernels:  # same weights and inputs, kernels on vs off (bf16): the fused path must not change the actions
+        x = inputs(4)
+        outs = []
+        for on in (True, False):
+            fused.set_enabled(on)
+            outs.append(Pi05Runner(model, use_cuda_graphs=False).run(*x))
+        fused.set_enabled(True)
+        d = float(np.abs(outs[0] - outs[1]).max())
+        results["fused_vs_reference_max_abs_diff"] = d
+        print(f"  fused kernels vs PyTorch reference, B=4 bf16: max |diff| normalised actions = {d:.3e}", flush=True)
+    variants = [("graph", True, True), ("graph_unfused", True, False), ("eager", False, True)] if device.type == "cuda" else [("eager", False, False)]
+    if not kernels:
+        variants = [(n, gr, False) for n, gr, _ in variants if n != "graph_unfused"]
+    for name, graphs, on in variants:
+        fused.set_enabled(on)
         runner = Pi05Runner(model, use_cuda_graphs=graphs)
-        name = "graph" if graphs else "eager"
-        for b in (1, args.batch):
+        for b in (1, args.batch) if name != "graph_unfused" else (1,):
             x = inputs(b)
             r = timed(lambda: runner.run(*x), args.iters if b == 1 else max(3, args.iters // 3), args.warmup)
             r["per_sample_ms"] = r["median_ms"] / b
             results[f"model_b{b}_{name}"] = r
-            print(f"  model B={b:<2} {name:5s}: {r['median_ms']:8.2f} ms  ({r['per_sample_ms']:.2f} ms/sample)", flush=True)
+            print(f"  model B={b:<2} {name:13s}: {r['median_ms']:8.2f} ms  ({r['per_sample_ms']:.2f} ms/sample)", flush=True)
+        del runner
+    fused.set_enabled(kernels)
+    if args.profile and device.type == "cuda":
+        profile_kernels(model, inputs(1), results)
     return model
+
+
+def profile_kernels(model, x, results, top: int = 14) -> None:
+    """Kernel-level GPU time of one eager B=1 call (the same kernels the graph replays): top kernels by time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    runner = Pi05Runner(model, use_cuda_graphs=False)
+    runner.run(*x)
+    _sync()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        runner.run(*x)
+        _sync()
+    rows = [(e.key, e.device_time_total / 1e3, e.count) for e in prof.key_averages() if e.device_time_total > 0]
+    rows.sort(key=lambda r: -r[1])
+    total = sum(r[1] for r in rows)
+    n = sum(r[2] for r in rows)
+    print(f"  profile B=1 eager: {total:.2f} ms GPU time in {n} kernels", flush=True)
+    for k, ms, c in rows[:top]:
+        print(f"    {ms:7.3f} ms {c:5d}x  {k[:110]}")
+    results["profile_b1"] = {"gpu_ms": total, "kernels": n, "top": [{"kernel": k[:200], "ms": ms, "count": c} for k, ms, c in rows[:top]]}
 
 
 # ---------------------------------------------------------------------------- lerobot comparison
 
 
-def bench_lerobot(cfg, device, args, results, our_model):
-    """lerobot 0.6.x PI05Pytorch on the same weights: latency (eager, compiled) and parity."""
+def bench_lerobot(cfg, device, args, results, our_model, compile_only: bool = False):
+    """lerobot 0.6.x PI05Pytorch on the same weights: parity (bf16 and fp32) and eager latency; with
+    ``compile_only``, only ``torch.compile(mode="reduce-overhead")`` latency and its warm-up (run last: long)."""
     try:
         from lerobot.policies.pi05.configuration_pi05 import PI05Config
         from lerobot.policies.pi05.modeling_pi05 import PI05Pytorch
@@ -108,7 +230,7 @@ def bench_lerobot(cfg, device, args, results, our_model):
     images_u8 = torch.randint(0, 256, (b, 2, 224, 224, 3), dtype=torch.uint8, generator=g)
     ids = torch.randint(10, 250000, (b, t), generator=g)
     noise = torch.randn(b, hz, 32, generator=g)
-    for dtype_name in ("bfloat16", "float32"):
+    for dtype_name in ("bfloat16",) if compile_only else ("bfloat16", "float32"):
         try:
             dt = getattr(torch, dtype_name)
             conf = PI05Config(dtype=dtype_name, chunk_size=hz, n_action_steps=min(hz, 5), num_inference_steps=n, device=str(device))
@@ -118,54 +240,62 @@ def bench_lerobot(cfg, device, args, results, our_model):
             missing, unexpected = lr.load_state_dict(tensors, strict=False)
             missing = [k for k in missing if "lm_head" not in k]
             lr.eval()
-            ours = our_model if our_model.dtype == dt else Pi05Model.from_checkpoint_tensors(cfg, tensors)
             imgs = images_u8.to(device).permute(0, 1, 4, 2, 3).float() / 127.5 - 1.0
             img_list = [imgs[:, i].to(dt) for i in range(2)]
             masks = [torch.ones(b, dtype=torch.bool, device=device)] * 2
             tok = ids.to(device)
             tmask = torch.ones_like(tok, dtype=torch.bool)
+
+            def run_lerobot(fn=lr.sample_actions):
+                return fn(img_list, masks, tok, tmask, noise=noise.to(device), num_steps=n)
+
+            if compile_only:
+                del tensors
+                t0 = time.perf_counter()
+                comp = torch.compile(lr.sample_actions, mode="reduce-overhead")
+                with torch.no_grad():
+                    for _ in range(3):
+                        run_lerobot(comp)
+                    _sync()
+                    warm = time.perf_counter() - t0
+                    entry = {"compile_warmup_s": warm, "compiled": timed(lambda: run_lerobot(comp), max(5, args.iters // 4), 2)}
+                print(f"  lerobot compiled B=1: {entry['compiled']['median_ms']:.2f} ms (warm-up {warm:.0f} s)", flush=True)
+                results["lerobot_compiled"] = entry
+                return
+            ours = our_model if our_model is not None and our_model.dtype == dt else Pi05Model.from_checkpoint_tensors(cfg, tensors)
             with torch.no_grad():
-                ref = lr.sample_actions(img_list, masks, tok, tmask, noise=noise.to(device), num_steps=n).float()
+                ref = run_lerobot().float()
             mine = ours.sample_actions(imgs.to(dt), tok, noise.to(device))
             diff = (ref - mine).abs().max().item()
-            entry = {"max_abs_diff_normalized": diff, "missing_keys": missing[:10], "unexpected_keys": list(unexpected)[:10]}
-            print(f"  parity vs lerobot ({dtype_name}): max |diff| = {diff:.3e} (missing {len(missing)}, unexpected {len(unexpected)})")
+            entry = {"max_abs_diff_normalized": diff, "max_abs_ref": ref.abs().max().item(),
+                     "missing_keys": missing[:10], "unexpected_keys": list(unexpected)[:10]}
+            print(f"  parity vs lerobot ({dtype_name}): max |diff| = {diff:.3e} (max |action| {entry['max_abs_ref']:.2f}; "
+                  f"missing {len(missing)}, unexpected {len(unexpected)})", flush=True)
             if dtype_name == "bfloat16":
-                f = lambda: lr.sample_actions(img_list, masks, tok, tmask, noise=noise.to(device), num_steps=n)  # noqa: E731
                 with torch.no_grad():
-                    entry["eager"] = timed(f, max(5, args.iters // 4), 2)
-                print(f"  lerobot eager B=1: {entry['eager']['median_ms']:.2f} ms")
-                if args.lerobot_compile:
-                    t0 = time.perf_counter()
-                    comp = torch.compile(lr.sample_actions, mode="reduce-overhead")
-                    with torch.no_grad():
-                        for _ in range(3):
-                            comp(img_list, masks, tok, tmask, noise=noise.to(device), num_steps=n)
-                        _sync()
-                        entry["compile_warmup_s"] = time.perf_counter() - t0
-                        entry["compiled"] = timed(lambda: comp(img_list, masks, tok, tmask, noise=noise.to(device), num_steps=n), max(5, args.iters // 4), 2)
-                    print(f"  lerobot compiled B=1: {entry['compiled']['median_ms']:.2f} ms (warm-up {entry['compile_warmup_s']:.0f} s)")
+                    entry["eager"] = timed(run_lerobot, max(5, args.iters // 4), 2)
+                print(f"  lerobot eager B=1: {entry['eager']['median_ms']:.2f} ms", flush=True)
             out[dtype_name] = entry
-            del lr
+            del lr, tensors
             if ours is not our_model:
                 del ours
             torch.cuda.empty_cache() if device.type == "cuda" else None
         except Exception as exc:  # noqa: BLE001 - report, keep the rest of the benchmark
             out[dtype_name] = {"error": repr(exc)}
-            print(f"  lerobot {dtype_name}: failed: {exc!r}")
+            print(f"  lerobot {dtype_name}: failed: {exc!r}", flush=True)
     results["lerobot"] = out
 
 
 # ---------------------------------------------------------------------------- server
 
 
-def _client_proc(ep: str, seed: int, per: int, barrier, q, warmup: int = 5) -> None:
+def _client_proc(ep: str, seed: int, per: int, barrier, q, warmup: int = 5, image_size: int = 256) -> None:
     """One closed-loop client process: ``warmup`` concurrent calls (so the server captures the CUDA graphs of
     the batch shapes that occur), the barrier, then ``per`` timed predicts; puts "" or an error."""
     from rpent.robots.components.vla_client import VlaClient
 
     try:
-        obs = tiny_observation("libero", 1, 256, seed=seed)
+        obs = tiny_observation("libero", 1, image_size, seed=seed)
         with VlaClient(ep, timeout=600) as c:
             for _ in range(warmup):
                 c.predict(obs)
@@ -177,9 +307,9 @@ def _client_proc(ep: str, seed: int, per: int, barrier, q, warmup: int = 5) -> N
         q.put(repr(exc))
 
 
-def start_server(extra: list[str], args) -> tuple[subprocess.Popen, str, float]:
+def start_server(extra: list[str], args, env_extra: dict | None = None) -> tuple[subprocess.Popen, str, float]:
     t0 = time.perf_counter()
-    env = dict(os.environ)
+    env = dict(os.environ, **(env_extra or {}))
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     p = subprocess.Popen([sys.executable, "-m", "rpent.robots.components.pi05_vla_server", "--embodiment", "libero",
                           "--transport", args.transport, "--port", "0", *extra],
@@ -199,25 +329,27 @@ def stop_server(p: subprocess.Popen) -> None:
         p.kill()
 
 
-def bench_server(server_args: list[str], name: str, args, results) -> None:
+def bench_server(server_args: list[str], name: str, args, results, env_extra: dict | None = None) -> None:
     from rpent.robots.components.vla_client import VlaClient
 
-    p, ep, ready_s = start_server(server_args, args)
+    p, ep, ready_s = start_server(server_args, args, env_extra)
     try:
-        obs1 = tiny_observation("libero", 1, 256, seed=0)
+        obs1 = tiny_observation("libero", 1, args.image_size, seed=0)
         t0 = time.perf_counter()
         with VlaClient(ep, timeout=600) as c:
             c.predict(obs1)
             first_s = time.perf_counter() - t0
             r = timed(lambda: c.predict(obs1), args.iters, args.warmup)
+            b1_timing = c.rpc.call("vla.stats").get("timing_ms")
         entry = {"ready_s": ready_s, "first_action_after_ready_s": first_s, "cold_start_s": ready_s + first_s, "e2e_b1": r}
-        print(f"  server {name}: ready {ready_s:.1f} s, first action +{first_s:.2f} s, e2e B=1 {r['median_ms']:.2f} ms", flush=True)
+        print(f"  server {name}: ready {ready_s:.1f} s, first action +{first_s:.2f} s, e2e B=1 {r['median_ms']:.2f} ms "
+              f"(server-side stages ms: {b1_timing})", flush=True)
         n, per = args.clients, args.requests_per_client
         # one process per client (like env workers): client-side GIL contention must not cap the figure
         ctx = mp.get_context("spawn")
         barrier = ctx.Barrier(n + 1)
         q = ctx.Queue()
-        procs = [ctx.Process(target=_client_proc, args=(ep, i, per, barrier, q), daemon=True) for i in range(n)]
+        procs = [ctx.Process(target=_client_proc, args=(ep, i, per, barrier, q, 5, args.image_size), daemon=True) for i in range(n)]
         [p_.start() for p_ in procs]
         barrier.wait(timeout=300)
         t0 = time.perf_counter()
@@ -228,7 +360,8 @@ def bench_server(server_args: list[str], name: str, args, results) -> None:
             stats = c.rpc.call("vla.stats")
         entry["throughput"] = {"clients": n, "requests": n * per, "seconds": el, "inferences_per_s": n * per / el,
                                "mean_batch_rows": stats["mean_batch_rows"], "recent_batch_rows": stats["recent_batch_rows"],
-                               "errors": errors[:3]}
+                               "timing_ms": stats.get("timing_ms"), "errors": errors[:3]}
+        entry["timing_ms_b1"] = b1_timing
         print(f"  server {name}: {n} clients -> {n * per / el:.1f} inferences/s (recent batch rows {stats['recent_batch_rows'][-12:]})", flush=True)
         results[f"server_{name}"] = entry
     finally:
@@ -246,6 +379,17 @@ def write_random_checkpoint(cfg, directory: Path, dtype) -> Path:
 
 
 # ---------------------------------------------------------------------------- main
+
+
+def save(results: dict, args) -> None:
+    """Write the results so far to ``--out`` atomically (also after each section: a killed run keeps them)."""
+    if not args.out:
+        return
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".partial")
+    tmp.write_text(json.dumps(results, indent=2, default=str))
+    os.replace(tmp, out)
 
 
 def main() -> None:
@@ -270,6 +414,9 @@ def main() -> None:
     ap.add_argument("--skip-model", action="store_true", help="skip the in-process model figures")
     ap.add_argument("--server-extra", default="", help="extra server arguments, e.g. '--max-batch 8 --batch-window-ms 5'")
     ap.add_argument("--verbose", action="store_true", help="show server stderr")
+    ap.add_argument("--profile", action="store_true", help="print the top GPU kernels of one eager B=1 call")
+    ap.add_argument("--skip-kernel-check", action="store_true", help="skip the fused-kernel vs reference check")
+    ap.add_argument("--image-size", type=int, default=256, help="client image size for the server figures (224 skips the resize)")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     args = ap.parse_args()
 
@@ -284,10 +431,15 @@ def main() -> None:
     }
     print(f"Pi0.5 bench: {results['config']['size']} on {device} ({dtype}), 2 views, T={args.prompt_tokens}, H={cfg.action_horizon}, N={cfg.num_flow_steps}")
     print(f"  parameters used at inference: {results['config']['parameters']['used_at_inference'] / 1e9:.3f} B")
+    if device.type == "cuda" and fused.available() and not args.skip_kernel_check:
+        check_kernels(device, results)
+    results["config"]["fused_kernels"] = fused.available() and device.type == "cuda"
     if not args.skip_model:
         model = bench_model(cfg, device, dtype, args, results)
+        save(results, args)
         if args.lerobot and not args.tiny:
             bench_lerobot(cfg, device, args, results, model)
+            save(results, args)
         del model
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -296,8 +448,13 @@ def main() -> None:
         common = ["--num-flow-steps", str(cfg.num_flow_steps), "--action-horizon", str(cfg.action_horizon), *args.server_extra.split()]
         if device.type == "cpu":
             common.append("--cpu")
+        if device.type == "cuda" and not fused.available():
+            common.append("--no-fused-kernels")
+        if fused._DISABLED_OPS:  # noqa: SLF001 - ops that failed the check stay off in the servers too
+            os.environ["RPENT_PI05_FUSED_OFF"] = ",".join(sorted(fused._DISABLED_OPS))  # noqa: SLF001
         if device.type == "cuda":
             bench_server(size + common, "graph", args, results)
+            save(results, args)
         if not args.skip_eager_server or device.type != "cuda":
             bench_server(size + common + ["--no-cuda-graphs"], "eager", args, results)
         if args.cold_start_from_disk:
@@ -305,8 +462,15 @@ def main() -> None:
             t0 = time.perf_counter()
             write_random_checkpoint(cfg, d, dtype)
             print(f"  wrote random checkpoint to {d} in {time.perf_counter() - t0:.1f} s")
-            bench_server(["--model-path", str(d)] + common + (["--cpu"] if device.type == "cpu" else []), "from_disk", args, results)
+            # a fresh Triton cache: the cold start includes compiling the fused kernels, as on a new machine
+            bench_server(["--model-path", str(d)] + common + (["--cpu"] if device.type == "cpu" else []), "from_disk", args, results,
+                         env_extra={"TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="triton_cold_")})
+    if args.lerobot and args.lerobot_compile and device.type == "cuda" and not args.tiny:
+        save(results, args)
+        bench_lerobot(cfg, device, args, results, None, compile_only=True)
     print("\n| figure | value |\n|---|---|")
+    if "fused_vs_reference_max_abs_diff" in results:
+        print(f"| fused kernels vs reference, max abs diff (normalised, bf16) | {results['fused_vs_reference_max_abs_diff']:.3e} |")
     for k, v in results.items():
         if k.startswith("model_"):
             print(f"| {k} | {v['median_ms']:.2f} ms ({v['per_sample_ms']:.2f} ms/sample) |")
@@ -320,15 +484,12 @@ def main() -> None:
                     print(f"| lerobot parity {dn} | max abs diff {e['max_abs_diff_normalized']:.3e} |")
                 if isinstance(e, dict) and "eager" in e:
                     print(f"| lerobot eager B=1 | {e['eager']['median_ms']:.2f} ms |")
-                if isinstance(e, dict) and "compiled" in e:
-                    print(f"| lerobot compiled B=1 | {e['compiled']['median_ms']:.2f} ms (warm-up {e['compile_warmup_s']:.0f} s) |")
+                pass
+        elif k == "lerobot_compiled" and "compiled" in v:
+            print(f"| lerobot compiled B=1 | {v['compiled']['median_ms']:.2f} ms (warm-up {v['compile_warmup_s']:.0f} s) |")
+    save(results, args)
     if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".partial")
-        tmp.write_text(json.dumps(results, indent=2, default=str))
-        os.replace(tmp, out)
-        print(f"wrote {out}")
+        print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

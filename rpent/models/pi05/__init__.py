@@ -11,9 +11,12 @@ Modules (one concept each):
     processor     observation -> model inputs, model outputs -> env actions (conventions documented)
     embodiments   serving presets libero / dual_franka / yam and their output transforms
     settings      preset + overrides + seed 003's config checks
+    fused         fused layer ops: Triton kernels on CUDA, PyTorch references elsewhere
+    triton_kernels  the Triton kernels themselves (imported lazily by fused)
     sampling      Pi05Runner: batch buckets, prompt padding, CUDA graphs
     batching      DynamicBatcher for concurrent clients
     policy        Pi05Policy: checkpoint + tokenizer + stats + runner behind predict()
+    apxinf        ApxInfPolicy: the same predict stages through APXinf-robo's L1 bare-model API
     tiny          tiny checkpoints/tokenizer/observations for tests (no downloads)
 
 Nothing is imported here, so ``import rpent.models.pi05.settings`` stays light (no torch).

@@ -33,11 +33,17 @@ class DynamicBatcher:
         max_batch: most batch rows per call (items carry a row count).
         max_wait_s: longest total collection time after the first item (default 5 x window_s).
         name: worker thread name.
+        initializer: called once on the worker thread before any item (e.g. loading a thread-bound
+            model handle such as APXinf-robo's L1 model, which must be loaded and called on one
+            thread). Its exception is re-raised by :meth:`wait_ready` and fails every submit.
     """
 
     def __init__(self, process: Callable[[list[Any]], list[Any]], window_s: float = 0.003, max_batch: int = 16,
-                 max_wait_s: float | None = None, name: str = "vla-batcher"):
+                 max_wait_s: float | None = None, name: str = "vla-batcher",
+                 initializer: Callable[[], None] | None = None):
         self._process = process
+        self._initializer = initializer
+        self._ready: Future = Future()
         self.window_s = window_s
         self.max_wait_s = 5 * window_s if max_wait_s is None else max_wait_s
         self.max_batch = max_batch
@@ -49,6 +55,14 @@ class DynamicBatcher:
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Block until the worker ran ``initializer`` (immediately when there is none).
+
+        Raises:
+            whatever ``initializer`` raised (the worker has then stopped); TimeoutError after ``timeout`` s.
+        """
+        self._ready.result(timeout=timeout)
+
     def submit(self, item: Any, rows: int = 1, key: Hashable = None, timeout: float | None = None) -> Any:
         """Queue ``item`` (``rows`` batch rows, grouping ``key``) and block until its result.
 
@@ -56,6 +70,8 @@ class DynamicBatcher:
             BatcherClosed: after :meth:`close`; whatever ``process`` raised for this item's call;
             TimeoutError: no result within ``timeout`` seconds.
         """
+        if self._ready.done() and self._ready.exception() is not None:
+            raise BatcherClosed(f"the VLA batcher never started: {self._ready.exception()}")
         if self._closed:
             raise BatcherClosed("the VLA batcher is shut down")
         fut: Future = Future()
@@ -97,6 +113,15 @@ class DynamicBatcher:
         return batch
 
     def _loop(self) -> None:
+        try:
+            if self._initializer is not None:
+                self._initializer()
+        except BaseException as exc:  # noqa: BLE001 - reported through wait_ready / submit
+            self._ready.set_exception(exc)
+            self._closed = True
+            self._drain(exc)
+            return
+        self._ready.set_result(None)
         while True:
             first = self._q.get()
             if first is None:
@@ -122,10 +147,14 @@ class DynamicBatcher:
                 self.batch_sizes.append(sum(e[1] for e in live))
                 for e, r in zip(live, results):
                     e[3].set_result(r)
-        while True:  # drain after close
+        self._drain(BatcherClosed("the VLA batcher is shut down"))
+
+    def _drain(self, exc: BaseException) -> None:
+        """Fail every queued item with ``exc`` (after close, or when the initializer failed)."""
+        while True:
             try:
                 entry = self._q.get_nowait()
             except queue.Empty:
                 return
             if entry is not None and entry[3].set_running_or_notify_cancel():
-                entry[3].set_exception(BatcherClosed("the VLA batcher is shut down"))
+                entry[3].set_exception(exc)

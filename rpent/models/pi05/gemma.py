@@ -18,6 +18,9 @@ Conventions (Gemma / openpi ``gemma.py``; reference section 1.1-1.2):
   and no step reads the 37 projections again (ApxInf's "precomputed style sets").
 * Attention is shared layer by layer: layer ``l`` of the expert attends to the prefix K/V that layer
   ``l`` of the backbone wrote into the cache, plus the action tokens' own K/V.
+* Each residual add is fused with the norm that follows it, RoPE with the K/V cache write, gelu with
+  the up-projection product, and the action tokens' attention is split over the keys: one kernel each on
+  CUDA (:mod:`rpent.models.pi05.fused`, reference PyTorch code elsewhere).
 """
 
 from __future__ import annotations
@@ -28,42 +31,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rpent.models.pi05 import fused
 from rpent.models.pi05.checkpoint import EXPERT, LANG
 from rpent.models.pi05.config import GemmaConfig, Pi05Config
 
 
 def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """RoPE tables for integer positions [B, L] -> (cos, signed_sin), each [B, L, 1, head_dim] in ``dtype``.
-
-    Frequencies ``theta ** (-2i/head_dim)`` for i < head_dim/2, duplicated over both halves (HF Gemma).
-    ``signed_sin`` = [-sin, sin] so that ``rotate_half(x) * sin == roll(x, d/2) * signed_sin``.
-    """
-    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim))
-    ang = (positions.to(torch.float32)[..., None] * inv)[:, :, None, :]
-    cos, sin = ang.cos(), ang.sin()
-    return torch.cat([cos, cos], dim=-1).to(dtype), torch.cat([-sin, sin], dim=-1).to(dtype)
+    """RoPE tables for integer positions [B, L] -> (cos, signed_sin), each [B, L, 1, head_dim] in ``dtype``
+    (the reference form; see :class:`rpent.models.pi05.fused.RopeTables`)."""
+    return fused.rope_tables(positions, head_dim, theta).full(dtype)
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
-    """Rotate x [B, L, heads, d] by the tables of :func:`rope_cos_sin` [B, L, 1, d]:
-    ``x*cos + rotate_half(x)*sin`` with ``rotate_half(x) = [-x2, x1]`` (HF Gemma), as 3 kernels."""
-    return torch.addcmul(x * cos, x.roll(x.shape[-1] // 2, dims=-1), signed_sin)
-
-
-def mqa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
-    """Multi-query attention with one shared K/V head.
-
-    Args:
-        q: [B, Lq, H, d] queries (RoPE applied).
-        k, v: [B, 1, Lk, d] keys (RoPE applied) and values.
-        key_mask: None (all keys valid) or bool [B, 1, 1, Lk], True = may be attended.
-
-    Returns:
-        [B, Lq, H*d], in q's dtype. Scores are scaled by 1/sqrt(d) (Gemma 2B: query_pre_attn_scalar = d).
-    """
-    b, lq, h, d = q.shape
-    o = F.scaled_dot_product_attention(q.reshape(b, 1, lq * h, d), k, v, attn_mask=key_mask)
-    return o.view(b, lq, h * d)
+apply_rope = fused.apply_rope
+mqa_attention = fused.mqa_attention
 
 
 class GemmaLayerWeights(nn.Module):
@@ -79,8 +59,7 @@ class GemmaLayerWeights(nn.Module):
 
     def mlp(self, x: torch.Tensor) -> torch.Tensor:
         """GeGLU: [.., D] -> [.., D]."""
-        gate, up = self.gate_up(x).chunk(2, dim=-1)
-        return self.down(F.gelu(gate, approximate="tanh") * up)
+        return self.down(fused.geglu(self.gate_up(x)))
 
 
 class GemmaBackbone(nn.Module):
@@ -106,13 +85,13 @@ class GemmaBackbone(nn.Module):
         return self._scales
 
     def fill_prefix_cache(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, key_mask: torch.Tensor | None, kv: torch.Tensor
+        self, x: torch.Tensor, rope: "fused.RopeTables", key_mask: torch.Tensor | None, kv: torch.Tensor
     ) -> None:
         """Run the prefix through every layer and write each layer's K/V into ``kv``.
 
         Args:
             x: [B, Lp, D] prefix embeddings (image tokens then text tokens).
-            cos, sin: RoPE tables [B, Lp, 1, d] for the prefix positions.
+            rope: RoPE tables for the prefix positions [B, Lp].
             key_mask: None or bool [B, 1, 1, Lp] (False = padding).
             kv: cache [depth, 2, B, 1, Lp + H, d]; slots [0, Lp) are written here.
 
@@ -120,26 +99,19 @@ class GemmaBackbone(nn.Module):
         attention output and MLP are skipped: exact, and saves one layer's MLP and o-projection.
         """
         g = self.g
-        b, lp, _ = x.shape
+        lp = x.shape[1]
         nq = g.num_heads * g.head_dim
         w1, w2 = self.norm_scales()
+        h = fused.rms_norm(x, w1[0], g.rms_norm_eps)
         for i, layer in enumerate(self.layers):
-            h = F.rms_norm(x, (g.width,), w1[i], g.rms_norm_eps)
-            last = i == g.depth - 1
-            if last:
-                kv_proj = F.linear(h, layer.qkv.weight[nq:])
-                k, v = kv_proj.view(b, lp, 2, g.head_dim).unbind(2)
-            else:
-                q, k, v = layer.qkv(h).split([nq, g.head_dim, g.head_dim], dim=-1)
-            k = apply_rope(k.view(b, lp, 1, g.head_dim), cos, sin)
-            kv[i, 0, :, 0, :lp] = k[:, :, 0]
-            kv[i, 1, :, 0, :lp] = v
-            if last:
+            kc, vc = kv[i, 0, :, 0, :lp], kv[i, 1, :, 0, :lp]
+            if i == g.depth - 1:
+                fused.rope_qkv_to_cache(F.linear(h, layer.qkv.weight[nq:]), rope, 0, kc, vc)
                 break
-            q = apply_rope(q.view(b, lp, g.num_heads, g.head_dim), cos, sin)
-            a = mqa_attention(q, kv[i, 0, :, :, :lp], kv[i, 1, :, :, :lp], key_mask)
-            x = x + layer.o(a)
-            x = x + layer.mlp(F.rms_norm(x, (g.width,), w2[i], g.rms_norm_eps))
+            q = fused.rope_qkv_to_cache(layer.qkv(h), rope, g.num_heads, kc, vc)
+            a = fused.mqa_attention(q, kv[i, 0, :, :, :lp], kv[i, 1, :, :, :lp], key_mask)
+            x, h = fused.add_rms_norm(x, layer.o(a), w2[i], g.rms_norm_eps)
+            x, h = fused.add_rms_norm(x, layer.down(fused.geglu(layer.gate_up(h))), w1[i + 1], g.rms_norm_eps)
 
 
 def sinusoidal_time_embedding(t: torch.Tensor, width: int, min_period: float, max_period: float) -> torch.Tensor:
@@ -202,18 +174,13 @@ class GemmaExpert(nn.Module):
         self.register_buffer("ada_gate", gate.to(dt).contiguous(), persistent=False)
         self.num_flow_steps = num_steps
 
-    def _ada_norm(self, x: torch.Tensor, step: int, idx: int) -> torch.Tensor:
-        h = F.rms_norm(x, (self.g.width,), None, self.g.rms_norm_eps)
-        return torch.addcmul(self.ada_shift[step, idx], h, self.ada_scale1p[step, idx])
-
     def velocity(
         self,
         x_t: torch.Tensor,
         step: int,
         kv: torch.Tensor,
         prefix_len: int,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
+        rope: "fused.RopeTables",
         key_mask: torch.Tensor | None,
     ) -> torch.Tensor:
         """Flow velocity v = f(x_t, t_step) for the action chunk.
@@ -224,28 +191,23 @@ class GemmaExpert(nn.Module):
             kv: the cache filled by :meth:`GemmaBackbone.fill_prefix_cache`; slots [Lp, Lp+H) are
                 overwritten with the action tokens' K/V.
             prefix_len: Lp.
-            cos, sin: RoPE tables [B, H, 1, d] for the action positions (valid prefix count + 0..H-1).
+            rope: RoPE tables for the action positions (valid prefix count + 0..H-1) [B, H].
             key_mask: None or bool [B, 1, 1, Lp+H].
 
         Returns:
             v: [B, H, 32] float32.
         """
         g = self.g
-        b, hz, _ = x_t.shape
-        nq = g.num_heads * g.head_dim
+        eps = g.rms_norm_eps
+        sc, sh, gt = self.ada_scale1p[step], self.ada_shift[step], self.ada_gate[step]
         x = self.action_in(x_t.to(self.action_in.weight.dtype))
+        h = fused.ada_rms_norm(x, sc[0], sh[0], eps)
         for i, layer in enumerate(self.layers):
-            h = self._ada_norm(x, step, 2 * i)
-            q, k, v = layer.qkv(h).split([nq, g.head_dim, g.head_dim], dim=-1)
-            k = apply_rope(k.view(b, hz, 1, g.head_dim), cos, sin)
-            kv[i, 0, :, 0, prefix_len:] = k[:, :, 0]
-            kv[i, 1, :, 0, prefix_len:] = v
-            q = apply_rope(q.view(b, hz, g.num_heads, g.head_dim), cos, sin)
-            a = mqa_attention(q, kv[i, 0], kv[i, 1], key_mask)
-            x = torch.addcmul(x, layer.o(a), self.ada_gate[step, 2 * i])
-            h = self._ada_norm(x, step, 2 * i + 1)
-            x = torch.addcmul(x, layer.mlp(h), self.ada_gate[step, 2 * i + 1])
-        h = self._ada_norm(x, step, 2 * g.depth)
+            q = fused.rope_qkv_to_cache(layer.qkv(h), rope, g.num_heads, kv[i, 0, :, 0, prefix_len:], kv[i, 1, :, 0, prefix_len:])
+            a = fused.mqa_decode_attention(q, kv[i, 0], kv[i, 1], key_mask)
+            x, h = fused.gated_add_ada_rms_norm(x, layer.o(a), gt[2 * i], sc[2 * i + 1], sh[2 * i + 1], eps)
+            x, h = fused.gated_add_ada_rms_norm(x, layer.down(fused.geglu(layer.gate_up(h))), gt[2 * i + 1],
+                                                sc[2 * i + 2], sh[2 * i + 2], eps)
         return self.action_out(h).float()
 
 

@@ -89,6 +89,23 @@ def resize_with_pad(images: torch.Tensor, size: int) -> torch.Tensor:
     return F.pad(x, (left, size - nw - left, top, size - nh - top), value=0.0)
 
 
+def resize_with_pad_u8(images: np.ndarray, size: int) -> np.ndarray:
+    """uint8 [N, H, W, 3] -> uint8 [N, size, size, 3] on the CPU, by :func:`resize_with_pad` (openpi
+    ``resize_with_pad``: aspect kept, bilinear with antialias, centred black padding, rounded to uint8).
+    Images already ``size`` x ``size`` are returned unchanged (no copy when contiguous).
+
+    Raises:
+        ValueError: not a uint8 [N, H, W, 3] array.
+    """
+    a = np.asarray(images)
+    if a.dtype != np.uint8 or a.ndim != 4 or a.shape[-1] != 3:
+        raise ValueError(f"images must be uint8 [N, H, W, 3], got {a.dtype} {list(a.shape)}")
+    if a.shape[1:3] == (size, size):
+        return np.ascontiguousarray(a)
+    x = resize_with_pad(torch.from_numpy(np.ascontiguousarray(a)), size)
+    return x.to(torch.uint8).permute(0, 2, 3, 1).contiguous().numpy()
+
+
 def images_to_model(images_u8: torch.Tensor, size: int, dtype: torch.dtype) -> torch.Tensor:
     """uint8 [B, V, H, W, 3] (on the model device) -> [B, V, 3, size, size] in [-1, 1], ``dtype``."""
     b, v = images_u8.shape[:2]

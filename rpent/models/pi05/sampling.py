@@ -1,8 +1,9 @@
 """Running the Pi0.5 sampler on a batch: device transfer, prompt padding, batch buckets, CUDA graphs.
 
 :class:`Pi05Runner` takes CPU arrays (uint8 images, token id lists, noise) and returns normalised action
-chunks. On CUDA it captures one ``torch.cuda.CUDAGraph`` per (batch bucket, prompt length, masked)
-key over the whole sampler (SigLIP, the prefix pass that fills the K/V cache and all N flow steps),
+chunks. On CUDA it captures one ``torch.cuda.CUDAGraph`` per (batch bucket, view shape, prompt length, masked)
+key over the whole sampler (uint8 -> [-1, 1] resize/scale of the views, SigLIP, the prefix pass that
+fills the K/V cache and all N flow steps),
 so a query replays one graph instead of launching thousands of kernels (reference section 7, technique 1).
 
 Shapes:
@@ -128,42 +129,47 @@ class Pi05Runner:
         rows = self._bucket(b) if self.use_graphs else b
         ids, mask = self._text(token_ids, rows)
         dev = self.device
-        img = torch.from_numpy(np.ascontiguousarray(images)).to(dev, non_blocking=True)
-        img = images_to_model(img, self.cfg.vision.image_size, self.dtype)
-        nz = torch.from_numpy(np.ascontiguousarray(noise, dtype=np.float32)).to(dev, non_blocking=True)
+        img_u8 = torch.from_numpy(np.ascontiguousarray(images))
+        nz = torch.from_numpy(np.ascontiguousarray(noise, dtype=np.float32))
         if not self.use_graphs:
-            out = self.model.sample_actions(img, ids.to(dev), nz, None if mask is None else mask.to(dev))
+            img = images_to_model(img_u8.to(dev), self.cfg.vision.image_size, self.dtype)
+            out = self.model.sample_actions(img, ids.to(dev), nz.to(dev), None if mask is None else mask.to(dev))
             return out.cpu().numpy()
-        key = (rows, tuple(img.shape[1:]), ids.shape[1], mask is not None)
+        key = (rows, tuple(images.shape[1:]), ids.shape[1], mask is not None)
         g = self._graphs.get(key)
         if g is None:
-            g = self._capture(key, img, ids, mask)
+            g = self._capture(key, ids, mask)
         else:
             self._graphs.move_to_end(key)
-        g.images[:b].copy_(img)
+        g.images[:b].copy_(img_u8, non_blocking=True)
         g.ids.copy_(ids, non_blocking=True)
         if mask is not None:
             g.mask.copy_(mask, non_blocking=True)
-        g.noise[:b].copy_(nz)
+        g.noise[:b].copy_(nz, non_blocking=True)
         g.graph.replay()
         return g.out[:b].cpu().numpy()
 
-    def _capture(self, key: tuple, img: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor | None) -> _Graph:
+    def _sample(self, images_u8: torch.Tensor, ids: torch.Tensor, noise: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """The captured work: uint8 views -> model images (resize, scale) -> sampler."""
+        img = images_to_model(images_u8, self.cfg.vision.image_size, self.dtype)
+        return self.model.sample_actions(img, ids, noise, mask)
+
+    def _capture(self, key: tuple, ids: torch.Tensor, mask: torch.Tensor | None) -> _Graph:
         rows, view_shape, t, masked = key
         dev = self.device
-        s_img = torch.zeros((rows, *view_shape), dtype=self.dtype, device=dev)
+        s_img = torch.zeros((rows, *view_shape), dtype=torch.uint8, device=dev)
         s_ids = ids.to(dev).clone()
         s_mask = mask.to(dev).clone() if masked else None
         s_noise = torch.zeros((rows, self.cfg.action_horizon, self.cfg.max_action_dim), dtype=torch.float32, device=dev)
         side = torch.cuda.Stream(device=dev)
         side.wait_stream(torch.cuda.current_stream(dev))
         with torch.cuda.stream(side):
-            for _ in range(2):  # warm-up: lazy kernel/cuBLAS init must not happen inside capture
-                self.model.sample_actions(s_img, s_ids, s_noise, s_mask)
+            for _ in range(2):  # warm-up: lazy kernel/cuBLAS/Triton init must not happen inside capture
+                self._sample(s_img, s_ids, s_noise, s_mask)
         torch.cuda.current_stream(dev).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self._pool):
-            out = self.model.sample_actions(s_img, s_ids, s_noise, s_mask)
+            out = self._sample(s_img, s_ids, s_noise, s_mask)
         g = _Graph(graph, s_img, s_ids, s_mask, s_noise, out)
         self._graphs[key] = g
         self.graph_captures += 1

@@ -14,7 +14,11 @@ Methods (docs/interfaces.md, "VLA predict contract"):
   (must equal the configured steps).
 * ``vla.metadata()`` -> {embodiment, action_dim, action_horizon, n_exec, num_flow_steps, num_views,
   image_size, ...}.
-* ``vla.stats()`` -> {batches_run, mean_batch_rows, recent_batch_rows, graph_captures}.
+* ``vla.stats()`` -> {batches_run, mean_batch_rows, recent_batch_rows, graph_captures, timing_ms: median
+  ms of the server-side stages prepare / batch (queue + model) / finish}.
+
+On CUDA the layers run as fused Triton kernels (``--no-fused-kernels`` for plain PyTorch) inside one CUDA
+graph per batch bucket and prompt length; H200 figures are in ``benchmarks/vla_bench.py``.
 
 Concurrent requests from several clients are collected for up to ``--batch-window-ms`` (only while
 more are expected) and run as one batched model call; each client gets its own rows back. The
@@ -25,9 +29,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
-
+from collections import deque
 from typing import TYPE_CHECKING
 
 from rpent.models.pi05.batching import DynamicBatcher
@@ -47,19 +52,31 @@ def _log(msg: str) -> None:
 
 
 class Pi05VlaServer(RpcServer):
-    """RPC server around a :class:`Pi05Policy`.
+    """RPC server around a policy with the predict stages of :class:`Pi05Policy`.
+
+    Any object with ``prepare(observation, options) -> request`` (thread-safe, with ``batch_size``
+    and ``shape_key``), ``run_prepared(list[request]) -> list[normalised chunk]`` (one worker thread),
+    ``finish(request, normalised) -> actions`` and ``metadata() -> dict`` can be served; the APXInf
+    adapter (:mod:`rpent.robots.components.apxinf_vla_server`) reuses this class that way.
 
     Args:
         policy: the loaded policy.
         batch_window_s: longest gap between arrivals while gathering concurrent requests (s).
         max_batch: most rows per model call (requests beyond are split or queued).
         batch_max_wait_s: longest total gathering time (s).
+        initializer: run once on the batch worker thread before serving (thread-bound model
+            handles load there); the constructor waits for it and re-raises its exception.
+        name: service name reported by ``healthz``.
     """
 
-    def __init__(self, policy: "Pi05Policy", batch_window_s: float = 0.008, max_batch: int = 8, batch_max_wait_s: float = 0.04):
-        super().__init__(name="pi05_vla_server")
+    def __init__(self, policy: "Pi05Policy", batch_window_s: float = 0.008, max_batch: int = 8, batch_max_wait_s: float = 0.04,
+                 initializer=None, name: str = "pi05_vla_server"):
+        super().__init__(name=name)
         self.policy = policy
-        self.batcher = DynamicBatcher(policy.run_prepared, window_s=batch_window_s, max_batch=max_batch, max_wait_s=batch_max_wait_s)
+        self.batcher = DynamicBatcher(policy.run_prepared, window_s=batch_window_s, max_batch=max_batch, max_wait_s=batch_max_wait_s,
+                                      initializer=initializer)
+        self.batcher.wait_ready()
+        self._timings: deque = deque(maxlen=256)
         self.register("vla.predict", self.predict, readonly=True)
         self.register("predict", self.predict, readonly=True)
         self.register("vla.metadata", self.metadata, readonly=True)
@@ -67,22 +84,33 @@ class Pi05VlaServer(RpcServer):
 
     def predict(self, observation: dict, options: dict | None = None):
         """See the module docstring. Raises ObservationError / ConfigCheckError for bad requests."""
+        t0 = time.perf_counter()
         req = self.policy.prepare(observation, options)
+        t1 = time.perf_counter()
         normalized = self.batcher.submit(req, rows=req.batch_size, key=req.shape_key)
-        return self.policy.finish(req, normalized)
+        t2 = time.perf_counter()
+        out = self.policy.finish(req, normalized)
+        self._timings.append((t1 - t0, t2 - t1, time.perf_counter() - t2))
+        return out
 
     def metadata(self) -> dict:
         """``vla.metadata``."""
         return self.policy.metadata()
 
     def stats(self) -> dict:
-        """Batching statistics: model calls run and rows per call."""
+        """Batching statistics: model calls run and rows per call (graph_captures: 0 without a CUDA-graph runner),
+        and ``timing_ms``: median ms per request over the last 256 of validation+tokenisation (``prepare``),
+        waiting for and running the batched model call (``batch``) and un-normalisation (``finish``)."""
         sizes = list(self.batcher.batch_sizes)
+        runner = getattr(self.policy, "runner", None)
+        tm = list(self._timings)
+        timing = {k: 1e3 * statistics.median(t[i] for t in tm) if tm else 0.0 for i, k in enumerate(("prepare", "batch", "finish"))}
         return {
+            "timing_ms": timing,
             "batches_run": self.batcher.batches_run,
             "mean_batch_rows": (sum(sizes) / len(sizes)) if sizes else 0.0,
             "recent_batch_rows": sizes[-32:],
-            "graph_captures": self.policy.runner.graph_captures,
+            "graph_captures": getattr(runner, "graph_captures", 0),
         }
 
     def close(self) -> None:
@@ -111,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="largest batch per model call (default 8: with 16 closed-loop clients two alternating batches of 8 "
                          "overlap request handling with GPU work; measured 123 vs 89 inferences/s for 16 on an H200)")
     ap.add_argument("--no-cuda-graphs", action="store_true", help="run the sampler eagerly (baseline)")
+    ap.add_argument("--no-fused-kernels", action="store_true",
+                    help="use the plain PyTorch ops instead of the fused Triton kernels on CUDA (same as RPENT_PI05_FUSED=0)")
     ap.add_argument("--random-weights", choices=("full", "tiny"), default=None,
                     help="benchmarking only: no checkpoint, seeded random weights of the full or tiny architecture")
     add_server_args(ap)
@@ -155,6 +185,10 @@ def load_policy(args: argparse.Namespace) -> "Pi05Policy":
         device = f"cuda:{args.cuda_device}"
         torch.cuda.set_device(device)
     graphs = not args.no_cuda_graphs
+    if args.no_fused_kernels:
+        from rpent.models.pi05 import fused
+
+        fused.set_enabled(False)
     overrides = dict(action_horizon=args.action_horizon, n_exec=args.n_exec, num_flow_steps=args.num_flow_steps)
     if args.random_weights:
         import tempfile
@@ -189,7 +223,8 @@ def main(argv: list[str] | None = None) -> None:
     meta = policy.metadata()
     if policy.model.device.type == "cuda":
         t1 = time.perf_counter()
-        policy.runner.warmup(meta["num_views"], (meta["image_size"], meta["image_size"]))
+        for side in sorted({meta["image_size"], 256}):  # the model size and LIBERO's 256 px policy views
+            policy.runner.warmup(meta["num_views"], (side, side))
         _log(f"warm-up (B=1 graph capture) {time.perf_counter() - t1:.1f} s")
     _log(f"ready in {time.perf_counter() - t0:.1f} s: {meta}")
     server = Pi05VlaServer(policy, batch_window_s=args.batch_window_ms / 1000.0, max_batch=args.max_batch,

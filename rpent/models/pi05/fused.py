@@ -1,0 +1,270 @@
+"""Fused operations of the Pi0.5 layers: Triton kernels on CUDA, plain PyTorch everywhere else.
+
+Every op below has one meaning and two implementations: the reference (PyTorch ops, used on the CPU,
+when Triton is missing, with ``RPENT_PI05_FUSED=0`` / :func:`set_enabled(False)` / the server's
+``--no-fused-kernels``, or per op with ``RPENT_PI05_FUSED_OFF=norm,rope,geglu,attention``) and a Triton kernel
+(:mod:`rpent.models.pi05.triton_kernels`) that does the same work in one launch inside the CUDA graph.
+The kernels compute in float32 and round once per output, so they differ from the reference (which
+rounds intermediates to bf16) only by bf16 rounding; ``tests/models/test_pi05_fused.py`` checks each
+kernel against its reference under ``TRITON_INTERPRET=1``, and ``benchmarks/vla_bench.py`` on the GPU
+(H200, full size, bf16: relative L2 error 2-3e-3 per op; 1.0e-2 max |diff| in normalised actions).
+Measured on an H200 (B=1, 2 views, T=16, H=10, N=5, CUDA graph): 15.6 ms -> 10.5 ms, 3064 -> 1580 kernels.
+
+Ops (shapes for one layer; D width, d head dim, H query heads, F MLP width):
+
+* :func:`rope_tables` positions [B, L] -> (cos, sin) float32 [B, L, d/2] (RoPE theta 10000, HF Gemma).
+* :func:`rms_norm` / :func:`add_rms_norm`: Gemma RMSNorm ``x * rsqrt(mean(x^2) + eps) * w`` with ``w``
+  the precomputed (1 + weight); ``add_`` first adds the residual branch and returns both.
+* :func:`ada_rms_norm` / :func:`gated_add_ada_rms_norm`: the expert's adaRMS ``x_hat * (1 + scale) + shift``;
+  ``gated_add_`` first does the gated residual ``x + y * gate``.
+* :func:`rope_qkv_to_cache`: fused q/k/v projection output [B, L, (H+2) d] -> RoPE'd queries [B, L, H, d]
+  and RoPE'd K / plain V written straight into the K/V cache rows.
+* :func:`geglu`: [.., 2F] (gate | up) -> gelu_tanh(gate) * up [.., F].
+* :func:`mqa_decode_attention`: the action tokens' multi-query attention over the cached prefix + their
+  own K/V, split over the keys (flash-decoding) so a 10-token chunk fills many SMs instead of 2.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import torch.nn.functional as F
+
+_ENABLED = os.environ.get("RPENT_PI05_FUSED", "1") != "0"
+_FORCE_ON_CPU = False  # tests: run the Triton kernels on CPU tensors under TRITON_INTERPRET=1
+_KERNELS = None  # the triton_kernels module, False when Triton cannot be imported
+_DISABLED_OPS: set[str] = set(filter(None, os.environ.get("RPENT_PI05_FUSED_OFF", "").split(",")))
+#: Names of the ops with a Triton kernel (for :func:`disable_op` / ``RPENT_PI05_FUSED_OFF=op1,op2``).
+OPS = ("norm", "rope", "geglu", "attention")
+
+#: Keys per split of :func:`mqa_decode_attention` and its tile sizes (BM query rows, BN keys).
+ATTN_KEYS_PER_SPLIT = 128
+ATTN_BM = 16
+ATTN_BN = 64
+
+
+def set_enabled(flag: bool) -> None:
+    """Turn the Triton kernels on/off for this process (off = the PyTorch reference everywhere)."""
+    global _ENABLED
+    _ENABLED = bool(flag)
+
+
+def disable_op(op: str, flag: bool = True) -> None:
+    """Use the PyTorch reference for one op (one of :data:`OPS`) while the others keep their kernels."""
+    if op not in OPS:
+        raise ValueError(f"unknown fused op {op!r}; one of {OPS}")
+    (_DISABLED_OPS.add if flag else _DISABLED_OPS.discard)(op)
+
+
+def force_on_cpu(flag: bool) -> None:
+    """Tests only: use the Triton kernels for CPU tensors too (requires ``TRITON_INTERPRET=1``)."""
+    global _FORCE_ON_CPU
+    _FORCE_ON_CPU = bool(flag)
+
+
+def _kernels():
+    global _KERNELS
+    if _KERNELS is None:
+        try:
+            from rpent.models.pi05 import triton_kernels
+
+            _KERNELS = triton_kernels
+        except Exception:  # noqa: BLE001 - ImportError, or a Triton without a usable backend
+            _KERNELS = False
+    return _KERNELS
+
+
+def available() -> bool:
+    """Whether the Triton kernels can be used in this process (Triton importable and enabled)."""
+    return _ENABLED and bool(_kernels())
+
+
+def _use(t: torch.Tensor, op: str) -> bool:
+    return _ENABLED and op not in _DISABLED_OPS and (t.is_cuda or _FORCE_ON_CPU) and bool(_kernels())
+
+
+def _p2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+# --------------------------------------------------------------------------- RoPE
+
+
+class RopeTables:
+    """RoPE cos/sin for integer positions: ``cos``, ``sin`` float32 [B, L, d/2] (frequencies
+    ``theta ** (-2i/d)``, HF Gemma), plus the full-width tables of the reference path, made on demand."""
+
+    def __init__(self, positions: torch.Tensor, head_dim: int, theta: float):
+        inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim))
+        ang = positions.to(torch.float32)[..., None] * inv
+        self.cos = ang.cos().contiguous()
+        self.sin = ang.sin().contiguous()
+        self._full: dict = {}
+
+    def full(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """(cos, signed_sin) [B, L, 1, d] in ``dtype``: [cos, cos] and [-sin, sin] (``apply_rope``'s form)."""
+        if dtype not in self._full:
+            c, s = self.cos[:, :, None], self.sin[:, :, None]
+            self._full[dtype] = (torch.cat([c, c], -1).to(dtype), torch.cat([-s, s], -1).to(dtype))
+        return self._full[dtype]
+
+
+def rope_tables(positions: torch.Tensor, head_dim: int, theta: float) -> RopeTables:
+    """RoPE tables for int positions [B, L] (see :class:`RopeTables`)."""
+    return RopeTables(positions, head_dim, theta)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """Reference RoPE on x [B, L, heads, d] with full tables [B, L, 1, d]:
+    ``x*cos + rotate_half(x)*sin``, ``rotate_half(x) = [-x2, x1]`` (HF Gemma)."""
+    return torch.addcmul(x * cos, x.roll(x.shape[-1] // 2, dims=-1), signed_sin)
+
+
+def rope_qkv_to_cache(qkv: torch.Tensor, rope: RopeTables, num_q_heads: int, k_out: torch.Tensor,
+                      v_out: torch.Tensor) -> torch.Tensor | None:
+    """Split the fused projection, rotate queries and keys, write K/V into the cache.
+
+    Args:
+        qkv: [B, L, (num_q_heads + 2) * d] contiguous: queries, then one K head, then one V head.
+        rope: tables for the L positions.
+        num_q_heads: H (0: only K/V, e.g. the last prefix layer).
+        k_out, v_out: [B, L, d] cache views (last dim contiguous), written in place.
+
+    Returns:
+        queries [B, L, H, d] (RoPE applied), or None when ``num_q_heads`` is 0.
+    """
+    b, l, w = qkv.shape
+    d = w // (num_q_heads + 2)
+    if _use(qkv, "rope"):
+        qkv = qkv.contiguous()
+        q = torch.empty((b, l, num_q_heads, d), dtype=qkv.dtype, device=qkv.device) if num_q_heads else None
+        _kernels().rope_qkv_kernel[(b * l,)](
+            qkv, rope.cos, rope.sin, q if q is not None else qkv, k_out, v_out, l, qkv.stride(1),
+            k_out.stride(0), k_out.stride(1), v_out.stride(0), v_out.stride(1),
+            NQ=num_q_heads, HALF=d // 2, NH_P2=_p2(num_q_heads + 2))
+        return q
+    cos, sin = rope.full(qkv.dtype)
+    q, k, v = qkv.split([num_q_heads * d, d, d], dim=-1)
+    k_out.copy_(apply_rope(k.view(b, l, 1, d), cos, sin)[:, :, 0])
+    v_out.copy_(v)
+    if not num_q_heads:
+        return None
+    return apply_rope(q.reshape(b, l, num_q_heads, d), cos, sin)
+
+
+# --------------------------------------------------------------------------- norms
+
+
+def _norm_launch(x, y, gate, w, shift, eps, want_x):
+    d = x.shape[-1]
+    xc = x.contiguous()
+    h = torch.empty_like(xc)
+    xo = torch.empty_like(xc) if want_x else h
+    rows = xc.numel() // d
+    _kernels().norm_kernel[(rows,)](
+        xc, y.contiguous() if y is not None else xc, gate if gate is not None else w, w,
+        shift if shift is not None else w, xo, h, d, eps,
+        HAS_RES=y is not None, HAS_GATE=gate is not None, HAS_SHIFT=shift is not None, BLOCK_D=_p2(d))
+    return xo, h
+
+
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    """Gemma RMSNorm of x [.., D] with the (1 + weight) scale ``w`` [D]; statistics in float32."""
+    if _use(x, "norm"):
+        return _norm_launch(x, None, None, w, None, eps, False)[1]
+    return F.rms_norm(x, (x.shape[-1],), w, eps)
+
+
+def add_rms_norm(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Residual then RMSNorm: returns (x + y, rms_norm(x + y) * w), both [.., D] in x's dtype."""
+    if _use(x, "norm"):
+        return _norm_launch(x, y, None, w, None, eps, True)
+    x = x + y
+    return x, F.rms_norm(x, (x.shape[-1],), w, eps)
+
+
+def ada_rms_norm(x: torch.Tensor, scale1p: torch.Tensor, shift: torch.Tensor, eps: float) -> torch.Tensor:
+    """adaRMS: ``rms_norm(x) * (1 + scale) + shift`` with the precomputed per-step [D] vectors."""
+    if _use(x, "norm"):
+        return _norm_launch(x, None, None, scale1p, shift, eps, False)[1]
+    return torch.addcmul(shift, F.rms_norm(x, (x.shape[-1],), None, eps), scale1p)
+
+
+def gated_add_ada_rms_norm(x: torch.Tensor, y: torch.Tensor, gate: torch.Tensor, scale1p: torch.Tensor,
+                           shift: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gated residual ``x + y * gate`` then adaRMS; returns (new x, normed) [.., D]."""
+    if _use(x, "norm"):
+        return _norm_launch(x, y, gate, scale1p, shift, eps, True)
+    x = torch.addcmul(x, y, gate)
+    return x, torch.addcmul(shift, F.rms_norm(x, (x.shape[-1],), None, eps), scale1p)
+
+
+# --------------------------------------------------------------------------- MLP
+
+
+def geglu(x: torch.Tensor) -> torch.Tensor:
+    """[.., 2F] (gate | up halves) -> gelu_tanh(gate) * up [.., F] (Gemma GeGLU)."""
+    if _use(x, "geglu"):
+        xc = x.contiguous()
+        f = xc.shape[-1] // 2
+        out = torch.empty((*xc.shape[:-1], f), dtype=xc.dtype, device=xc.device)
+        block = min(1024, _p2(f))
+        _kernels().geglu_kernel[(xc.numel() // (2 * f), triton_cdiv(f, block))](xc, out, f, BLOCK=block)
+        return out
+    gate, up = x.chunk(2, dim=-1)
+    return F.gelu(gate, approximate="tanh") * up
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    """Ceiling division."""
+    return -(-a // b)
+
+
+# --------------------------------------------------------------------------- attention
+
+
+def mqa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
+    """Reference multi-query attention with one shared K/V head (SDPA; heads folded into the query rows).
+
+    Args:
+        q: [B, Lq, H, d] queries (RoPE applied); k, v: [B, 1, Lk, d]; key_mask: None or bool
+            [B, 1, 1, Lk] (True = may be attended).
+
+    Returns:
+        [B, Lq, H*d] in q's dtype; scores scaled by 1/sqrt(d) (Gemma 2B: query_pre_attn_scalar = d).
+    """
+    b, lq, h, d = q.shape
+    o = F.scaled_dot_product_attention(q.reshape(b, 1, lq * h, d), k, v, attn_mask=key_mask)
+    return o.view(b, lq, h * d)
+
+
+def mqa_decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
+    """Same result as :func:`mqa_attention`, for few queries over many keys (the action chunk attending
+    to the prefix cache): the keys are split into chunks of :data:`ATTN_KEYS_PER_SPLIT`, each chunk's
+    partial softmax runs in its own program, a second kernel merges them (flash-decoding)."""
+    b, lq, h, d = q.shape
+    if not _use(q, "attention") or d != _p2(d) or d < 16:
+        return mqa_attention(q, k, v, key_mask)
+    kk = _kernels()
+    rows = lq * h
+    qc = q.reshape(b, rows, d).contiguous()
+    lk = k.shape[-2]
+    ks, vs = k[:, 0], v[:, 0]  # [B, Lk, d] views
+    nsplit = triton_cdiv(lk, ATTN_KEYS_PER_SPLIT)
+    part_o = torch.empty((b, nsplit, rows, d), dtype=torch.float32, device=q.device)
+    part_m = torch.empty((b, nsplit, rows), dtype=torch.float32, device=q.device)
+    part_l = torch.empty((b, nsplit, rows), dtype=torch.float32, device=q.device)
+    if key_mask is not None:
+        mask = key_mask.reshape(b, lk).to(torch.int8)
+    else:
+        mask = qc
+    kk.attn_partial_kernel[(triton_cdiv(rows, ATTN_BM), nsplit, b)](
+        qc, ks, vs, mask, part_o, part_m, part_l, rows, lk, nsplit, qc.stride(0), ks.stride(0), ks.stride(1),
+        vs.stride(0), vs.stride(1), mask.stride(0), 1.0 / math.sqrt(d),
+        HAS_MASK=key_mask is not None, KEYS_PER_SPLIT=ATTN_KEYS_PER_SPLIT, D=d, BM=ATTN_BM, BN=ATTN_BN,
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", num_warps=4, num_stages=1)
+    out = torch.empty((b, rows, d), dtype=q.dtype, device=q.device)
+    kk.attn_combine_kernel[(rows, b)](part_o, part_m, part_l, out, rows, nsplit, D=d, NS_P2=_p2(nsplit))
+    return out.view(b, lq, h * d)
