@@ -17,7 +17,7 @@ A planner that keeps its own tool list can use :func:`python_tool_spec` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from rpent.toolkit.registry import ToolSpec
 from typing import Any
 
 from rpent.policy.robo import OPERATOR_TOOLS
@@ -36,23 +36,7 @@ PLANNER_DROPPED_RESULT_KEYS = ("state_after", "artifacts", "log", "traceback")
 PLANNER_CALL_RESULT_CHARS = 1_500
 
 
-@dataclass(frozen=True)
-class CodeToolSpec:
-    """A tool spec with the four attributes of the toolkit contract's ``ToolSpec``
-    (``name``, ``description``, ``input_schema``, ``readonly``)."""
-
-    name: str
-    description: str
-    input_schema: dict
-    readonly: bool
-
-    def to_dict(self) -> dict:
-        """``{name, description, input_schema, readonly}``."""
-        return {"name": self.name, "description": self.description,
-                "input_schema": self.input_schema, "readonly": self.readonly}
-
-
-def python_tool_spec(timeout_s: float = 120.0, max_calls: int = 100) -> CodeToolSpec:
+def python_tool_spec(timeout_s: float = 120.0, max_calls: int = 100) -> ToolSpec:
     """The ``python(code)`` tool spec shown to the planner.
 
     Args:
@@ -75,7 +59,7 @@ def python_tool_spec(timeout_s: float = 120.0, max_calls: int = 100) -> CodeTool
         "required": ["code"],
         "additionalProperties": False,
     }
-    return CodeToolSpec(PYTHON_TOOL, description, schema, False)
+    return ToolSpec(PYTHON_TOOL, description, schema, False)
 
 
 def _cap(text: str, limit: int = PLANNER_TEXT_CHARS) -> str:

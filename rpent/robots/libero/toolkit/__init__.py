@@ -25,12 +25,12 @@ from typing import Any, Callable
 import numpy as np
 
 from rpent.robots.libero import control
-from rpent.robots.libero.toolkit.base import Toolkit, ToolCancelled, ToolServiceError, strip_images
+from rpent.toolkit.base import Toolkit, ToolCancelled, ToolServiceError, strip_images
 from rpent.robots.libero.toolkit.motion import MotionTools
 from rpent.robots.libero.toolkit.observation import CAMERAS, CAPTURE_SIZE, HIGH_SIZE, camera_artifacts
 from rpent.robots.libero.toolkit.operator import NoOperator, Operator, OperatorTools, TerminalOperator
 from rpent.robots.libero.toolkit.perception import PerceptionTools
-from rpent.robots.libero.toolkit.registry import ToolSpec
+from rpent.toolkit.registry import ToolSpec
 from rpent.robots.libero.toolkit.vla import VlaTools
 
 __all__ = ["LiberoToolkit", "ToolSpec", "Toolkit", "ToolCancelled", "ToolServiceError", "Operator",

@@ -14,7 +14,7 @@ from typing import Annotated
 from pydantic import Field
 
 from rpent.robots.libero import control
-from rpent.robots.libero.toolkit.registry import tool
+from rpent.toolkit.registry import tool
 
 __all__ = ["MotionTools"]
 

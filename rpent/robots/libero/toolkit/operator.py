@@ -22,7 +22,7 @@ from typing import Annotated, Protocol
 
 from pydantic import Field
 
-from rpent.robots.libero.toolkit.registry import tool
+from rpent.toolkit.registry import tool
 
 __all__ = ["Operator", "TerminalOperator", "NoOperator", "OperatorTools", "VERDICT_CHOICES", "RESET_CHOICES"]
 

@@ -16,9 +16,9 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field
 
-from rpent.robots.libero.toolkit.base import ToolServiceError
+from rpent.toolkit.base import ToolServiceError
 from rpent.robots.libero.toolkit.observation import HIGH_SIZE, load_npz, read_json
-from rpent.robots.libero.toolkit.registry import tool
+from rpent.toolkit.registry import tool
 from rpent.run.record import encode_png
 
 __all__ = ["PerceptionTools", "MIN_SEGMENT_POINTS", "MIN_REGION_POINTS", "mask_world_points"]

@@ -17,8 +17,8 @@ import numpy as np
 from pydantic import Field
 
 from rpent.robots.libero import control
-from rpent.robots.libero.toolkit.base import ToolServiceError
-from rpent.robots.libero.toolkit.registry import tool
+from rpent.toolkit.base import ToolServiceError
+from rpent.toolkit.registry import tool
 
 __all__ = ["VlaTools", "DESCENT_FOR_PICK"]
 

@@ -20,7 +20,7 @@ import traceback
 import uuid
 from typing import Any, Callable
 
-from rpent.robots.libero.toolkit.registry import BoundTool, ToolArgumentError, ToolSpec, build_spec
+from rpent.toolkit.registry import BoundTool, ToolArgumentError, ToolSpec, build_spec
 
 __all__ = ["Toolkit", "ToolCancelled", "ToolServiceError", "strip_images"]
 
