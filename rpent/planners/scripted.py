@@ -8,8 +8,9 @@ Y", ...) with the scripted motion tools. Instruction kinds it cannot do end with
 ``toolkit.execute`` — the interface the LLM planners use — so its run record looks the same.
 
 The motion plan (approach, align, descend, close, lift, transport, lower, release, retreat)
-is :func:`rpent.robots.libero.pick_place.pick_and_place_plan`; this module only turns its steps
-into tool calls.
+is :func:`rpent.robots.libero.strategy.pick_and_place`; this module only turns its steps into
+tool calls, and gives it a second look at the object through ``segment(camera="wrist")`` while
+the gripper hovers above it.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ class ScriptedPlanner:
     def solve(self, system_prompt: str, user_message: str, toolkit, *, steering=None, on_event=None) -> PlannerResult:
         """Solve the task through ``toolkit.execute``; never raises (see :class:`PlannerResult`)."""
         from rpent.robots.libero import strategy
-        from rpent.robots.libero.pick_place import pick_and_place_plan
 
         t0 = time.monotonic()
         stats = PlannerStats()
@@ -105,8 +105,13 @@ class ScriptedPlanner:
                     self._finish(call, result, "failure", f"could not localise the {role} '{phrase}': {why}")
                     return self._done(result, t0)
                 estimates[role] = strategy.ObjectEstimate(**seg["object_estimate"])
-            outcome = pick_and_place_plan(
-                _ToolExecutor(call), estimates["object"], estimates["target"], goal.relation)
+            def relocate(_state: dict) -> "strategy.ObjectEstimate | None":
+                seg = call("segment", {"prompt": goal.object_phrase, "camera": "wrist"})
+                est = seg.get("object_estimate") if seg.get("found") else None
+                return strategy.ObjectEstimate(**est) if est else None
+
+            outcome = strategy.pick_and_place(_ToolExecutor(call), estimates["object"], estimates["target"],
+                                              goal.relation, relocate=relocate)
             solved = toolkit.solved()
             if solved:
                 say("The environment reports success.")

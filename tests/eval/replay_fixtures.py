@@ -70,7 +70,7 @@ def record_successful_sequence(suite: str, task: int, init_state: int, max_steps
             return sim.step(action)
 
         start = {"obs": sim.robot_obs(), "terminated": False, "truncated": False, "success": False}
-        out = strategy.pick_and_place(step_fn, start, estimate(obj_names[0]), estimate(tgt_names[0]), goal.relation)
+        out = strategy.pick_and_place(strategy.InProcessExecutor(step_fn, start), estimate(obj_names[0]), estimate(tgt_names[0]), goal.relation)
         assert out["success"] and sim.success(), f"{suite} t{task} s{init_state}: {out.get('stage')} {out.get('reason')}"
         return {"suite": suite, "task": task, "seed": init_state, "task_language": sim.task_language,
                 "actions": actions, "states": states, "steps": len(actions)}

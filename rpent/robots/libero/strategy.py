@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 import numpy as np
 
@@ -43,6 +43,8 @@ __all__ = [
     "plan_grasp",
     "xy_waypoints",
     "pick_and_place",
+    "Executor",
+    "InProcessExecutor",
 ]
 
 _ARTICLES = {"the", "a", "an", "of", "some"}
@@ -532,24 +534,67 @@ def xy_waypoints(start: Any, goal: Any, max_xy: float) -> list[np.ndarray]:
     return [s + (g - s) * (i / n) for i in range(1, n + 1)]
 
 
+class Executor(Protocol):
+    """Runs motion primitives by tool name for :func:`pick_and_place`.
+
+    ``run(tool, args) -> result dict`` with the toolkit's tool names and arguments
+    (``move_to``, ``rotate_wrist``, ``set_gripper``, ``release``; RPent reference §3.3; an
+    ``"error"`` key marks a failed or cancelled call) and ``current_state() -> state dict``
+    (``robot0_eef_pos``, ``robot0_eef_quat`` xyzw, ``robot0_gripper_qpos``, ``terminated``,
+    ``truncated``, ``success``). The offline planner's executor makes toolkit calls
+    (:mod:`rpent.planners.scripted`); :class:`InProcessExecutor` runs the control loops.
+    """
+
+    def run(self, tool: str, args: dict) -> dict: ...
+
+    def current_state(self) -> Mapping[str, Any]: ...
+
+
+class InProcessExecutor:
+    """:class:`Executor` over the :mod:`rpent.robots.libero.control` loops and a ``step_fn``.
+
+    Args:
+        step_fn: ``step_fn(action[7]) -> step result`` (e.g. ``LiberoSim.step``).
+        state: the current state.
+        cancelled: checked between env steps.
+    """
+
+    _LOOPS = {"move_to": control.move_to, "move_pose": control.move_pose, "rotate_wrist": control.rotate_wrist,
+              "rotate_pitch": control.rotate_pitch, "set_gripper": control.set_gripper, "release": control.release}
+
+    def __init__(self, step_fn: Callable[[np.ndarray], Mapping[str, Any]], state: Mapping[str, Any],
+                 cancelled: Callable[[], bool] = lambda: False) -> None:
+        self.tracker = control.StateTracker(step_fn, state)
+        self.cancelled = cancelled
+
+    def run(self, tool: str, args: dict) -> dict:
+        """Run loop ``tool`` with ``args`` on the tracked state."""
+        return self._LOOPS[tool](self.tracker.step, self.tracker.state, cancelled=self.cancelled, **args)
+
+    def current_state(self) -> Mapping[str, Any]:
+        """The latest state."""
+        return self.tracker.state
+
+    @property
+    def steps(self) -> int:
+        """Env steps taken through this executor."""
+        return self.tracker.steps
+
+
 def pick_and_place(
-    step_fn: Callable[[np.ndarray], Mapping[str, Any]],
-    state: Mapping[str, Any],
+    ex: Executor,
     obj: ObjectEstimate,
     target: ObjectEstimate,
     relation: str,
-    cancelled: Callable[[], bool] = lambda: False,
     params: StrategyParams = StrategyParams(),
     relocate: Callable[[Mapping[str, Any]], ObjectEstimate | None] | None = None,
 ) -> dict:
     """Run approach / (relocate) / descend / close / lift / transport / lower / release / retreat.
 
     Args:
-        step_fn: ``step_fn(action[7]) -> step result`` (see :mod:`rpent.robots.libero.control`).
-        state: the current state.
+        ex: the :class:`Executor` (toolkit calls, or :class:`InProcessExecutor`).
         obj: the object to pick; target: the container/support.
         relation: ``"in"`` or ``"on"``.
-        cancelled: checked between env steps.
         params: heights and gains.
         relocate: optional ``relocate(state) -> ObjectEstimate | None`` called once while the
             gripper hovers above the object (e.g. segment + back-project the wrist camera);
@@ -558,31 +603,32 @@ def pick_and_place(
             from above is within a few mm.
     Returns:
         ``{"success": bool (the env's predicate as last reported), "stage": last stage,
-        "env_steps": int, "phases": [{"phase", **primitive result}], "reason"?: str}``.
-        Stops early when the episode ends (success or truncation), when cancelled, or when
+        "env_steps": int | None (steps taken, when the executor counts them), "phases":
+        [{"phase", "tool", **primitive result}], "reason"?: str}``. Stops early when the
+        episode ends (success or truncation), when a primitive fails or is cancelled, or when
         the grasp comes up empty (``reason`` says which).
     Raises:
         ValueError: unknown relation.
     """
     if relation not in ("in", "on"):
         raise ValueError(f"relation must be 'in' or 'on', got {relation!r}")
-    tracker = control.StateTracker(step_fn, state)
     phases: list[dict] = []
 
     def over() -> bool:
-        return control.episode_over(tracker.state)
+        return control.episode_over(ex.current_state())
 
-    def run(phase: str, fn: Callable[..., dict], **kwargs: Any) -> dict:
-        result = fn(tracker.step, tracker.state, cancelled=cancelled, **kwargs)
-        phases.append({"phase": phase, **result})
+    def run(phase: str, tool: str, **args: Any) -> dict:
+        result = ex.run(tool, args)
+        phases.append({"phase": phase, "tool": tool,
+                       **{k: v for k, v in result.items() if k not in ("_images", "state_after")}})
         return result
 
     def finish(stage: str, reason: str | None = None) -> dict:
-        s = tracker.state
+        s = ex.current_state()
         out = {
             "success": bool(s.get("success", s.get("terminated", False))),
             "stage": stage,
-            "env_steps": tracker.steps,
+            "env_steps": getattr(ex, "steps", None),
             "phases": phases,
         }
         if reason:
@@ -590,16 +636,19 @@ def pick_and_place(
         return out
 
     def travel(phase: str, goal: Any, gripper: float, yaw: float | None = None, **kw: Any) -> bool:
-        pos = control.robot_state(tracker.state)["eef_pos"]
+        pos = control.robot_state(ex.current_state())["eef_pos"]
         for wp in xy_waypoints(pos, goal, params.max_xy_travel):
-            r = run(phase, control.move_to, xyz=wp.tolist(), gripper=gripper, target_yaw=yaw, **kw)
+            args = {"xyz": [float(v) for v in wp], "gripper": gripper, **kw}
+            if yaw is not None:
+                args["target_yaw"] = float(yaw)
+            r = run(phase, "move_to", **args)
             if "error" in r or over():
                 return False
         return True
 
-    s0 = control.robot_state(tracker.state)
+    s0 = control.robot_state(ex.current_state())
     grasp = plan_grasp(obj, control.eef_yaw(s0["eef_quat"]), params)
-    gx, gy, gz = grasp["xyz"]
+    gx, gy, gz = (float(v) for v in grasp["xyz"])
     hang = gz - obj.bottom_z  # object bottom below the eef while carried
     carry_z = max(params.min_carry_z, target.top_z + hang + params.carry_clearance, grasp["approach_z"])
 
@@ -608,74 +657,73 @@ def pick_and_place(
     travel_z = max(params.min_carry_z, grasp["approach_z"])
     if s0["eef_pos"][2] < travel_z - 0.02:
         if not travel("rise", [s0["eef_pos"][0], s0["eef_pos"][1], travel_z], control.GRIPPER_OPEN):
-            return finish("rise", _why(tracker, phases))
+            return finish("rise", _why(ex.current_state(), phases))
     if not travel("approach", [gx, gy, travel_z], control.GRIPPER_OPEN, yaw=grasp["yaw"], max_steps=120):
-        return finish("approach", _why(tracker, phases))
+        return finish("approach", _why(ex.current_state(), phases))
     if travel_z - grasp["approach_z"] > 0.01:
-        r = run("approach", control.move_to, xyz=[gx, gy, grasp["approach_z"]], gripper=control.GRIPPER_OPEN,
-                target_yaw=grasp["yaw"], max_steps=80)
+        r = run("approach", "move_to", xyz=[gx, gy, float(grasp["approach_z"])], gripper=control.GRIPPER_OPEN,
+                target_yaw=float(grasp["yaw"]), max_steps=80)
         if "error" in r or over():
-            return finish("approach", _why(tracker, phases))
+            return finish("approach", _why(ex.current_state(), phases))
     if relocate is not None:
-        closer = relocate(tracker.state)
+        closer = relocate(ex.current_state())
         if closer is not None:
             obj = refine_estimate(obj, closer)
-            grasp = plan_grasp(obj, control.eef_yaw(control.robot_state(tracker.state)["eef_quat"]), params)
-            gx, gy, gz = grasp["xyz"]
+            grasp = plan_grasp(obj, control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"]), params)
+            gx, gy, gz = (float(v) for v in grasp["xyz"])
             hang = gz - obj.bottom_z
             carry_z = max(params.min_carry_z, target.top_z + hang + params.carry_clearance, grasp["approach_z"])
             phases.append({"phase": "relocate", "center": list(obj.center), "top_z": obj.top_z,
                            "yaw": grasp["yaw"], "source": obj.source})
-            r = run("approach", control.move_to, xyz=[gx, gy, grasp["approach_z"]], gripper=control.GRIPPER_OPEN,
-                    target_yaw=grasp["yaw"], max_steps=60)
+            r = run("approach", "move_to", xyz=[gx, gy, float(grasp["approach_z"])], gripper=control.GRIPPER_OPEN,
+                    target_yaw=float(grasp["yaw"]), max_steps=60)
             if "error" in r or over():
-                return finish("approach", _why(tracker, phases))
-    r = run("align", control.rotate_wrist, target_yaw=grasp["yaw"], gripper=control.GRIPPER_OPEN, tol=0.03)
+                return finish("approach", _why(ex.current_state(), phases))
+    r = run("align", "rotate_wrist", target_yaw=float(grasp["yaw"]), gripper=control.GRIPPER_OPEN, tol=0.03)
     if "error" in r or over():
-        return finish("align", _why(tracker, phases))
+        return finish("align", _why(ex.current_state(), phases))
     # 2. descend slowly onto the grasp pose
-    r = run("descend", control.move_to, xyz=[gx, gy, gz], gripper=control.GRIPPER_OPEN, step_clip=0.015,
-            tol=0.008, max_steps=100, target_yaw=grasp["yaw"])
+    r = run("descend", "move_to", xyz=[gx, gy, gz], gripper=control.GRIPPER_OPEN, step_clip=0.015,
+            tol=0.008, max_steps=100, target_yaw=float(grasp["yaw"]))
     if "error" in r or over():
-        return finish("descend", _why(tracker, phases))
+        return finish("descend", _why(ex.current_state(), phases))
     # 3. close
-    r = run("close", control.set_gripper, gripper=control.GRIPPER_CLOSE, steps=params.close_steps)
+    r = run("close", "set_gripper", gripper=control.GRIPPER_CLOSE, steps=params.close_steps)
     if "error" in r or over():
-        return finish("close", _why(tracker, phases))
+        return finish("close", _why(ex.current_state(), phases))
     # 4. lift straight up
-    lifted = travel("lift", [gx, gy, carry_z], control.GRIPPER_CLOSE, step_clip=0.02, max_steps=120)
-    if not lifted:
-        return finish("lift", _why(tracker, phases))
-    opening = control.gripper_opening(control.robot_state(tracker.state)["gripper_qpos"])
+    if not travel("lift", [gx, gy, carry_z], control.GRIPPER_CLOSE, step_clip=0.02, max_steps=120):
+        return finish("lift", _why(ex.current_state(), phases))
+    opening = control.gripper_opening(control.robot_state(ex.current_state())["gripper_qpos"])
     if opening < params.grasped_min_opening:
         return finish("lift", f"grasp came up empty (gripper opening {opening:.4f} m)")
     # 5. transport above the target
-    tx, ty = target.center[0], target.center[1]
+    tx, ty = float(target.center[0]), float(target.center[1])
     if not travel("transport", [tx, ty, carry_z], control.GRIPPER_CLOSE, max_steps=120):
-        return finish("transport", _why(tracker, phases))
+        return finish("transport", _why(ex.current_state(), phases))
     # 6. lower to the release height
     clearance = params.release_clearance_in if relation == "in" else params.release_clearance_on
     release_z = target.top_z + hang + clearance
     if release_z < carry_z:
-        r = run("lower", control.move_to, xyz=[tx, ty, release_z], gripper=control.GRIPPER_CLOSE,
+        r = run("lower", "move_to", xyz=[tx, ty, float(release_z)], gripper=control.GRIPPER_CLOSE,
                 step_clip=0.015, tol=0.008, max_steps=100)
         if "error" in r or over():
-            return finish("lower", _why(tracker, phases))
+            return finish("lower", _why(ex.current_state(), phases))
     # 7. release and retreat
-    r = run("release", control.release)
+    r = run("release", "release")
     if "error" in r or over():
-        return finish("release", _why(tracker, phases))
-    pos = control.robot_state(tracker.state)["eef_pos"]
-    run("retreat", control.move_to, xyz=[pos[0], pos[1], pos[2] + params.retreat_height],
+        return finish("release", _why(ex.current_state(), phases))
+    pos = control.robot_state(ex.current_state())["eef_pos"]
+    run("retreat", "move_to", xyz=[float(pos[0]), float(pos[1]), float(pos[2] + params.retreat_height)],
         gripper=control.GRIPPER_OPEN, max_steps=40)
-    return finish("retreat", None if tracker.state.get("success") else _why(tracker, phases))
+    s = ex.current_state()
+    return finish("retreat", None if s.get("success") else _why(s, phases))
 
 
-def _why(tracker: control.StateTracker, phases: list[dict]) -> str | None:
-    s = tracker.state
-    if s.get("success") or s.get("terminated"):
+def _why(state: Mapping[str, Any], phases: list[dict]) -> str | None:
+    if state.get("success") or state.get("terminated"):
         return None
-    if s.get("truncated"):
+    if state.get("truncated"):
         return "episode truncated (max_episode_steps reached)"
     if phases and "error" in phases[-1]:
         return str(phases[-1]["error"])

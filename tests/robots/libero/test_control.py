@@ -249,7 +249,7 @@ def test_scripted_pick_and_place_succeeds_end_to_end():
         (tgt_name,) = strategy.match_object_names(goal.target_phrase, names)
         boxes = {n: sim.object_bbox(n) for n in (obj_name, tgt_name)}
         obj, tgt = (strategy.ObjectEstimate.from_box(b["center"], b["axes"], b["half_extents"]) for b in boxes.values())
-        result = strategy.pick_and_place(sim.step, sim.robot_obs(), obj, tgt, goal.relation)
+        result = strategy.pick_and_place(strategy.InProcessExecutor(sim.step, sim.robot_obs()), obj, tgt, goal.relation)
         assert result["success"] is True, result.get("reason")
         assert sim.success() is True and sim.status()["terminated"] is True
         assert result["env_steps"] == sim.status()["steps"] < 300

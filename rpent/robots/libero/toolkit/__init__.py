@@ -178,7 +178,8 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
     # ------------------------------------------------------------------ step capture
     def capture_step(self, command: dict | None, result: dict | None, elapsed_s: float | None) -> int:
         """Render and store a new step (see :mod:`.observation`); returns its index."""
-        cap = self.env.capture(size=CAPTURE_SIZE, cameras=list(CAMERAS), depth=True, segmentation=["agentview"])
+        cap = self.env.capture(size=CAPTURE_SIZE, cameras=list(CAMERAS), depth=True,
+                               segmentation=[] if self.sam3 is not None else list(CAMERAS))
         artifacts: dict[str, bytes] = {}
         for cam, render in cap["cameras"].items():
             artifacts.update(camera_artifacts(cam, render))

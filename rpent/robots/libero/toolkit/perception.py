@@ -21,7 +21,7 @@ from rpent.robots.libero.toolkit.observation import HIGH_SIZE, load_npz, read_js
 from rpent.toolkit.registry import tool
 from rpent.run.record import encode_png
 
-__all__ = ["PerceptionTools", "MIN_SEGMENT_POINTS", "MIN_REGION_POINTS", "mask_world_points"]
+__all__ = ["PerceptionTools", "MIN_SEGMENT_POINTS", "MIN_REGION_POINTS"]
 
 #: A mask's world position is the median of at least this many valid points (reference §3.3).
 MIN_SEGMENT_POINTS = 10
@@ -128,10 +128,11 @@ class PerceptionTools:
         from PIL import Image
 
         rgb = np.asarray(Image.open(rgb_path).convert("RGB"))
+        seg_ids = None  # instance ids of the whole image (sim oracle only): for the support height
         if self.sam3 is not None:
             mask, score, source, extra = self._segment_sam3(rgb, prompt, point, min_score)
         else:
-            mask, score, source, extra = self._segment_oracle(idx, camera, prompt, point)
+            mask, score, source, extra, seg_ids = self._segment_oracle(idx, camera, prompt, point)
         result: dict = {"found": False, "source": source, "camera": camera, "step": idx, **extra}
         if source == "sim_oracle":
             result["note"] = ("no SAM3 service configured: answered from the simulator's instance "
@@ -139,8 +140,13 @@ class PerceptionTools:
         if mask is None or not mask.any():
             result.setdefault("reason", "empty mask")
             return result
+        from rpent.robots.libero.strategy import ObjectEstimate, erode_mask, support_height
+
         world, _ = self._world_map(idx, camera, "low")
-        pts = mask_world_points(world, mask)
+        inner = erode_mask(mask)  # edge pixels carry background depth; keep the interior if it is big enough
+        inner = inner if inner.sum() >= MIN_SEGMENT_POINTS else mask
+        pts = world[inner].astype(np.float64)
+        pts = pts[np.isfinite(pts).all(axis=1)]
         rows, cols = np.nonzero(mask)
         result.update({"found": True, "score": round(float(score), 4),
                        "box": [int(cols.min()), int(rows.min()), int(cols.max()), int(rows.max())],
@@ -149,15 +155,13 @@ class PerceptionTools:
             result["world_xyz"] = [round(float(v), 4) for v in np.median(pts, axis=0)]
             lo, hi = np.percentile(pts, 5, axis=0), np.percentile(pts, 95, axis=0)
             result["world_extent"] = [round(float(v), 4) for v in (hi - lo)]  # 5-95th percentile size (m)
-            from rpent.robots.libero.strategy import ObjectEstimate
-
-            floor_z = support_height(world, mask, pts)
-            est = ObjectEstimate.from_points(pts, floor_z=floor_z, source=f"{source}_mask_points")
+            floor_z = support_height(mask, world, seg_ids)
+            est = ObjectEstimate.from_points(pts, floor_z=floor_z, source=f"{source}_{camera}_mask")
             result["object_estimate"] = {
                 "center": [round(float(v), 4) for v in est.center], "top_z": round(est.top_z, 4),
                 "bottom_z": round(est.bottom_z, 4), "major_yaw": round(est.major_yaw, 4),
                 "major_extent": round(est.major_extent, 4), "minor_extent": round(est.minor_extent, 4),
-                "source": est.source}
+                "ridge_yaw": None if est.ridge_yaw is None else round(est.ridge_yaw, 4), "source": est.source}
         else:
             result["world_xyz"] = None
             result["world_error"] = f"only {len(pts)} valid mask points (< {MIN_SEGMENT_POINTS})"
@@ -187,19 +191,19 @@ class PerceptionTools:
                 raise ValueError(f"point {point} out of bounds for a {ids.shape[0]}x{ids.shape[1]} image")
             inst = int(ids[r, c])
             if inst == 0 or table.get(inst) == "robot":
-                return None, 0.0, "sim_oracle", {"reason": "no object at that point"}
-            return ids == inst, 1.0, "sim_oracle", {"object": table.get(inst)}
+                return None, 0.0, "sim_oracle", {"reason": "no object at that point"}, ids
+            return ids == inst, 1.0, "sim_oracle", {"object": table.get(inst)}, ids
         names = match_object_names(prompt, [n for n in table.values()])
         if not names:
             known = sorted({n for n in table.values() if n != "robot"})
             return None, 0.0, "sim_oracle", {"reason": f"no visible object matches {prompt!r}",
-                                              "visible_objects": known}
+                                              "visible_objects": known}, ids
         # several indistinguishable instances: take the one with the most visible pixels
         best = max((i for i, n in table.items() if n in names), key=lambda i: int((ids == i).sum()))
         extra = {"object": table[best]}
         if len(names) > 1:
             extra["other_candidates"] = [n for n in names if n != table[best]]
-        return ids == best, 1.0, "sim_oracle", extra
+        return ids == best, 1.0, "sim_oracle", extra, ids
 
     def _segment_sam3(self, rgb, prompt, point, min_score):
         try:
@@ -223,55 +227,6 @@ class PerceptionTools:
             raise ValueError(f"the {HIGH_SIZE} px view of step {step_idx} was not rendered and the scene has "
                              "moved on since; use resolution='low' for past steps")
         self.capture_high_res(camera)
-
-
-def mask_world_points(world: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """World points (m) of a mask, without the boundary pixels whose depth belongs to the background.
-
-    Pixels on a mask's edge often carry the depth of what lies behind the object, which puts
-    their back-projected points far behind it. So the mask is eroded by one pixel (unless that
-    leaves fewer than :data:`MIN_SEGMENT_POINTS`), and points farther than
-    ``max(0.03 m, 3 x median distance)`` from the median in the horizontal plane are dropped.
-
-    Args:
-        world: float [H, W, 3] world map; mask: bool [H, W].
-    Returns:
-        float64 [N, 3] finite points.
-    """
-    from scipy.ndimage import binary_erosion
-
-    inner = binary_erosion(mask, iterations=1)
-    use = inner if inner.sum() >= MIN_SEGMENT_POINTS else mask
-    pts = world[use].astype(np.float64)
-    pts = pts[np.isfinite(pts).all(axis=1)]
-    if len(pts) < MIN_SEGMENT_POINTS:
-        return pts
-    med = np.median(pts, axis=0)
-    dist = np.linalg.norm(pts[:, :2] - med[:2], axis=1)
-    keep = dist <= max(0.03, 3.0 * float(np.median(dist)))
-    return pts[keep] if keep.sum() >= MIN_SEGMENT_POINTS else pts
-
-
-def support_height(world: np.ndarray, mask: np.ndarray, pts: np.ndarray) -> float | None:
-    """Height (m) of the surface an object stands on, from the pixels just around its mask.
-
-    A camera sees no object's bottom, so the bottom is taken from the support: the 25th
-    percentile z of the world points in a ring 2-5 px outside the mask (mostly table; a low
-    percentile ignores neighbouring objects). Returns None when the ring has too few points or
-    lies above the object's lowest visible points (then the caller falls back to those).
-
-    Args:
-        world: float [H, W, 3] world map; mask: bool [H, W]; pts: the object's points [N, 3].
-    """
-    from scipy.ndimage import binary_dilation
-
-    ring = binary_dilation(mask, iterations=5) & ~binary_dilation(mask, iterations=2)
-    z = world[ring][:, 2].astype(np.float64)
-    z = z[np.isfinite(z)]
-    if len(z) < MIN_SEGMENT_POINTS:
-        return None
-    floor = float(np.percentile(z, 25))
-    return floor if floor <= float(np.percentile(pts[:, 2], 5)) + 0.005 else None
 
 
 def _json_bytes(obj) -> bytes:
