@@ -8,16 +8,13 @@ Batch evaluation needs two things beyond an interactive episode:
   episode for ``max_episode_steps`` so that ``success_at_end`` can differ from ``success_once``
   (the seed's 0.82 vs 0.95).
 
-:class:`EvalSim` uses LiberoSim's own API for both when it offers them (``reset(init_state_id=...)``
-and ``LiberoSim(..., terminate_on_success=False)``); otherwise it selects the init state and clears
-the success latch through LiberoSim's attributes. Everything else (settling, rendering in VLA
+:class:`EvalSim` uses LiberoSim's API for both (``reset(init_state_id=...)`` and
+``LiberoSim(..., terminate_on_success=False)``). Everything else (settling, rendering in VLA
 orientation, the 8-D state, truncation at ``max_episode_steps``) is LiberoSim's.
 """
 
 from __future__ import annotations
 
-import inspect
-from typing import Any
 
 import numpy as np
 
@@ -45,18 +42,11 @@ class EvalSim:
         from rpent.robots.libero import suites
         from rpent.robots.libero.sim import LiberoSim
 
-        kwargs: dict[str, Any] = {}
-        params = inspect.signature(LiberoSim.__init__).parameters
-        self._native_continue = "terminate_on_success" in params
-        if self._native_continue:
-            kwargs["terminate_on_success"] = not continue_after_success
         self.sim = LiberoSim(
             suite, task, seed=seed, max_episode_steps=max_episode_steps, libero_type=libero_type,
-            cuda_device=cuda_device, **kwargs,
+            cuda_device=cuda_device, terminate_on_success=not continue_after_success,
         )
         self.continue_after_success = continue_after_success
-        self._native_reset = "init_state_id" in inspect.signature(self.sim.reset).parameters
-        self._init_states = None if self._native_reset else suites.load_init_states(self.sim.task_info)
 
     @property
     def n_init_states(self) -> int:
@@ -74,20 +64,11 @@ class EvalSim:
                 f"init state {init_state_id} out of range for {self.sim.suite} task {self.sim.task} "
                 f"(0..{self.n_init_states - 1})"
             )
-        if self._native_reset:
-            self.sim.reset(init_state_id=int(init_state_id))
-            return
-        self.sim.init_state_id = int(init_state_id)
-        self.sim.init_state_global_id = self.sim.task_info.init_state_offset + int(init_state_id)
-        self.sim._init_state = self._init_states[int(init_state_id)]
-        self.sim.reset()
+        self.sim.reset(init_state_id=int(init_state_id))
 
     def step(self, action: np.ndarray) -> bool:
         """One env step (no rendering); returns the success predicate after it."""
-        out = self.sim.step(action)
-        if out["success"] and self.continue_after_success and not self._native_continue:
-            self.sim.terminated = False  # success is recorded; the episode runs to max_episode_steps
-        return bool(out["success"])
+        return bool(self.sim.step(action)["success"])
 
     def policy_obs(self) -> dict[str, np.ndarray]:
         """``{main_image, wrist_image: uint8 [256,256,3] VLA orientation, state: float32 [8]}``."""

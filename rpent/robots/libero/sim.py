@@ -160,6 +160,10 @@ class LiberoSim:
         libero_type: ``"standard"``/``"pro"``/None (``LIBERO_TYPE``, default ``pro``).
         settle_steps: no-op steps after restoring the init state (default 10, openpi's value).
         cuda_device: EGL device for rendering (see :func:`configure_rendering`).
+        terminate_on_success: end the episode (``terminated``) when the success predicate first
+            holds (default, interactive runs). Batch evaluation passes False to run every episode
+            for ``max_episode_steps``, so ``success_at_end`` can differ from ``success_once``
+            (seed 003's protocol); ``success`` still reports the predicate.
 
     Raises:
         ValueError: unknown suite, task out of range, missing resources, bad arguments.
@@ -177,6 +181,7 @@ class LiberoSim:
         libero_type: str | None = None,
         settle_steps: int = 10,
         cuda_device: int | None = None,
+        terminate_on_success: bool = True,
     ) -> None:
         if isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, (int, np.integer)) or max_episode_steps < 1:
             raise ValueError(f"max_episode_steps must be a positive integer, got {max_episode_steps!r}")
@@ -188,7 +193,9 @@ class LiberoSim:
         self.suite, self.task, self.seed = suite, int(task), int(seed)
         self.max_episode_steps = int(max_episode_steps)
         self.settle_steps = int(settle_steps)
-        self._init_state = suites.load_init_states(self.task_info)[self.init_state_id]
+        self._init_states = suites.load_init_states(self.task_info)
+        self._init_state = self._init_states[self.init_state_id]
+        self.terminate_on_success = bool(terminate_on_success)
 
         configure_rendering(cuda_device)
         from libero.libero.envs.env_wrapper import ControlEnv  # imports robosuite + mujoco
@@ -261,13 +268,28 @@ class LiberoSim:
         }
 
     # ------------------------------------------------------------------ episode
-    def reset(self) -> dict:
-        """Start the episode again from the same init state (bit-identical every time).
+    def reset(self, init_state_id: int | None = None) -> dict:
+        """Start the episode again from the same init state (bit-identical every time), or from
+        another recorded init state of this task.
 
+        Args:
+            init_state_id: None keeps the current one (``seed mod n_init_states`` at first);
+                otherwise 0 <= id < n_init_states, and it becomes the current one.
         Returns:
             the :meth:`robot_obs` dict after settling.
+        Raises:
+            ValueError: ``init_state_id`` out of range.
         """
         self._ensure_open()
+        if init_state_id is not None:
+            n = len(self._init_states)
+            if isinstance(init_state_id, bool) or not isinstance(init_state_id, (int, np.integer)) \
+                    or not 0 <= init_state_id < n:
+                raise ValueError(f"init_state_id must be an integer in 0..{n - 1} for {self.suite} task "
+                                 f"{self.task}, got {init_state_id!r}")
+            self.init_state_global_id += int(init_state_id) - self.init_state_id
+            self.init_state_id = int(init_state_id)
+            self._init_state = self._init_states[self.init_state_id]
         self._env.reset()
         self._env.set_init_state(self._init_state)
         # Episodes must not depend on the previous one (we keep the model: hard_reset=False).
@@ -307,7 +329,7 @@ class LiberoSim:
         _, reward, done, _ = self._env.step(act)
         self.steps += 1
         self._success = bool(done)
-        self.terminated = self._success
+        self.terminated = self._success and self.terminate_on_success
         self.truncated = self.steps >= self.max_episode_steps
         return {
             "obs": self.robot_obs(),
