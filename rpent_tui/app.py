@@ -1,0 +1,280 @@
+"""``RpentApp``: the operator's workbench (Textual on a trio nursery, keyboard only, SSH-friendly).
+
+Architecture (issue 9; ``shared/reference/tui_reference.md`` §2, §5):
+
+* Trio runs in guest mode on Textual's asyncio loop (``services.trio_bridge.TrioBridge``); its
+  root nursery owns the ``Session`` (supervisor, shared services, TaskRuns), the flywheel export
+  and code cells. ``on_unmount`` cancels it and waits, so every child server is stopped and every
+  run record closed before the process exits. SIGHUP (SSH drop, tmux kill) and SIGTERM exit the app
+  the same way (``install_exit_signals``).
+* The service layer reports through one thread-safe sink -> ``ServiceEvent`` messages; the app
+  forwards each to every live screen's ``handle_service_event`` and opens the operator modal.
+* Screens are modes: F2 Services, F3 Run, F4 Code editor, F5 Trajectories, F6 Flywheel export.
+  F1/``?`` help, ctrl+p palette, ctrl+o jump overlay, ctrl+t themes, ctrl+q quit; every binding
+  has an id, remappable with ``--keymap`` (``App.set_keymap``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from .messages import ServiceEvent
+from .screens.editor import EditorScreen
+from .screens.flywheel import FlywheelScreen
+from .screens.help import HelpScreen
+from .screens.jump import JumpScreen
+from .screens.operator import OperatorModal
+from .screens.run import RunScreen
+from .screens.services import ServicesScreen
+from .screens.trajectories import TrajectoriesScreen
+from .services.code_cells import CodeCellService
+from .services.flywheel import FlywheelRunner
+from .services.session import OperatorPrompt, OperatorResolved, Session
+from .services.trio_bridge import TrioBridge, install_exit_signals
+
+__all__ = ["RpentApp", "AppOptions", "SCREEN_MODES"]
+
+#: Screen modes and their F-keys.
+SCREEN_MODES = {"services": ("f2", ServicesScreen, "Services"), "run": ("f3", RunScreen, "Run"),
+         "editor": ("f4", EditorScreen, "Code editor"), "trajectories": ("f5", TrajectoriesScreen, "Trajectories"),
+         "flywheel": ("f6", FlywheelScreen, "Flywheel export")}
+
+
+@dataclass
+class AppOptions:
+    """UI options (``rpent-tui`` flags).
+
+    Attributes:
+        image_mode: resolved image mode: ``sixel``, ``kitty``, ``halfblock`` or ``none``.
+        code_timeout_s / code_max_calls: code-policy cell limits (s, robot calls per cell; seeds: 120, 100).
+        logs_dir: root the Trajectories and Flywheel screens scan (default: the session output dir).
+        start_mode: the first screen.
+        start_session: run the session (supervisor, shared services) in the trio nursery; False shows
+            the session model as given (snapshot tests).
+        theme: Textual theme name, e.g. ``textual-dark``, ``textual-ansi`` for low-colour terminals.
+        keymap: binding id -> keys overrides.
+        flywheel_program: command prefix of the exporter (default ``python -m rpent.cli.flywheel``).
+        frame_interval_s: minimum seconds between two camera-frame repaints on the Run screen (an image
+            pane is the costliest repaint over SSH: ~25 KB per 128 px half-block frame); the newest frame
+            is always shown, just not more often.
+        repaint_interval_s: minimum seconds between two transcript/counter repaints of the Run screen
+            (events still reach the model every 80 ms; 0.3 s ~ the reference's 4 Hz batched log flush).
+    """
+
+    image_mode: str = "halfblock"
+    code_timeout_s: float = 120.0
+    code_max_calls: int = 100
+    logs_dir: Path | None = None
+    start_mode: str = "run"
+    start_session: bool = True
+    theme: str | None = None
+    keymap: dict[str, str] = field(default_factory=dict)
+    flywheel_program: list[str] | None = None
+    frame_interval_s: float = 1.0
+    repaint_interval_s: float = 0.3
+
+
+class RpentApp(App[int]):
+    """The rpent TUI.
+
+    Args:
+        make_session: ``sink -> Session``; called once with the app's thread-safe event sink.
+        options: ``AppOptions``.
+    """
+
+    TITLE = "rpent"
+    CSS_PATH = "tcss/app.tcss"
+    MODES = {name: cls for name, (_, cls, _) in SCREEN_MODES.items()}
+    BINDINGS = [
+        # F-keys never type text, so they are priority bindings: they work even inside the editor.
+        Binding("f1", "help", "Help", id="help", tooltip="Keys of this screen", priority=True),
+        Binding("question_mark", "help", "Help", id="help-alt", show=False),
+        *[Binding(key, f"switch_mode('{name}')", title, id=f"screen-{name}", show=False, priority=True)
+          for name, (key, _, title) in SCREEN_MODES.items()],
+        Binding("ctrl+o", "jump", "Jump", id="jump", tooltip="Jump to a pane by key"),
+        Binding("ctrl+t", "change_theme", "Theme", id="theme", show=False),
+        Binding("f12", "screenshot_svg", "Screenshot", id="screenshot", show=False, priority=True,
+                tooltip="Save an SVG of the screen to <session>/screenshots/"),
+        Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
+    ]
+
+    def __init__(self, make_session: Callable[[Callable[[Any], None]], Session], options: AppOptions | None = None) -> None:
+        super().__init__()
+        self.options = options or AppOptions()
+        self.session = make_session(self.post_event)
+        self.logs_dir = Path(self.options.logs_dir or self.session.output_dir)
+        self.export_dir = self.session.output_dir / "exports"
+        self.flywheel = FlywheelRunner(self.post_event, self.session.output_dir, program=self.options.flywheel_program)
+        self.cells = CodeCellService(self.post_event)
+        self.bridge = TrioBridge(on_crash=self._trio_crashed)
+        self.live_screens: set[Screen] = set()
+        self._restore_signals: Callable[[], None] | None = None
+        self._operator_modal: OperatorModal | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def on_mount(self) -> None:
+        """Start trio, the session and the signal handlers; show the first screen."""
+        self.bridge.start()
+        if self.options.start_session:
+            self.bridge.spawn(self.session.run, name="session")
+        if threading.current_thread() is threading.main_thread():
+            self._restore_signals = install_exit_signals(self._exit_on_signal, asyncio.get_running_loop(),
+                                                         on_stuck=self._hard_exit)
+        if self.options.theme:
+            self.theme = self.options.theme
+        if self.options.keymap:
+            self.set_keymap(self.options.keymap)
+        self.switch_mode(self.options.start_mode)
+
+    async def on_unmount(self) -> None:
+        """Cancel every background task and wait for trio: servers stopped, records closed."""
+        if self._restore_signals is not None:
+            self._restore_signals()
+        await self.bridge.aclose()
+
+    def _exit_on_signal(self, code: int) -> None:
+        self.exit(return_code=code, message=f"rpent-tui: signal {code - 128} received; stopped every service")
+
+    def _hard_exit(self, code: int) -> None:
+        """Last resort when a clean exit is stuck (called from the watchdog thread): SIGKILL every
+        child process group we started (each child leads its own group), then end the process."""
+        import os
+        import signal as _signal
+
+        pids = [v.pid for v in self.session.services.values() if v.pid and v.state in ("starting", "ready")]
+        if self.flywheel.status.state == "running" and self.flywheel.status.pid:
+            pids.append(self.flywheel.status.pid)
+        for pid in pids:
+            try:
+                os.killpg(pid, _signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        os._exit(code)
+
+    def _trio_crashed(self, error: BaseException) -> None:
+        self.exit(return_code=1, message=f"rpent-tui: background task failed: {type(error).__name__}: {error}")
+
+    # -- service events ----------------------------------------------------------------------------
+    def post_event(self, event: Any) -> None:
+        """Thread-safe sink for service-layer events."""
+        self.post_message(ServiceEvent(event))
+
+    def on_service_event(self, message: ServiceEvent) -> None:
+        """Forward to every live screen; open/close the operator modal."""
+        event = message.event
+        if isinstance(event, OperatorPrompt):
+            self._show_operator(event.run_id)
+        elif isinstance(event, OperatorResolved) and self._operator_modal is not None:
+            modal = self._operator_modal
+            if modal.request.id == event.request.id and not modal.answered and self.screen is modal:
+                modal.dismiss(None)  # answered elsewhere or cancelled (the TaskRun ended)
+        for screen in list(self.live_screens):
+            handler = getattr(screen, "handle_service_event", None)
+            if handler is not None and screen.is_mounted:
+                handler(event)
+
+    def _show_operator(self, run_id: str) -> bool:
+        operator = self.session.operator_for(run_id)
+        request = operator.pending if operator is not None else None
+        if request is None:
+            return False
+        if self._operator_modal is not None and self._operator_modal.is_attached:
+            return True
+        modal = OperatorModal(run_id, request, self.options.image_mode)
+        self._operator_modal = modal
+
+        def closed(_answer: str | None) -> None:
+            self._operator_modal = None
+
+        self.push_screen(modal, closed)
+        return True
+
+    def open_operator_request(self) -> bool:
+        """Open the modal for the current TaskRun's pending request; False when none waits."""
+        run = self.session.active
+        return run is not None and self._show_operator(run.id)
+
+    def session_summary(self) -> str:
+        """One line for screen subtitles: session state and the current TaskRun."""
+        run = self.session.current
+        text = f"session {self.session.state} · {self.session.config.planner}"
+        if self.session.config.model:
+            text += f" {self.session.config.model}"
+        if run is not None:
+            text += f" · TaskRun {run.id} {run.command.display()} {run.state}"
+        return text
+
+    # -- trio helpers --------------------------------------------------------------------------------
+    def run_in_trio(self, fn: Callable[..., Awaitable[Any]], *args: Any, description: str = "task", **kwargs: Any) -> None:
+        """Run ``fn(*args, **kwargs)`` in the trio nursery; an exception becomes an error notification."""
+        call = functools.partial(fn, *args, **kwargs)
+
+        async def guarded() -> None:
+            try:
+                await call()
+            except Exception as exc:  # noqa: BLE001 - reported to the operator, never crashes the nursery
+                self.notify(f"{description} failed: {exc}", severity="error", title="Error")
+
+        self.bridge.spawn(guarded, name=description)
+
+    # -- actions -------------------------------------------------------------------------------------
+    def action_help(self) -> None:
+        """Show the keys of the current screen."""
+        if isinstance(self.screen, HelpScreen):
+            self.screen.dismiss(None)
+            return
+        self.push_screen(HelpScreen(self.screen))
+
+    def action_screenshot_svg(self) -> None:
+        """Save an SVG of the current screen as ``<session>/screenshots/<screen>_<NNN>.svg`` (atomic),
+        0.3 s later so that pending updates land and earlier toasts are gone."""
+        self.clear_notifications()
+        self.set_timer(0.3, self._save_screenshot)
+
+    def _save_screenshot(self) -> None:
+        import os
+
+        folder = self.session.output_dir / "screenshots"
+        folder.mkdir(parents=True, exist_ok=True)
+        name = type(self.screen).__name__.removesuffix("Screen").removesuffix("Modal").lower() or "screen"
+        n = 1
+        while (folder / f"{name}_{n:03d}.svg").exists():
+            n += 1
+        target = folder / f"{name}_{n:03d}.svg"
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_text(self.export_screenshot(title=f"rpent-tui {name}"), encoding="utf-8")
+        os.replace(tmp, target)
+        self.notify(f"screenshot saved to {target}", title="Screenshot")
+
+    def action_jump(self) -> None:
+        """Open the jump overlay for the current screen."""
+        target = self.screen
+
+        def jumped(widget: Any) -> None:
+            if widget is not None:
+                widget.focus()
+
+        self.push_screen(JumpScreen(target), jumped)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Command palette entries: the screens and the main actions, besides Textual's own."""
+        yield from super().get_system_commands(screen)
+        for name, (key, _, title) in SCREEN_MODES.items():
+            yield SystemCommand(f"Screen: {title}", f"Switch to the {title} screen ({key.upper()})",
+                                functools.partial(self.switch_mode, name))
+        yield SystemCommand("Help: keys", "Keys of the current screen (F1)", self.action_help)
+        yield SystemCommand("Jump", "Focus a pane by key (ctrl+o)", self.action_jump)
+        yield SystemCommand("Run: interrupt planner", "Interrupt the planner's current tool call (Esc on Run)",
+                            lambda: self.notify(f"interrupt: {self.session.interrupt()}"))
+        yield SystemCommand("Run: answer operator request", "Open the pending operator request",
+                            self.open_operator_request)

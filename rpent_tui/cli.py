@@ -1,0 +1,154 @@
+"""``rpent-tui``: start a TUI session (shared services once, TaskRuns on demand) in the terminal.
+
+Example::
+
+    rpent-tui --robot libero --planner api --model anthropic:claude-opus-4-8 \\
+        --vla-endpoint http://127.0.0.1:8220 --output-dir logs/tui_session
+
+Then, on the Run screen (F3): ``/rpent-task libero_goal 0 0``. ``--env-endpoint`` is refused
+(every TaskRun needs a fresh, owned env server). Images: ``--images auto|sixel|kitty|halfblock|none``
+(``auto`` queries the terminal before the UI starts; force a mode over slow SSH links).
+Exit status: 0 on quit, 128+N when stopped by signal N (SIGHUP 129, SIGTERM 143), 1 on a crash,
+2 on bad options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+__all__ = ["build_parser", "main", "session_config_from_args"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``rpent-tui`` argument parser."""
+    p = argparse.ArgumentParser(prog="rpent-tui", description="rpent operator's workbench (terminal UI).")
+    s = p.add_argument_group("session")
+    s.add_argument("--robot", default="libero", help="robot package (only libero has TaskRun control); default libero")
+    s.add_argument("--planner", default="api", help="planner kind: api, claude_code, codex, scripted ... (default api)")
+    s.add_argument("--model", default=None, help="planner model id; api needs a provider prefix, e.g. anthropic:<id>")
+    s.add_argument("--base-url", default=None, help="api planner only: provider base URL override")
+    s.add_argument("--output-dir", type=Path, default=None,
+                   help="session directory; TaskRuns record under <dir>/tasks/NNNN_<suite>_t<task>_s<seed>/ "
+                        "(default logs/tui_<UTC stamp>)")
+    s.add_argument("--vla-endpoint", default=None, help="[protocol://]HOST:PORT of a running VLA server (else spawned once)")
+    s.add_argument("--sam3-endpoint", default=None, help="[protocol://]HOST:PORT of a running SAM3 server (else spawned once)")
+    s.add_argument("--env-endpoint", default=None, help=argparse.SUPPRESS)
+    s.add_argument("--shared", default="auto",
+                   help="shared services of the session: 'auto' (vla when --vla-endpoint or $PI05_CHECKPOINT_PATH is set, "
+                        "sam3 when --sam3-endpoint or $SAM3_CHECKPOINT_PATH is set, as rpent.run decides), "
+                        "a comma-separated subset of vla,sam3, or 'none' (default auto)")
+    s.add_argument("--vla-server-args", default="", help="extra arguments for a spawned VLA server (shell-quoted string)")
+    r = p.add_argument_group("every TaskRun")
+    r.add_argument("--libero-type", default=None, choices=("standard", "pro"), help="LIBERO variant (default $LIBERO_TYPE, else pro)")
+    r.add_argument("--max-episode-steps", type=int, default=None, help="env horizon in env steps (run layer default 10000)")
+    r.add_argument("--max-turns", type=int, default=None, help="planner requests per TaskRun (run layer default 100)")
+    r.add_argument("--policy-mode", default=None, choices=("tools", "code"), help="tool calls (default) or code-as-policy")
+    r.add_argument("--record-trajectory", action="store_true", help="record trajectories (api planner) for flywheel export")
+    r.add_argument("--require-operator-verdict", action="store_true",
+                   help="finish is accepted only after an operator verdict (the real-robot rule, also in simulation)")
+    u = p.add_argument_group("terminal")
+    u.add_argument("--images", default=None, help="auto|sixel|kitty|halfblock|none (default $RPENT_IMAGES, else auto)")
+    u.add_argument("--theme", default=None, help="Textual theme, e.g. textual-dark, textual-light, textual-ansi, nord")
+    u.add_argument("--keymap", type=Path, default=None,
+                   help="TOML file with a [keymap] table: binding id = \"keys\" (ids are listed in the F1 help)")
+    u.add_argument("--frame-interval", type=float, default=1.0,
+                   help="minimum seconds between camera-frame repaints on the Run screen (default 1; SSH bandwidth)")
+    u.add_argument("--repaint-interval", type=float, default=0.3,
+                   help="minimum seconds between Run-screen transcript repaints (default 0.3; SSH bandwidth)")
+    u.add_argument("--fps", type=int, default=None, help="max repaints per second (sets TEXTUAL_FPS; lower saves SSH bandwidth)")
+    u.add_argument("--no-mouse", action="store_true", help="leave the mouse to the terminal (native selection in tmux)")
+    u.add_argument("--logs-dir", type=Path, default=None, help="where Trajectories/Flywheel look for runs (default the session dir)")
+    u.add_argument("--code-timeout-s", type=float, default=120.0, help="code-policy cell timeout in s (default 120)")
+    u.add_argument("--code-max-calls", type=int, default=100, help="robot calls per code-policy cell (default 100)")
+    u.add_argument("--screen", default="run", choices=("services", "run", "editor", "trajectories", "flywheel"),
+                   help="first screen (default run)")
+    return p
+
+
+def session_config_from_args(args: argparse.Namespace):
+    """``SessionConfig`` from parsed flags.
+
+    Raises:
+        SessionConfigError: ``--env-endpoint`` (the seed's reason), unknown robot or shared service.
+    """
+    from .services.session import SessionConfig
+
+    choice = args.shared.strip()
+    if choice == "auto":
+        shared = tuple(name for name, endpoint, env in (("vla", args.vla_endpoint, "PI05_CHECKPOINT_PATH"),
+                                                        ("sam3", args.sam3_endpoint, "SAM3_CHECKPOINT_PATH"))
+                       if endpoint or os.environ.get(env))
+    elif choice in ("", "none"):
+        shared = ()
+    else:
+        shared = tuple(x.strip() for x in choice.split(",") if x.strip())
+    options = {"libero_type": args.libero_type, "max_episode_steps": args.max_episode_steps,
+               "max_turns": args.max_turns, "policy_mode": args.policy_mode, "base_url": args.base_url,
+               "record_trajectory": args.record_trajectory or None,
+               "require_operator_verdict": args.require_operator_verdict or None}
+    output_dir = args.output_dir or Path("logs") / f"tui_{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
+    config = SessionConfig(output_dir=output_dir, robot=args.robot, planner=args.planner, model=args.model,
+                           vla_endpoint=args.vla_endpoint, sam3_endpoint=args.sam3_endpoint,
+                           env_endpoint=args.env_endpoint, shared_services=shared,
+                           run_options={k: v for k, v in options.items() if v is not None})
+    config.validate()
+    return config
+
+
+def _load_keymap(path: Path | None) -> dict[str, str]:
+    if path is None:
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"--keymap {path}: {exc}") from None
+    table = data.get("keymap", data)
+    bad = [k for k, v in table.items() if not isinstance(v, str)]
+    if bad:
+        raise ValueError(f"--keymap {path}: values must be key strings like \"ctrl+r\"; fix {bad}")
+    return dict(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse flags, resolve the image mode (before Textual owns the terminal), run the app."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from .services.images import ImageModeError, resolve_image_mode
+    from .services.session import Session, SessionConfigError, default_shared_specs
+
+    try:
+        config = session_config_from_args(args)
+        keymap = _load_keymap(args.keymap)
+        image_mode = resolve_image_mode(args.images)
+    except (SessionConfigError, ImageModeError, ValueError) as exc:
+        parser.exit(2, f"rpent-tui: error: {exc}\n")
+    if args.fps is not None:
+        if args.fps <= 0:
+            parser.exit(2, "rpent-tui: error: --fps must be a positive number of repaints per second\n")
+        os.environ["TEXTUAL_FPS"] = str(args.fps)
+    if image_mode != "none":
+        import textual_image.widget  # noqa: F401 - queries the cell size now, before Textual reads stdin
+
+    from .app import AppOptions, RpentApp
+
+    specs = default_shared_specs(config)
+    extra = shlex.split(args.vla_server_args)
+    if extra:
+        specs = [type(s)(**{**s.__dict__, "argv": s.argv + extra}) if s.name == "vla" and s.endpoint is None else s
+                 for s in specs]
+    options = AppOptions(image_mode=image_mode, code_timeout_s=args.code_timeout_s, code_max_calls=args.code_max_calls,
+                         logs_dir=args.logs_dir, start_mode=args.screen, theme=args.theme, keymap=keymap,
+                         frame_interval_s=args.frame_interval, repaint_interval_s=args.repaint_interval)
+    app = RpentApp(lambda sink: Session(config, sink, shared_specs=specs), options)
+    app.run(mouse=not args.no_mouse)
+    return int(app.return_code or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

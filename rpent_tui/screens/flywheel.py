@@ -1,0 +1,170 @@
+"""Flywheel export screen: pick runs, an output directory and image-writer threads; run ``rpent-flywheel``.
+
+The export runs as a supervised subprocess (``services.flywheel.FlywheelRunner``: own process
+group, SIGTERM -> grace -> SIGKILL on ``x`` or when the TUI exits); its output streams into the log
+pane in batches with a progress bar (parsed ``done/total``), and at the end ``report.json`` is shown
+(exported episodes and frames, exclusions with reasons).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Footer, Header, Input, Label, Log, ProgressBar, SelectionList, Static
+
+from .base import LiveScreen
+from ..services import readers
+from ..services.flywheel import FlywheelJob, FlywheelJobError, FlywheelOutput
+from ..widgets.tables import VimDataTable, VimSelectionList
+
+__all__ = ["FlywheelScreen"]
+
+
+class FlywheelScreen(LiveScreen):
+    """The Flywheel export screen (F6)."""
+
+    BINDING_GROUP_TITLE = "Flywheel export"
+    BINDINGS = [
+        Binding("ctrl+r", "launch", "Export", id="export-launch", tooltip="Launch rpent-flywheel with these choices"),
+        Binding("ctrl+x", "stop", "Stop export", id="export-stop", tooltip="Stop the running export"),
+        Binding("ctrl+u", "reload", "Reload runs", id="export-reload"),
+        Binding("ctrl+a", "select_all", "All runs", id="export-select-all"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="fw-body"):
+            with Vertical(id="fw-left"):
+                runs = VimSelectionList(id="fw-runs")
+                runs.border_title = "Runs to export (space toggles)"
+                yield runs
+                yield Label("Output directory (must not exist)")
+                yield Input(value=str(self._default_output()), id="fw-output")
+                yield Label("Image writer threads (0 = one by one)")
+                yield Input(value="0", type="integer", id="fw-threads")
+            with Vertical(id="fw-right"):
+                yield Static("idle", id="fw-state")
+                yield ProgressBar(total=1, show_eta=False, id="fw-progress")
+                log = Log(max_lines=2000, id="fw-log")
+                log.border_title = "rpent-flywheel output"
+                yield log
+                report = VimDataTable(id="fw-report", cursor_type="row")
+                report.border_title = "report.json"
+                yield report
+        yield Footer()
+
+    def _default_output(self) -> Path:
+        """``<session>/exports/lerobot_NNN``: the first that does not exist (rpent-flywheel needs a new dir)."""
+        n = 1
+        while (self.app.export_dir / f"lerobot_{n:03d}").exists():
+            n += 1
+        return self.app.export_dir / f"lerobot_{n:03d}"
+
+    def on_mount(self) -> None:
+        self.query_one("#fw-report", DataTable).add_columns("Field", "Value")
+        self.query_one("#fw-runs", SelectionList).focus()
+        self.action_reload()
+        self._render_state()
+
+    def action_reload(self) -> None:
+        """Rescan the logs directory for runs."""
+        self._scan(self.app.logs_dir)
+
+    @work(thread=True, exclusive=True, group="flywheel-scan", exit_on_error=False)
+    def _scan(self, root: Path) -> None:
+        runs = readers.list_runs(root)
+        self.app.call_from_thread(self._show_runs, runs)
+
+    def _show_runs(self, runs: list[readers.RunSummary]) -> None:
+        selection = self.query_one("#fw-runs", SelectionList)
+        chosen = set(selection.selected)
+        selection.clear_options()
+        for run in runs:
+            ok = {True: "✓", False: "✗", None: "?"}[run.success]
+            label = f"{ok} {run.task_label} · {run.trajectories} traj · {run.name}"
+            selection.add_option((label, str(run.path), str(run.path) in chosen))
+        if runs and selection.highlighted is None:
+            selection.highlighted = 0  # so space toggles at once
+
+    def action_select_all(self) -> None:
+        """Select every listed run."""
+        self.query_one("#fw-runs", SelectionList).select_all()
+
+    def job(self) -> FlywheelJob:
+        """The export described by the form.
+
+        Raises:
+            FlywheelJobError: a non-integer thread count (other checks happen in ``FlywheelJob.validate``).
+        """
+        selection = self.query_one("#fw-runs", SelectionList)
+        threads_text = self.query_one("#fw-threads", Input).value.strip() or "0"
+        try:
+            threads = int(threads_text)
+        except ValueError:
+            raise FlywheelJobError(f"image writer threads must be an integer, got {threads_text!r}") from None
+        output = Path(self.query_one("#fw-output", Input).value.strip()).expanduser()
+        listed = [selection.get_option_at_index(i).value for i in range(selection.option_count)]
+        return FlywheelJob.from_selection([Path(p) for p in selection.selected], [Path(p) for p in listed],
+                                          self.app.logs_dir, output, threads)
+
+    def action_launch(self) -> None:
+        """Validate the form and start the export."""
+        runner = self.app.flywheel
+        try:
+            job = self.job()
+            job.validate()
+            if runner.running:
+                raise FlywheelJobError("an export is already running; stop it with ctrl+x first")
+        except FlywheelJobError as exc:
+            self.notify(str(exc), severity="error", title="Flywheel")
+            return
+        self.query_one("#fw-log", Log).clear()
+        self.query_one("#fw-report", DataTable).clear()
+        self.query_one("#fw-progress", ProgressBar).update(total=None, progress=0)  # pulses until a done/total line
+        self.app.run_in_trio(runner.run, job, description="flywheel export")
+        self.query_one("#fw-state", Static).update(f"starting: {len(job.runs)} run(s) -> {job.output_dir}")
+
+    def action_stop(self) -> None:
+        """Stop the running export (SIGTERM to its process group, then SIGKILL)."""
+        if not self.app.flywheel.cancel():
+            self.notify("no export is running", severity="warning")
+
+    def _render_state(self) -> None:
+        status = self.app.flywheel.status
+        parts = [status.state]
+        if status.pid:
+            parts.append(f"pid {status.pid}")
+        if status.progress:
+            parts.append(f"{status.progress[0]}/{status.progress[1]}")
+        if status.error:
+            parts.append(status.error)
+        if status.log_path:
+            parts.append(f"log {status.log_path}")
+        self.query_one("#fw-state", Static).update(" · ".join(parts))
+
+    def handle_service_event(self, event: Any) -> None:
+        """Stream export output, progress and, at the end, the report."""
+        if not isinstance(event, FlywheelOutput):
+            return
+        if event.lines:
+            self.query_one("#fw-log", Log).write_lines(event.lines)
+        if event.progress:
+            self.query_one("#fw-progress", ProgressBar).update(total=event.progress[1], progress=event.progress[0])
+        self._render_state()
+        status = self.app.flywheel.status
+        if event.state != "running" and status.report is not None:
+            table = self.query_one("#fw-report", DataTable)
+            table.clear()
+            for field, value in readers.summarize_report(status.report):
+                table.add_row(field, value)
+            if status.state == "succeeded":
+                self.query_one("#fw-progress", ProgressBar).update(total=1, progress=1)
+            self.notify(f"export {status.state}; report.json in {status.job.output_dir if status.job else '?'}",
+                        severity="information" if status.state == "succeeded" else "error", title="Flywheel")
+        elif event.state in ("failed", "cancelled"):
+            self.notify(f"export {event.state}: {status.error or 'no report.json'}", severity="error", title="Flywheel")

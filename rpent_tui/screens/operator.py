@@ -1,0 +1,108 @@
+"""Operator request modal: the question, the current frames, one key per answer, optional notes.
+
+Keys (issue 9): ``s`` success, ``f`` failure, ``c`` continue, ``a`` abort, ``d`` done (scene reset);
+only the request's own choices are active. ``n`` focuses the notes box (Enter returns to the keys).
+Esc hides the modal without answering; ``o`` on the Run screen reopens it. The answer goes to
+``Session.reply_operator`` and is logged to the TaskRun's ``operator_tui.jsonl`` by the operator.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Input, Static
+
+from ..services.operator import ANSWER_KEYS, OperatorReplyError, OperatorRequest
+from ..widgets.frames import FramePane
+
+__all__ = ["OperatorModal"]
+
+
+class OperatorModal(ModalScreen[str | None]):
+    """Modal for one ``OperatorRequest`` of TaskRun ``run_id``; dismisses with the answer (or None)."""
+
+    AUTO_FOCUS = None  # the answer keys must work at once, not type into the notes box
+    DEFAULT_CSS = """
+    OperatorModal { align: center middle; }
+    OperatorModal > Vertical { width: 90%; height: 90%; border: thick $warning; background: $surface; padding: 0 1; }
+    OperatorModal #op-prompt { height: auto; margin-bottom: 1; }
+    OperatorModal #op-frames { height: 1fr; }
+    OperatorModal #op-choices { height: auto; margin-top: 1; }
+    """
+    BINDINGS = [
+        Binding("s", "answer('success')", "Success", id="operator-success"),
+        Binding("f", "answer('failure')", "Failure", id="operator-failure"),
+        Binding("c", "answer('continue')", "Continue", id="operator-continue"),
+        Binding("a", "answer('abort')", "Abort", id="operator-abort"),
+        Binding("d", "answer('done')", "Done", id="operator-done"),
+        Binding("n", "notes", "Notes", id="operator-notes"),
+        Binding("escape", "later", "Later", id="operator-later", tooltip="Hide; answer later with o"),
+    ]
+
+    def __init__(self, run_id: str, request: OperatorRequest, image_mode: str) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.request = request
+        self.image_mode = image_mode
+        self.answered = False
+
+    def compose(self) -> ComposeResult:
+        req = self.request
+        with Vertical():
+            title = "Scene reset requested" if req.kind == "scene_reset" else "Operator verdict requested"
+            yield Static(Text.assemble((f"{title} · TaskRun {self.run_id} · {req.id}\n", "bold"), req.prompt), id="op-prompt")
+            with Horizontal(id="op-frames"):
+                for label in ("main", "wrist"):
+                    yield FramePane(f"{label} camera", self.image_mode if req.frames.get(label) else "none",
+                                    id=f"op-frame-{label}")
+            keys = "  ".join(f"[{ANSWER_KEYS.get(c, '?')}] {c}" for c in req.choices)
+            yield Static(Text(keys + "   [n] notes   [Esc] later", style="bold"), id="op-choices")
+            yield Input(placeholder="optional notes: press n, type, Enter returns to the answer keys",
+                        disabled=True, id="op-notes")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for label in ("main", "wrist"):
+            png = self.request.frames.get(label)
+            if png:
+                self.query_one(f"#op-frame-{label}", FramePane).show(png, label)
+        self.set_focus(None)  # answer keys work at once; n focuses the notes
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Only the request's own choices are active keys."""
+        if action == "answer":
+            return parameters[0] in self.request.choices
+        return True
+
+    def action_notes(self) -> None:
+        """Enable and focus the notes box (it stays disabled otherwise, so answer keys never type into it)."""
+        box = self.query_one("#op-notes", Input)
+        box.disabled = False
+        box.focus()
+
+    @on(Input.Submitted, "#op-notes")
+    def _notes_done(self, event: Input.Submitted) -> None:
+        event.stop()
+        event.input.disabled = True
+        self.set_focus(None)
+
+    def action_answer(self, answer: str) -> None:
+        """Send ``answer`` with the notes; close on success, show the error otherwise."""
+        notes = self.query_one("#op-notes", Input).value
+        self.answered = True
+        try:
+            self.app.session.reply_operator(self.run_id, self.request.id, answer, notes)
+        except OperatorReplyError as exc:
+            self.app.notify(str(exc), severity="error", title="Operator")
+            self.dismiss(None)
+            return
+        self.app.notify(f"answered {answer}" + (f" ({notes.strip()})" if notes.strip() else ""), title="Operator")
+        self.dismiss(answer)
+
+    def action_later(self) -> None:
+        """Hide the modal; the request stays pending."""
+        self.dismiss(None)

@@ -1,0 +1,229 @@
+"""Run screen: the planner transcript, counters, step timeline, latest camera frames and the input line.
+
+The input line takes ``/rpent-task <suite> <task> <seed>`` (with completion) to start a TaskRun,
+``/interrupt``, ``/quit``, ``/help``, or plain text that steers the planner at its next turn
+boundary. Esc interrupts the planner's current tool call (also ``/interrupt``). Everything shown
+is read from the session's ``TaskRunView``; run events arrive in batches (<= ~12/s).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.suggester import Suggester
+from textual.widgets import Footer, Header, Input, Static
+
+from .base import LiveScreen
+from ..services.commands import CommandError, SteerMessage, TaskCommand, completions, parse_input
+from ..services.session import RunEvents, SessionChanged, SessionNotReady, TaskRunView
+from ..widgets.frames import FramePane
+from ..widgets.timeline import StepTimeline
+from ..widgets.transcript import TranscriptView
+
+__all__ = ["RunScreen", "CommandSuggester", "counters_text"]
+
+STATE_STYLE = {"starting": "yellow", "running": "cyan", "succeeded": "bold green", "failed": "bold red",
+               "cancelled": "dim", "error": "bold red"}
+
+
+class CommandSuggester(Suggester):
+    """Inline completion for ``/rpent-task`` (command, then suites, then task indices)."""
+
+    def __init__(self) -> None:
+        super().__init__(use_cache=False, case_sensitive=True)
+
+    async def get_suggestion(self, value: str) -> str | None:
+        """First completion of ``value``, or None."""
+        options = completions(value)
+        return options[0] if options else None
+
+
+def counters_text(run: TaskRunView | None, session: Any) -> Text:
+    """The counters block: state, tokens in/out, tool calls, steps, operator and session state."""
+    text = Text()
+    if run is None:
+        text.append("no task yet\n", style="bold")
+        text.append(f"session: {session.state}\n", style="dim")
+        text.append("type /rpent-task <suite> <task> <seed>", style="dim")
+        return text
+    text.append(f"TaskRun {run.id} ", style="bold")
+    text.append(run.state, style=STATE_STYLE.get(run.state, ""))
+    text.append(f"\n{run.command.display()}\n")
+    text.append(f"tokens in {run.tokens_in:,} · out {run.tokens_out:,}\n")
+    text.append(f"tool calls {run.tool_calls} · steps {len(run.timeline)}\n")
+    if run.operator is not None:
+        text.append("operator request waiting (o)\n", style="bold magenta")
+    elif run.detail:
+        text.append(run.detail[:120] + "\n", style="dim")
+    return text
+
+
+class RunScreen(LiveScreen):
+    """The Run screen (F3)."""
+
+    BINDING_GROUP_TITLE = "Run"
+    BINDINGS = [
+        Binding("escape", "interrupt", "Interrupt", id="run-interrupt", tooltip="Interrupt the planner's current tool call"),
+        Binding("i", "focus_message", "Message", id="run-message", tooltip="Type a message or a /command"),
+        Binding("t", "new_task", "New task", id="run-new-task", tooltip="Start a TaskRun: /rpent-task <suite> <task> <seed>"),
+        Binding("o", "operator", "Operator", id="run-operator", tooltip="Answer the pending operator request"),
+        Binding("x", "cancel_task", "Cancel task", id="run-cancel", tooltip="Cancel the running TaskRun"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._shown_run: str | None = None
+        self._frames_shown_at = 0.0
+        self._frames_timer = None
+        self._pending: list[dict[str, Any]] = []
+        self._repainted_at = 0.0
+        self._repaint_timer = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="run-body"):
+            transcript = TranscriptView(id="transcript")
+            transcript.border_title = "Transcript"
+            yield transcript
+            with Vertical(id="run-side"):
+                yield Static("", id="counters")
+                yield StepTimeline(id="timeline")
+                yield FramePane("main camera", self.app.options.image_mode, id="frame-main")
+                yield FramePane("wrist camera", self.app.options.image_mode, id="frame-wrist")
+        yield Input(placeholder="/rpent-task <suite> <task> <seed> · text steers the planner · Esc interrupts",
+                    suggester=CommandSuggester(), select_on_focus=False, id="message")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.render_all()
+        self.query_one(TranscriptView).focus()
+
+    # -- rendering from the model -------------------------------------------------------------
+    def render_all(self) -> None:
+        """Redraw everything from the session model (on mount and when the current TaskRun changes)."""
+        run = self.app.session.current
+        self._shown_run = run.id if run is not None else None
+        self._pending = []
+        transcript = self.query_one(TranscriptView)
+        transcript.clear()
+        if run is not None:
+            transcript.add_events(run.transcript)
+        self._render_side(run, frames=True)
+
+    def _render_side(self, run: TaskRunView | None, frames: bool) -> None:
+        self.query_one("#counters", Static).update(counters_text(run, self.app.session))
+        self.query_one(StepTimeline).set_steps(run.timeline if run is not None else [])
+        if frames:
+            self._show_frames()
+        self.sub_title = self.app.session_summary()
+
+    def handle_service_event(self, event: Any) -> None:
+        """Apply a session event (called by the app for every live screen)."""
+        run = self.app.session.current
+        if isinstance(event, SessionChanged):
+            if (run.id if run else None) != self._shown_run:
+                self.render_all()
+            else:
+                self._render_side(run, frames=False)
+        elif isinstance(event, RunEvents) and run is not None and event.run_id == run.id:
+            if self._shown_run != run.id:
+                self.render_all()
+                return
+            self._pending.extend(e for e in event.events if e.get("kind") != "planner" or e.get("event") != "usage")
+            if self._repaint_timer is None:
+                wait = self._repainted_at + self.app.options.repaint_interval_s - time.monotonic()
+                if wait <= 0:
+                    self._repaint()
+                else:
+                    self._repaint_timer = self.set_timer(wait, self._repaint)
+
+    def _repaint(self) -> None:
+        """Apply the pending run events to the panes (at most every ``repaint_interval_s``): a scrolling
+        transcript repaints its whole pane, so fewer, larger updates save terminal bandwidth."""
+        self._repaint_timer = None
+        self._repainted_at = time.monotonic()
+        events, self._pending = self._pending, []
+        run = self.app.session.current
+        if run is None or run.id != self._shown_run:
+            return
+        self.query_one(TranscriptView).add_events(events)
+        self._render_side(run, frames=False)
+        if any(e.get("kind") == "frames" for e in events):
+            self._schedule_frames()
+
+    def _schedule_frames(self) -> None:
+        """Repaint the camera panes now, or once ``frame_interval_s`` has passed since the last repaint."""
+        if self._frames_timer is not None:
+            return  # a repaint is already scheduled; it will show the newest frame
+        wait = self._frames_shown_at + self.app.options.frame_interval_s - time.monotonic()
+        if wait <= 0:
+            self._show_frames()
+        else:
+            self._frames_timer = self.set_timer(wait, self._show_frames)
+
+    def _show_frames(self) -> None:
+        self._frames_timer = None
+        self._frames_shown_at = time.monotonic()
+        run = self.app.session.current
+        caption = f"step {run.frames_step}" if run is not None and run.frames_step is not None else ""
+        for label in ("main", "wrist"):
+            png = run.frames.get(label) if run is not None else None
+            self.query_one(f"#frame-{label}", FramePane).show(png, caption)
+
+    # -- input ---------------------------------------------------------------------------------
+    @on(Input.Submitted, "#message")
+    def submit(self, event: Input.Submitted) -> None:
+        """Start a task, run a steering command, or queue a message."""
+        line = event.value
+        try:
+            parsed = parse_input(line)
+            if isinstance(parsed, TaskCommand):
+                run = self.app.session.start_task(parsed)
+                self.notify(f"Task selected: {parsed.display()} (TaskRun {run.id})")
+                self.render_all()
+            elif isinstance(parsed, SteerMessage):
+                reply = self.app.session.steer(parsed.text)
+                self.query_one(TranscriptView).add_events([{"kind": "planner", "event": "operator_message", "text": parsed.text}])
+                if reply and not reply.startswith("queued"):
+                    self.notify(reply, title="Planner")
+        except (CommandError, SessionNotReady, ValueError) as exc:
+            self.notify(str(exc), severity="error", title="Input")
+            return
+        event.input.value = ""
+
+    def action_focus_message(self) -> None:
+        """Focus the input line."""
+        self.query_one("#message", Input).focus()
+
+    def action_new_task(self) -> None:
+        """Prefill ``/rpent-task `` in the input line."""
+        box = self.query_one("#message", Input)
+        box.value = "/rpent-task "
+        box.cursor_position = len(box.value)
+        box.focus()
+
+    def action_interrupt(self) -> None:
+        """Interrupt the planner's current tool call (Esc)."""
+        result = self.app.session.interrupt()
+        self.notify("interrupt sent" if result == "accepted" else "nothing to interrupt",
+                    severity="information" if result == "accepted" else "warning")
+        self.query_one(TranscriptView).add_events([{"kind": "planner", "event": "interrupt"}] if result == "accepted" else [])
+
+    def action_operator(self) -> None:
+        """Open the pending operator request."""
+        if not self.app.open_operator_request():
+            self.notify("no operator request is waiting", severity="warning")
+
+    def action_cancel_task(self) -> None:
+        """Cancel the running TaskRun (it ends as ``cancelled``)."""
+        run = self.app.session.active
+        if run is None or not self.app.session.cancel_task(run.id):
+            self.notify("no task is running", severity="warning")
+        else:
+            self.notify(f"TaskRun {run.id} cancelled")

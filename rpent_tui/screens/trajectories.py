@@ -1,0 +1,235 @@
+"""Trajectories screen: browse run records and recorded trajectories, step by step.
+
+Left: the runs under the logs directory (task, planner, success, steps, date) and the selected
+run's step timeline (from ``trajectories/*/actions.jsonl`` when recorded, else ``states.json``).
+Right: the step's camera frame, its action and linked VLA prediction, and the planner transcript
+up to that step. ``p`` plays the frames (5 steps/s). Directory scans and record parsing run in
+thread workers, so the UI never blocks on disk.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Footer, Header, RichLog, Static
+
+from .base import LiveScreen
+from ..services import readers
+from ..widgets.frames import FramePane
+from ..widgets.tables import VimDataTable
+from ..widgets.transcript import MAX_RESULT_CHARS
+
+__all__ = ["TrajectoriesScreen", "run_row", "step_row", "transcript_lines"]
+
+PLAY_FPS = 5.0
+
+
+def run_row(run: readers.RunSummary) -> tuple[str, ...]:
+    """Cells of one run (markup)."""
+    success = {True: "[green]yes[/]", False: "[red]no[/]", None: "-"}[run.success]
+    return (run.task_label, run.planner or "-", success, "-" if run.steps is None else str(run.steps),
+            run.date.strftime("%Y-%m-%d %H:%M") if run.date else "-")
+
+
+def step_row(step: readers.StepRecord) -> tuple[str, ...]:
+    """Cells of one step."""
+    action = " ".join(f"{a:+.2f}" for a in step.action) if step.action else "-"
+    flags = "".join(c for c, v in (("T", step.terminated), ("t", step.truncated), ("✓", step.success)) if v)
+    return (str(step.step), step.tool or "-", action, flags or "·")
+
+
+def transcript_lines(entries: list[dict[str, Any]], limit: int = 60) -> list[Text]:
+    """The last ``limit`` transcript entries as display lines (role-coloured)."""
+    out: list[Text] = []
+    for entry in entries[-limit:]:
+        role = str(entry.get("role", entry.get("kind", "?")))
+        content = entry.get("content", entry.get("text", ""))
+        if isinstance(content, list):
+            parts = []
+            for block in content:
+                if isinstance(block, dict):
+                    kind = block.get("type")
+                    if kind in ("text", "thinking"):
+                        parts.append(str(block.get(kind) or block.get("text", "")))
+                    elif kind == "tool_use":
+                        parts.append(f"→ {block.get('name')}({json.dumps(block.get('input', {}), default=str)[:MAX_RESULT_CHARS]})")
+                    else:
+                        parts.append(json.dumps(block, default=str)[:MAX_RESULT_CHARS])
+                else:
+                    parts.append(str(block))
+            content = "\n".join(parts)
+        elif not isinstance(content, str):
+            content = json.dumps(content, default=str)[:MAX_RESULT_CHARS]
+        style = {"assistant": "", "user": "yellow", "tool": "green"}.get(role, "dim")
+        out.append(Text.assemble((f"{role}: ", f"bold {style}".strip()), (content[:2000], style)))
+    return out
+
+
+class TrajectoriesScreen(LiveScreen):
+    """The Trajectories screen (F5)."""
+
+    BINDING_GROUP_TITLE = "Trajectories"
+    BINDINGS = [
+        Binding("r", "reload", "Reload", id="runs-reload", tooltip="Rescan the logs directory"),
+        Binding("p", "play", "Play", id="frames-play", tooltip="Play / pause the episode frames"),
+        Binding("s", "focus_steps", "Steps", id="steps-focus", tooltip="Focus the step list"),
+        Binding("u", "focus_runs", "Runs", id="runs-focus", tooltip="Focus the run list"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: list[readers.RunSummary] = []
+        self.steps: list[readers.StepRecord] = []
+        self.transcript: list[dict[str, Any]] = []
+        self.current_run: Path | None = None
+        self._timer = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="traj-body"):
+            with Vertical(id="traj-left"):
+                runs = VimDataTable(id="runs", cursor_type="row", zebra_stripes=True)
+                runs.border_title = f"Runs · {self.app.logs_dir}"
+                yield runs
+                steps = VimDataTable(id="steps", cursor_type="row", zebra_stripes=True)
+                steps.border_title = "Steps"
+                yield steps
+            with Vertical(id="traj-right"):
+                yield FramePane("frame", self.app.options.image_mode, id="traj-frame")
+                yield Static("", id="step-detail")
+                log = RichLog(wrap=True, markup=False, max_lines=500, min_width=20, id="step-transcript")
+                log.border_title = "Transcript at this step"
+                yield log
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#runs", DataTable).add_columns("Task", "Planner", "Success", "Steps", "Date")
+        self.query_one("#steps", DataTable).add_columns("Step", "Tool", "Action", "Flags")
+        self.query_one("#runs", DataTable).focus()
+        self.action_reload()
+
+    # -- loading (thread workers) ---------------------------------------------------------------
+    def action_reload(self) -> None:
+        """Rescan the logs directory."""
+        self._scan(self.app.logs_dir)
+
+    @work(thread=True, exclusive=True, group="trajectories-scan", exit_on_error=False)
+    def _scan(self, root: Path) -> None:
+        runs = readers.list_runs(root)
+        self.app.call_from_thread(self._show_runs, runs)
+
+    def _show_runs(self, runs: list[readers.RunSummary]) -> None:
+        self.runs = runs
+        table = self.query_one("#runs", DataTable)
+        table.clear()
+        for i, run in enumerate(runs):
+            table.add_row(*run_row(run), key=str(i))
+        table.border_subtitle = f"{len(runs)} run(s)"
+        if runs:
+            self._load(runs[0].path)
+
+    @work(thread=True, exclusive=True, group="trajectories-load", exit_on_error=False)
+    def _load(self, path: Path) -> None:
+        try:
+            steps = readers.step_records(path)
+            transcript = readers.read_transcript(path)
+            error = None
+        except readers.RecordError as exc:
+            steps, transcript, error = [], [], str(exc)
+        self.app.call_from_thread(self._show_run, path, steps, transcript, error)
+
+    def _show_run(self, path: Path, steps: list[readers.StepRecord], transcript: list[dict[str, Any]], error: str | None) -> None:
+        self.current_run, self.steps, self.transcript = path, steps, transcript
+        table = self.query_one("#steps", DataTable)
+        table.clear()
+        for i, step in enumerate(steps):
+            table.add_row(*step_row(step), key=str(i))
+        table.border_title = f"Steps · {path.name}"
+        if error:
+            self.notify(error, severity="error", title="Record")
+        if steps:
+            self._show_step(0)
+        else:
+            self.query_one("#step-detail", Static).update("no steps recorded")
+            self.query_one("#traj-frame", FramePane).show(None)
+            log = self.query_one("#step-transcript", RichLog)
+            log.clear()
+            for line in transcript_lines(transcript):
+                log.write(line)
+
+    def _show_step(self, index: int) -> None:
+        if not 0 <= index < len(self.steps):
+            return
+        step = self.steps[index]
+        frame_path = step.frames.get("main") or next(iter(step.frames.values()), None)
+        png = frame_path.read_bytes() if frame_path is not None and frame_path.is_file() else None
+        self.query_one("#traj-frame", FramePane).show(png, f"step {step.step} · {frame_path.parent.name if frame_path else 'no frame'}")
+        detail = Text()
+        detail.append(f"step {step.step}  tool {step.tool or '-'}  call {step.call_id or '-'}\n", style="bold")
+        if step.action:
+            detail.append("action " + " ".join(f"{a:+.3f}" for a in step.action) + "\n")
+        source = step.raw.get("source")
+        if source:
+            detail.append(f"source {source}\n")
+        if step.prediction:
+            pred = step.prediction
+            detail.append(f"VLA: {pred.get('instruction', '')!r} chunk {pred.get('chunk_length', '?')} "
+                          f"executed {pred.get('n_executed', '?')} (row {step.raw.get('index_in_chunk', '?')})\n", style="cyan")
+        self.query_one("#step-detail", Static).update(detail)
+        log = self.query_one("#step-transcript", RichLog)
+        log.clear()
+        for line in transcript_lines(readers.transcript_until(self.transcript, step.call_id)):
+            log.write(line)
+
+    # -- events ----------------------------------------------------------------------------------
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key is None or event.row_key.value is None:
+            return
+        index = int(event.row_key.value)
+        if event.data_table.id == "runs" and index < len(self.runs):
+            if self.runs[index].path != self.current_run:
+                self._stop_play()
+                self._load(self.runs[index].path)
+        elif event.data_table.id == "steps":
+            self._show_step(index)
+
+    def handle_service_event(self, event: Any) -> None:
+        """Trajectories are read from disk; nothing to do for live events."""
+
+    # -- actions ---------------------------------------------------------------------------------
+    def action_focus_steps(self) -> None:
+        """Focus the step list."""
+        self.query_one("#steps", DataTable).focus()
+
+    def action_focus_runs(self) -> None:
+        """Focus the run list."""
+        self.query_one("#runs", DataTable).focus()
+
+    def action_play(self) -> None:
+        """Play / pause: advance one step every 1/PLAY_FPS s until the end."""
+        if self._timer is not None:
+            self._stop_play()
+            return
+        if not self.steps:
+            self.notify("no steps to play", severity="warning")
+            return
+        self._timer = self.set_interval(1.0 / PLAY_FPS, self._advance)
+
+    def _advance(self) -> None:
+        table = self.query_one("#steps", DataTable)
+        if table.cursor_row >= len(self.steps) - 1:
+            self._stop_play()
+            return
+        table.move_cursor(row=table.cursor_row + 1, animate=False)
+
+    def _stop_play(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None

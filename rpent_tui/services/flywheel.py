@@ -1,0 +1,190 @@
+"""Launching ``rpent-flywheel`` (LeRobot export of recorded trajectories) as a supervised subprocess.
+
+Command line from the product documents (shared/seeds, "导出训练数据"):
+``rpent-flywheel --input-root ROOT --output-dir OUT [--image-writer-threads N]``, where ROOT is one run
+(or trajectory) directory or a parent of many runs; ``--output-dir`` must not exist yet; the exporter writes ``OUT/report.json`` (exported episodes
+and frames, exclusions with reasons) and the dataset under ``OUT/train/``. The child runs through
+``process.run_supervised`` (own process group, SIGTERM -> grace -> SIGKILL on cancel); its output
+is logged to ``<session>/flywheel_<stamp>.log`` and streamed to the UI in batches.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from .batching import Batcher
+from .process import ProcessResult, run_supervised
+from .readers import RecordError, read_report
+
+__all__ = ["FlywheelJob", "FlywheelJobError", "FlywheelOutput", "FlywheelState", "FlywheelRunner", "flywheel_argv"]
+
+_PROGRESS_RE = re.compile(r"(?<![\d.])(\d+)\s*/\s*(\d+)(?![\d.])")
+
+
+class FlywheelJobError(ValueError):
+    """The export cannot be launched with these choices (message says which field and how to fix it)."""
+
+
+@dataclass(frozen=True)
+class FlywheelJob:
+    """An export request: ``input_root`` (a run dir, or a parent of the runs), a new ``output_dir``,
+    ``threads`` image writers (>= 0), and the picked ``runs`` (for display)."""
+
+    input_root: Path
+    output_dir: Path
+    threads: int = 0
+    runs: tuple[Path, ...] = ()
+
+    @classmethod
+    def from_selection(cls, picked: Sequence[Path], listed: Sequence[Path], logs_dir: Path, output_dir: Path,
+                       threads: int) -> "FlywheelJob":
+        """The job for runs ``picked`` among ``listed`` (all runs under ``logs_dir``).
+
+        ``rpent-flywheel`` takes one ``--input-root``: one picked run is passed as is; every listed run
+        picked passes ``logs_dir``.
+
+        Raises:
+            FlywheelJobError: nothing picked, or a subset of several runs (the message says how to pick).
+        """
+        picked = tuple(Path(p) for p in picked)
+        if not picked:
+            raise FlywheelJobError("pick at least one run to export (space toggles a run, ctrl+a picks all)")
+        if len(picked) == 1:
+            return cls(picked[0], output_dir, threads, picked)
+        if set(picked) == {Path(p) for p in listed}:
+            return cls(Path(logs_dir), output_dir, threads, picked)
+        raise FlywheelJobError("rpent-flywheel takes one --input-root: pick one run, or all runs (ctrl+a) "
+                               f"under {logs_dir}; or start rpent-tui with --logs-dir set to a folder holding the runs")
+
+    def validate(self) -> None:
+        """Raises ``FlywheelJobError`` for a missing input, an existing output dir or negative threads."""
+        if not Path(self.input_root).exists():
+            raise FlywheelJobError(f"input {self.input_root} does not exist; press ctrl+u to reload the run list")
+        if Path(self.output_dir).exists():
+            raise FlywheelJobError(f"output directory {self.output_dir} already exists; rpent-flywheel needs a new directory")
+        if self.threads < 0:
+            raise FlywheelJobError(f"image writer threads must be >= 0 (0 = write images one by one), got {self.threads}")
+
+
+def flywheel_argv(job: FlywheelJob, program: Sequence[str] | None = None) -> list[str]:
+    """The command line for ``job``. ``program`` defaults to ``python -m rpent.cli.flywheel``
+    (the ``rpent-flywheel`` entry point, independent of PATH)."""
+    argv = list(program) if program is not None else [sys.executable, "-m", "rpent.cli.flywheel"]
+    return argv + ["--input-root", str(job.input_root), "--output-dir", str(job.output_dir),
+                   "--image-writer-threads", str(job.threads)]
+
+
+@dataclass(frozen=True)
+class FlywheelOutput:
+    """UI event: new output ``lines``, ``progress`` (done, total) if a line showed one, and the runner's state."""
+
+    lines: list[str]
+    progress: tuple[int, int] | None
+    state: str
+
+
+@dataclass
+class FlywheelState:
+    """What the Flywheel screen shows: ``state`` (idle, running, succeeded, failed, cancelled), pid, progress, report."""
+
+    state: str = "idle"
+    pid: int | None = None
+    progress: tuple[int, int] | None = None
+    returncode: int | None = None
+    report: dict[str, Any] | None = None
+    error: str | None = None
+    log_path: Path | None = None
+    job: FlywheelJob | None = None
+    lines: list[str] = field(default_factory=list)
+
+
+class FlywheelRunner:
+    """Runs one export at a time and reports to ``sink`` (thread-safe) with ``FlywheelOutput`` events.
+
+    Args:
+        sink: receives ``FlywheelOutput`` batches (at most one per ``interval_s``).
+        log_dir: where ``flywheel_<stamp>.log`` files go.
+        program: the command prefix (default ``python -m rpent.cli.flywheel``).
+        grace_s: SIGTERM -> SIGKILL delay when cancelled (s).
+    """
+
+    def __init__(self, sink: Callable[[Any], None], log_dir: Path, program: Sequence[str] | None = None,
+                 grace_s: float = 3.0, interval_s: float = 0.1) -> None:
+        self._sink = sink
+        self.log_dir = Path(log_dir)
+        self.program = list(program) if program is not None else None
+        self.grace_s = grace_s
+        self.interval_s = interval_s
+        self.status = FlywheelState()
+        self._scope: trio.CancelScope | None = None
+
+    @property
+    def running(self) -> bool:
+        """True while an export runs."""
+        return self.status.state == "running"
+
+    def cancel(self) -> bool:
+        """Stop the running export (its process group gets SIGTERM, then SIGKILL). Returns False if idle."""
+        if self._scope is None:
+            return False
+        self._scope.cancel()
+        return True
+
+    def _post(self, lines: list[str]) -> None:
+        for line in lines:
+            for m in _PROGRESS_RE.finditer(line):
+                done, total = int(m[1]), int(m[2])
+                if 0 <= done <= total and total > 0:
+                    self.status.progress = (done, total)
+        self.status.lines.extend(lines)
+        del self.status.lines[:-2000]
+        self._sink(FlywheelOutput(lines, self.status.progress, self.status.state))
+
+    async def run(self, job: FlywheelJob) -> FlywheelState:
+        """Validate and run ``job`` to the end; return the final state (report read from ``report.json``).
+
+        Raises:
+            FlywheelJobError: invalid job (nothing is started), or an export already running.
+        """
+        if self.running:
+            raise FlywheelJobError("an export is already running; wait for it or stop it with x")
+        job.validate()
+        log_path = self.log_dir / f"flywheel_{time.strftime('%Y%m%dT%H%M%S')}.log"
+        self.status = FlywheelState(state="running", log_path=log_path, job=job)
+        batcher: Batcher[str] = Batcher(self._post, interval_s=self.interval_s)
+        result: ProcessResult | None = None
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(batcher.run)
+                with trio.CancelScope() as scope:
+                    self._scope = scope
+                    try:
+                        result = await run_supervised(flywheel_argv(job, self.program), on_lines=batcher.put_many,
+                                                      log_path=log_path, grace_s=self.grace_s,
+                                                      on_started=lambda pid: setattr(self.status, "pid", pid))
+                    except OSError as exc:
+                        self.status.error = str(exc)
+                nursery.cancel_scope.cancel()
+        finally:
+            self._scope = None
+            if result is None:
+                self.status.state = "failed" if self.status.error else "cancelled"
+            else:
+                self.status.returncode = result.returncode
+                self.status.state = "succeeded" if result.returncode == 0 else "failed"
+                if result.returncode != 0:
+                    self.status.error = f"rpent-flywheel exited with status {result.returncode}"
+            try:
+                self.status.report = read_report(job.output_dir)
+            except RecordError as exc:
+                self.status.error = str(exc)
+            self._sink(FlywheelOutput([], self.status.progress, self.status.state))
+        return self.status

@@ -1,0 +1,853 @@
+"""The TUI Session: shared services started once, TaskRuns numbered 0001.. each with a fresh env server.
+
+Model: the upstream Dashboard's Session/TaskRun (``shared/reference/rpent_reference.md`` §7), in the
+terminal. A ``Session`` opens one ``rpent.services.Supervisor``, starts the shared services (VLA,
+SAM3; or connects to ``--vla-endpoint``/``--sam3-endpoint``) once, and then runs TaskRuns through
+``rpent.run.run_task``: every TaskRun gets a fresh env server, toolkit and planner conversation
+(``run_task`` starts them through the same supervisor) and records under
+``<output_dir>/tasks/NNNN_<suite>_t<task>_s<seed>/``. Last write wins: a new task while one runs
+cancels the old one, which ends as ``cancelled``. ``--env-endpoint`` is refused, with the seed's
+reason (``shared/seeds`` "远程服务与并行运行").
+
+Threading: the Session lives in trio (guest mode on the UI loop, or plain ``trio.run`` in tests).
+Run events may arrive from any thread (the toolkit's worker); they go through a ``Batcher`` and are
+applied to the model (``TaskRunView``) on the trio thread, then handed to ``sink`` as one
+``RunEvents`` batch, so the UI repaints at most ~12 times/s however fast events stream. ``sink``
+must be thread-safe (the app passes ``post_message``). This module imports no Textual.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import trio
+
+from .batching import Batcher, LineSplitter
+from .commands import TaskCommand
+from .operator import OperatorReply, OperatorRequest, TuiOperator
+
+__all__ = [
+    "ENV_ENDPOINT_REFUSED",
+    "SessionConfig",
+    "SessionConfigError",
+    "SessionNotReady",
+    "ServiceView",
+    "TaskRunView",
+    "Session",
+    "SessionChanged",
+    "RunEvents",
+    "ServiceLog",
+    "OperatorPrompt",
+    "OperatorResolved",
+    "atomic_write_json",
+]
+
+#: The seed's reason (rpent_reference.md §2.3, shared/seeds 000), verbatim.
+ENV_ENDPOINT_REFUSED = (
+    "Dashboard task control cannot use --env-endpoint because each TaskRun requires a fresh owned env_server"
+)
+#: Service states shown in the Services screen (issue 9).
+SERVICE_STATES = ("pending", "starting", "ready", "failed", "stopped")
+#: TaskRun states (rpent_reference.md §7 ``task_state`` plus ``error`` from the run layer).
+TERMINAL_TASK_STATES = ("succeeded", "failed", "cancelled", "error")
+#: Lines of each service's log kept in memory for the log pane (the full log stays on disk).
+LOG_RING_LINES = 5000
+#: Poll period (s) for log tails and supervisor state (4 Hz, the reference's batched log cadence).
+POLL_S = 0.25
+
+
+class SessionConfigError(ValueError):
+    """The session cannot start with these options (message says which option and why)."""
+
+
+class SessionNotReady(RuntimeError):
+    """A TaskRun was requested while the shared services are not ready (starting or failed)."""
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` atomically (temporary file in the same directory + rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, ensure_ascii=False, default=str)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+# -- events handed to the UI sink (plain dataclasses; the app wraps them in Textual messages) ---------
+@dataclass(frozen=True)
+class SessionChanged:
+    """Session or service state changed; read ``Session.snapshot`` fields. Coalescable."""
+
+
+@dataclass(frozen=True)
+class RunEvents:
+    """A batch of run events (docs/interfaces.md ``RunEvent`` dicts) of TaskRun ``run_id``, already applied to its view."""
+
+    run_id: str
+    events: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ServiceLog:
+    """New log lines of service ``name`` (already appended to ``ServiceView.lines``)."""
+
+    name: str
+    lines: list[str]
+
+
+@dataclass(frozen=True)
+class OperatorPrompt:
+    """TaskRun ``run_id`` waits for the operator to answer ``request``."""
+
+    run_id: str
+    request: OperatorRequest
+
+
+@dataclass(frozen=True)
+class OperatorResolved:
+    """The pending request of TaskRun ``run_id`` was answered (or cancelled)."""
+
+    run_id: str
+    request: OperatorRequest
+    reply: OperatorReply
+
+
+# -- configuration -------------------------------------------------------------------------------------
+@dataclass
+class SessionConfig:
+    """Options of a TUI session (the ``rpent-tui`` flags).
+
+    Attributes:
+        robot: robot package (only ``libero`` has TaskRun control).
+        planner: planner kind (``api``, ``claude_code``, ``codex``, ``scripted`` ...).
+        model: planner model id (``anthropic:<id>`` for ``api``), or None.
+        output_dir: session directory; TaskRuns record under ``<output_dir>/tasks/``.
+        vla_endpoint / sam3_endpoint: attach to running shared services instead of spawning them.
+        env_endpoint: refused (``ENV_ENDPOINT_REFUSED``); kept only to reject it with the reason.
+        shared_services: which shared services the session starts (subset of ``("vla", "sam3")``).
+        run_options: extra ``RunConfig`` fields for every TaskRun (``libero_type``,
+            ``max_episode_steps``, ``policy_mode``, ``record_trajectory``,
+            ``require_operator_verdict``, ``base_url`` ...).
+    """
+
+    output_dir: Path
+    robot: str = "libero"
+    planner: str = "api"
+    model: str | None = None
+    vla_endpoint: str | None = None
+    sam3_endpoint: str | None = None
+    env_endpoint: str | None = None
+    shared_services: tuple[str, ...] = ("vla", "sam3")
+    run_options: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        """Check the options.
+
+        Raises:
+            SessionConfigError: ``--env-endpoint`` given (the seed's reason), an unknown robot, or an
+                unknown shared service name.
+        """
+        if self.env_endpoint:
+            raise SessionConfigError(ENV_ENDPOINT_REFUSED)
+        if self.robot != "libero":
+            raise SessionConfigError(f"--robot {self.robot!r}: TaskRun control in rpent-tui supports --robot libero only")
+        unknown = [s for s in self.shared_services if s not in ("vla", "sam3")]
+        if unknown:
+            raise SessionConfigError(f"unknown shared service(s) {unknown}; choose from: vla, sam3")
+
+
+# -- views (the model the UI renders) ------------------------------------------------------------------
+@dataclass
+class ServiceView:
+    """One service as shown in the Services screen.
+
+    Attributes:
+        name: service name (``vla``, ``sam3``, ``env_server@0001`` ...).
+        scope: ``shared`` or the owning TaskRun id.
+        state: one of ``SERVICE_STATES``.
+        endpoint: ``proto://host:port`` once known.
+        pid: process id when spawned locally (None when attached to an endpoint).
+        started_at: wall-clock time (s since the epoch) it became ready.
+        last_error: last failure message.
+        log_path: the service's log file (full log).
+        lines: the newest ``LOG_RING_LINES`` log lines.
+        total_lines: log lines received so far (a viewer compares it with what it has shown).
+    """
+
+    name: str
+    scope: str = "shared"
+    state: str = "pending"
+    endpoint: str | None = None
+    pid: int | None = None
+    started_at: float | None = None
+    last_error: str | None = None
+    log_path: Path | None = None
+    lines: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_RING_LINES))
+    total_lines: int = 0
+
+    def uptime_s(self, now: float | None = None) -> float | None:
+        """Seconds since ready, while ready; else None."""
+        if self.started_at is None or self.state != "ready":
+            return None
+        return max(0.0, (now or time.time()) - self.started_at)
+
+
+@dataclass
+class TaskRunView:
+    """One TaskRun as shown in the Run screen.
+
+    Attributes:
+        id: ``0001``, ``0002`` ... in start order.
+        command: suite/task/seed.
+        output_dir: ``<session>/tasks/NNNN_<suite>_t<task>_s<seed>``.
+        state: ``starting`` -> ``running`` -> ``succeeded|failed|cancelled|error``.
+        detail: last status detail.
+        transcript: planner events in arrival order (``{"kind": "planner", "event": ...}`` dicts).
+        timeline: step events (``{"step", "terminated", "truncated", "success", "tool"}``).
+        frames: latest camera frames, ``{"main": png, "wrist": png}``; ``frames_step`` their step.
+        tokens_in / tokens_out / tool_calls: planner usage counters.
+        outcome: the run layer's outcome dict once finished.
+        operator: the pending operator request, if any.
+    """
+
+    id: str
+    command: TaskCommand
+    output_dir: Path
+    state: str = "starting"
+    detail: str = ""
+    started_at: float = field(default_factory=time.time)
+    ended_at: float | None = None
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+    frames: dict[str, bytes] = field(default_factory=dict)
+    frames_step: int | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    tool_calls: int = 0
+    outcome: dict[str, Any] | None = None
+    error: str | None = None
+    operator: OperatorRequest | None = None
+    cancel_requested: bool = False
+    planner: str | None = None
+    model: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """True once the TaskRun reached a terminal state."""
+        return self.state in TERMINAL_TASK_STATES
+
+    def apply(self, event: Mapping[str, Any]) -> None:
+        """Fold one run event (docs/interfaces.md ``RunEvent``) into this view."""
+        kind = event.get("kind")
+        if kind == "status":
+            state = event.get("state")
+            if isinstance(state, str) and not self.finished:
+                self.state = state
+            self.detail = str(event.get("detail", ""))
+        elif kind == "planner":
+            sub = event.get("event")
+            if sub == "usage":
+                self.tokens_in = int(event.get("input_tokens", event.get("total_input_tokens", self.tokens_in)) or 0)
+                self.tokens_out = int(event.get("output_tokens", event.get("total_output_tokens", self.tokens_out)) or 0)
+                if "tool_calls" in event:
+                    self.tool_calls = int(event["tool_calls"] or 0)
+                return
+            if sub == "tool_call":
+                self.tool_calls += 1
+            self.transcript.append(dict(event))
+        elif kind == "step":
+            self.timeline.append(dict(event))
+        elif kind == "frames":
+            for label in ("main", "wrist"):
+                if isinstance(event.get(label), (bytes, bytearray)):
+                    self.frames[label] = bytes(event[label])
+            self.frames_step = event.get("step")
+        elif kind == "operator_request":
+            self.transcript.append({"kind": "planner", "event": "request", **{k: v for k, v in event.items() if k != "kind"}})
+        elif kind == "finished":
+            outcome = event.get("outcome")
+            self.outcome = dict(outcome) if isinstance(outcome, Mapping) else None
+            stats = (self.outcome or {}).get("stats") or {}
+            if isinstance(stats, Mapping):
+                self.tokens_in = int(stats.get("total_input_tokens", self.tokens_in) or 0)
+                self.tokens_out = int(stats.get("total_output_tokens", self.tokens_out) or 0)
+                self.tool_calls = int(stats.get("tool_calls", self.tool_calls) or 0)
+
+    def record(self) -> dict[str, Any]:
+        """The ``taskrun.json`` content (JSON-able)."""
+        return {
+            "schema_version": 1,
+            "id": self.id,
+            "suite": self.command.suite,
+            "task": self.command.task,
+            "seed": self.command.seed,
+            "planner": self.planner,
+            "model": self.model,
+            "state": self.state,
+            "detail": self.detail,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "tool_calls": self.tool_calls,
+            "steps": len(self.timeline),
+            "environment_success": (self.outcome or {}).get("environment_success"),
+            "error": self.error,
+            "outcome": self.outcome,
+        }
+
+
+# -- seams onto the rest of rpent -------------------------------------------------------------------------
+class RunTaskFn(Protocol):
+    """``rpent.run.run_task`` signature (docs/interfaces.md "Run layer")."""
+
+    def __call__(self, config: Any, supervisor: Any, *, operator: Any, steering: Any = None,
+                 on_event: Callable[[dict[str, Any]], None] | None = None) -> Awaitable[Any]: ...
+
+
+def default_run_task() -> RunTaskFn:
+    """``rpent.run.run_task`` (imported lazily so this module imports without the run layer)."""
+    from rpent.run import run_task  # type: ignore[import-not-found]
+
+    return run_task
+
+
+def default_supervisor_factory(log_dir: Path) -> Any:
+    """``rpent.services.Supervisor(log_dir=...)`` as an async context manager."""
+    from rpent.services import Supervisor  # type: ignore[import-not-found]
+
+    return Supervisor(log_dir=log_dir)
+
+
+def default_make_run_config(config: SessionConfig, command: TaskCommand, output_dir: Path, endpoints: dict[str, str]) -> Any:
+    """``rpent.run.RunConfig`` for one TaskRun: no env endpoint (the env server is always fresh),
+    the session's shared VLA/SAM3 endpoints, planner options in ``PlannerConfig``."""
+    from rpent.planners.base import PlannerConfig
+    from rpent.run import RunConfig
+
+    opts = dict(config.run_options)
+    planner_fields = {k: opts.pop(k) for k in ("base_url", "max_turns", "max_tokens", "reasoning_effort", "timeout_s")
+                      if k in opts}
+    return RunConfig(robot=config.robot, suite=command.suite, task=command.task, seed=command.seed,
+                     planner=config.planner, planner_config=PlannerConfig(model=config.model, **planner_fields),
+                     output_dir=output_dir, env_endpoint=None, vla_endpoint=endpoints.get("vla") or None,
+                     sam3_endpoint=endpoints.get("sam3") or None, **opts)
+
+
+def default_shared_specs(config: SessionConfig) -> list[Any]:
+    """``ServiceSpec``s of the shared services: connect to ``--vla-endpoint``/``--sam3-endpoint`` when
+    given, else spawn the servers with the checkpoints of ``$PI05_CHECKPOINT_PATH`` /
+    ``$SAM3_CHECKPOINT_PATH`` (the same servers and arguments ``rpent.run`` would spawn per run)."""
+    import os
+    import sys
+
+    from rpent.services import ServiceSpec
+
+    specs = []
+    for name in config.shared_services:
+        endpoint = config.vla_endpoint if name == "vla" else config.sam3_endpoint
+        if endpoint:
+            specs.append(ServiceSpec(name=name, endpoint=endpoint))
+        elif name == "vla":
+            argv = [sys.executable, "-m", "rpent.robots.components.pi05_vla_server", "--embodiment", config.robot]
+            if os.environ.get("PI05_CHECKPOINT_PATH"):
+                argv += ["--model-path", os.environ["PI05_CHECKPOINT_PATH"]]
+            specs.append(ServiceSpec(name=name, argv=argv, ready_timeout_s=900.0))
+        else:
+            argv = [sys.executable, "-m", "rpent.robots.components.sam3_server"]
+            if os.environ.get("SAM3_CHECKPOINT_PATH"):
+                argv += ["--checkpoint", os.environ["SAM3_CHECKPOINT_PATH"]]
+            specs.append(ServiceSpec(name=name, argv=argv, ready_timeout_s=900.0))
+    return specs
+
+
+def default_make_steering() -> Any:
+    """A fresh interactive ``rpent.planners.steering.Steering``: a planner that ends its turn without
+    finishing waits for the operator's next line (the TUI chat), as documented there."""
+    from rpent.planners.steering import Steering
+
+    return Steering(interactive=True)
+
+
+# -- the session -----------------------------------------------------------------------------------------
+class Session:
+    """A long-lived TUI session (see module docstring).
+
+    Args:
+        config: validated ``SessionConfig``.
+        sink: thread-safe callable receiving ``SessionChanged``, ``RunEvents``, ``ServiceLog``,
+            ``OperatorPrompt`` and ``OperatorResolved``.
+        run_task: the run layer entry point (default ``rpent.run.run_task``).
+        supervisor_factory: ``log_dir -> async context manager`` yielding a supervisor with
+            ``await start(spec)`` (default ``rpent.services.Supervisor``).
+        shared_specs: ``ServiceSpec``s of the shared services (default from ``config``).
+        make_run_config / make_steering: builders of the run layer's ``RunConfig`` and ``Steering``.
+        batch_interval_s: flush period of the run-event batcher (s).
+
+    Raises:
+        SessionConfigError: from ``config.validate()``.
+    """
+
+    def __init__(self, config: SessionConfig, sink: Callable[[Any], None], *,
+                 run_task: RunTaskFn | None = None,
+                 supervisor_factory: Callable[[Path], Any] | None = None,
+                 shared_specs: list[Any] | None = None,
+                 make_run_config: Callable[[SessionConfig, TaskCommand, Path, dict[str, str]], Any] | None = None,
+                 make_steering: Callable[[], Any] | None = None,
+                 batch_interval_s: float = 0.08) -> None:
+        config.validate()
+        self.config = config
+        self.output_dir = Path(config.output_dir)
+        self._sink = sink
+        self._run_task = run_task
+        self._supervisor_factory = supervisor_factory or default_supervisor_factory
+        self._shared_specs = shared_specs
+        self._make_run_config = make_run_config or default_make_run_config
+        self._make_steering = make_steering or default_make_steering
+        self.state = "starting_shared_services"
+        self.fatal_error: str | None = None
+        self.services: dict[str, ServiceView] = {}
+        self.runs: list[TaskRunView] = []
+        self.endpoints: dict[str, str] = {}
+        self.feedback: str = ""
+        self._events: Batcher[tuple[str, dict[str, Any]]] = Batcher(self._apply_events, interval_s=batch_interval_s)
+        self._nursery: trio.Nursery | None = None
+        self._supervisor: Any = None
+        self._scopes: dict[str, trio.CancelScope] = {}
+        self._done: dict[str, trio.Event] = {}
+        self._operators: dict[str, TuiOperator] = {}
+        self._steering: dict[str, Any] = {}
+        self._toolkits: dict[str, Any] = {}
+        self._run_sups: dict[str, Any] = {}
+        self._running_services: dict[str, Any] = {}
+        self._logs: Batcher[tuple[str, str]] = Batcher(self._flush_logs, interval_s=POLL_S)
+
+    # -- queries ---------------------------------------------------------------------------
+    @property
+    def current(self) -> TaskRunView | None:
+        """The newest TaskRun (running or finished), or None."""
+        return self.runs[-1] if self.runs else None
+
+    @property
+    def active(self) -> TaskRunView | None:
+        """The TaskRun that is still starting or running, or None."""
+        run = self.current
+        return run if run is not None and not run.finished else None
+
+    @property
+    def input_mode(self) -> str:
+        """``command_only`` (no active run), ``conversation`` or ``disabled`` (rpent_reference.md §7)."""
+        if self.state == "fatal":
+            return "disabled"
+        return "conversation" if self.active is not None else "command_only"
+
+    def run_by_id(self, run_id: str) -> TaskRunView | None:
+        """The TaskRun with id ``run_id`` or None."""
+        return next((r for r in self.runs if r.id == run_id), None)
+
+    def toolkit_for(self, run_id: str) -> Any:
+        """The toolkit of TaskRun ``run_id`` while it runs, for editor cells (None when the run layer
+        has not published one with a ``{"kind": "toolkit", "toolkit": tk}`` event)."""
+        return self._toolkits.get(run_id)
+
+    def operator_for(self, run_id: str) -> TuiOperator | None:
+        """The ``TuiOperator`` of TaskRun ``run_id`` (while it exists)."""
+        return self._operators.get(run_id)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the session until cancelled: open the supervisor, start shared services, serve TaskRuns.
+
+        ``task_status.started()`` is called once the shared services are ready (or failed: the
+        session is then ``fatal`` and keeps serving its state until cancelled, as upstream).
+        On cancellation every TaskRun is cancelled first, then the supervisor stops the services
+        in reverse start order.
+        """
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        started = False
+        try:
+            async with self._supervisor_factory(self.output_dir / "services") as sup:
+                self._supervisor = sup
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    nursery.start_soon(self._events.run, name="run-event-batcher")
+                    nursery.start_soon(self._logs.run, name="service-log-batcher")
+                    subscribe = getattr(sup, "subscribe", None)
+                    if callable(subscribe):
+                        nursery.start_soon(self._watch_supervisor, sup, subscribe(), "shared", name="supervisor-events")
+                    await self._start_shared()
+                    task_status.started()
+                    started = True
+                    self._changed()
+                    await trio.sleep_forever()
+        finally:
+            self._nursery = None
+            for svc in self.services.values():
+                if svc.state in ("ready", "starting", "pending"):
+                    svc.state = "stopped"
+            self._changed()
+            if not started:
+                # Supervisor failed to open: still let the caller's nursery.start() return.
+                pass
+
+    async def _start_shared(self) -> None:
+        specs = self._shared_specs if self._shared_specs is not None else default_shared_specs(self.config)
+        for spec in specs:
+            view = ServiceView(name=spec.name, state="starting")
+            self.services[spec.name] = view
+        self._changed()
+        for spec in specs:
+            view = self.services[spec.name]
+            try:
+                svc = await self._supervisor.start(spec)
+            except Exception as exc:  # noqa: BLE001 - reported in the UI; the session becomes fatal
+                view.state = "failed"
+                view.last_error = f"{type(exc).__name__}: {exc}"
+                view.log_path = self._guess_log_path(spec.name)
+                self.state = "fatal"
+                self.fatal_error = f"shared service {spec.name!r} failed to start: {view.last_error}"
+                self.feedback = self.fatal_error
+                self._changed()
+                return
+            self._adopt(view, svc)
+            self._running_services[spec.name] = svc
+            self.endpoints[spec.name] = view.endpoint or ""
+            self._changed()
+        self.state = "ready"
+
+    def _guess_log_path(self, name: str) -> Path | None:
+        path = self.output_dir / "services" / f"{name}.log"
+        return path if path.exists() else None
+
+    @staticmethod
+    def _adopt(view: ServiceView, svc: Any) -> None:
+        view.endpoint = str(svc.endpoint) if getattr(svc, "endpoint", None) is not None else view.endpoint
+        view.pid = getattr(svc, "pid", None)
+        state = getattr(svc, "state", None)
+        state = getattr(state, "value", state)
+        view.state = state if state in SERVICE_STATES else ("ready" if state is None else str(state))
+        if view.state == "ready" and view.started_at is None:
+            view.started_at = time.time()
+        log_path = getattr(svc, "log_path", None)
+        view.log_path = Path(log_path) if log_path else view.log_path
+        err = getattr(svc, "last_error", None) or getattr(svc, "error", None)
+        if err:
+            view.last_error = str(err)
+
+    async def _watch_supervisor(self, sup: Any, events: Any, scope: str) -> None:
+        """Apply a supervisor's ``service_state``/``service_log`` events (``Supervisor.subscribe()``)
+        to the service views (key ``name`` for shared services, ``name@NNNN`` for a TaskRun's);
+        log lines reach the UI in batches (``ServiceLog``, <= ~4/s)."""
+        async for event in events:
+            bare = event.get("service")
+            if not bare:
+                continue
+            name = bare if scope == "shared" else f"{bare}@{scope}"
+            view = self.services.get(name)
+            if view is None:
+                view = self.services[name] = ServiceView(name=name, scope=scope)
+                self._changed()
+            if event.get("kind") == "service_log":
+                line = str(event.get("line", ""))
+                view.lines.append(line)
+                view.total_lines += 1
+                self._logs.put((name, line))
+            elif event.get("kind") == "service_state":
+                state = event.get("state")
+                view.state = state if state in SERVICE_STATES else view.state
+                view.endpoint = event.get("endpoint") or view.endpoint
+                view.pid = event.get("pid") if event.get("pid") is not None else view.pid
+                if view.state == "ready":
+                    view.started_at = view.started_at or time.time()
+                elif view.state in ("stopped", "failed", "starting"):
+                    view.started_at = None
+                detail = str(event.get("detail") or "")
+                if view.state == "failed" and detail:
+                    view.last_error = detail
+                if view.log_path is None:
+                    svc = self._lookup(sup, bare)
+                    if svc is not None and getattr(svc, "log_path", None):
+                        view.log_path = Path(svc.log_path)
+                self._changed()
+
+    @staticmethod
+    def _lookup(sup: Any, name: str) -> Any:
+        try:
+            return sup.get(name)
+        except Exception:  # noqa: BLE001 - unknown name or no get(): nothing to add
+            return None
+
+    def _flush_logs(self, items: list[tuple[str, str]]) -> None:
+        by_name: dict[str, list[str]] = {}
+        for name, line in items:
+            by_name.setdefault(name, []).append(line)
+        for name, lines in by_name.items():
+            self._sink(ServiceLog(name, lines))
+
+    # -- service control (Services screen) --------------------------------------------------------------
+    async def stop_service(self, name: str) -> None:
+        """Stop service ``name`` through the supervisor.
+
+        Raises:
+            KeyError: unknown service.
+            NotImplementedError: the supervisor has no ``stop`` (the message names the missing API).
+        """
+        await self._control(name, "stop")
+
+    async def restart_service(self, name: str) -> None:
+        """Restart service ``name`` through the supervisor (same spec, new process and endpoint).
+
+        Raises:
+            KeyError: unknown service.
+            NotImplementedError: the supervisor has no ``restart`` (the message names the missing API).
+        """
+        await self._control(name, "restart")
+
+    async def _control(self, name: str, verb: str) -> None:
+        if name not in self.services:
+            raise KeyError(f"unknown service {name!r}; known: {', '.join(self.services) or 'none'}")
+        view = self.services[name]
+        bare, _, scope = name.partition("@")
+        sup = self._run_sups.get(scope) if scope else self._supervisor
+        if sup is None:
+            raise KeyError(f"service {name!r} belongs to TaskRun {scope}, which has ended")
+        fn = getattr(sup, verb, None)
+        if fn is None:
+            raise NotImplementedError(f"the supervisor has no {verb}(name); needs rpent.services.Supervisor.{verb}")
+        view.state = "stopped" if verb == "stop" else "starting"
+        self._changed()
+        try:
+            svc = await fn(bare)
+        except Exception as exc:  # noqa: BLE001 - shown in the UI
+            view.state = "failed"
+            view.last_error = f"{verb} failed: {type(exc).__name__}: {exc}"
+            self._changed()
+            raise
+        if svc is not None and verb == "restart":
+            view.started_at = None
+            self._adopt(view, svc)
+            if view.scope == "shared" and view.endpoint:
+                self.endpoints[name] = view.endpoint
+        elif verb == "stop":
+            view.state = "stopped"
+            view.started_at = None
+        self._changed()
+
+    # -- TaskRuns --------------------------------------------------------------------------------------
+    def start_task(self, command: TaskCommand) -> TaskRunView:
+        """Start a TaskRun for ``command`` (call on the trio/UI thread). A running TaskRun is cancelled
+        first and marked ``cancelled`` (last write wins).
+
+        Returns the new ``TaskRunView`` (state ``starting``).
+
+        Raises:
+            SessionNotReady: the session is not running, or is ``fatal`` (shared services failed).
+        """
+        if self._nursery is None:
+            raise SessionNotReady("the session is not running yet; wait for the shared services to start")
+        if self.state == "fatal":
+            raise SessionNotReady(f"session is fatal: {self.fatal_error}; fix the shared services and restart rpent-tui")
+        if self.state != "ready":
+            raise SessionNotReady("shared services are still starting; try again when they are ready")
+        previous = self.active
+        if previous is not None:
+            self.cancel_task(previous.id, reason=f"replaced by {command.display()}")
+        run_id = f"{len(self.runs) + 1:04d}"
+        run = TaskRunView(id=run_id, command=command,
+                          output_dir=self.output_dir / "tasks" / f"{run_id}_{command.slug}",
+                          planner=self.config.planner, model=self.config.model)
+        self.runs.append(run)
+        self._done[run_id] = trio.Event()
+        self.feedback = f"Task selected: {command.display()} (TaskRun {run_id})"
+        self._nursery.start_soon(self._run_one, run, previous, name=f"taskrun-{run_id}")
+        self._changed()
+        return run
+
+    def cancel_task(self, run_id: str, reason: str = "cancelled by the operator") -> bool:
+        """Cancel TaskRun ``run_id`` (no-op if finished). Returns True if a cancel was requested."""
+        run = self.run_by_id(run_id)
+        if run is None or run.finished:
+            return False
+        run.cancel_requested = True
+        run.detail = reason
+        operator = self._operators.get(run_id)
+        if operator is not None:
+            operator.cancel()
+        scope = self._scopes.get(run_id)
+        if scope is not None:
+            scope.cancel()
+        self._changed()
+        return True
+
+    def steer(self, text: str) -> str:
+        """Queue ``text`` for the active planner at its next turn boundary; returns feedback text.
+
+        Raises:
+            SessionNotReady: no active TaskRun (type ``/rpent-task`` first) or its planner takes no messages.
+        """
+        run = self.active
+        if run is None:
+            raise SessionNotReady("no task is running; start one with /rpent-task <suite> <task> <seed>")
+        steering = self._steering.get(run.id)
+        if steering is None:
+            raise SessionNotReady(f"TaskRun {run.id} takes no messages (its planner has no steering)")
+        reply = steering.submit(text)  # rpent.planners.steering: /help, /interrupt, /quit or a queued line
+        run.transcript.append({"kind": "planner", "event": "operator_message", "text": text})
+        self._changed()
+        return reply or f"queued for the next turn: {text}"
+
+    def interrupt(self) -> str:
+        """Interrupt the active planner's current turn (Esc). Returns ``accepted`` or ``noop``."""
+        run = self.active
+        steering = self._steering.get(run.id) if run is not None else None
+        if steering is None or not callable(getattr(steering, "interrupt", None)):
+            return "noop"
+        steering.interrupt()
+        run.transcript.append({"kind": "planner", "event": "interrupt"})
+        self._changed()
+        return "accepted"
+
+    def reply_operator(self, run_id: str, request_id: str, answer: str, notes: str = "") -> OperatorReply:
+        """Answer TaskRun ``run_id``'s pending operator request.
+
+        Raises:
+            OperatorReplyError: expired request or invalid answer (see ``TuiOperator.reply``).
+        """
+        operator = self._operators.get(run_id)
+        if operator is None:
+            from .operator import OperatorReplyError
+            raise OperatorReplyError(f"expired or already answered operator request: {request_id!r}")
+        return operator.reply(request_id, answer, notes)
+
+    async def wait_run(self, run_id: str) -> TaskRunView:
+        """Wait until TaskRun ``run_id`` has finished; return its view."""
+        await self._done[run_id].wait()
+        run = self.run_by_id(run_id)
+        assert run is not None
+        return run
+
+    async def _run_one(self, run: TaskRunView, previous: TaskRunView | None) -> None:
+        if previous is not None:  # the old env server must be gone before the new one starts
+            await self._done[previous.id].wait()
+        scope = trio.CancelScope()
+        self._scopes[run.id] = scope
+        if run.cancel_requested:
+            scope.cancel()
+        # The toolkit logs requests and answers to the record's operator_events.jsonl itself.
+        operator = TuiOperator(on_request=lambda req: self._operator_event(run.id, req, None),
+                               on_resolved=lambda req, rep: self._operator_event(run.id, req, rep))
+        self._operators[run.id] = operator
+        try:
+            run.output_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(run.output_dir / "taskrun.json", run.record())
+            with scope:
+                steering = self._make_steering()
+                self._steering[run.id] = steering
+                run_task = self._run_task or default_run_task()
+                config = self._make_run_config(self.config, run.command, run.output_dir, dict(self.endpoints))
+                run.state = "running" if run.state == "starting" else run.state
+                self._changed()
+                # A TaskRun's own supervisor (log_dir = its record dir): its env server is fresh and
+                # owned, its logs land next to the record, and it is stopped when the TaskRun ends.
+                async with trio.open_nursery() as watchers:
+                    async with self._supervisor_factory(run.output_dir) as run_sup:
+                        self._run_sups[run.id] = run_sup
+                        subscribe = getattr(run_sup, "subscribe", None)
+                        if callable(subscribe):  # ends when the supervisor closes its channel (after stopping)
+                            watchers.start_soon(self._watch_supervisor, run_sup, subscribe(), run.id)
+                        async with trio.open_nursery() as inner:
+                            inner.start_soon(self._release_on_cancel, operator)
+                            outcome = await run_task(config, run_sup, operator=operator, steering=steering,
+                                                     on_event=lambda ev: self._events.put((run.id, ev)))
+                            inner.cancel_scope.cancel()
+                self._finish(run, outcome)
+        except Exception as exc:  # noqa: BLE001 - a failed TaskRun must not end the session
+            run.state = "error"
+            run.error = f"{type(exc).__name__}: {exc}"
+            run.detail = run.error
+        finally:
+            operator.cancel()
+            for item in self._events.drain():
+                self._apply_events([item])
+            if run.cancel_requested or scope.cancelled_caught or not run.finished:
+                if not run.finished or run.cancel_requested:
+                    run.state = "cancelled"
+            run.operator = None
+            run.ended_at = time.time()
+            self._scopes.pop(run.id, None)
+            self._steering.pop(run.id, None)
+            self._toolkits.pop(run.id, None)
+            self._run_sups.pop(run.id, None)
+            for view in self.services.values():  # the TaskRun's supervisor has stopped all of them
+                if view.scope == run.id and view.state in ("pending", "starting", "ready"):
+                    view.state, view.started_at = "stopped", None
+            try:
+                atomic_write_json(run.output_dir / "taskrun.json", run.record())
+            finally:
+                self._done[run.id].set()
+                self._changed()
+
+    @staticmethod
+    async def _release_on_cancel(operator: TuiOperator) -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            operator.cancel()  # a toolkit thread blocked in ask() must not outlive the TaskRun
+
+    def _finish(self, run: TaskRunView, outcome: Any) -> None:
+        if isinstance(outcome, Mapping):
+            data = dict(outcome)
+        else:
+            to_dict = getattr(outcome, "to_dict", None)
+            data = dict(to_dict()) if callable(to_dict) else {
+                k: getattr(outcome, k) for k in ("environment_success", "finish", "error", "stop_reason", "output_dir",
+                                                 "stats", "env_steps") if hasattr(outcome, k)}
+        finish = data.get("finish")
+        if finish is not None and not isinstance(finish, (dict, list, str)):
+            data["finish"] = {k: getattr(finish, k, None) for k in ("status", "summary")}
+        run.outcome = {k: (str(v) if isinstance(v, Path) else v) for k, v in data.items()}
+        run.error = data.get("error") or None
+        if run.error:
+            run.detail = str(run.error)
+        # The env's own success predicate decides (never the planner's finish claim), as in rpent.run.
+        if run.cancel_requested:
+            run.state = "cancelled"
+        elif data.get("environment_success"):
+            run.state = "succeeded"
+        else:
+            run.state = "error" if run.error and data.get("stop_reason") == "error" else "failed"
+
+    def _operator_event(self, run_id: str, request: OperatorRequest, reply: OperatorReply | None) -> None:
+        run = self.run_by_id(run_id)
+        if run is not None:
+            run.operator = None if reply is not None else request
+        self._sink(OperatorPrompt(run_id, request) if reply is None else OperatorResolved(run_id, request, reply))
+
+    def _apply_events(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+        by_run: dict[str, list[dict[str, Any]]] = {}
+        for run_id, event in items:
+            run = self.run_by_id(run_id)
+            if run is None:
+                continue
+            if event.get("kind") == "toolkit":  # in-process handle for editor cells; not shown
+                if not run.finished:
+                    self._toolkits[run_id] = event.get("toolkit")
+                continue
+            run.apply(event)
+            by_run.setdefault(run_id, []).append(event)
+        for run_id, events in by_run.items():
+            self._sink(RunEvents(run_id, events))
+        if any(e.get("kind") in ("status", "finished") for evs in by_run.values() for e in evs):
+            self._changed()
+
+    def _changed(self) -> None:
+        self._sink(SessionChanged())

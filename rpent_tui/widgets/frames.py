@@ -1,0 +1,102 @@
+"""Camera frame panes (main and wrist) drawn with sixel, the kitty protocol or half-block characters.
+
+The widget class is chosen once from the resolved ``--images`` mode (``services.images``):
+``sixel`` -> textual-image ``SixelImage``, ``kitty`` -> ``TGPImage``, ``halfblock`` ->
+``HalfcellImage`` (plain coloured text: works in every terminal and in SVG snapshots), ``none``
+-> a text placeholder. The panes are fixed-size and re-rendered only when a new frame arrives
+(reference §3: sixel flickers when scrolled, so image panes stay static).
+"""
+
+from __future__ import annotations
+
+import io
+
+from PIL import Image as PILImage
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widget import Widget
+from textual.widgets import Label, Static
+
+__all__ = ["FramePane", "image_widget_class", "decode_png"]
+
+
+def image_widget_class(mode: str) -> type[Widget] | None:
+    """The textual-image widget class for an image mode (None for ``none``).
+
+    Raises:
+        ValueError: an unknown mode (use ``services.images.resolve_image_mode`` first).
+    """
+    if mode == "none":
+        return None
+    from textual_image import widget as ti
+
+    classes = {"sixel": ti.SixelImage, "kitty": ti.TGPImage, "halfblock": ti.HalfcellImage}
+    if mode not in classes:
+        raise ValueError(f"unresolved image mode {mode!r}; expected one of: {', '.join(classes)}, none")
+    return classes[mode]
+
+
+def decode_png(data: bytes) -> PILImage.Image:
+    """PNG bytes -> RGB PIL image.
+
+    Raises:
+        ValueError: the bytes are not a decodable image.
+    """
+    try:
+        image = PILImage.open(io.BytesIO(data))
+        image.load()
+    except Exception as exc:  # noqa: BLE001 - PIL raises several types
+        raise ValueError(f"camera frame is not a decodable PNG ({exc})") from None
+    return image.convert("RGB")
+
+
+class FramePane(Vertical):
+    """A titled camera frame; ``show(png_bytes, caption)`` replaces the picture.
+
+    Args:
+        title: pane title (``main``, ``wrist``).
+        mode: resolved image mode (``sixel``, ``kitty``, ``halfblock``, ``none``).
+    """
+
+    DEFAULT_CSS = """
+    FramePane { height: 1fr; border: round $panel-lighten-2; border-title-color: $text-muted; }
+    FramePane > .frame-image { width: auto; height: 1fr; max-width: 100%; }
+    FramePane > #frame-placeholder { width: 1fr; height: 1fr; content-align: center middle; color: $text-muted; }
+    FramePane > #frame-caption { height: 1; color: $text-muted; }
+    """
+
+    def __init__(self, title: str, mode: str, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.border_title = title
+        self.mode = mode
+        self._cls = image_widget_class(mode)
+        self.has_frame = False
+
+    def compose(self) -> ComposeResult:
+        if self._cls is not None:
+            image = self._cls(None, classes="frame-image")
+            image.display = False
+            yield image
+        yield Static("no frame yet" if self._cls is not None else "images off (--images none)", id="frame-placeholder")
+        yield Label("", id="frame-caption")
+
+    def show(self, png: bytes | None, caption: str = "") -> None:
+        """Display ``png`` (None clears) with a one-line caption."""
+        self.query_one("#frame-caption", Label).update(caption)
+        if self._cls is None:
+            return
+        image = self.query_one(".frame-image")
+        placeholder = self.query_one("#frame-placeholder", Static)
+        if png is None:
+            image.display, placeholder.display = False, True
+            self.has_frame = False
+            return
+        try:
+            picture = decode_png(png)
+        except ValueError as exc:
+            placeholder.update(str(exc))
+            image.display, placeholder.display = False, True
+            return
+        image.image = picture
+        image.display, placeholder.display = True, False
+        self.has_frame = True

@@ -1,0 +1,95 @@
+"""Pilot tests of the Run workflow, driven only by key presses: start a TaskRun, answer the verdict
+modal with notes, steer, interrupt, replace a task, quit with every service stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from rpent_tui.screens.operator import OperatorModal
+from rpent_tui.screens.run import RunScreen
+from tui_helpers import StandInRun, make_app, type_text, wait_for
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().split(")")[-1].split()[0] != "Z"
+
+
+def test_task_verdict_with_notes_then_quit_stops_everything(tmp_path, png_bytes):
+    run = StandInRun(ask=True, png=png_bytes)
+    app = make_app(tmp_path, run)
+    pids = []
+
+    async def main():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: app.session.state == "ready", what="shared services")
+            assert isinstance(app.screen, RunScreen)
+            await pilot.press("t")
+            await type_text(pilot, "libero_goal 1 0\n")
+            await wait_for(pilot, lambda: isinstance(app.screen, OperatorModal) and app.screen.query("#op-frame-main"),
+                           what="operator modal")
+            await pilot.pause(0.1)
+            modal = app.screen
+            assert modal.request.kind == "verdict" and "Did it succeed?" in str(modal.query_one("#op-prompt").render())
+            assert modal.query_one("#op-frame-main").has_frame  # the request's frame is shown
+            await pilot.press("d")  # not a verdict choice: ignored
+            assert isinstance(app.screen, OperatorModal)
+            await pilot.press("n")
+            await type_text(pilot, "bowl is on the plate\n")
+            await pilot.press("s")
+            await wait_for(pilot, lambda: app.session.current.finished, what="TaskRun end")
+            run_view = app.session.current
+            assert run_view.state == "succeeded"
+            assert run.answers == [("success", "bowl is on the plate")]
+            screen = app.screen
+            assert isinstance(screen, RunScreen)
+            text = "\n".join(str(line.text) for line in screen.query_one("#transcript").lines)
+            assert "move_to" in text and "I will pick up the bowl." in text
+            assert screen.query_one("#frame-main").has_frame
+            pids.extend(v.pid for v in app.session.services.values() if v.pid)
+            await pilot.press("ctrl+q")
+        return app.return_code
+
+    assert asyncio.run(main()) in (0, None)
+    assert pids and not any(_alive(p) for p in pids)
+
+
+def test_steer_interrupt_and_replace_a_running_task(tmp_path):
+    from rpent.planners.steering import Steering
+
+    run = StandInRun(hang=True)
+    steerings = []
+    app = make_app(tmp_path, run)
+    app.session._make_steering = lambda: steerings.append(Steering(interactive=True)) or steerings[-1]
+
+    async def main():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: app.session.state == "ready", what="shared services")
+            await pilot.press("t")
+            await type_text(pilot, "libero_goal 0 0\n")
+            await wait_for(pilot, lambda: app.session.current and app.session.current.transcript, what="run events")
+            await type_text(pilot, "grasp the bowl by its rim\n")
+            assert steerings[0].drain() == ["grasp the bowl by its rim"]
+            await pilot.press("escape")
+            assert steerings[0].interrupt_count == 1
+            await type_text(pilot, "/rpent-task libero_object 2 5\n")
+            await wait_for(pilot, lambda: len(app.session.runs) == 2 and app.session.runs[0].finished, what="replacement")
+            first, second = app.session.runs
+            assert first.state == "cancelled" and second.id == "0002"
+            await pilot.press("shift+tab")  # leave the input line: single-letter keys act again
+            assert app.focused.id == "transcript"
+            await pilot.press("x")  # cancel the second (hanging) run
+            await wait_for(pilot, lambda: second.finished, what="cancel")
+            assert second.state == "cancelled"
+            await pilot.press("i")
+            await type_text(pilot, "/rpent-task libero_nope 1 0\n")
+            notes = [n.message for n in app._notifications]
+            assert any("unsupported suite 'libero_nope'" in m for m in notes)
+            await pilot.press("ctrl+q")
+
+    asyncio.run(main())

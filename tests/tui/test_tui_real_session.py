@@ -1,0 +1,81 @@
+"""A real session in Pilot: real Supervisor, real ``rpent.run.run_task`` with the scripted planner on
+LIBERO (fresh MuJoCo env server), driven by key presses; then the Services and Trajectories screens
+show it. With ``RPENT_TUI_SCREENSHOTS=<dir>`` an SVG of every screen (120x40) is saved there — the
+``screenshots/`` of the repository come from this test.
+
+Slow (~1 min): ``MUJOCO_GL=egl pytest -m slow tests/tui/test_tui_real_session.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from rpent_tui.app import AppOptions, RpentApp
+from rpent_tui.services.session import Session, SessionConfig
+from tui_helpers import type_text, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def test_real_scripted_taskrun_on_libero(tmp_path, monkeypatch):
+    monkeypatch.setenv("MUJOCO_GL", os.environ.get("MUJOCO_GL", "egl"))
+    shots = os.environ.get("RPENT_TUI_SCREENSHOTS")
+    config = SessionConfig(output_dir=tmp_path / "session", planner="scripted", shared_services=())
+    app = RpentApp(lambda sink: Session(config, sink), AppOptions(image_mode="halfblock", frame_interval_s=0.5))
+    saved: list[Path] = []
+
+    async def shot(pilot, name):
+        if shots:
+            await pilot.pause(0.5)
+            for widget in app.screen.query("Input, TextArea"):
+                widget.cursor_blink = False
+            app.clear_notifications()
+            await pilot.pause(0.3)
+            path = Path(shots) / f"{name}.svg"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(app.export_screenshot(title=f"rpent-tui {name}"), encoding="utf-8")
+            saved.append(path)
+
+    async def main():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: app.session.state == "ready", what="session")
+            await pilot.press("t")
+            await type_text(pilot, "libero_object 0 0\n")
+            await pilot.press("shift+tab")
+            await wait_for(pilot, lambda: app.session.current and app.session.current.frames, timeout=120,
+                           what="first camera frames")
+            await wait_for(pilot, lambda: len(app.session.current.timeline) >= 5, timeout=120, what="steps")
+            await pilot.press("f2")
+            await wait_for(pilot, lambda: app.screen.query_one("#services").row_count >= 1, what="env server row")
+            await shot(pilot, "services")
+            await pilot.press("f3")
+            await shot(pilot, "run")
+            await wait_for(pilot, lambda: app.session.current.finished, timeout=240, what="TaskRun end")
+            run = app.session.current
+            assert run.state == "succeeded", run.detail
+            assert run.outcome["environment_success"] is True
+            await wait_for(pilot, lambda: app.session.services["env_server@0001"].state == "stopped", timeout=30,
+                           what="the TaskRun's env server stopped")
+            await pilot.pause(1.0)
+            await shot(pilot, "run_finished")
+            await pilot.press("f4")
+            await shot(pilot, "editor")
+            await pilot.press("f5")
+            await wait_for(pilot, lambda: app.screen.steps, what="recorded steps")
+            await pilot.press("s", "j", "j", "j")
+            await shot(pilot, "trajectories")
+            assert app.screen.query_one("#traj-frame").has_frame
+            await pilot.press("f6")
+            await wait_for(pilot, lambda: app.screen.query_one("#fw-runs").option_count == 1, what="run list")
+            await shot(pilot, "flywheel")
+            await pilot.press("f3", "f1")
+            await shot(pilot, "help")
+            await pilot.press("escape", "ctrl+q")
+
+    asyncio.run(main())
+    record = tmp_path / "session" / "tasks" / "0001_libero_object_t0_s0"
+    assert (record / "states.json").is_file() and '"state": "succeeded"' in (record / "taskrun.json").read_text()

@@ -1,0 +1,130 @@
+"""Session/TaskRun model under plain trio with the real rpent.services.Supervisor and real tiny services."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import trio
+
+from rpent_tui.services.commands import TaskCommand
+from rpent_tui.services.session import (ENV_ENDPOINT_REFUSED, OperatorPrompt, RunEvents, ServiceLog, Session,
+                                        SessionConfig, SessionConfigError, SessionNotReady)
+from tui_helpers import StandInRun, plain_run_config, tiny_spec
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().split(")")[-1].split()[0] != "Z"
+
+
+def make_session(tmp_path, run, shared=("vla", "sam3"), fail=()):
+    sink: list = []
+    specs = [tiny_spec(n, *(("--fail",) if n in fail else ())) for n in shared]
+    session = Session(SessionConfig(output_dir=tmp_path / "session", planner="scripted"), sink.append,
+                      run_task=run, shared_specs=specs, make_run_config=plain_run_config,
+                      batch_interval_s=0.02)
+    return session, sink
+
+
+def test_env_endpoint_is_refused_with_the_seed_reason(tmp_path):
+    cfg = SessionConfig(output_dir=tmp_path, env_endpoint="http://127.0.0.1:9")
+    with pytest.raises(SessionConfigError) as err:
+        Session(cfg, print)
+    assert str(err.value) == ENV_ENDPOINT_REFUSED
+
+
+def test_taskrun_with_operator_verdict_records_and_stops_every_service(tmp_path, png_bytes):
+    run = StandInRun(ask=True, png=png_bytes)
+    session, sink = make_session(tmp_path, run)
+    pids = []
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(session.run)
+            assert session.state == "ready"
+            assert {n: v.state for n, v in session.services.items()} == {"vla": "ready", "sam3": "ready"}
+            assert all(v.endpoint.startswith("http://127.0.0.1:") and v.pid for v in session.services.values())
+            taskrun = session.start_task(TaskCommand("libero_goal", 1, 0))
+            assert taskrun.id == "0001"
+            with trio.fail_after(20):
+                while session.operator_for("0001") is None or session.operator_for("0001").pending is None:
+                    await trio.sleep(0.02)
+            request = session.operator_for("0001").pending
+            session.reply_operator("0001", request.id, "success", "bowl on plate")
+            with trio.fail_after(20):
+                done = await session.wait_run("0001")
+            await trio.sleep(0.3)  # let the 4 Hz log batcher flush
+            pids.extend(v.pid for v in session.services.values() if v.pid)
+            nursery.cancel_scope.cancel()
+        return done
+
+    done = trio.run(main)
+    assert done.state == "succeeded"
+    assert done.output_dir == tmp_path / "session" / "tasks" / "0001_libero_goal_t1_s0"
+    assert run.calls[0]["output_dir"] == done.output_dir and run.calls[0]["env_endpoint"] is None
+    assert run.calls[0]["vla_endpoint"] == session.services["vla"].endpoint
+    assert run.answers == [("success", "bowl on plate")]
+    record = json.loads((done.output_dir / "taskrun.json").read_text())
+    assert record["state"] == "succeeded" and record["environment_success"] is True and record["steps"] == 1
+    assert done.tokens_in == 1200 and done.tool_calls == 1 and done.frames["main"] == png_bytes
+    assert [e["event"] for e in done.transcript] == ["text", "tool_call", "tool_result"]
+    env = session.services["env_server@0001"]
+    assert env.scope == "0001"
+    assert any(isinstance(m, OperatorPrompt) for m in sink)
+    batches = [m for m in sink if isinstance(m, RunEvents)]
+    assert sum(len(b.events) for b in batches) == 8 and len(batches) < 8
+    logs = [line for m in sink if isinstance(m, ServiceLog) and m.name == "vla" for line in m.lines]
+    assert logs[:3] == ["tiny log line 0", "tiny log line 1", "tiny log line 2"]
+    assert len(pids) == 3 and not any(_alive(p) for p in pids)
+    assert all(v.state == "stopped" for v in session.services.values())
+
+
+def test_new_task_during_a_run_cancels_the_old_one(tmp_path):
+    run = StandInRun(hang=True)
+    session, _ = make_session(tmp_path, run, shared=("vla",))
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(session.run)
+            first = session.start_task(TaskCommand("libero_goal", 0, 0))
+            with trio.fail_after(20):
+                while first.state != "running" or not first.transcript:
+                    await trio.sleep(0.02)
+            run.hang = False
+            second = session.start_task(TaskCommand("libero_object", 2, 5))
+            with trio.fail_after(20):
+                await session.wait_run(second.id)
+            nursery.cancel_scope.cancel()
+        return first, second
+
+    first, second = trio.run(main)
+    assert first.state == "cancelled" and "replaced by libero_object task 2 seed 5" in first.detail
+    assert json.loads((first.output_dir / "taskrun.json").read_text())["state"] == "cancelled"
+    assert second.id == "0002" and second.state == "succeeded"
+    assert second.output_dir.name == "0002_libero_object_t2_s5"
+    assert session.services["env_server@0001"].state == "stopped"
+    assert (first.output_dir / "env_server.log").is_file()  # the TaskRun's services log next to its record
+
+
+def test_failed_shared_service_makes_the_session_fatal(tmp_path):
+    session, _ = make_session(tmp_path, StandInRun(), shared=("vla",), fail=("vla",))
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(session.run)
+            with pytest.raises(SessionNotReady, match="session is fatal: shared service 'vla' failed"):
+                session.start_task(TaskCommand("libero_goal", 0, 0))
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    vla = session.services["vla"]
+    assert session.state == "fatal" and vla.state == "failed"
+    assert "exit" in vla.last_error.lower() or "code 1" in vla.last_error
+    assert "error: checkpoint not found (test)" in list(vla.lines)
+    assert session.input_mode == "disabled"

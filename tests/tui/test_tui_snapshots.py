@@ -1,0 +1,62 @@
+"""SVG snapshots of every screen at 80x24 and 120x40 (canned session, half-block images).
+
+Our own capture (``App.export_screenshot``) compared byte-for-byte with the stored files in
+``tests/tui/snapshots/``; pytest-textual-snapshot was not used because its syrupy pin needs
+pytest < 9. Regenerate after an intended UI change with
+``RPENT_UPDATE_SNAPSHOTS=1 pytest tests/tui/test_tui_snapshots.py`` and review the SVGs
+(``rsvg-convert x.svg > x.png``). Textual is pinned (8.2.8): other versions render differently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from rpent_tui.screens.help import HelpScreen
+from rpent_tui.screens.operator import OperatorModal
+from tui_canned import canned_app, verdict_request
+
+SNAPSHOTS = Path(__file__).with_name("snapshots")
+UPDATE = os.environ.get("RPENT_UPDATE_SNAPSHOTS") == "1"
+SCREENS = ["services", "run", "editor", "trajectories", "flywheel", "operator", "help"]
+
+
+async def capture(root: Path, screen: str, size: tuple[int, int]) -> str:
+    """SVG of ``screen`` of the canned app at ``size`` (columns, rows)."""
+    mode = screen if screen not in ("operator", "help") else "run"
+    app = canned_app(root, start_mode=mode)
+    async with app.run_test(size=size) as pilot:
+        if screen in ("trajectories", "flywheel"):
+            async def loaded():
+                return app.screen.query_one("#runs" if screen == "trajectories" else "#fw-runs").option_count \
+                    if screen == "flywheel" else app.screen.steps
+            for _ in range(200):
+                await pilot.pause(0.02)
+                if (app.screen.steps if screen == "trajectories" else app.screen.query_one("#fw-runs").option_count):
+                    break
+        if screen == "operator":
+            app.push_screen(OperatorModal("0002", verdict_request(), "halfblock"))
+        if screen == "help":
+            app.push_screen(HelpScreen(app.screen))
+        await pilot.pause(0.3)
+        for widget in app.screen.query("Input, TextArea"):
+            widget.cursor_blink = False
+        await pilot.pause(0.1)
+        return app.export_screenshot(title=f"rpent-tui {screen}")
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+@pytest.mark.parametrize("screen", SCREENS)
+def test_screen_snapshot(screen, size, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    svg = asyncio.run(capture(tmp_path, screen, size))
+    path = SNAPSHOTS / f"{screen}_{size[0]}x{size[1]}.svg"
+    if UPDATE:
+        SNAPSHOTS.mkdir(exist_ok=True)
+        path.write_text(svg, encoding="utf-8")
+    assert path.exists(), f"no stored snapshot {path.name}; run with RPENT_UPDATE_SNAPSHOTS=1 and review it"
+    assert svg == path.read_text(encoding="utf-8"), (
+        f"{path.name} changed; if intended, regenerate with RPENT_UPDATE_SNAPSHOTS=1 and review the SVG")

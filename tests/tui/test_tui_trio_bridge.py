@@ -1,0 +1,102 @@
+"""TrioBridge: trio guest mode on a plain asyncio loop (what Textual runs on), without Textual."""
+
+import asyncio
+import os
+import signal
+import sys
+import warnings
+
+import pytest
+import trio
+
+from rpent_tui.services.trio_bridge import BridgeNotRunning, TrioBridge, install_exit_signals
+
+
+def test_spawned_tasks_run_and_are_cancelled_on_close():
+    log = []
+
+    async def worker(name):
+        try:
+            log.append(f"{name} started")
+            await trio.sleep_forever()
+        finally:
+            log.append(f"{name} cancelled")
+
+    async def main():
+        bridge = TrioBridge()
+        with pytest.raises(BridgeNotRunning):
+            bridge.spawn(worker, "early")
+        bridge.start()
+        bridge.start()  # idempotent: one guest run per loop
+        bridge.spawn(worker, "a")  # queued until trio's first tick
+        await bridge.wait_ready()
+        bridge.spawn(worker, "b")
+        await asyncio.sleep(0.05)
+        outcome = await bridge.aclose()
+        assert outcome.value is None
+        with pytest.raises(BridgeNotRunning):
+            bridge.spawn(worker, "late")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. trio's "guest run abandoned" must not appear
+        asyncio.run(main())
+    assert sorted(log) == ["a cancelled", "a started", "b cancelled", "b started"]
+
+
+def test_a_crashing_task_reports_through_on_crash():
+    crashes = []
+
+    async def boom():
+        raise RuntimeError("supervisor died")
+
+    async def main():
+        bridge = TrioBridge(on_crash=crashes.append)
+        bridge.start()
+        bridge.spawn(boom)
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if crashes:
+                break
+        await bridge.aclose()
+
+    asyncio.run(main())
+    assert len(crashes) == 1 and "supervisor died" in repr(crashes[0])
+
+
+def test_sighup_requests_exit_on_the_loop():
+    codes = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        done = asyncio.Event()
+        restore = install_exit_signals(lambda code: (codes.append(code), done.set()), loop)
+        try:
+            os.kill(os.getpid(), signal.SIGHUP)
+            await asyncio.wait_for(done.wait(), 5)
+        finally:
+            restore()
+
+    asyncio.run(main())
+    assert codes == [128 + signal.SIGHUP]
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+
+
+def test_a_stuck_exit_is_finished_by_the_watchdog_and_a_second_signal_is_immediate():
+    stuck = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        restore = install_exit_signals(lambda code: None, loop, on_stuck=stuck.append, hard_exit_after_s=0.2)
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)  # request_exit does nothing: the exit is "stuck"
+            await asyncio.sleep(0.05)
+            assert stuck == []
+            await asyncio.sleep(0.4)
+            assert stuck == [128 + signal.SIGTERM]
+            os.kill(os.getpid(), signal.SIGHUP)  # a second signal: at once
+            await asyncio.sleep(0.05)
+            assert stuck == [128 + signal.SIGTERM, 128 + signal.SIGHUP]
+        finally:
+            restore()
+
+    asyncio.run(main())
