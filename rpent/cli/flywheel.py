@@ -28,7 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--input-root",
         required=True,
-        help="a trajectory directory (with task.json), a run directory, or any parent of many runs",
+        action="append",
+        help="a trajectory directory (with task.json), a run directory, or any parent of many runs; "
+             "repeat it to export several",
     )
     p.add_argument("--output-dir", required=True, help="new directory to create (must not exist)")
     p.add_argument(

@@ -14,6 +14,7 @@ import os
 import secrets
 import shutil
 from pathlib import Path
+from typing import Sequence
 
 from tqdm import tqdm
 
@@ -129,7 +130,7 @@ def _build_report(
 
 
 def export_records(
-    input_root: str | Path,
+    input_root: str | Path | Sequence[str | Path],
     output_dir: str | Path,
     *,
     image_writer_threads: int = 0,
@@ -138,7 +139,8 @@ def export_records(
     """Export the qualifying VLA frames of every record under ``input_root`` to ``output_dir``.
 
     Args:
-        input_root: one record directory (with ``task.json``), a run directory, or any parent.
+        input_root: one record directory (with ``task.json``), a run directory, or any parent;
+            or a list of such paths (their records are merged; a record found twice counts once).
         output_dir: new directory; gets ``train/`` (the LeRobot dataset, the directory holding
             ``meta/info.json`` that RLinf's SFT takes as ``data.train_data_paths``) and
             ``report.json``. When nothing qualifies only ``report.json`` is written.
@@ -153,16 +155,22 @@ def export_records(
             or runs of different robots were found (nothing is written).
         FrameLoadError, LeRobotUnavailableError, OSError: writing failed (nothing is left behind).
     """
-    input_root = Path(input_root).absolute()
+    roots = [Path(r).absolute() for r in ([input_root] if isinstance(input_root, (str, Path)) else input_root)]
+    if not roots:
+        raise FlywheelError("--input-root: give at least one run or trajectory directory")
+    input_root = Path(os.path.commonpath(roots)) if len(roots) > 1 else roots[0]
     output_dir = Path(output_dir).absolute()
     if image_writer_threads < 0:
         raise FlywheelError(f"--image-writer-threads must be >= 0, got {image_writer_threads}")
     if output_dir.exists() or output_dir.is_symlink():
         raise FlywheelError(f"--output-dir {output_dir} already exists; pass a new directory (the export never overwrites)")
-    try:
-        record_dirs = find_record_dirs(input_root)
-    except FileNotFoundError as e:
-        raise FlywheelError(f"--input-root: {e}") from e
+    record_dirs: list[Path] = []
+    for root in roots:
+        try:
+            found = find_record_dirs(root)
+        except FileNotFoundError as e:
+            raise FlywheelError(f"--input-root: {e}") from e
+        record_dirs.extend(d for d in found if d not in record_dirs)
     records = [load_record(d) for d in tqdm(record_dirs, desc="reading records", unit="run", disable=not progress)]
     robot = _check_single_robot(records, input_root)
     selections = [select_run(r) for r in records]

@@ -8,7 +8,7 @@ Layout under ``<output-dir>`` (RPent reference §6.1; ours where noted):
        "steps": [{"step_idx", "env_steps", "state": {robot0_eef_pos, robot0_eef_quat,
                   robot0_gripper_qpos, object_names}, "terminated", "truncated", "success",
                   "artifacts": [names], "command": {"action": tool, **args}, "result": {...},
-                  "elapsed_s", "t"}]}
+                  "elapsed_s", "call_id", "t"}]}
 
   ``step_idx`` 0 is the initial observation; each motion tool call adds one step.
 * ``<artifact-name>/<NN>.<ext>`` — per-step artifacts: the directory is the artifact's logical
@@ -120,7 +120,7 @@ class RunRecord:
         return path
 
     def add_step(self, state: dict, artifacts: dict[str, bytes], *, command: dict | None = None,
-                 result: dict | None = None, elapsed_s: float | None = None) -> int:
+                 result: dict | None = None, elapsed_s: float | None = None, call_id: str | None = None) -> int:
         """Append a step: write its artifacts, then rewrite ``states.json`` atomically.
 
         Args:
@@ -130,6 +130,7 @@ class RunRecord:
             command: ``{"action": tool_name, **args}`` that produced this step (None for step 0).
             result: the tool's result (images removed).
             elapsed_s: wall time of the tool call (s).
+            call_id: the planner's id of that tool call (links the step to the transcript).
         Returns:
             the new step index. If writing an artifact fails, nothing is added (rollback).
         """
@@ -160,6 +161,8 @@ class RunRecord:
                 rec["result"] = result
             if elapsed_s is not None:
                 rec["elapsed_s"] = round(float(elapsed_s), 4)
+            if call_id is not None:
+                rec["call_id"] = call_id
             self.steps.append(json.loads(dumps_json(rec)))
             self._write_states()
             return idx

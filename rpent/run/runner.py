@@ -164,6 +164,8 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
             return toolkit
 
         await trio.to_thread.run_sync(build)
+        # the in-process handle, for hosts that run code-policy cells against this run (the TUI editor)
+        emit({"kind": "toolkit", "toolkit": toolkit})
         emit({"kind": "status", "state": "running", "detail": info.language})
         result = await _run_policy(cfg, toolkit, info, record, steering, emit, recorder)
         outcome.stats = result.stats.to_dict()

@@ -447,6 +447,29 @@ class Supervisor:
         if svc.state is not ServiceState.FAILED:
             self._set_state(svc, ServiceState.STOPPED, f"exit code {svc.returncode}" if not svc.external else "")
 
+    async def restart(self, name: str) -> RunningService:
+        """Stop service ``name`` and start it again from the same spec, keeping its place in the
+        teardown order. A spawned service gets a new process (and port); an external one is
+        checked again. The log file is appended to.
+
+        Returns:
+            the new RunningService (state ``ready``).
+        Raises:
+            KeyError: unknown service; ServiceStartError: the new start failed (as :meth:`start`).
+        """
+        old = self.get(name)
+        index = self._services.index(old)
+        await self.stop(name)
+        self._services.remove(old)
+        try:
+            svc = await self.start(old.spec)
+        finally:
+            new = next((s for s in self._services if s.name == name), None)
+            if new is not None:
+                self._services.remove(new)
+                self._services.insert(index, new)
+        return svc
+
     async def stop_all(self) -> None:
         """Stop every service in reverse start order (shielded from cancellation by callers that need it)."""
         for svc in reversed(self._services):

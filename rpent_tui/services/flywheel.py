@@ -1,7 +1,7 @@
 """Launching ``rpent-flywheel`` (LeRobot export of recorded trajectories) as a supervised subprocess.
 
 Command line from the product documents (shared/seeds, "导出训练数据"):
-``rpent-flywheel --input-root ROOT --output-dir OUT [--image-writer-threads N]``, where ROOT is one run
+``rpent-flywheel --input-root ROOT [--input-root ROOT ...] --output-dir OUT [--image-writer-threads N]``, where ROOT is one run
 (or trajectory) directory or a parent of many runs; ``--output-dir`` must not exist yet; the exporter writes ``OUT/report.json`` (exported episodes
 and frames, exclusions with reasons) and the dataset under ``OUT/train/``. The child runs through
 ``process.run_supervised`` (own process group, SIGTERM -> grace -> SIGKILL on cancel); its output
@@ -35,39 +35,41 @@ class FlywheelJobError(ValueError):
 
 @dataclass(frozen=True)
 class FlywheelJob:
-    """An export request: ``input_root`` (a run dir, or a parent of the runs), a new ``output_dir``,
+    """An export request: ``input_roots`` (run dirs, or a parent of the runs), a new ``output_dir``,
     ``threads`` image writers (>= 0), and the picked ``runs`` (for display)."""
 
-    input_root: Path
+    input_roots: tuple[Path, ...]
     output_dir: Path
     threads: int = 0
     runs: tuple[Path, ...] = ()
 
+    @property
+    def input_root(self) -> Path:
+        """The first input root (the only one when a single run or the whole logs dir is exported)."""
+        return self.input_roots[0]
+
     @classmethod
     def from_selection(cls, picked: Sequence[Path], listed: Sequence[Path], logs_dir: Path, output_dir: Path,
                        threads: int) -> "FlywheelJob":
-        """The job for runs ``picked`` among ``listed`` (all runs under ``logs_dir``).
-
-        ``rpent-flywheel`` takes one ``--input-root``: one picked run is passed as is; every listed run
-        picked passes ``logs_dir``.
+        """The job for runs ``picked`` among ``listed`` (all runs under ``logs_dir``): every listed run
+        picked passes ``logs_dir`` as the one input root; otherwise each picked run is its own
+        ``--input-root``.
 
         Raises:
-            FlywheelJobError: nothing picked, or a subset of several runs (the message says how to pick).
+            FlywheelJobError: nothing picked (the message says how to pick).
         """
         picked = tuple(Path(p) for p in picked)
         if not picked:
             raise FlywheelJobError("pick at least one run to export (space toggles a run, ctrl+a picks all)")
-        if len(picked) == 1:
-            return cls(picked[0], output_dir, threads, picked)
-        if set(picked) == {Path(p) for p in listed}:
-            return cls(Path(logs_dir), output_dir, threads, picked)
-        raise FlywheelJobError("rpent-flywheel takes one --input-root: pick one run, or all runs (ctrl+a) "
-                               f"under {logs_dir}; or start rpent-tui with --logs-dir set to a folder holding the runs")
+        if len(picked) > 1 and set(picked) == {Path(p) for p in listed}:
+            return cls((Path(logs_dir),), output_dir, threads, picked)
+        return cls(picked, output_dir, threads, picked)
 
     def validate(self) -> None:
         """Raises ``FlywheelJobError`` for a missing input, an existing output dir or negative threads."""
-        if not Path(self.input_root).exists():
-            raise FlywheelJobError(f"input {self.input_root} does not exist; press ctrl+u to reload the run list")
+        for root in self.input_roots:
+            if not Path(root).exists():
+                raise FlywheelJobError(f"input {root} does not exist; press ctrl+u to reload the run list")
         if Path(self.output_dir).exists():
             raise FlywheelJobError(f"output directory {self.output_dir} already exists; rpent-flywheel needs a new directory")
         if self.threads < 0:
@@ -75,11 +77,12 @@ class FlywheelJob:
 
 
 def flywheel_argv(job: FlywheelJob, program: Sequence[str] | None = None) -> list[str]:
-    """The command line for ``job``. ``program`` defaults to ``python -m rpent.cli.flywheel``
-    (the ``rpent-flywheel`` entry point, independent of PATH)."""
+    """The command line for ``job`` (one ``--input-root`` per root). ``program`` defaults to
+    ``python -m rpent.cli.flywheel`` (the ``rpent-flywheel`` entry point, independent of PATH)."""
     argv = list(program) if program is not None else [sys.executable, "-m", "rpent.cli.flywheel"]
-    return argv + ["--input-root", str(job.input_root), "--output-dir", str(job.output_dir),
-                   "--image-writer-threads", str(job.threads)]
+    for root in job.input_roots:
+        argv += ["--input-root", str(root)]
+    return argv + ["--output-dir", str(job.output_dir), "--image-writer-threads", str(job.threads)]
 
 
 @dataclass(frozen=True)

@@ -237,3 +237,15 @@ def test_cli_runs_as_a_process(tmp_path, record_run):
     assert "exporting frames" in proc.stderr  # the progress bar
     assert (out / "train" / "meta" / "info.json").is_file()
     assert read_jsonl(tmp_path / "runs" / "x" / "trajectories" / "libero_goal_t0_s0" / "actions.jsonl").problems == []
+
+
+def test_repeated_input_roots_are_merged(tmp_path, record_run):
+    record_run(tmp_path / "a" / "run1", [("vla", "open the drawer", [3])])
+    record_run(tmp_path / "b" / "run2", [("vla", "open the drawer", [2])])
+    record_run(tmp_path / "c" / "run3", [("vla", "open the drawer", [4])])  # not selected
+    out = tmp_path / "export"
+    assert flywheel_main(["--input-root", str(tmp_path / "a"), "--input-root", str(tmp_path / "b"),
+                          "--input-root", str(tmp_path / "a" / "run1"),  # the same record twice counts once
+                          "--output-dir", str(out), "--no-progress"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["counts"]["runs_seen"] == 2 and report["counts"]["frames"] == 5

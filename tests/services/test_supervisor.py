@@ -280,3 +280,22 @@ def test_guest_mode_under_asyncio(tmp_path):
 
     ok, svc = asyncio.run(host())
     assert ok and svc.state is ServiceState.STOPPED and pid_gone(svc.pid)
+
+
+def test_restart_replaces_the_process_and_keeps_teardown_order(tmp_path):
+    async def main():
+        async with Supervisor(tmp_path) as sup:
+            a = await sup.start(child_spec("a"))
+            b = await sup.start(child_spec("b"))
+            old_pid = a.pid
+            new = await sup.restart("a")
+            assert new.state is ServiceState.READY and new.pid != old_pid
+            assert wait_gone(old_pid, 10)
+            assert [s.name for s in sup.services] == ["a", "b"]
+            with new.client(timeout=5) as c:
+                assert await trio.to_thread.run_sync(c.call, "pid") == new.pid
+            return new, b
+
+    new, b = trio.run(main)
+    assert pid_gone(new.pid) and pid_gone(b.pid)
+    assert (tmp_path / "a.log").read_text().count("RPC server listening on") == 2  # appended, not truncated

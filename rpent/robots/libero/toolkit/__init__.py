@@ -187,7 +187,8 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         state = {k: robot[k] for k in _STATE_KEYS}
         state.update(terminated=status["terminated"], truncated=status["truncated"], success=status["success"],
                      env_steps=status["steps"])
-        idx = self.record.add_step(state, artifacts, command=command, result=result, elapsed_s=elapsed_s)
+        idx = self.record.add_step(state, artifacts, command=command, result=result, elapsed_s=elapsed_s,
+                                   call_id=self._call_id if command is not None else None)
         step = self.record.steps[idx]
         self._emit({"kind": "step", "step": idx, "env_steps": status["steps"], "terminated": status["terminated"],
                     "truncated": status["truncated"], "success": status["success"],
