@@ -1,5 +1,5 @@
 """tmux smoke test: the real ``rpent-tui`` in a real terminal runs a real offline TaskRun on LIBERO
-(scripted planner, fresh env server), answers an operator verdict if one is asked, opens the
+(scripted planner, fresh env server), answers the operator verdict its finish requires, opens the
 trajectory browser, quits, and leaves no child process; a second session is killed with SIGHUP
 (an SSH drop) and must leave no child either.
 
@@ -128,6 +128,7 @@ def test_real_taskrun_verdict_trajectories_quit_and_sighup(tmp_path):
                 break
             time.sleep(1)
         text = screen_text("smoke")
+        assert answered, "the scripted planner never asked for the operator verdict that finish requires"
         assert "TaskRun 0001 succeeded" in text, text
         if shots:
             for key in ("F12", "F2", "F12", "F4", "F12", "F6", "F12"):
