@@ -1,12 +1,12 @@
 """Env-server step vs in-process step: the RPC overhead of driving LIBERO through the env server.
 
-Measures the mean wall time of ``N`` state-only env steps (zero action) three ways, in the
-same run: in-process ``LiberoSim.step``, and ``env.step`` through a real env-server
+Measures the mean wall time of state-only env steps (zero action) three ways, interleaved
+round by round in the same run (the median round is reported): in-process ``LiberoSim.step``, and ``env.step`` through a real env-server
 subprocess over each transport. Target (issue 3): server overhead <= 10% of the in-process step.
 
 Usage::
 
-    MUJOCO_GL=egl python benchmarks/env_step_bench.py [--steps 300] [--suite libero_object --task 0]
+    MUJOCO_GL=egl python benchmarks/env_step_bench.py [--steps 100] [--rounds 5] [--suite libero_object --task 0]
 """
 
 from __future__ import annotations
@@ -39,17 +39,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--suite", default="libero_object")
     ap.add_argument("--task", type=int, default=0)
-    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--steps", type=int, default=100, help="env steps per round and way")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the median round is reported")
     args = ap.parse_args()
     os.environ.setdefault("MUJOCO_GL", "egl")
     from rpent.robots.libero.env_client import EnvClient
     from rpent.robots.libero.sim import LiberoSim
 
-    horizon = 10 * args.steps + 100
+    horizon = 100 * args.steps * args.rounds
     sim = LiberoSim(args.suite, args.task, 0, max_episode_steps=horizon)
-    inproc = time_steps(sim.step, args.steps)
-    sim.close()
-    rows = [("in-process LiberoSim.step", inproc)]
+    ways = {"in-process LiberoSim.step": sim.step}
+    procs, clients = [], []
     for transport in ("socket", "http"):
         proc = subprocess.Popen([sys.executable, "-m", "rpent.robots.libero.env_server", "--suite", args.suite,
                                  "--task", str(args.task), "--max-episode-steps", str(horizon),
@@ -62,13 +62,25 @@ def main() -> None:
                 endpoint = m.group(1)
                 break
         client = EnvClient(endpoint)
-        rows.append((f"env server, {transport}", time_steps(client.step, args.steps)))
+        procs.append(proc)
+        clients.append(client)
+        ways[f"env server, {transport}"] = client.step
+    # interleave the ways round by round so machine load affects them alike
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(args.rounds):
+        for name, step in ways.items():
+            times[name].append(time_steps(step, args.steps))
+    for client, proc in zip(clients, procs):
         client.call("shutdown")
         client.close()
         proc.wait(30)
-    print(f"{'how':32s} {'ms/step':>8s} {'overhead':>9s}")
-    for name, sec in rows:
-        print(f"{name:32s} {sec * 1e3:8.2f} {100 * (sec / inproc - 1):8.1f}%")
+    sim.close()
+    med = {name: float(np.median(v)) for name, v in times.items()}
+    base = med["in-process LiberoSim.step"]
+    print(f"{'how':32s} {'ms/step':>8s} {'overhead':>9s}   (median of {args.rounds} interleaved rounds of "
+          f"{args.steps} steps)")
+    for name, sec in med.items():
+        print(f"{name:32s} {sec * 1e3:8.2f} {100 * (sec / base - 1):8.1f}%")
 
 
 if __name__ == "__main__":

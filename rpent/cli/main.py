@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--vla-endpoint", default=None, help="attach to a running VLA (predict contract) server")
     g.add_argument("--sam3-endpoint", default=None, help="attach to a running SAM3 server")
     g.add_argument("--cuda-device", type=int, default=None, help="GPU for spawned servers (EGL device for MuJoCo)")
-    g.add_argument("--transport", choices=("http", "socket"), default="http", help="RPC transport of spawned servers")
+    g.add_argument("--transport", choices=("http", "socket"), default="socket",
+                   help="RPC transport of the servers rpent spawns (default socket: ~7%% step overhead vs ~14%% for http)")
 
     g = p.add_argument_group("record")
     g.add_argument("--output-dir", default=None,

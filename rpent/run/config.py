@@ -44,7 +44,8 @@ class RunConfig:
         vla_model_path: Pi0.5 checkpoint for a spawned VLA server (default ``$PI05_CHECKPOINT_PATH``).
         sam3_checkpoint: SAM3 checkpoint for a spawned SAM3 server (default ``$SAM3_CHECKPOINT_PATH``).
         cuda_device: forwarded to every spawned server (EGL / torch device).
-        transport: RPC transport of spawned servers (``http`` | ``socket``).
+        transport: RPC transport of spawned servers (``socket`` default: the lower per-step
+            overhead, benchmarks/env_step_bench.py; or ``http``).
         policy_mode: ``tools`` | ``code``.
         code_file: run this Python file as the policy (code mode without an LLM).
         code_timeout_s, code_max_calls: per-cell limits in code mode.
@@ -69,7 +70,7 @@ class RunConfig:
     vla_model_path: str | None = None
     sam3_checkpoint: str | None = None
     cuda_device: int | None = None
-    transport: str = "http"
+    transport: str = "socket"
     policy_mode: str = "tools"
     code_file: str | None = None
     code_timeout_s: float = 120.0
