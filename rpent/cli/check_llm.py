@@ -147,8 +147,11 @@ def check_llm(planner: str, model: str | None, base_url: str | None = None, time
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point; returns (and exits with) 0 on success, 1 on failure."""
-    parser = argparse.ArgumentParser(prog="rpent-check-llm", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--planner", default="api", help="api (default), claude_code or codex")
+    parser = argparse.ArgumentParser(prog="rpent-check-llm",
+                                     description="Check that a planner's LLM provider is configured and usable: "
+                                                 "config, key, reachability and a one-tool round trip.")
+    parser.add_argument("--planner", default="api", choices=("api", "claude_code", "codex"),
+                        help="api (default), claude_code or codex")
     parser.add_argument("--model", default=None,
                         help="api: anthropic:<id> | openai:<id> | openai-chat:<id>; SDK planners: bare id")
     parser.add_argument("--base-url", default=None, help="api only: override ANTHROPIC_BASE_URL / OPENAI_BASE_URL")

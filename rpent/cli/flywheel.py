@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
             f"nothing qualifies: {c['runs_seen']} run(s) seen, 0 exported; "
             f"only {args.output_dir}/report.json was written (see its exclusions)"
         )
+        if c["runs_seen"] == 0:
+            print("no trajectory records (trajectories/<task_id>/task.json) under the input root: record runs with "
+                  "`rpent ... --record-trajectory --output-dir RUN` and export RUN")
     else:
         print(
             f"exported {c['frames']} frame(s) in {c['episodes']} episode(s) from {c['runs_exported']} of "

@@ -94,6 +94,8 @@ def config_from_args(args: argparse.Namespace):
     from rpent.planners.base import PlannerConfig
     from rpent.run import RunConfig
 
+    if args.output_dir and os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
+        raise ValueError(f"--output-dir {args.output_dir} exists and is not a directory; choose a new directory")
     if args.task < 0:
         raise ValueError("--task must be >= 0")
     if args.seed < 0:
@@ -102,9 +104,11 @@ def config_from_args(args: argparse.Namespace):
         raise ValueError("--max-episode-steps must be >= 1")
     if args.base_url and args.planner != "api":
         raise ValueError("--base-url is for --planner api only (claude_code/codex read ANTHROPIC_BASE_URL / CODEX_BASE_URL)")
-    if args.planner == "api" and not args.model:
-        raise ValueError("the 'api' planner requires a model id; pass --model with a provider prefix "
-                         "(anthropic:<id>, openai:<id> or openai-chat:<id>)")
+    if args.planner == "api":
+        # model prefix and key are checked before anything starts (no env server, no run directory)
+        from rpent.planners.api.model_spec import resolve_provider
+
+        resolve_provider(PlannerConfig(model=args.model, base_url=args.base_url))
     if args.code_file and args.policy_mode != "code":
         args.policy_mode = "code"
     if args.code_file and not os.path.isfile(args.code_file):
@@ -150,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         from rpent.robots.libero import suites
 
         suites.task_info(cfg.suite, cfg.task, suites.check_libero_type(cfg.libero_type))
-    except ValueError as exc:
+    except ValueError as exc:  # includes the planners' PlannerConfigError (bad --model, missing key)
         parser.error(str(exc))
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(message)s",
                         stream=sys.stdout)
@@ -205,17 +209,32 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         outcome = trio.run(go)
-    except FileExistsError as exc:
-        print(f"rpent: {exc}", file=sys.stderr)
+    except BaseException as exc:  # noqa: BLE001 — one clear line for the user, never a traceback
+        interrupted = _leaves(exc, (KeyboardInterrupt,))
+        if interrupted:
+            print(f"rpent: interrupted; the run record is in {cfg.output_dir}", file=sys.stderr)
+            return _exit(EXIT_ERROR)
+        errors = _leaves(exc, (Exception,))
+        if not errors:
+            raise
+        print(f"rpent: error: {type(errors[0]).__name__}: {errors[0]}", file=sys.stderr)
         return _exit(EXIT_ERROR)
-    except KeyboardInterrupt:
-        print(f"rpent: interrupted; the run record is in {cfg.output_dir}", file=sys.stderr)
-        return _exit(EXIT_ERROR)
-    verdict = "SUCCESS" if outcome.environment_success else "NOT SOLVED"
-    print(f"rpent: {verdict} (environment predicate) | finish={outcome.finish} | error={outcome.error} | "
+    if outcome.environment_success:
+        verdict = "SUCCESS"
+    else:
+        verdict = "ERROR" if outcome.exit_code == EXIT_ERROR else "NOT SOLVED"
+    basis = "" if verdict == "ERROR" else " (environment predicate)"
+    print(f"rpent: {verdict}{basis} | finish={outcome.finish} | error={outcome.error} | "
           f"env_steps={outcome.env_steps} | elapsed={outcome.stats.get('elapsed_s')}s")
     print(f"rpent: run record in {outcome.output_dir}")
     return _exit(outcome.exit_code)
+
+
+def _leaves(exc: BaseException, kinds: tuple) -> list[BaseException]:
+    """The exceptions of ``kinds`` in ``exc``, looking inside (nested) exception groups."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for e in exc.exceptions for leaf in _leaves(e, kinds)]
+    return [exc] if isinstance(exc, kinds) else []
 
 
 def _exit(code: int) -> int:

@@ -13,6 +13,17 @@ from pathlib import Path
 from typing import Any
 
 
+def _read_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+#: the process umask, read once at import (reading it means setting it; never do that while
+#: other threads may be creating files)
+_UMASK = _read_umask()
+
+
 def write_bytes_atomic(path: Path, data: bytes, *, fsync: bool = False) -> None:
     """Write ``data`` to ``path`` atomically (tmp file in the same directory + rename).
 
@@ -29,6 +40,7 @@ def write_bytes_atomic(path: Path, data: bytes, *, fsync: bool = False) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; give the usual permissions
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -123,7 +123,7 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
     emit = _safe(on_event)
     t0 = time.monotonic()
     outcome = RunOutcome(output_dir=str(out))
-    result = None
+    holder: dict = {}  # the planner's result, kept even when the run is cancelled while it returns
     toolkit = recorder = None
     clients: list = []
     emit({"kind": "status", "state": "starting", "detail": f"{cfg.suite} task {cfg.task} seed {cfg.seed}"})
@@ -167,22 +167,33 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
         # the in-process handle, for hosts that run code-policy cells against this run (the TUI editor)
         emit({"kind": "toolkit", "toolkit": toolkit})
         emit({"kind": "status", "state": "running", "detail": info.language})
-        result = await _run_policy(cfg, toolkit, info, record, steering, emit, recorder)
-        outcome.stats = result.stats.to_dict()
-        outcome.finish = {"status": result.finish.status, "summary": result.finish.summary} if result.finish else None
-        outcome.error = result.error
-        outcome.stop_reason = result.stop_reason
-    except (trio.Cancelled, KeyboardInterrupt):
-        outcome.error, outcome.stop_reason = "run cancelled (interrupted)", "cancelled"
-        raise
-    except Exception as exc:  # noqa: BLE001 — the record must be written whatever failed
+        await _run_policy(cfg, toolkit, info, record, steering, emit, recorder, holder)
+        result = holder.get("result")
+        _take_result(outcome, result)
+        if result is not None and result.error:
+            dead = _dead_services(supervisor)
+            if dead:
+                outcome.error = f"{result.error} ({dead})"
+    except BaseException as exc:  # noqa: BLE001 — the record must be written whatever failed
+        result = holder.get("result")
+        if _is_cancellation(exc):
+            _take_result(outcome, result)
+            outcome.error, outcome.stop_reason = "run cancelled (interrupted)", "cancelled"
+            raise
+        if not isinstance(exc, Exception):
+            raise
+        _take_result(outcome, result)
         outcome.error = f"{type(exc).__name__}: {exc}"
+        dead = _dead_services(supervisor)
+        if dead:
+            outcome.error += f" ({dead})"
         outcome.stop_reason = "error"
-        log.exception("run failed")
+        log.error("run failed: %s", outcome.error)
+        log.debug("run failure traceback", exc_info=True)
     finally:
         with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(lambda: _finalize(cfg, info, record, toolkit, recorder, result, outcome,
-                                                           t0, clients))
+            await trio.to_thread.run_sync(lambda: _finalize(cfg, info, record, toolkit, recorder,
+                                                           holder.get("result"), outcome, t0, clients))
             logging.getLogger("rpent").removeHandler(handler)
             handler.close()
             state = "cancelled" if outcome.stop_reason == "cancelled" else (
@@ -192,8 +203,38 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
     return outcome
 
 
-async def _run_policy(cfg, toolkit, info, record, steering, emit, recorder):
-    """Run the planner (or code policy) on a worker thread, interruptible by trio cancellation."""
+def _take_result(outcome: RunOutcome, result) -> None:
+    """Copy a planner result into the outcome (no-op for None)."""
+    if result is None:
+        return
+    outcome.stats = result.stats.to_dict()
+    outcome.finish = {"status": result.finish.status, "summary": result.finish.summary} if result.finish else None
+    outcome.error = result.error
+    outcome.stop_reason = result.stop_reason
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    """trio cancellation or Ctrl-C, also when wrapped in (nested) exception groups by nurseries."""
+    if isinstance(exc, (trio.Cancelled, KeyboardInterrupt)):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_is_cancellation(e) for e in exc.exceptions)
+    return False
+
+
+def _dead_services(supervisor) -> str:
+    """'env_server exited with code N during the run; see env_server.log' for services that died."""
+    parts = []
+    for svc in getattr(supervisor, "services", []):
+        if not svc.external and svc.returncode is not None:
+            parts.append(f"{svc.name} exited with code {svc.returncode} during the run; see {svc.name}.log")
+    return "; ".join(parts)
+
+
+async def _run_policy(cfg, toolkit, info, record, steering, emit, recorder, holder: dict) -> None:
+    """Run the planner (or code policy) on a worker thread, interruptible by trio cancellation.
+    The result lands in ``holder["result"]`` as soon as the planner returns, so a cancellation that
+    arrives while the thread finishes still keeps the transcript."""
     from rpent.planners.base import PlannerResult
     from rpent.robots.libero import prompts
 
@@ -234,12 +275,15 @@ async def _run_policy(cfg, toolkit, info, record, steering, emit, recorder):
             finally:
                 stop_planner()
 
+        def solve_and_keep() -> PlannerResult:
+            holder["result"] = solve()
+            return holder["result"]
+
         nursery.start_soon(watch)
         try:
-            result: PlannerResult = await trio.to_thread.run_sync(solve)
+            await trio.to_thread.run_sync(solve_and_keep)
         finally:
             nursery.cancel_scope.cancel()
-    return result
 
 
 def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome, t0: float, clients) -> None:

@@ -123,3 +123,28 @@ def test_killed_env_server_keeps_record_and_leaves_no_orphans(tmp_path):
     assert errors and any("env_server" in e or "127.0.0.1" in e for e in errors), errors
     assert json.loads((out / "states.json").read_text())["steps"][0]["step_idx"] == 0
     assert not _alive(pids["env"])
+
+
+def test_cancelled_run_keeps_its_transcript(tmp_path):
+    out = tmp_path / "cancelled"
+    cfg = RunConfig(suite="libero_object", task=0, seed=0, planner="scripted", output_dir=out, video=False,
+                    planner_config=PlannerConfig())
+
+    async def main():
+        async with Supervisor(log_dir=out) as sup:
+            async with trio.open_nursery() as nursery:
+                token = trio.lowlevel.current_trio_token()
+
+                def on_event(ev):
+                    # cancel the run (as Ctrl-C or a TUI task switch would) once the robot moves
+                    if ev.get("kind") == "tool_call" and ev.get("name") == "move_to":
+                        token.run_sync_soon(nursery.cancel_scope.cancel)
+
+                nursery.start_soon(lambda: run_task(cfg, sup, on_event=on_event))
+        return sup.get("env_server").pid
+
+    env_pid = trio.run(main)
+    tr = json.loads((out / "transcript_object_t0_s0.json").read_text())
+    assert tr["stop_reason"] == "cancelled" and "cancelled" in tr["error"]
+    assert any(m["role"] == "tool" for m in tr["messages"])  # what the planner did is kept
+    assert not _alive(env_pid)

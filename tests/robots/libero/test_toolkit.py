@@ -122,3 +122,15 @@ def test_cancel_stops_motion_between_env_steps(toolkit):
     assert r["steps_used"] < 400 and time.monotonic() - t < 60
     # the motion happened, so a step was captured even though the tool was cancelled
     assert len(toolkit.record.steps) == 2
+
+
+def test_a_new_toolkit_starts_a_fresh_episode_on_a_used_env_server(env_endpoint, tmp_path):
+    env = EnvClient(env_endpoint)
+    first = LiberoToolkit(env, RunRecord(tmp_path / "a", "object_t0_s0"), video=False)
+    start = first.current_state()["robot0_eef_pos"].copy()
+    r = first.execute("move_to", {"xyz": [start[0], start[1], start[2] + 0.1], "max_steps": 20})
+    assert r["steps_used"] > 0 and env.status()["steps"] > 0
+    second = LiberoToolkit(env, RunRecord(tmp_path / "b", "object_t0_s0"), video=False)
+    assert env.status()["steps"] == 0 and second.record.steps[0]["env_steps"] == 0
+    assert np.allclose(second.current_state()["robot0_eef_pos"], start, atol=1e-6)
+    env.close()

@@ -83,7 +83,9 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
 
     # ------------------------------------------------------------------ episode state
     def _start(self) -> None:
-        obs = self.env.robot_obs()
+        # every run starts a fresh episode from the init state, also on an attached env server that
+        # served an earlier run (otherwise a solved scene would be credited to this run)
+        obs = self.env.reset()
         status = self.env.status()
         self._state = {**obs, **status}
         self.capture_step(command=None, result=None, elapsed_s=None)
