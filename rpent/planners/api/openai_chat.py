@@ -21,6 +21,7 @@ from typing import Any
 
 from rpent.planners.api.provider import ModelReply, ToolDef
 from rpent.planners.content import b64
+from rpent.planners.api.openai_client import OpenAIClientBase
 
 __all__ = ["OpenAIChatAdapter", "to_chat_messages"]
 
@@ -70,19 +71,10 @@ def to_chat_messages(system: str, messages: list[dict[str, Any]]) -> list[dict[s
     return out
 
 
-class OpenAIChatAdapter:
+class OpenAIChatAdapter(OpenAIClientBase):
     """``openai-chat:<id>``: Chat Completions via ``openai.OpenAI`` (SDK retries off)."""
 
     provider = "openai-chat"
-
-    def __init__(self, model: str, *, api_key: str, base_url: str | None, max_tokens: int,
-                 reasoning_effort: str | None) -> None:
-        import openai
-
-        self.model = model
-        self.max_tokens = max_tokens
-        self.reasoning_effort = reasoning_effort
-        self.client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0)
 
     def params(self) -> dict[str, Any]:
         """``max_tokens`` and ``reasoning_effort`` as sent."""

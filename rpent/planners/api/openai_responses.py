@@ -20,6 +20,7 @@ from typing import Any
 
 from rpent.planners.api.provider import ModelReply, ToolDef
 from rpent.planners.content import b64
+from rpent.planners.api.openai_client import OpenAIClientBase
 
 __all__ = ["OpenAIResponsesAdapter", "to_responses_input"]
 
@@ -71,19 +72,10 @@ def to_responses_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return items
 
 
-class OpenAIResponsesAdapter:
+class OpenAIResponsesAdapter(OpenAIClientBase):
     """``openai:<id>``: Responses API via ``openai.OpenAI`` (SDK retries off)."""
 
     provider = "openai"
-
-    def __init__(self, model: str, *, api_key: str, base_url: str | None, max_tokens: int,
-                 reasoning_effort: str | None) -> None:
-        import openai
-
-        self.model = model
-        self.max_tokens = max_tokens
-        self.reasoning_effort = reasoning_effort
-        self.client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0)
 
     def params(self) -> dict[str, Any]:
         """``max_output_tokens`` and ``reasoning`` as sent."""

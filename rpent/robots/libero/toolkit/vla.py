@@ -49,6 +49,21 @@ class VlaTools:
                                    fallback=VLA_FALLBACK)
         return actions[0, :, :7], obs
 
+    def _closed_loop(self, prompt: str, max_chunks: int, after_chunk=None) -> int:
+        """Query the VLA and execute its chunk, up to ``max_chunks`` times or until the episode
+        ends or ``after_chunk()`` returns True. Returns the number of chunks run."""
+        chunks = 0
+        for _ in range(max_chunks):
+            self.check_cancel()
+            if control.episode_over(self.current_state()):
+                break
+            chunk, _ = self._predict(prompt)
+            chunks += 1
+            self._run_chunk(prompt, chunk)
+            if after_chunk is not None and after_chunk():
+                break
+        return chunks
+
     def _run_chunk(self, prompt: str, chunk: np.ndarray) -> int:
         """Execute one chunk; returns the number of actions executed."""
         pred_id = self.begin_prediction(prompt, chunk)
@@ -79,24 +94,20 @@ class VlaTools:
         min_open = final_open = control.gripper_opening(s0["gripper_qpos"])
         peak_lift = 0.0
         success = False
-        chunks = 0
-        for _ in range(max_chunks):
-            self.check_cancel()
-            if control.episode_over(self.current_state()):
-                break
-            chunk, _ = self._predict(prompt)
-            chunks += 1
-            self._run_chunk(prompt, chunk)
+
+        def track() -> bool:
+            nonlocal lowest, peak_lift, final_open, min_open, success
             rs = control.robot_state(self.current_state())
             z = float(rs["eef_pos"][2])
             lowest = min(lowest, z)
             peak_lift = max(peak_lift, z - lowest)
             final_open = control.gripper_opening(rs["gripper_qpos"])
             min_open = min(min_open, final_open)
-            if (start_z - lowest >= DESCENT_FOR_PICK and z - lowest >= lift_thresh
-                    and final_open < gripper_closed_thresh):
-                success = True
-                break
+            success = (start_z - lowest >= DESCENT_FOR_PICK and z - lowest >= lift_thresh
+                       and final_open < gripper_closed_thresh)
+            return success
+
+        chunks = self._closed_loop(prompt, max_chunks, track)
         st = self.current_state()
         return {"name": "pick", "success": success, "chunks_used": chunks, "peak_lift_m": round(peak_lift, 4),
                 "min_gripper_opening": round(min_open, 4), "final_gripper_opening": round(final_open, 4),
@@ -111,15 +122,8 @@ class VlaTools:
         """Closed-loop Pi0.5 contact skill until the environment reports success or
         max_chunks. success == task_success == env terminated; success=false does not mean the
         contact failed."""
-        chunks = 0
         steps0 = int(self.current_state().get("steps", 0))
-        for _ in range(max_chunks):
-            self.check_cancel()
-            if control.episode_over(self.current_state()):
-                break
-            chunk, _ = self._predict(prompt)
-            chunks += 1
-            self._run_chunk(prompt, chunk)
+        chunks = self._closed_loop(prompt, max_chunks)
         st = self.current_state()
         done = bool(st.get("terminated"))
         return {"name": "doubled", "success": done, "task_success": done, "chunks_used": chunks,
