@@ -21,6 +21,7 @@ import itertools
 import socket
 import struct
 import threading
+import time
 from typing import TYPE_CHECKING, Sequence
 
 from rpent.rpc import codec
@@ -92,6 +93,7 @@ class SocketServerTransport:
                     f"request frame of {length} bytes exceeds this server's max_frame_bytes={self._max}; "
                     "send less per call or start the server with a larger --max-frame-bytes",
                 ))
+                _close_gracefully(conn, length)
                 return
             payload = bytearray(length)
             if recv_exact_into(conn, payload) < length:
@@ -111,6 +113,31 @@ class SocketServerTransport:
                 send_all(conn, segments)
         except OSError:
             pass  # client gone; its reader sees the closed connection
+
+
+#: Seconds a refused connection is drained before it is closed (see :func:`_close_gracefully`).
+DRAIN_S = 2.0
+
+
+def _close_gracefully(conn: socket.socket, pending: int) -> None:
+    """Stop sending, then read and drop up to ``pending`` bytes (at most :data:`DRAIN_S` s) before
+    the caller closes ``conn``: closing with unread input makes TCP send a reset, which can reach the
+    client before it has read the error reply that explains the refusal."""
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(0.2)
+        deadline = time.monotonic() + DRAIN_S
+        buf = bytearray(1 << 16)
+        while pending > 0 and time.monotonic() < deadline:
+            try:
+                n = conn.recv_into(buf)
+            except socket.timeout:
+                continue
+            if n == 0:
+                break
+            pending -= n
+    except OSError:
+        pass
 
 
 class _Slot:
@@ -277,6 +304,10 @@ class SocketClientTransport:
             with conn.send_lock:
                 send_all(conn.sock, [FRAME.pack(MAGIC, rid, nbytes), *segments])
         except OSError as exc:
+            # the server may have refused the request (e.g. too large) and closed: its error reply
+            # can already be on its way to the reader thread; prefer it to a bare connection error
+            if slot.done.acquire(timeout=0.5) and slot.payload is not None:
+                return slot.payload
             conn.forget(rid)
             conn.close()
             raise RpcTransportError(f"sending {method!r} to {self.endpoint} (socket transport) failed: {exc}") from exc
