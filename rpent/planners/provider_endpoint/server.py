@@ -142,8 +142,7 @@ class ProviderEndpoint:
 
     # -- request handling ----------------------------------------------------------------
     def _record(self, req: ReceivedRequest) -> None:
-        with self._lock:
-            self.requests.append(req)
+        """Write an answered request to ``--record`` and the log (it is in ``requests`` since it arrived)."""
         if self.record_path is not None:
             self.record_path.parent.mkdir(parents=True, exist_ok=True)
             entry = {"index": req.index, "api": req.api, "path": req.path, "query": req.query,
@@ -246,11 +245,12 @@ def _make_handler(ep: ProviderEndpoint) -> type[BaseHTTPRequestHandler]:
                 return
             headers = {k.lower(): ("<redacted>" if k.lower() in _REDACTED else v) for k, v in self.headers.items()}
             parsed = _PARSERS.get(api, wire_anthropic.parse)(body)
+            # listed before it is answered: a client that has its reply always finds its request
             with ep._lock:
-                index = len(ep.requests)
-            req = ReceivedRequest(index=index, api=api, path=path, query=split.query, headers=headers, body=body,
-                                  model=str(body.get("model", "")), stream=bool(body.get("stream", False)),
-                                  **parsed)
+                req = ReceivedRequest(index=len(ep.requests), api=api, path=path, query=split.query,
+                                      headers=headers, body=body, model=str(body.get("model", "")),
+                                      stream=bool(body.get("stream", False)), **parsed)
+                ep.requests.append(req)
             try:
                 self._answer(req, body)
             finally:
