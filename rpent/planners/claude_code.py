@@ -43,7 +43,8 @@ from rpent.planners.base import (
     Steering,
     Toolkit,
 )
-from rpent.planners.events import EventEmitter
+from rpent.planners.events import EventEmitter, PlannerTimeout, run_sdk_session
+from rpent.planners.steering import OPERATOR_PREFIX
 from rpent.planners.tool_bridge import MCP_PREFIX, MCP_SERVER_NAME, ToolBridge, strip_mcp_prefix
 
 __all__ = ["DEFAULT_BUDGET_USD", "DEFAULT_MODEL", "ClaudeCodePlanner"]
@@ -53,7 +54,6 @@ log = logging.getLogger("rpent.planners.claude_code")
 DEFAULT_MODEL = "sonnet"
 DEFAULT_BUDGET_USD = 10.0
 """Fallback of ``--claude-code-max-budget-usd`` after ``MAX_BUDGET_USD`` (RPent reference §2.1)."""
-OPERATOR_PREFIX = "[operator] "
 _MAX_RESULT_CHARS = 200_000  # keep 60 kB JSON results inline in the CLI (never persisted to a file)
 
 
@@ -78,10 +78,6 @@ def run_coroutine_blocking(coro: Any) -> Any:
     if "exc" in box:
         raise box["exc"]
     return box["value"]
-
-
-class _Timeout(Exception):
-    pass
 
 
 class ClaudeCodePlanner:
@@ -153,27 +149,9 @@ class ClaudeCodePlanner:
     def solve(self, system_prompt: str, user_message: str, toolkit: Toolkit, *,
               steering: Steering | None = None, on_event: EventHook | None = None) -> PlannerResult:
         """Run one Claude Code session; see :meth:`rpent.planners.base.Planner.solve`. Never raises."""
-        start = time.monotonic()
-        stats = PlannerStats()
-        result = PlannerResult(stats=stats)
-        emit = EventEmitter(on_event)
-        remove = steering.add_interrupt_listener(toolkit.cancel) if steering else (lambda: None)
-        try:
-            run_coroutine_blocking(self._solve(system_prompt, user_message, toolkit, steering, emit, result))
-        except _Timeout:
-            result.error = f"Claude Agent SDK timed out after {self.config.timeout_s:g}s"
-            result.stop_reason = result.error_kind = "timeout"
-        except Exception as exc:
-            log.exception("claude_code planner failed")
-            result.error = f"Claude Agent SDK error: {type(exc).__name__}: {exc}"
-            result.stop_reason = "error"
-            result.error_kind = "sdk"
-        finally:
-            remove()
-            stats.elapsed_s = time.monotonic() - start
-        if result.error:
-            emit("error", error=result.error)
-        return result
+        return run_sdk_session("Claude Agent SDK", log, self.config.timeout_s, toolkit, steering, on_event,
+                               lambda emit, result: run_coroutine_blocking(
+                                   self._solve(system_prompt, user_message, toolkit, steering, emit, result)))
 
     async def _solve(self, system_prompt: str, user_message: str, toolkit: Toolkit, steering: Steering | None,
                      emit: EventEmitter, result: PlannerResult) -> None:
@@ -247,7 +225,7 @@ class ClaudeCodePlanner:
                     await asyncio.wait_for(client.interrupt(), 5)
                 except Exception:
                     pass
-            raise _Timeout() from None
+            raise PlannerTimeout() from None
 
     async def _watch(self, client: Any, steering: Steering | None, finish_seen: asyncio.Event,
                      transcript: list, emit: EventEmitter) -> None:

@@ -38,11 +38,11 @@ from rpent.planners.base import (
     PlannerConfig,
     PlannerConfigError,
     PlannerResult,
-    PlannerStats,
     Steering,
     Toolkit,
 )
-from rpent.planners.events import EventEmitter
+from rpent.planners.steering import OPERATOR_PREFIX
+from rpent.planners.events import EventEmitter, PlannerTimeout, run_sdk_session
 from rpent.planners.mcp_http import McpHttpToolServer
 from rpent.planners.tool_bridge import MCP_SERVER_NAME, ToolBridge
 
@@ -50,7 +50,6 @@ __all__ = ["CodexPlanner", "codex_config_toml"]
 
 log = logging.getLogger("rpent.planners.codex")
 
-OPERATOR_PREFIX = "[operator] "
 CUSTOM_PROVIDER = "rpent_custom"
 KEY_VAR = "RPENT_CODEX_PROVIDER_KEY"
 
@@ -79,10 +78,6 @@ def codex_config_toml(mcp_url: str, base_url: str | None, max_retries: int) -> s
     lines += [f"[mcp_servers.{MCP_SERVER_NAME}]", f"url = {_toml_str(mcp_url)}",
               'default_tools_approval_mode = "approve"', ""]
     return "\n".join(lines)
-
-
-class _Timeout(Exception):
-    pass
 
 
 RPC_TIMEOUT_S = 10.0
@@ -139,27 +134,9 @@ class CodexPlanner:
     def solve(self, system_prompt: str, user_message: str, toolkit: Toolkit, *,
               steering: Steering | None = None, on_event: EventHook | None = None) -> PlannerResult:
         """Run one Codex turn; see :meth:`rpent.planners.base.Planner.solve`. Never raises."""
-        start = time.monotonic()
-        stats = PlannerStats()
-        result = PlannerResult(stats=stats)
-        emit = EventEmitter(on_event)
-        remove = steering.add_interrupt_listener(toolkit.cancel) if steering else (lambda: None)
-        try:
-            self._solve(system_prompt, user_message, toolkit, steering, emit, result)
-        except _Timeout:
-            result.error = f"Codex SDK timed out after {self.config.timeout_s:g}s"
-            result.stop_reason = result.error_kind = "timeout"
-        except Exception as exc:
-            log.exception("codex planner failed")
-            result.error = f"Codex SDK error: {type(exc).__name__}: {exc}"
-            result.stop_reason = "error"
-            result.error_kind = "sdk"
-        finally:
-            remove()
-            stats.elapsed_s = time.monotonic() - start
-        if result.error:
-            emit("error", error=result.error)
-        return result
+        return run_sdk_session("Codex SDK", log, self.config.timeout_s, toolkit, steering, on_event,
+                               lambda emit, result: self._solve(system_prompt, user_message, toolkit, steering,
+                                                                emit, result))
 
     def _solve(self, system_prompt: str, user_message: str, toolkit: Toolkit, steering: Steering | None,
                emit: EventEmitter, result: PlannerResult) -> None:
@@ -206,7 +183,7 @@ class CodexPlanner:
                     fresh = steering.drain() if steering is not None else []
                     while not (unsent or fresh) and steering is not None and steering.interactive:
                         if deadline is not None and time.monotonic() >= deadline:
-                            raise _Timeout()
+                            raise PlannerTimeout()
                         if steering.wait_for_input(0.2):
                             if steering.stop_requested:
                                 result.stop_reason, result.error = "interrupted", steering.stop_reason
@@ -249,7 +226,7 @@ class CodexPlanner:
             if interrupted is not None:
                 if interrupted == "timeout" or (deadline is not None and time.monotonic() >= deadline + 10):
                     done.wait(5)
-                    raise _Timeout()
+                    raise PlannerTimeout()
                 continue
             if bridge.finish is not None:
                 interrupted = "finished"
@@ -275,7 +252,7 @@ class CodexPlanner:
                     elif line not in unsent:
                         unsent.append(line)
         if interrupted == "timeout":
-            raise _Timeout()
+            raise PlannerTimeout()
         if box["exc"] is not None:
             raise box["exc"]
         result.stats.requests = state["requests"]

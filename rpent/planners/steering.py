@@ -22,7 +22,10 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["HELP_TEXT", "Steering"]
+__all__ = ["HELP_TEXT", "OPERATOR_PREFIX", "Steering"]
+
+#: Marks operator lines delivered to a model, so it can tell them from the task text.
+OPERATOR_PREFIX = "[operator] "
 
 HELP_TEXT = """Operator commands:
   <text>        deliver <text> to the planner at its next turn boundary

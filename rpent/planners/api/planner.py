@@ -43,6 +43,7 @@ from rpent.planners.base import (
     Toolkit,
 )
 from rpent.planners.content import image_ref, jsonable_result, to_tool_content, transcript_blocks
+from rpent.planners.steering import OPERATOR_PREFIX
 from rpent.planners.events import EventEmitter
 from rpent.planners.tool_runner import run_tool
 
@@ -50,7 +51,6 @@ __all__ = ["OPERATOR_PREFIX", "ApiPlanner"]
 
 log = logging.getLogger("rpent.planners.api")
 
-OPERATOR_PREFIX = "[operator] "
 REQUEST_TIMEOUT_S = 600.0
 """Upper bound on one HTTP request (s) when no planner deadline is closer."""
 
