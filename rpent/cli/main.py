@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     import trio
 
     from rpent.planners.steering import Steering
-    from rpent.run import EXIT_ERROR, RunConfig, run_task  # noqa: F401
+    from rpent.run import EXIT_ERROR, run_task
     from rpent.run.config import default_output_dir
     from rpent.robots.libero.toolkit import NoOperator, TerminalOperator
     from rpent.services import Supervisor

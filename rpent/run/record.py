@@ -211,7 +211,6 @@ class RunRecord:
         The file is written as ``episode.mp4.partial`` and renamed by :meth:`close_video`, so a
         crashed run never leaves a truncated file that looks complete.
         """
-        import imageio.v3 as iio  # noqa: F401  (fail early with a clear error if missing)
         import av
 
         with self._lock:

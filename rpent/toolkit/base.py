@@ -18,7 +18,7 @@ import threading
 import time
 import traceback
 import uuid
-from typing import Any, Callable
+from typing import Callable
 
 from rpent.toolkit.registry import BoundTool, ToolArgumentError, ToolSpec, build_spec
 

@@ -19,7 +19,7 @@ from pydantic import Field
 from rpent.toolkit.base import ToolServiceError
 from rpent.robots.libero.toolkit.observation import HIGH_SIZE, load_npz, read_json
 from rpent.toolkit.registry import tool
-from rpent.run.record import encode_png
+from rpent.run.record import dumps_json, encode_png
 
 __all__ = ["PerceptionTools", "MIN_SEGMENT_POINTS", "MIN_REGION_POINTS"]
 
@@ -168,7 +168,7 @@ class PerceptionTools:
         overlay = rgb.copy()
         overlay[mask] = (0.5 * overlay[mask] + 0.5 * np.array([255, 0, 0])).astype(np.uint8)
         n = self.next_segment_index()
-        self.record.add_artifact_to_step(idx, f"segment_{n:02d}.json", _json_bytes({k: v for k, v in result.items()}))
+        self.record.add_artifact_to_step(idx, f"segment_{n:02d}.json", dumps_json(result).encode("utf-8"))
         self.record.add_artifact_to_step(idx, f"segment_overlay_{n:02d}.png", encode_png(overlay))
         result["segment_artifact"] = f"segment_{n:02d}.json/{idx:02d}.json"
         result["overlay_artifact"] = f"segment_overlay_{n:02d}.png/{idx:02d}.png"
@@ -227,9 +227,3 @@ class PerceptionTools:
             raise ValueError(f"the {HIGH_SIZE} px view of step {step_idx} was not rendered and the scene has "
                              "moved on since; use resolution='low' for past steps")
         self.capture_high_res(camera)
-
-
-def _json_bytes(obj) -> bytes:
-    from rpent.run.record import dumps_json
-
-    return dumps_json(obj).encode("utf-8")
