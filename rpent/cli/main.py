@@ -20,7 +20,7 @@ from pathlib import Path
 
 __all__ = ["main", "build_parser", "config_from_args"]
 
-PLANNERS = ("scripted", "api", "claude_code", "codex")
+PLANNERS = ("scripted", "api", "claude_code", "codex", "flash")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,8 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = p.add_argument_group("planner")
     g.add_argument("--planner", default="scripted", choices=PLANNERS,
-                   help="scripted (offline, no LLM), api (anthropic:/openai:/openai-chat: models), claude_code, codex "
-                        "(default scripted)")
+                   help="scripted (offline, no LLM), api (anthropic:/openai:/openai-chat: models), claude_code, codex, "
+                        "flash (replays a flash plan of the task, no LLM; see rpent-flash) (default scripted)")
     g.add_argument("--model", default=None,
                    help="api: provider:id, e.g. anthropic:claude-sonnet-4-5, openai:gpt-5, openai-chat:glm-4.6; "
                         "claude_code/codex: bare id")
@@ -54,8 +54,17 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--reasoning-effort", choices=("none", "low", "medium", "high", "xhigh"), default=None)
     g.add_argument("--no-images", action="store_true", help="never send image bytes (text-only models)")
     g.add_argument("--claude-code-max-budget-usd", type=float, default=None)
+    g.add_argument("--flash-dir", default=None,
+                   help="flash only: directory of <cell>_plan.json/_anchors.json (default $RPENT_FLASH_DIR, "
+                        "else <memory dir>/<robot>/flash)")
     g.add_argument("-i", "--interactive", action="store_true",
                    help="type operator lines during the run (delivered at the next turn); /help, /quit")
+
+    g = p.add_argument_group("task memory")
+    g.add_argument("--memory-dir", nargs="?", const="", default=None, metavar="DIR",
+                   help="read the task memory <DIR>/<robot>/ (MEMORY.md + relevant leaves, manifest-checked, "
+                        "read-only) into the planner prompt; without DIR: $RPENT_MEMORY_DIR, else ./memory. "
+                        "Ignored in code mode. With --planner flash, plans come from <DIR>/<robot>/flash")
 
     g = p.add_argument_group("policy mode")
     g.add_argument("--policy-mode", choices=("tools", "code"), default="tools",
@@ -104,6 +113,8 @@ def config_from_args(args: argparse.Namespace):
         raise ValueError("--max-episode-steps must be >= 1")
     if args.base_url and args.planner != "api":
         raise ValueError("--base-url is for --planner api only (claude_code/codex read ANTHROPIC_BASE_URL / CODEX_BASE_URL)")
+    if args.flash_dir and args.planner != "flash":
+        raise ValueError("--flash-dir is for --planner flash only")
     if args.planner == "api":
         # model prefix and key are checked before anything starts (no env server, no run directory)
         from rpent.planners.api.model_spec import resolve_provider
@@ -128,12 +139,24 @@ def config_from_args(args: argparse.Namespace):
                 raise ValueError(f"--{flag.replace('_', '-')}: {exc}") from None
     if args.code_timeout_s <= 0 or args.code_max_calls < 1:
         raise ValueError("--code-timeout-s must be > 0 and --code-max-calls >= 1")
+    memory_dir = None
+    if args.memory_dir is not None:
+        from rpent.memory.layout import corpus_dir, default_memory_dir
+
+        memory_dir = str(args.memory_dir or default_memory_dir())
+        if args.planner == "flash" and not args.flash_dir:
+            args.flash_dir = str(corpus_dir(memory_dir, args.robot) / "flash")
+        elif args.policy_mode != "code" and args.planner != "flash":
+            from rpent.memory.context import load_context
+
+            load_context(memory_dir, args.robot, args.suite, args.task)  # refuse a bad corpus before starting
     from rpent.planners.base import resolve_timeout_s
 
     timeout = resolve_timeout_s(args.planner, args.planner_timeout_s, interactive=args.interactive)
     pc = PlannerConfig(model=args.model, base_url=args.base_url, max_turns=args.max_turns,
                        max_tokens=args.max_tokens, timeout_s=timeout, reasoning_effort=args.reasoning_effort,
-                       no_images=args.no_images, max_budget_usd=args.claude_code_max_budget_usd)
+                       no_images=args.no_images, max_budget_usd=args.claude_code_max_budget_usd,
+                       flash_dir=args.flash_dir)
     pc.validate()
     return RunConfig(suite=args.suite, task=args.task, seed=args.seed, libero_type=args.libero_type,
                      max_episode_steps=args.max_episode_steps, planner=args.planner, planner_config=pc,
@@ -142,7 +165,7 @@ def config_from_args(args: argparse.Namespace):
                      policy_mode=args.policy_mode, code_file=args.code_file, code_timeout_s=args.code_timeout_s,
                      code_max_calls=args.code_max_calls, record_trajectory=args.record_trajectory,
                      require_operator_verdict=args.require_operator_verdict, video=not args.no_video,
-                     robot=args.robot)
+                     robot=args.robot, memory_dir=memory_dir if args.planner != "flash" else None)
 
 
 def main(argv: list[str] | None = None) -> int:

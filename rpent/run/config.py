@@ -54,6 +54,9 @@ class RunConfig:
         video: write ``episode.mp4``.
         robot: robot package (only ``libero`` exists).
         user_message: replaces the rendered first user message (the operator edited it, ``-i``).
+        memory_dir: task-memory root (``--memory-dir``): the planner prompt gets ``MEMORY.md``
+            and the relevant leaves of ``<memory_dir>/<robot>/`` (read-only, manifest-checked;
+            :mod:`rpent.memory.context`); None = no memory. Code mode ignores it.
     """
 
     suite: str
@@ -80,6 +83,7 @@ class RunConfig:
     video: bool = True
     robot: str = "libero"
     user_message: str | None = None
+    memory_dir: str | Path | None = None
 
     def resolved_vla_model_path(self) -> str | None:
         """``vla_model_path`` or ``$PI05_CHECKPOINT_PATH`` (None when neither is set)."""

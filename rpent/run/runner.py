@@ -193,7 +193,8 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(lambda: _finalize(cfg, info, record, toolkit, recorder,
-                                                           holder.get("result"), outcome, t0, clients))
+                                                           holder.get("result"), outcome, t0, clients,
+                                                           holder.get("memory")))
             logging.getLogger("rpent").removeHandler(handler)
             handler.close()
             state = "cancelled" if outcome.stop_reason == "cancelled" else (
@@ -249,6 +250,10 @@ async def _run_policy(cfg, toolkit, info, record, steering, emit, recorder, hold
     if cfg.policy_mode == "code" or cfg.code_file:
         from rpent.run.code_mode import solve_code_mode
 
+        if cfg.memory_dir is not None:
+            holder["memory"] = {"ignored": "code mode reads no task memory"}
+            log.info("--memory-dir ignored: code mode reads no task memory")
+
         solve = lambda: solve_code_mode(cfg, toolkit, info, record, steering, planner_event)  # noqa: E731
     else:
         from rpent.planners.base import create_planner
@@ -257,6 +262,8 @@ async def _run_policy(cfg, toolkit, info, record, steering, emit, recorder, hold
         planner = create_planner(cfg.planner, cfg.planner_config)
         system = prompts.system_prompt(require_operator_verdict=cfg.require_operator_verdict,
                                        vla_available=toolkit.vla is not None)
+        if cfg.memory_dir is not None:
+            system += _read_memory(cfg, holder)
         user = cfg.user_message or prompts.task_message(cfg.suite, cfg.task, cfg.seed, info.language)
         solve = lambda: planner.solve(system, user, toolkit, steering=steering, on_event=planner_event)  # noqa: E731
 
@@ -286,7 +293,22 @@ async def _run_policy(cfg, toolkit, info, record, steering, emit, recorder, hold
             nursery.cancel_scope.cancel()
 
 
-def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome, t0: float, clients) -> None:
+def _read_memory(cfg, holder: dict) -> str:
+    """The memory section of the system prompt; notes what was read in ``holder["memory"]``.
+
+    Raises:
+        rpent.memory.corpus.MemoryCorpusError: no corpus, manifest mismatch, invalid leaf.
+    """
+    from rpent.memory.context import load_context
+
+    ctx = load_context(cfg.memory_dir, cfg.robot, cfg.suite, cfg.task)
+    holder["memory"] = ctx.audit()
+    log.info("task memory %s: read %s", ctx.corpus, ", ".join(rel for rel, _ in ctx.files))
+    return ctx.prompt_section()
+
+
+def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome, t0: float, clients,
+              memory: dict | None = None) -> None:
     """Write everything that must exist after any run (blocking; runs on a worker thread)."""
     success = False
     if toolkit is not None:
@@ -312,6 +334,8 @@ def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome,
         "stop_reason": outcome.stop_reason, "environment_success": success, "env_steps": outcome.env_steps,
         "stats": stats, "messages": result.messages if result is not None else [],
     }
+    if memory is not None:
+        transcript["memory"] = memory
     record.write_transcript(transcript)
     if success and cfg.policy_mode == "tools" and not cfg.code_file:
         record.write_recipe(record.recipe_commands())
