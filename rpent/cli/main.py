@@ -66,6 +66,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "read-only) into the planner prompt; without DIR: $RPENT_MEMORY_DIR, else ./memory. "
                         "Ignored in code mode. With --planner flash, plans come from <DIR>/<robot>/flash")
 
+    g.add_argument("--explore", action="store_true",
+                   help="explore the cell: sessions of attempts (reset tool), drafts into the memory inbox, "
+                        "merged when solved (needs a memory dir; default ./memory)")
+    g.add_argument("--explore-sessions", type=int, default=3, help="explore: fresh planner+toolkit sessions (default 3)")
+    g.add_argument("--explore-attempts-per-session", type=int, default=5,
+                   help="explore: attempts (resets) per session, 0 = unlimited (default 5)")
+    g.add_argument("--auto-merge-memory", dest="auto_merge_memory", action="store_true", default=True,
+                   help="explore: merge the inbox into the corpus after a solved exploration (default)")
+    g.add_argument("--no-auto-merge-memory", dest="auto_merge_memory", action="store_false",
+                   help="explore: leave the drafts in the inbox (merge later with rpent-memory merge)")
+
     g = p.add_argument_group("policy mode")
     g.add_argument("--policy-mode", choices=("tools", "code"), default="tools",
                    help="tools: the planner calls tools; code: the planner writes Python cells driving robo.<tool>()")
@@ -127,7 +138,18 @@ def config_from_args(args: argparse.Namespace):
     if args.policy_mode == "code":
         from rpent.policy.compat import check_code_mode_options
 
-        check_code_mode_options(args.planner, code_file=args.code_file)
+        check_code_mode_options(args.planner, explore=args.explore, code_file=args.code_file)
+    if args.explore:
+        if args.planner == "flash":
+            raise ValueError("Flash Mode is evaluation-only; remove --explore")
+        if args.explore_sessions < 1:
+            raise ValueError("--explore-sessions must be greater than 0")
+        if args.explore_attempts_per_session < 0:
+            raise ValueError("--explore-attempts-per-session must be >= 0 (0 = unlimited)")
+        if args.interactive:
+            raise ValueError("--explore does not support -i/--interactive; drop one of them")
+        if args.memory_dir is None:
+            args.memory_dir = ""  # the default location
     from rpent.rpc import parse_endpoint
 
     for flag in ("env_endpoint", "vla_endpoint", "sam3_endpoint"):
@@ -146,7 +168,7 @@ def config_from_args(args: argparse.Namespace):
         memory_dir = str(args.memory_dir or default_memory_dir())
         if args.planner == "flash" and not args.flash_dir:
             args.flash_dir = str(corpus_dir(memory_dir, args.robot) / "flash")
-        elif args.policy_mode != "code" and args.planner != "flash":
+        elif args.policy_mode != "code" and args.planner != "flash" and not args.explore:
             from rpent.memory.context import load_context
 
             load_context(memory_dir, args.robot, args.suite, args.task)  # refuse a bad corpus before starting
@@ -193,6 +215,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if cfg.output_dir is None:
         cfg.output_dir = str(default_output_dir(cfg.suite, cfg.task, cfg.seed))
+    elif args.explore and (Path(cfg.output_dir) / "explore.json").exists():
+        print(f"rpent: {cfg.output_dir} already holds an exploration (explore.json); refusing to overwrite it. "
+              "Choose a new --output-dir.", file=sys.stderr)
+        return _exit(EXIT_ERROR)
     elif (Path(cfg.output_dir) / "states.json").exists():
         print(f"rpent: {cfg.output_dir} already holds a run record (states.json); refusing to overwrite it. "
               "Choose a new --output-dir (or omit it for a fresh timestamped one).", file=sys.stderr)
@@ -219,6 +245,16 @@ def main(argv: list[str] | None = None) -> int:
                         return
 
             async def run() -> None:
+                if args.explore:
+                    from rpent.explore import ExploreOptions, run_explore
+
+                    opts = ExploreOptions(sessions=args.explore_sessions,
+                                          attempts_per_session=args.explore_attempts_per_session,
+                                          auto_merge=args.auto_merge_memory)
+                    result.append(await run_explore(cfg, opts, operator=operator, steering=steering,
+                                                    verbose=args.verbose))
+                    nursery.cancel_scope.cancel()
+                    return
                 async with Supervisor(log_dir=cfg.output_dir) as sup:
                     result.append(await run_task(cfg, sup, operator=operator, steering=steering,
                                                  verbose=args.verbose))
@@ -242,6 +278,12 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"rpent: error: {type(errors[0]).__name__}: {errors[0]}", file=sys.stderr)
         return _exit(EXIT_ERROR)
+    if args.explore:
+        print(f"rpent: exploration of {outcome['cell']}: solved={outcome['solved']} sessions={len(outcome['sessions'])} "
+              f"archived attempts={len(outcome['attempts_archived'])} merged={bool(outcome['merged'])} "
+              f"error={outcome['error']}")
+        print(f"rpent: exploration record in {cfg.output_dir} (explore.json)")
+        return _exit(0 if outcome["solved"] else (EXIT_ERROR if outcome["error"] else 1))
     if outcome.environment_success:
         verdict = "SUCCESS"
     else:

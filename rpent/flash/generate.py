@@ -31,7 +31,7 @@ BIND_RADIUS_M = 0.15
 _ESTIMATE_KEYS = ("center", "top_z", "bottom_z", "major_yaw", "major_extent", "minor_extent", "ridge_yaw")
 #: Read-only tools: never part of a recipe.
 _READONLY = {"view_env_state", "view_camera_meta", "back_project", "segment", "finish",
-             "request_operator_verdict"}
+             "request_operator_verdict", "write_memory_draft"}
 
 
 class FlashGenerateError(ValueError):
@@ -171,6 +171,9 @@ def generate(audit: str | Path, recipe: str | Path, destination: str | Path,
                                  f"{doc.get('environment_success')!r}); flash plans come only from solved runs")
     commands = read_recipe(recipe)
     calls = _calls(doc["messages"])
+    resets = [i for i, c in enumerate(calls) if c["name"] in ("reset", "request_scene_reset") and not c["error"]]
+    if resets:
+        calls = calls[resets[-1] + 1:]  # the recipe covers only the attempt after the last reset
     anchors: list[dict] = []
     by_prompt: dict[str, dict] = {}
     steps: list[dict] = []

@@ -92,7 +92,8 @@ def _setup_run_log(out: Path, verbose: bool) -> logging.Handler:
 
 
 async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
-                   on_event: Callable[[dict], None] | None = None, verbose: bool = False) -> RunOutcome:
+                   on_event: Callable[[dict], None] | None = None, verbose: bool = False,
+                   toolkit_cls: type | None = None, system_prompt: str | None = None) -> RunOutcome:
     """Run one task end to end (see the module docstring).
 
     Args:
@@ -103,6 +104,8 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
         steering: :class:`rpent.planners.steering.Steering` for operator lines and interrupts.
         on_event: receives run events (docs/interfaces.md "Run layer"); must not block.
         verbose: DEBUG-level ``run.log``.
+        toolkit_cls: a :class:`LiberoToolkit` subclass to build instead (exploration's).
+        system_prompt: replaces the rendered tool-mode system prompt (exploration's own prompt).
     Returns:
         :class:`RunOutcome`. Errors of services, planners and tools are reported in it, never
         raised; only bad arguments raise.
@@ -158,7 +161,7 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
                     robot=cfg.robot, suite=cfg.suite, task=cfg.task, seed=cfg.seed, task_language=info.language,
                     planner=cfg.planner, model=cfg.planner_config.model,
                     reasoning_effort=cfg.planner_config.reasoning_effort, policy_mode=cfg.policy_mode))
-            toolkit = LiberoToolkit(env, record, vla=vla, sam3=sam3, operator=operator, recorder=recorder,
+            toolkit = (toolkit_cls or LiberoToolkit)(env, record, vla=vla, sam3=sam3, operator=operator, recorder=recorder,
                                     on_event=emit, video=cfg.video,
                                     require_operator_verdict=cfg.require_operator_verdict)
             return toolkit
@@ -167,7 +170,7 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
         # the in-process handle, for hosts that run code-policy cells against this run (the TUI editor)
         emit({"kind": "toolkit", "toolkit": toolkit})
         emit({"kind": "status", "state": "running", "detail": info.language})
-        await _run_policy(cfg, toolkit, info, record, steering, emit, recorder, holder)
+        await _run_policy(cfg, toolkit, info, record, steering, emit, recorder, holder, system_prompt)
         result = holder.get("result")
         _take_result(outcome, result)
         if result is not None and result.error:
@@ -232,7 +235,8 @@ def _dead_services(supervisor) -> str:
     return "; ".join(parts)
 
 
-async def _run_policy(cfg, toolkit, info, record, steering, emit, recorder, holder: dict) -> None:
+async def _run_policy(cfg, toolkit, info, record, steering, emit, recorder, holder: dict,
+                      system_prompt: str | None = None) -> None:
     """Run the planner (or code policy) on a worker thread, interruptible by trio cancellation.
     The result lands in ``holder["result"]`` as soon as the planner returns, so a cancellation that
     arrives while the thread finishes still keeps the transcript."""
@@ -260,8 +264,8 @@ async def _run_policy(cfg, toolkit, info, record, steering, emit, recorder, hold
 
         cfg.planner_config.output_dir = cfg.planner_config.output_dir or record.dir
         planner = create_planner(cfg.planner, cfg.planner_config)
-        system = prompts.system_prompt(require_operator_verdict=cfg.require_operator_verdict,
-                                       vla_available=toolkit.vla is not None)
+        system = system_prompt or prompts.system_prompt(require_operator_verdict=cfg.require_operator_verdict,
+                                                        vla_available=toolkit.vla is not None)
         if cfg.memory_dir is not None:
             system += _read_memory(cfg, holder)
         user = cfg.user_message or prompts.task_message(cfg.suite, cfg.task, cfg.seed, info.language)
