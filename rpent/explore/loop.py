@@ -100,6 +100,8 @@ async def run_explore(cfg, opts: ExploreOptions, *, operator=None, steering=None
     for k in range(1, opts.sessions + 1):
         state.session, state.attempt, state.calls = k, 1, []
         scfg = copy.copy(cfg)
+        scfg.planner_config = copy.copy(cfg.planner_config)  # a fresh planner (and its output dir) per session
+        scfg.planner_config.output_dir = None
         scfg.memory_dir = None  # the exploration prompt carries the memory; runs never write the corpus
         scfg.output_dir = str(root / "sessions" / f"session_{k:03d}")
         if k > 1:
