@@ -61,6 +61,8 @@ def main() -> None:
     ap.add_argument("--task", type=int, default=0)
     ap.add_argument("--steps", type=int, default=100, help="env steps per round and way")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the median round is reported")
+    ap.add_argument("--compare-root", action="append", default=[],
+                    help="also run env servers from this checkout (put first on their PYTHONPATH): A/B rows in one run")
     args = ap.parse_args()
     os.environ.setdefault("MUJOCO_GL", "egl")
     from rpent.robots.libero.env_client import EnvClient
@@ -71,11 +73,15 @@ def main() -> None:
     ways = {"in-process LiberoSim.step": sim.step}
     pids: dict[str, int | None] = {"in-process LiberoSim.step": None}
     procs, clients = [], []
-    for transport in ("socket", "http"):
+    roots = [(None, "")] + ([(r, f" [{r}]") for r in args.compare_root])
+    for (root, tag), transport in [(rt, t) for rt in roots for t in ("socket", "http")]:
+        env = None
+        if root is not None:  # the env server of another checkout (A/B in one run)
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
         proc = subprocess.Popen([sys.executable, "-m", "rpent.robots.libero.env_server", "--suite", args.suite,
                                  "--task", str(args.task), "--max-episode-steps", str(horizon),
                                  "--transport", transport, "--port", "0", "--parent-watch"],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         endpoint = None
         for line in proc.stdout:
             m = READY.search(line)
@@ -85,8 +91,8 @@ def main() -> None:
         client = EnvClient(endpoint)
         procs.append(proc)
         clients.append(client)
-        ways[f"env server, {transport}"] = client.step
-        pids[f"env server, {transport}"] = proc.pid
+        ways[f"env server, {transport}{tag}"] = client.step
+        pids[f"env server, {transport}{tag}"] = proc.pid
     # interleave the ways round by round so machine load affects them alike
     times: dict[str, list[float]] = {name: [] for name in ways}
     cpus: dict[str, list[float]] = {name: [] for name in ways}
@@ -105,11 +111,12 @@ def main() -> None:
     base, cbase = med["in-process LiberoSim.step"], cmed["in-process LiberoSim.step"]
     print(f"env step bench: {args.suite} task {args.task}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
           f"rpent from {Path(__import__('rpent').__file__).parent}")
-    print(f"{'how':32s} {'ms/step':>8s} {'overhead':>9s} {'ms':>6s} | {'CPU ms/step':>11s} {'overhead':>9s}   (median of "
+    width = max(len(n) for n in med) + 1
+    print(f"{'how':{width}s} {'ms/step':>8s} {'overhead':>9s} {'ms':>6s} | {'CPU ms/step':>11s} {'overhead':>9s}   (median of "
           f"{args.rounds} interleaved rounds of {args.steps} steps; CPU = client + server process)")
     for name, sec in med.items():
         c = cmed[name]
-        print(f"{name:32s} {sec * 1e3:8.2f} {100 * (sec / base - 1):8.1f}% {1e3 * (sec - base):6.2f} | {c * 1e3:11.2f} "
+        print(f"{name:{width}s} {sec * 1e3:8.2f} {100 * (sec / base - 1):8.1f}% {1e3 * (sec - base):6.2f} | {c * 1e3:11.2f} "
               f"{100 * (c / cbase - 1):8.1f}%")
 
 
