@@ -8,10 +8,14 @@
 # consecutive, so the machine stays warm and keeps what the earlier call left:
 #
 #   call 1: carry [DIR/call1]            cmd: bash DIR/code/benchmarks/gpu_eval_device.sh stage DIR/call1
-#   call 2: carry [DIR/call2, DIR/code]  cmd: bash DIR/code/benchmarks/gpu_eval_device.sh stage DIR/call2 &&
+#   call 2: carry [DIR/call2, DIR/code, DIR/gl]
+#                                        cmd: for f in DIR/gl/*.deb; do dpkg -x $f /; done; ldconfig;
+#                                             bash DIR/code/benchmarks/gpu_eval_device.sh stage DIR/call2 &&
 #                                             bash DIR/code/benchmarks/gpu_eval_device.sh install &&
 #                                             bash DIR/code/benchmarks/gpu_eval_device.sh eval
 #
+# DIR/gl: the libEGL/libglvnd .debs of the device README (`apt-get download libvulkan1 libegl1 libglvnd0
+# libopengl0 libgl1 libglx0 libgles2` for amd64): the image has the NVIDIA EGL driver but no libEGL.so.1.
 # (call 1 names DIR/code/... only after call 2 carried it; in call 1 run the copy of this script that the
 # checkout itself holds, or `mkdir -p $STATE/parts && cp DIR/call1/* $STATE/parts/`.)
 #
