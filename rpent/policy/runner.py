@@ -8,7 +8,10 @@ with ``toolkit.execute`` and owns what policy code must not be able to change:
 
 * the call budget: ``max_calls`` robot-tool calls per cell (``--code-max-calls``,
   default 100); call ``max_calls + 1`` is refused, raising ``CallBudgetExhausted`` inside
-  the cell, and the result says ``budget_exhausted``. ``finish`` is not counted;
+  the cell, and the result says ``budget_exhausted``. ``finish`` is not counted. A cell
+  that catches that and calls again is ended there (its worker is killed: the call after
+  a budget refusal, or any refusal past :data:`MAX_REFUSALS`, ends the cell), so a
+  looping cell cannot grow its record or this process;
 * the wall-time limit ``timeout_s`` per cell (``--code-timeout-s``, default 120 s): when
   it expires the runner sets the toolkit's cancel flag (the running primitive stops at
   its next env-step boundary), then signals the worker (``CellTimeout`` is raised in the
@@ -22,14 +25,22 @@ A cell that hangs, loops, allocates without bound, calls ``os._exit`` or kills i
 process ends as a failed cell (``ok: False``); the runner keeps going. Every cell's
 source is saved before it runs and its result after (:mod:`rpent.policy.record`).
 
-Known limits: the worker is not network-isolated (it holds no endpoints or keys, but
-could reach loopback services it guesses); a toolkit call that ignores the cancel flag
-(a long read-only call) delays the kill until it returns.
+Records stay small whatever a cell does: stdout and stderr keep
+:data:`MAX_STREAM_CHARS` characters each, a call's arguments and results are cut to
+:data:`MAX_ARGS_CHARS` / :data:`MAX_SUMMARY_STR`, an exception's text to
+:data:`MAX_EXCEPTION_CHARS` (a looping cell's ``cell_NNN.json`` stays under 1 MB).
+
+The worker is sandboxed in layers (:mod:`rpent.policy.isolation`); a layer the machine
+does not allow is logged once per worker start (``run.log``: "code-policy sandbox: ...
+is OFF") and recorded in every cell result under ``sandbox``. Known limit: a toolkit call
+that ignores the cancel flag (a long read-only call) delays the kill until it returns.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import json
+import logging
 import os
 import signal
 import sys
@@ -44,8 +55,16 @@ from rpent.policy.robo import OPERATOR_TOOLS
 from rpent.policy.sandbox import WorkerLimits, worker_env
 from rpent.policy.worker_process import WorkerProcess, WorkerStartError
 
+log = logging.getLogger(__name__)
+
 #: Characters of stdout (and of stderr) kept per cell; the rest is counted, not stored.
-MAX_STREAM_CHARS = 1_000_000
+MAX_STREAM_CHARS = 200_000
+#: Characters of a call's arguments kept in the record (as JSON); longer ones are replaced by a note.
+MAX_ARGS_CHARS = 4_000
+#: Characters kept of a cell exception's message and of its traceback, and of a trailing value's repr.
+MAX_EXCEPTION_CHARS = 20_000
+#: Refused calls a cell may make before it is ended (a budget refusal allows no further call).
+MAX_REFUSALS = 20
 #: Longest string kept in a robot call's result summary.
 MAX_SUMMARY_STR = 2_000
 #: Keys of a stateful tool's own result read, in this order, as the env steps it used
@@ -110,9 +129,12 @@ class CellResult(TypedDict):
         worker_lost: the cell ended its worker (crash, ``os._exit``, killed, or killed by
             the runner after a timeout it did not honour); ``worker_exit`` says how.
         elapsed_s: wall seconds of the cell.
-        sandbox: ``{"limits": {RLIMIT_*: value}, "isolation": {user_namespace,
-            network_namespace, capabilities_dropped, notes}}`` of the worker that ran it
-            (see rpent.policy.sandbox and rpent.policy.isolation).
+        processes_ended: processes the cell started that were still running at its end and
+            were killed then (signals sent; 0 without a PID namespace).
+        sandbox: ``{"limits": {RLIMIT_*: value, max_processes, total_memory_bytes},
+            "isolation": {layers: {name: {on, detail}}, user_namespace, network_namespace,
+            capabilities_dropped, notes}}`` of the worker that ran it (see
+            rpent.policy.sandbox and rpent.policy.isolation).
         images: after motion (unless ``images=False``): the toolkit's latest images,
             list of ``{"label": str, "png": bytes}``.
     """
@@ -141,6 +163,7 @@ class CellResult(TypedDict):
     worker_lost: bool
     worker_exit: str | None
     elapsed_s: float
+    processes_ended: int
     sandbox: dict
     images: list[dict]
 
@@ -193,6 +216,28 @@ def env_steps_of(result: Mapping[str, Any], readonly: bool, cumulative_before: i
     if cumulative is None and cumulative_before is not None:
         cumulative = cumulative_before + steps
     return steps, cumulative
+
+
+def _cut(text: Any, limit: int) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[:limit] + f"...[{len(text) - limit} chars cut]"
+
+
+def _cap_exception(exc: Any) -> CellException | None:
+    """A worker-reported exception with its fields cut to :data:`MAX_EXCEPTION_CHARS`."""
+    if not isinstance(exc, dict):
+        return None
+    return {"type": _cut(exc.get("type", ""), 200), "message": _cut(exc.get("message", ""), MAX_EXCEPTION_CHARS),
+            "traceback": _cut(exc.get("traceback", ""), MAX_EXCEPTION_CHARS)}
+
+
+def _record_args(args: dict) -> dict:
+    """A call's arguments as recorded: summarised, or a note when over :data:`MAX_ARGS_CHARS`."""
+    summary = _summarise(args)
+    size = len(json.dumps(summary, default=repr))
+    if size > MAX_ARGS_CHARS:
+        return {"_cut": f"arguments of {size} characters (as JSON) not recorded; over {MAX_ARGS_CHARS}"}
+    return summary
 
 
 def _summarise(value: Any) -> Any:
@@ -253,6 +298,9 @@ class _CellState:
         self.exception: CellException | None = None
         self.worker_lost = False
         self.worker_exit: str | None = None
+        self.refusals = 0
+        self.processes_ended = 0
+        self.ended: str | None = None         # why the runner ended the cell (a refusal loop)
 
 
 class CodePolicyRunner:
@@ -262,8 +310,9 @@ class CodePolicyRunner:
         toolkit: object with the toolkit contract of docs/interfaces.md: ``specs()``,
             ``execute(name, args, call_id) -> dict`` (never raises), ``cancel()``,
             ``clear_cancel()``.
-        output_dir: the run's output directory: worker cwd and ``HOME``; the record goes
-            to ``<output_dir>/code_policy/``.
+        output_dir: the run's output directory (readable by the worker); the record goes
+            to ``<output_dir>/code_policy/``, and ``code_policy/scratch/`` is the worker's
+            cwd, ``HOME`` and ``TMPDIR``, the only directory it can write.
         timeout_s: wall-time limit per cell, seconds (> 0).
         max_calls: robot-tool calls allowed per cell (>= 0; ``finish`` not counted).
         images: attach the toolkit's latest images to a cell's result after motion.
@@ -272,9 +321,10 @@ class CodePolicyRunner:
         extra_env: extra variables for the worker (names that look like credentials are
             refused with ``ValueError``).
         python: interpreter for the worker (default: the current one).
-        namespaces: isolate the worker in user + network namespaces where the kernel
-            allows (no network, no access to other processes' ``/proc/<pid>/environ``);
-            see :mod:`rpent.policy.isolation`. Capabilities are dropped either way.
+        namespaces: isolate the worker in user, mount, PID, network and IPC namespaces
+            where the kernel allows (no network, a read-only filesystem but for its
+            scratch directory, only its own processes visible, all of them killed with
+            it); see :mod:`rpent.policy.isolation`. The other layers apply either way.
 
     Use as a context manager, or call :meth:`close`, to end the worker.
 
@@ -302,7 +352,9 @@ class CodePolicyRunner:
         self.python = python or sys.executable
         self.namespaces = bool(namespaces)
         self.recorder = CellRecorder(self.output_dir)
-        self._env = worker_env(self.output_dir, extra_env)
+        #: the one directory policy code can write (cwd, HOME and TMPDIR of the worker)
+        self.scratch_dir = self.recorder.code_dir / "scratch"
+        self._env = worker_env(self.scratch_dir, extra_env)
         self._specs = [spec_to_dict(s) for s in toolkit.specs()]
         self._readonly = {s["name"]: s["readonly"] for s in self._specs}
         self._operator = sorted(OPERATOR_TOOLS)
@@ -422,6 +474,7 @@ class CodePolicyRunner:
             "worker_lost": state.worker_lost,
             "worker_exit": state.worker_exit,
             "elapsed_s": round(time.monotonic() - t0, 4),
+            "processes_ended": state.processes_ended,
             "sandbox": self._sandbox_info(),
             "images": (state.images or []) if self.images else [],
         }
@@ -473,11 +526,16 @@ class CodePolicyRunner:
                     sink.add(str(message.get("text", "")))
                 elif kind == "call":
                     self._handle_call(worker, state, message)
+                    if state.ended is not None:
+                        break
                 elif kind == "done" and message.get("cell") == state.index:
                     with self._state_lock:
                         self._state = None             # a timer firing now no longer counts
-                    state.value = message.get("value")
-                    state.exception = message.get("exception")
+                    value = message.get("value")
+                    state.value = _cut(value, MAX_EXCEPTION_CHARS) if value is not None else None
+                    state.exception = _cap_exception(message.get("exception"))
+                    ended = message.get("killed_processes")
+                    state.processes_ended = ended if isinstance(ended, int) and not isinstance(ended, bool) else 0
                     if message.get("finished") and state.finished is None:
                         state.finished = dict(message["finished"])
                     break
@@ -507,18 +565,23 @@ class CodePolicyRunner:
         info: dict[str, Any] = {"limits": {}, "isolation": {}}
         worker = self._worker or self._last_worker
         if worker is not None:
-            info["limits"] = {k: v[0] for k, v in worker.applied_limits.items()}
+            info["limits"] = dict(worker.applied_limits)
+            info["limits"]["max_processes"] = worker.limits.max_processes
+            info["limits"]["total_memory_bytes"] = worker.limits.total_memory_bytes
             info["isolation"] = dict(worker.isolation)
         return info
 
     def _start_worker(self) -> WorkerProcess:
         worker = WorkerProcess(
-            cwd=self.output_dir, log_path=self.recorder.code_dir / "worker.log", env=self._env,
+            cwd=self.scratch_dir, log_path=self.recorder.code_dir / "worker.log", env=self._env,
             limits=self.limits, specs=self._specs, operator_tools=self._operator, python=self.python,
-            namespaces=self.namespaces,
+            namespaces=self.namespaces, read_paths=[str(self.output_dir)],
         )
         worker.start()
         self._last_worker = worker
+        for note in worker.isolation.get("notes", []):
+            layer, _, why = str(note).partition(": off: ")
+            log.warning("code-policy sandbox: protection %r is OFF: %s", layer, why or note)
         return worker
 
     def _stop(self, kind: str) -> bool:
@@ -548,14 +611,21 @@ class CodePolicyRunner:
         call_number = len(state.calls) + 1
         tool = str(message.get("tool", ""))
         args = message.get("args") if isinstance(message.get("args"), dict) else {}
-        record: RobotCall = {"index": call_number, "tool": tool, "args": args, "ok": False}
-        state.calls.append(record)
+        tool = _cut(tool, 200)
+        record: RobotCall = {"index": call_number, "tool": tool, "args": _record_args(args), "ok": False}
+        previous_budget = state.budget_exhausted
         refusal = self._refusal(state, tool)
         if refusal is not None:
+            state.refusals += 1
             record["refused"] = refusal["kind"]
             record["result"] = {"error": refusal["message"]}
+            state.calls.append(record)
+            if (refusal["kind"] == "budget" and previous_budget) or state.refusals > MAX_REFUSALS:
+                self._end_cell(worker, state, refusal)
+                return
             worker.send({"t": "result", "id": message.get("id"), "refused": refusal})
             return
+        state.calls.append(record)
 
         if tool != "finish":
             state.calls_made += 1
@@ -591,6 +661,22 @@ class CodePolicyRunner:
             worker.send({"t": "result", "id": message.get("id"), "refused": refusal})
             return
         worker.send({"t": "result", "id": message.get("id"), "result": result})
+
+    def _end_cell(self, worker: WorkerProcess, state: _CellState, refusal: dict[str, Any]) -> None:
+        """End a cell that keeps calling after a refusal: kill its worker (the cell cannot
+        catch that), so neither its record nor this process grows."""
+        if refusal["kind"] == "budget":
+            why = (f"the cell called the robot again after its call budget ({self.max_calls}, --code-max-calls) "
+                   "was refused, so it was ended; its variables are lost and the next cell starts in a fresh worker")
+        else:
+            why = (f"the cell made more than {MAX_REFUSALS} refused robot calls (last: {refusal['kind']}), "
+                   "so it was ended; its variables are lost and the next cell starts in a fresh worker")
+        state.ended = refusal["kind"]
+        code = worker.kill()
+        state.worker_lost = True
+        state.worker_exit = f"killed by the runner after a refused call; {worker.describe_exit(code)}"
+        state.exception = {"type": "CallBudgetExhausted" if refusal["kind"] == "budget" else "CallRefused",
+                           "message": why, "traceback": ""}
 
     def _refusal(self, state: _CellState, tool: str) -> dict[str, Any] | None:
         if state.stop == "timeout":
