@@ -357,10 +357,13 @@ def load_checkpoint_tensors(
         (tensors keyed by openpi names without prefix, detected layout "openpi"|"lerobot").
 
     Raises:
-        CheckpointError: no safetensors file; any expected tensor missing; any unexpected tensor;
-            any shape mismatch. The message lists the offending keys.
+        CheckpointError: no safetensors file; a truncated or garbage safetensors file (the
+            message names the file and the fix; :mod:`rpent.models.weights`); any expected tensor
+            missing; any unexpected tensor; any shape mismatch. The message lists the offending keys.
     """
     from safetensors import safe_open
+
+    from rpent.models.weights import REFETCH, WeightsFileError, check_safetensors
 
     d = Path(directory)
     files = safetensors_files(d)
@@ -369,7 +372,11 @@ def load_checkpoint_tensors(
     handles = []
     where: dict[str, tuple[int, str]] = {}
     for i, f in enumerate(files):
-        h = safe_open(str(f), framework="pt", device=str(device))
+        try:
+            check_safetensors(f, fix=f"{REFETCH} (the Pi0.5 checkpoint in {d} is damaged)")
+            h = safe_open(str(f), framework="pt", device=str(device))
+        except WeightsFileError as exc:
+            raise CheckpointError(str(exc)) from None
         handles.append(h)
         for k in h.keys():
             where[k] = (i, k)
