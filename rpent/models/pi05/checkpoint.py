@@ -61,6 +61,11 @@ class CheckpointError(RuntimeError):
     """A checkpoint directory or its tensors cannot be used; the message names the problem and the fix."""
 
 
+class DamagedWeightsError(CheckpointError):
+    """A weight file of the checkpoint is truncated or not safetensors (one line: file, problem, fix;
+    see :class:`rpent.models.weights.WeightsFileError`)."""
+
+
 def expected_tensor_shapes(cfg: Pi05Config, include_unused: bool = False) -> dict[str, tuple[int, ...]]:
     """Checkpoint tensor names (openpi layout, no prefix) and shapes for ``cfg``.
 
@@ -357,8 +362,8 @@ def load_checkpoint_tensors(
         (tensors keyed by openpi names without prefix, detected layout "openpi"|"lerobot").
 
     Raises:
-        CheckpointError: no safetensors file; a truncated or garbage safetensors file (the
-            message names the file and the fix; :mod:`rpent.models.weights`); any expected tensor
+        CheckpointError: no safetensors file; a truncated or garbage safetensors file
+            (:class:`DamagedWeightsError`: the message names the file and the fix); any expected tensor
             missing; any unexpected tensor; any shape mismatch. The message lists the offending keys.
     """
     from safetensors import safe_open
@@ -376,7 +381,7 @@ def load_checkpoint_tensors(
             check_safetensors(f, fix=f"{REFETCH} (the Pi0.5 checkpoint in {d} is damaged)")
             h = safe_open(str(f), framework="pt", device=str(device))
         except WeightsFileError as exc:
-            raise CheckpointError(str(exc)) from None
+            raise DamagedWeightsError(str(exc)) from None
         handles.append(h)
         for k in h.keys():
             where[k] = (i, k)
