@@ -99,16 +99,22 @@ class SocketServerTransport:
         header = bytearray(FRAME.size)
         limits = self._limits
         authenticated = self._server.token is None
+        running = _Running()
         while True:
             conn.settimeout(limits.idle_timeout_s)
             try:
                 first = conn.recv_into(header, FRAME.size)
-                if first == 0:
-                    return  # closed cleanly
-                conn.settimeout(limits.frame_timeout_s)
+            except socket.timeout:
+                if running.count:
+                    continue  # a call of this connection is still running: waiting for it is not idling
+                return  # idle past idle_timeout_s
+            if first == 0:
+                return  # closed cleanly
+            conn.settimeout(limits.frame_timeout_s)
+            try:
                 got = first + (recv_exact_into(conn, memoryview(header)[first:]) if first < FRAME.size else 0)
             except socket.timeout:
-                return  # idle past idle_timeout_s, or a header that stalled
+                return  # a header that stalled
             if got < FRAME.size:
                 return  # closed mid-header
             magic, rid, length = FRAME.unpack(header)
@@ -140,7 +146,8 @@ class SocketServerTransport:
                 return  # truncated frame: peer went away
             if not authenticated:
                 authenticated = self._carries_token(payload)
-            self._pool.submit(lambda rid=rid, payload=payload: self._reply(conn, send_lock, rid, payload))
+            running.add(1)
+            self._pool.submit(lambda rid=rid, payload=payload: self._reply(conn, send_lock, rid, payload, running))
 
     def _carries_token(self, payload: bytearray) -> bool:
         try:
@@ -166,9 +173,14 @@ class SocketServerTransport:
             ))
         _close_gracefully(conn, 1 << 16)
 
-    def _reply(self, conn: socket.socket, send_lock: threading.Lock, rid: int, payload: bytearray) -> None:
-        reply = self._server.handle_message(payload)
-        self._send(conn, send_lock, [FRAME.pack(MAGIC, rid, reply.nbytes), *reply.segments])
+    def _reply(self, conn: socket.socket, send_lock: threading.Lock, rid: int, payload: bytearray,
+               running: "_Running | None" = None) -> None:
+        try:
+            reply = self._server.handle_message(payload)
+            self._send(conn, send_lock, [FRAME.pack(MAGIC, rid, reply.nbytes), *reply.segments])
+        finally:
+            if running is not None:
+                running.add(-1)
         if reply.after_send is not None:
             reply.after_send()
 
@@ -179,6 +191,20 @@ class SocketServerTransport:
                 send_all(conn, segments)
         except OSError:
             pass  # client gone; its reader sees the closed connection
+
+
+class _Running:
+    """Calls of one connection submitted and not yet answered (thread-safe counter)."""
+
+    __slots__ = ("count", "_lock")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self.count += n
 
 
 class _Slot:

@@ -107,6 +107,13 @@ def test_stalled_frames_and_idle_connections_are_dropped(spawn_server, transport
 
 
 @pytest.mark.parametrize("transport", ["socket", "http"])
+def test_a_call_longer_than_the_idle_timeout_still_gets_its_reply(spawn_server, transport):
+    server = _start(spawn_server, transport, "--idle-timeout-s", "0.5")
+    with RpcClient(server.endpoint, timeout=10) as c:
+        assert c.call("sleep", 1.5) == 1.5
+
+
+@pytest.mark.parametrize("transport", ["socket", "http"])
 def test_connections_past_the_limit_get_a_named_error(spawn_server, transport):
     server = _start(spawn_server, transport, "--max-connections", "3")
     held = [socket.create_connection(_addr(server.endpoint)) for _ in range(3)]
