@@ -73,6 +73,7 @@ class WorkerProcess:
         self.cgroup: CellCgroup | None = None
         #: why there is no cgroup (None when there is one)
         self.cgroup_reason: str | None = None
+        self._worker_pidfd: int | None = None
         self.proc: subprocess.Popen | None = None
         self.applied_limits: dict[str, int] = {}
         #: what the worker reported of its own isolation (rpent.policy.isolation)
@@ -132,6 +133,7 @@ class WorkerProcess:
                 f"the code-policy worker did not become ready within {self.start_timeout_s:.0f}s "
                 f"(got {ready!r:.120}); see {self.log_path}: {self.log_tail()}"
             )
+        self._pin_worker_pid()
         self.isolation = dict(ready.get("sandbox") or {})
         self.applied_limits = {str(k): int(v) for k, v in (self.isolation.pop("limits", None) or {}).items()}
         if self.cgroup is None:
@@ -175,9 +177,31 @@ class WorkerProcess:
         except queue.Empty:
             return None
 
+    def _pin_worker_pid(self) -> None:
+        """In a PID namespace the process that runs cells is the stub's grandchild (stub -> init
+        -> worker): find it through ``/proc/<pid>/task/<pid>/children`` and hold a pidfd to it, so
+        :meth:`signal` reaches it in one hop (and never a recycled pid). Best effort: without it,
+        signals go to the stub, which forwards them."""
+        self._worker_pidfd = None
+        if self.proc is None:
+            return
+        try:
+            (init,) = _children(self.proc.pid)
+            (worker,) = _children(init)
+            self._worker_pidfd = os.pidfd_open(worker)
+        except (OSError, ValueError, AttributeError):
+            self._worker_pidfd = None
+
     def signal(self, signum: int) -> None:
-        """Send ``signum`` to the worker process itself (not its group), if alive."""
+        """Send ``signum`` to the process that runs the cells (not its group), if alive."""
         if self.proc is not None and self.proc.poll() is None:
+            fd = self._worker_pidfd
+            if fd is not None:
+                try:
+                    signal.pidfd_send_signal(fd, signum)
+                    return
+                except OSError:
+                    pass
             try:
                 self.proc.send_signal(signum)
             except ProcessLookupError:
@@ -210,8 +234,14 @@ class WorkerProcess:
                 pass
             code = self.wait_exit(10.0)
         self._remove_cgroup()
+        self._close_pidfd()
         self._close_pipes()
         return code
+
+    def _close_pidfd(self) -> None:
+        fd, self._worker_pidfd = self._worker_pidfd, None
+        if fd is not None:
+            os.close(fd)
 
     def _remove_cgroup(self) -> None:
         if self.cgroup is not None:
@@ -276,3 +306,9 @@ def _read_paths(python: str, env: dict[str, str], extra: list[str]) -> list[str]
             if os.path.exists(q) and q not in paths and q != "/":
                 paths.append(q)
     return paths
+
+
+def _children(pid: int) -> list[int]:
+    """Pids of the children of ``pid`` (its main thread's), from ``/proc``."""
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(x) for x in f.read().split()]
