@@ -26,9 +26,9 @@ process ends as a failed cell (``ok: False``); the runner keeps going. Every cel
 source is saved before it runs and its result after (:mod:`rpent.policy.record`).
 
 Records stay small whatever a cell does: stdout and stderr keep
-:data:`MAX_STREAM_CHARS` characters each, a call's arguments and results are cut to
-:data:`MAX_ARGS_CHARS` / :data:`MAX_SUMMARY_STR`, an exception's text to
-:data:`MAX_EXCEPTION_CHARS` (a looping cell's ``cell_NNN.json`` stays under 1 MB).
+:data:`~rpent.policy.bounded.MAX_STREAM_CHARS` characters each, a call's arguments and results
+are cut, and so is an exception's text (:mod:`rpent.policy.bounded`; a looping cell's
+``cell_NNN.json`` stays under 1 MB).
 
 The worker is sandboxed in layers (:mod:`rpent.policy.isolation`); a layer the machine
 does not allow is logged once per worker start (``run.log``: "code-policy sandbox: ...
@@ -39,7 +39,6 @@ that ignores the cancel flag (a long read-only call) delays the kill until it re
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import logging
 import os
 import signal
@@ -49,6 +48,8 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, TypedDict
 
+from rpent.policy.bounded import (MAX_EXCEPTION_CHARS, MAX_STREAM_CHARS, TextSink, cap_exception, cut, record_args,
+                                  summarise)
 from rpent.policy.frames import to_wire
 from rpent.policy.record import CellRecorder
 from rpent.policy.robo import OPERATOR_TOOLS
@@ -57,16 +58,8 @@ from rpent.policy.worker_process import WorkerProcess, WorkerStartError
 
 log = logging.getLogger(__name__)
 
-#: Characters of stdout (and of stderr) kept per cell; the rest is counted, not stored.
-MAX_STREAM_CHARS = 200_000
-#: Characters of a call's arguments kept in the record (as JSON); longer ones are replaced by a note.
-MAX_ARGS_CHARS = 4_000
-#: Characters kept of a cell exception's message and of its traceback, and of a trailing value's repr.
-MAX_EXCEPTION_CHARS = 20_000
 #: Refused calls a cell may make before it is ended (a budget refusal allows no further call).
 MAX_REFUSALS = 20
-#: Longest string kept in a robot call's result summary.
-MAX_SUMMARY_STR = 2_000
 #: Keys of a stateful tool's own result read, in this order, as the env steps it used
 #: (LIBERO: ``steps_used`` for motions and ``release``, ``steps`` for ``set_gripper``).
 ENV_STEP_KEYS = ("steps_used", "steps")
@@ -218,66 +211,6 @@ def env_steps_of(result: Mapping[str, Any], readonly: bool, cumulative_before: i
     return steps, cumulative
 
 
-def _cut(text: Any, limit: int) -> str:
-    text = str(text)
-    return text if len(text) <= limit else text[:limit] + f"...[{len(text) - limit} chars cut]"
-
-
-def _cap_exception(exc: Any) -> CellException | None:
-    """A worker-reported exception with its fields cut to :data:`MAX_EXCEPTION_CHARS`."""
-    if not isinstance(exc, dict):
-        return None
-    return {"type": _cut(exc.get("type", ""), 200), "message": _cut(exc.get("message", ""), MAX_EXCEPTION_CHARS),
-            "traceback": _cut(exc.get("traceback", ""), MAX_EXCEPTION_CHARS)}
-
-
-def _record_args(args: dict) -> dict:
-    """A call's arguments as recorded: summarised, or a note when over :data:`MAX_ARGS_CHARS`."""
-    summary = _summarise(args)
-    size = len(json.dumps(summary, default=repr))
-    if size > MAX_ARGS_CHARS:
-        return {"_cut": f"arguments of {size} characters (as JSON) not recorded; over {MAX_ARGS_CHARS}"}
-    return summary
-
-
-def _summarise(value: Any) -> Any:
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            if k == "_images" and isinstance(v, list):
-                out["_image_labels"] = [str(i.get("label", "")) if isinstance(i, dict) else "" for i in v]
-            else:
-                out[str(k)] = _summarise(v)
-        return out
-    if isinstance(value, (list, tuple)):
-        return [_summarise(v) for v in value]
-    if isinstance(value, str) and len(value) > MAX_SUMMARY_STR:
-        return value[:MAX_SUMMARY_STR] + f"...[{len(value) - MAX_SUMMARY_STR} chars cut]"
-    if isinstance(value, (bytes, bytearray)):
-        return f"<{len(value)} bytes>"
-    return to_wire(value, lenient=True)
-
-
-class _TextSink:
-    def __init__(self, limit: int):
-        self.limit = limit
-        self.parts: list[str] = []
-        self.size = 0
-        self.dropped = 0
-
-    def add(self, text: str) -> None:
-        room = self.limit - self.size
-        if room <= 0:
-            self.dropped += len(text)
-            return
-        self.parts.append(text[:room])
-        self.size += min(room, len(text))
-        self.dropped += max(0, len(text) - room)
-
-    def text(self) -> str:
-        return "".join(self.parts)
-
-
 class _CellState:
     """Mutable bookkeeping of the cell being run (shared with the timer thread)."""
 
@@ -292,8 +225,8 @@ class _CellState:
         self.budget_exhausted = False
         self.finished: dict | None = None
         self.images: list[dict] | None = None
-        self.stdout = _TextSink(MAX_STREAM_CHARS)
-        self.stderr = _TextSink(MAX_STREAM_CHARS)
+        self.stdout = TextSink(MAX_STREAM_CHARS)
+        self.stderr = TextSink(MAX_STREAM_CHARS)
         self.value: str | None = None
         self.exception: CellException | None = None
         self.worker_lost = False
@@ -532,8 +465,8 @@ class CodePolicyRunner:
                     with self._state_lock:
                         self._state = None             # a timer firing now no longer counts
                     value = message.get("value")
-                    state.value = _cut(value, MAX_EXCEPTION_CHARS) if value is not None else None
-                    state.exception = _cap_exception(message.get("exception"))
+                    state.value = cut(value, MAX_EXCEPTION_CHARS) if value is not None else None
+                    state.exception = cap_exception(message.get("exception"))
                     ended = message.get("killed_processes")
                     state.processes_ended = ended if isinstance(ended, int) and not isinstance(ended, bool) else 0
                     if message.get("finished") and state.finished is None:
@@ -611,8 +544,8 @@ class CodePolicyRunner:
         call_number = len(state.calls) + 1
         tool = str(message.get("tool", ""))
         args = message.get("args") if isinstance(message.get("args"), dict) else {}
-        tool = _cut(tool, 200)
-        record: RobotCall = {"index": call_number, "tool": tool, "args": _record_args(args), "ok": False}
+        tool = cut(tool, 200)
+        record: RobotCall = {"index": call_number, "tool": tool, "args": record_args(args), "ok": False}
         previous_budget = state.budget_exhausted
         refusal = self._refusal(state, tool)
         if refusal is not None:
@@ -642,7 +575,7 @@ class CodePolicyRunner:
         stateful = not self._readonly.get(tool, False)
         steps, self._cumulative_env_steps = env_steps_of(result, not stateful, self._cumulative_env_steps)
         record["env_steps"] = steps
-        record["result"] = _summarise(result)
+        record["result"] = summarise(result)
         record["ok"] = "error" not in result
         state.env_steps += steps
         if steps > 0 or (stateful and record["ok"] and tool != "finish"):

@@ -29,7 +29,6 @@ import itertools
 import socket
 import struct
 import threading
-import time
 from typing import TYPE_CHECKING, Sequence
 
 from rpent.rpc import codec
