@@ -1,9 +1,11 @@
-"""The cell worker process: ``python -m rpent.policy.worker --in-fd R --out-fd W``.
+"""The cell worker process: ``python -m rpent.policy.worker --in-fd R --out-fd W --sandbox JSON``.
 
 Started by :class:`rpent.policy.worker_process.WorkerProcess` (never by hand), with a
-scrubbed environment, resource limits and its own process group (see
-:mod:`rpent.policy.sandbox`); its first act is to isolate itself further (user and
-network namespaces, no capabilities: :mod:`rpent.policy.isolation`). It talks to the parent only through two pipes carrying
+scrubbed environment and its own process group (see :mod:`rpent.policy.sandbox`); its first
+act is to build its sandbox (cgroup, resource limits, namespaces with a read-only filesystem,
+its own PID namespace where it runs under its own init, no capabilities, Landlock:
+:mod:`rpent.policy.isolation`). Processes a cell starts are killed when the cell ends
+(:func:`end_cell_processes`). It talks to the parent only through two pipes carrying
 length-prefixed msgpack frames (:mod:`rpent.policy.frames`): fd ``R`` parent -> worker,
 fd ``W`` worker -> parent. Its fds 1 and 2 go to ``code_policy/worker.log``; Python-level
 ``print`` output of a cell is streamed to the parent as ``out`` frames instead.
