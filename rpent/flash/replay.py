@@ -28,7 +28,6 @@ import re
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 from rpent.flash.files import FlashFileError, find_plan, load_flash
 from rpent.planners.base import Finish, PlannerConfig, PlannerResult, PlannerStats
