@@ -2,9 +2,17 @@
 
 Feature names and shapes follow the LIBERO LeRobot layout that RLinf's Pi0.5 SFT loader reads
 (``image``, ``wrist_image``, ``state``, ``actions``; upstream RPent's Flywheel v1 export used
-the same four, rpent_reference §5.1): images uint8 256x256x3 stored as PNG inside the parquet
-files (``use_videos=False``), state float32 [8], actions float32 [7]; fps 20 (LIBERO control
-rate), robot type ``panda``.
+the same four, rpent_reference §5.1): images uint8 256x256x3, state float32 [8], actions
+float32 [7]; fps 20 (LIBERO control rate), robot type ``panda``.
+
+Camera streams are stored either as PNG inside the parquet files (``dtype: image``, the
+default, what upstream RPent wrote) or, with ``video=True``, as lerobot video features
+(``dtype: video``): lerobot's streaming encoder encodes each episode on the CPU while frames are
+added (codec ``libsvtav1`` = AV1 by default, or ``h264``; both are encoders inside the PyAV
+wheel). Reading video datasets back needs torchcodec plus FFmpeg's shared libraries (lerobot
+0.4.4 decodes with torchcodec; its PyAV fallback needs a torchvision VideoReader that
+torchvision 0.28 no longer has). Statistics per feature (``meta/stats.json``: min, max, mean,
+std, count, quantiles) are lerobot's own, computed per episode and aggregated by lerobot.
 """
 
 from __future__ import annotations
@@ -20,13 +28,34 @@ from rpent.recording.png import decode_png
 FPS = 20
 """LIBERO control frequency in env steps per second (robosuite control_freq 20)."""
 
-FEATURES = {
-    "image": {"dtype": "image", "shape": IMAGE_SHAPE, "names": ["height", "width", "channel"]},
-    "wrist_image": {"dtype": "image", "shape": IMAGE_SHAPE, "names": ["height", "width", "channel"]},
-    "state": {"dtype": "float32", "shape": (layout.STATE_DIM,), "names": ["state"]},
-    "actions": {"dtype": "float32", "shape": (layout.ACTION_DIM,), "names": ["actions"]},
-}
-"""LeRobot features of the exported dataset (see module docstring for the source of the names)."""
+VIDEO_CODECS = ("libsvtav1", "h264")
+"""Video codecs offered for ``video=True`` (CPU encoders of the PyAV wheel that lerobot 0.4.4
+accepts; ``libsvtav1`` is lerobot's default, ``h264`` encodes with libx264)."""
+
+CAMERA_KEYS = ("image", "wrist_image")
+"""Dataset keys of the two cameras (``main`` -> ``image``, ``wrist`` -> ``wrist_image``)."""
+
+
+def features(video: bool = False) -> dict:
+    """The LeRobot features of the exported dataset.
+
+    Args:
+        video: cameras as ``video`` features (encoded streams) instead of ``image`` (PNG in parquet).
+
+    Returns:
+        ``{"image", "wrist_image", "state", "actions"}`` feature dicts (dtype, shape, names).
+    """
+    cam = "video" if video else "image"
+    return {
+        "image": {"dtype": cam, "shape": IMAGE_SHAPE, "names": ["height", "width", "channel"]},
+        "wrist_image": {"dtype": cam, "shape": IMAGE_SHAPE, "names": ["height", "width", "channel"]},
+        "state": {"dtype": "float32", "shape": (layout.STATE_DIM,), "names": ["state"]},
+        "actions": {"dtype": "float32", "shape": (layout.ACTION_DIM,), "names": ["actions"]},
+    }
+
+
+FEATURES = features(video=False)
+"""LeRobot features of the PNG variant (see :func:`features`)."""
 
 
 class FrameLoadError(RuntimeError):
@@ -50,6 +79,8 @@ def write_lerobot_dataset(
     repo_id: str,
     robot_type: str,
     image_writer_threads: int = 0,
+    video: bool = False,
+    vcodec: str = "libsvtav1",
     on_frame: Callable[[], None] | None = None,
 ) -> dict:
     """Write ``episodes`` into a new LeRobot dataset at ``root`` (which must not exist).
@@ -60,7 +91,9 @@ def write_lerobot_dataset(
         repo_id: the dataset's repo id (local name only; nothing is uploaded).
         robot_type: LeRobot robot type (``"panda"``).
         image_writer_threads: lerobot's image writer threads (0 = encode and save each image
-            in the calling thread).
+            in the calling thread; PNG variant only, video frames go to the streaming encoder).
+        video: store the cameras as video features (see module docstring).
+        vcodec: one of :data:`VIDEO_CODECS` (with ``video``).
         on_frame: called after each frame is added (progress).
 
     Returns:
@@ -68,18 +101,23 @@ def write_lerobot_dataset(
 
     Raises:
         FileExistsError: ``root`` exists.
+        ValueError: unknown ``vcodec``.
         FrameLoadError: an image could not be decoded.
         LeRobotUnavailableError: lerobot is not importable.
     """
+    if vcodec not in VIDEO_CODECS:
+        raise ValueError(f"unknown video codec {vcodec!r}; use one of {VIDEO_CODECS}")
     LeRobotDataset = import_lerobot_dataset()
     ds = LeRobotDataset.create(
         repo_id=repo_id,
         fps=FPS,
-        features=FEATURES,
+        features=features(video),
         root=root,
         robot_type=robot_type,
-        use_videos=False,
-        image_writer_threads=image_writer_threads,
+        use_videos=video,
+        image_writer_threads=0 if video else image_writer_threads,
+        vcodec=vcodec,
+        streaming_encoding=video,
     )
     frames = 0
     tasks: list[str] = []
