@@ -6,7 +6,8 @@ the same four, rpent_reference §5.1): images uint8 256x256x3, state float32 [8]
 float32 [7]; fps 20 (LIBERO control rate), robot type ``panda``.
 
 Camera streams are stored either as PNG inside the parquet files (``dtype: image``, the
-default, what upstream RPent wrote) or, with ``video=True``, as lerobot video features
+default, what upstream RPent wrote; the recorded PNG files are taken as they are, see
+:func:`_copying_dataset_class`) or, with ``video=True``, as lerobot video features
 (``dtype: video``): lerobot's streaming encoder encodes each episode on the CPU while frames are
 added (codec ``libsvtav1`` = AV1 by default, or ``h264``; both are encoders inside the PyAV
 wheel). Reading video datasets back needs torchcodec plus FFmpeg's shared libraries (lerobot
@@ -17,8 +18,11 @@ std, count, quantiles) are lerobot's own, computed per episode and aggregated by
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
+
+from PIL import Image
 
 from rpent.flywheel.lerobot_compat import import_lerobot_dataset
 from rpent.flywheel.selection import IMAGE_SHAPE, Frame
@@ -56,6 +60,45 @@ def features(video: bool = False) -> dict:
 
 FEATURES = features(video=False)
 """LeRobot features of the PNG variant (see :func:`features`)."""
+
+
+def _open_png(path: Path) -> Image.Image:
+    """Open a recorded PNG lazily (header only; pixels are not decoded)."""
+    im = Image.open(path)
+    if im.format != "PNG":
+        im.close()
+        raise ValueError(f"{path} is {im.format}, not PNG")
+    return im
+
+
+_COPYING_CLASS = None
+
+
+def _copying_dataset_class():
+    """lerobot's ``LeRobotDataset`` whose image features take the recorded PNG file as it is.
+
+    lerobot's ``add_frame`` re-encodes every image as PNG at zlib level 6 (~0.1 s per 256x256
+    frame on this machine, half of the export's time, benchmarks/flywheel_bench.py). The
+    recorder already wrote lossless PNG files, and the export has decoded each of them once to
+    check it (``selection.image_problem``), so ``_save_image`` copies the file byte for byte when
+    it is handed a PNG opened from disk; any other image goes through lerobot's own writer. The
+    pixels are identical either way (PNG is lossless); files are larger than level 6 (the
+    recorder uses level 1). Everything else (stats, parquet embedding, metadata) is lerobot's.
+    """
+    global _COPYING_CLASS
+    if _COPYING_CLASS is None:
+        LeRobotDataset = import_lerobot_dataset()
+
+        class CopyingLeRobotDataset(LeRobotDataset):
+            def _save_image(self, image, fpath, compress_level: int = 1) -> None:  # noqa: D102
+                src = getattr(image, "filename", None)
+                if isinstance(image, Image.Image) and image.format == "PNG" and src:
+                    shutil.copyfile(src, fpath)
+                    return
+                super()._save_image(image, fpath, compress_level)
+
+        _COPYING_CLASS = CopyingLeRobotDataset
+    return _COPYING_CLASS
 
 
 class FrameLoadError(RuntimeError):
@@ -107,8 +150,7 @@ def write_lerobot_dataset(
     """
     if vcodec not in VIDEO_CODECS:
         raise ValueError(f"unknown video codec {vcodec!r}; use one of {VIDEO_CODECS}")
-    LeRobotDataset = import_lerobot_dataset()
-    ds = LeRobotDataset.create(
+    ds = _copying_dataset_class().create(
         repo_id=repo_id,
         fps=FPS,
         features=features(video),
@@ -124,14 +166,20 @@ def write_lerobot_dataset(
     try:
         for record_dir, frames_of_episode in episodes:
             for fr in frames_of_episode:
+                paths = (layout.resolve_artifact(record_dir, fr.main), layout.resolve_artifact(record_dir, fr.wrist))
                 try:
-                    main = decode_png(layout.resolve_artifact(record_dir, fr.main))
-                    wrist = decode_png(layout.resolve_artifact(record_dir, fr.wrist))
+                    # video: pixels for the encoder; PNG: the recorded file itself (copied by _save_image)
+                    main, wrist = (decode_png(p) for p in paths) if video else (_open_png(p) for p in paths)
                 except (OSError, ValueError) as e:
                     raise FrameLoadError(f"{record_dir}: action seq {fr.seq}: cannot load observation: {e}") from e
-                ds.add_frame(
-                    {"image": main, "wrist_image": wrist, "state": fr.state, "actions": fr.action, "task": fr.task}
-                )
+                try:
+                    ds.add_frame(
+                        {"image": main, "wrist_image": wrist, "state": fr.state, "actions": fr.action, "task": fr.task}
+                    )
+                finally:
+                    for im in (main, wrist):
+                        if isinstance(im, Image.Image):
+                            im.close()
                 if fr.task not in tasks:
                     tasks.append(fr.task)
                 frames += 1
