@@ -260,6 +260,11 @@ def export_records(
                            {"val_fraction": val_fraction, "seed": split_seed})
     report["stale_partials_removed"] = removed
 
+    if not progress:
+        with contextlib.suppress(ImportError):
+            from datasets.utils.logging import disable_progress_bar
+
+            disable_progress_bar()  # lerobot's parquet embedding shows datasets' "Map" bars otherwise
     with _partial.signals_as_interrupt():
         tmp = _partial.make_build_dir(output_dir)
         try:
