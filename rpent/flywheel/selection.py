@@ -237,6 +237,8 @@ def image_problem(record_dir: Path, rel: str | None) -> str | None:
         path = layout.resolve_artifact(record_dir, rel)
         with Image.open(path) as im:
             size = (im.height, im.width, len(im.getbands()))
+            if im.format != "PNG":
+                return f"{rel} is {im.format}, not PNG"
             if im.mode != "RGB" or size != IMAGE_SHAPE:
                 return f"{rel} is {im.mode} {size}, expected RGB {IMAGE_SHAPE}"
             im.load()  # decode it all: a truncated or corrupt PNG fails here, not in the middle of the write
