@@ -293,20 +293,22 @@ def bench_scripted_export(args: argparse.Namespace, workdir: Path) -> None:
         t = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "rpent.cli.flywheel", "--input-root", str(workdir / inp),
                                "--output-dir", str(out), "--no-progress", *extra], capture_output=True, text=True,
-                              env=env)
+                              env=env, cwd=workdir)  # not the repo: `-m` puts the cwd first on sys.path
         wall = time.perf_counter() - t
         if proc.returncode != 0:
             sys.exit(f"{name} failed: {proc.stderr[-2000:]}")
         report = json.loads((out / "report.json").read_text())
         frames = report["counts"]["frames"]
         size = _dir_bytes(out / "train")
-        row = {"name": name, "wall_s": wall, "frames": frames, "fps": frames / wall, "bytes_per_frame": size / frames}
+        row = {"name": name, "wall_s": wall, "frames": frames, "fps": frames / wall, "bytes_per_frame": size / frames,
+               "rpent": report.get("rpent_version"), "schema": report.get("schema_version")}
         shutil.rmtree(out)
+        print(f"  done: {name}: {wall:.1f} s, report schema {row['schema']}, load {_load()}", flush=True)
         return row
 
     print(f"== part 3: export of {args.episodes} scripted episodes x {args.frames_per_episode} frames "
           f"({n_frames} frames, from {len(sources)} real scripted run(s): {', '.join(d.name for d in sources)}) ==")
-    print(f"load average before: {_load()}")
+    print(f"load average before: {_load()}", flush=True)
     rows = [run(f"baseline ({args.baseline_rev}, v1, PNG, 0 threads, VLA-relabelled form)", baseline_tree, [], "vla")]
     for video in (False, True):
         for threads in (0, args.threads):
