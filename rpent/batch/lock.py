@@ -13,7 +13,7 @@ import socket
 import time
 from pathlib import Path
 
-__all__ = ["RootLock", "RootLockedError"]
+__all__ = ["RootLock", "RootLockedError", "lock_holder"]
 
 
 class RootLockedError(RuntimeError):
@@ -70,3 +70,23 @@ class RootLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def lock_holder(path: str | Path) -> dict | None:
+    """The ``{"pid", "host", "started"}`` of the runner that holds the lock, read without taking
+    it (so a runner starting now is never refused because of a reader); None when the file is
+    empty or names a process of this host that no longer exists."""
+    try:
+        holder = json.loads(Path(path).read_text(encoding="utf-8") or "null")
+    except (OSError, ValueError):
+        return None
+    if not isinstance(holder, dict):
+        return None
+    if holder.get("host") == socket.gethostname():
+        try:
+            os.kill(int(holder.get("pid", 0)), 0)
+        except (ProcessLookupError, ValueError):
+            return None
+        except PermissionError:
+            pass
+    return holder
