@@ -264,6 +264,8 @@ class BatchRunner:
                     self.on_event({"kind": "attempt_ended", "key": cell.key, "attempt": n, "status": res.status,
                                    "reason": res.reason, "retry": retry})
         finally:
+            if running:  # interrupted: stop the runs before the services they use
+                self.executor.shutdown(cancel=True)
             services.stop()
             self.on_event({"kind": "arm_ended", "arm": arm.name})
 

@@ -106,7 +106,9 @@ def matrix_from_args(args: argparse.Namespace, extra: list[str], stored: dict | 
     from rpent.batch.matrix import Arm, Matrix, load_matrix_file, parse_index_list
 
     given = any(v is not None for v in (args.matrix, args.suites, args.tasks, args.seeds, args.repeats,
-                                         args.planner, args.model, args.vla_checkpoint, args.vla_endpoint))
+                                         args.planner, args.model, args.policy_mode, args.code_file,
+                                         args.vla_checkpoint, args.vla_endpoint, args.sam3_checkpoint,
+                                         args.sam3_endpoint, args.price_in, args.price_out))
     if not given and not extra and stored is not None:
         return Matrix.from_dict(stored)
     doc = load_matrix_file(args.matrix) if args.matrix else {}
