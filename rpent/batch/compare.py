@@ -9,7 +9,7 @@ respects that tasks differ in difficulty; the pooled Fisher p-value is shown nex
 Verdicts: ``better`` / ``worse`` (p < alpha) / ``no significant difference`` / ``no data``.
 Infra and pending cells are not in N and are shown per side, never silently dropped.
 
-The product documents' 70/100 vs 73/100 ("+3 points") gives pooled Fisher p = 0.758: no
+The product documents' 70/100 vs 73/100 ("+3 points") gives pooled Fisher p = 0.754: no
 significant difference.
 """
 

@@ -1,7 +1,9 @@
 """Executor protocol of ``rpent-batch``: how one cell's run is started somewhere and how its end
 comes back. The batch runner only talks to an :class:`Executor`; which one runs the cells (the
 local subprocess executor below, a distributed engine such as Ray) is chosen at the CLI edge
-through :func:`create_executor` / :func:`register_executor`, never by branches in the runner.
+through :func:`create_executor` / :func:`register_executor`, never by branches in the runner
+(``rpent-batch --executor NAME``; a module ``rpent/batch/NAME_executor.py`` that calls
+``register_executor("NAME", factory)`` at import is found without further registration).
 
 Contract (stable; later changes are additive only):
 
@@ -147,13 +149,24 @@ def executor_names() -> list[str]:
 
 
 def create_executor(name: str, *, slots: int, **options: Any) -> Executor:
-    """Build the executor registered as ``name``.
+    """Build the executor registered as ``name``. A name not registered yet is looked up as the
+    module ``rpent.batch.<name>_executor`` (imported lazily, e.g. ``rpent.batch.ray_executor``),
+    which registers itself with :func:`register_executor` on import; so heavy engines are only
+    imported when chosen.
 
     Raises:
         ValueError: unknown name (lists the known ones) or ``slots < 1``.
     """
     if slots < 1:
         raise ValueError(f"--parallel must be >= 1, got {slots}")
+    if name not in _FACTORIES and name.isidentifier():
+        import importlib
+
+        try:
+            importlib.import_module(f"rpent.batch.{name}_executor")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"rpent.batch.{name}_executor":
+                raise ValueError(f"executor {name!r} needs {exc.name!r}, which is not installed") from None
     if name not in _FACTORIES:
         raise ValueError(f"unknown executor {name!r}; choose one of {', '.join(executor_names())}")
     return _FACTORIES[name](slots=slots, **options)

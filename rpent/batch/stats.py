@@ -42,7 +42,7 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
 def fisher_two_sided(k_a: int, n_a: int, k_b: int, n_b: int) -> float | None:
     """Two-sided Fisher exact test p-value of ``k_a/n_a`` vs ``k_b/n_b`` (``scipy.stats.fisher_exact``
     on ``[[k_a, n_a - k_a], [k_b, n_b - k_b]]``); None when either side has no episodes.
-    E.g. 70/100 vs 73/100 gives p = 0.758."""
+    E.g. 70/100 vs 73/100 gives p = 0.754 (the issue rounds it to 0.75)."""
     if n_a == 0 or n_b == 0:
         return None
     from scipy.stats import fisher_exact

@@ -65,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-retries", type=int, default=2,
                    help="extra attempts after an infrastructure error, per cell and invocation (default 2)")
     g.add_argument("--cell-timeout-s", type=float, default=None, help="wall-clock limit of one run (s)")
-    g.add_argument("--executor", default="local", choices=executor_names(), help="where runs execute (default local)")
+    g.add_argument("--executor", default="local",
+                   help=f"where runs execute: {', '.join(executor_names())} or another registered executor "
+                        "(rpent/batch/<name>_executor.py; default local)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar (one line per finished attempt)")
     return p
 
@@ -214,6 +216,11 @@ def _run(argv: list[str]) -> int:
     try:
         from rpent.recording.atomic import write_bytes_atomic
 
+        try:
+            executor = create_executor(args.executor, slots=args.parallel)
+        except ValueError as exc:
+            print(f"rpent-batch: --executor: {exc}", file=sys.stderr)
+            return EXIT_USAGE
         if stored is None:
             write_bytes_atomic(root.matrix_path, (json.dumps(matrix.to_dict(), indent=1) + "\n").encode("utf-8"))
         checkpoints = {}
@@ -229,7 +236,6 @@ def _run(argv: list[str]) -> int:
         manifest = Manifest(root.manifest_path)
         inv = manifest.begin(argv=["rpent-batch", *argv], matrix=matrix.to_dict(), executor=args.executor,
                              parallel=args.parallel, max_retries=args.max_retries, checkpoints=checkpoints)
-        executor = create_executor(args.executor, slots=args.parallel)
         opts = BatchOptions(max_retries=args.max_retries, cell_timeout_s=args.cell_timeout_s, cuda_device=cuda,
                             transport=transport, progress=not args.no_progress and sys.stderr.isatty())
         runner = BatchRunner(matrix, root, executor, opts)
