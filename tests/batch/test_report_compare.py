@@ -156,3 +156,17 @@ def test_bad_batch_flags_fail_before_anything_starts(tmp_path, cli):
     r = cli("--suites", "libero_object", "--tasks", "99", "--seeds", "0", "--results-root", str(root))
     assert r.returncode == 2 and "99" in r.stderr
     assert not root.exists()
+
+
+def test_resume_of_a_complete_root_runs_nothing_and_a_different_matrix_is_refused(tmp_path, cli):
+    root = prepare_root(tmp_path / "done", [3, 1], seeds=range(25, 28))
+    r = cli("--results-root", str(root.root), "--no-progress")  # the stored matrix is resumed
+    assert r.returncode == 0, r.stderr
+    assert "| default | scripted | - | 4/6 | 66.7% |" in r.stdout
+    ledger = root.read_ledger()
+    assert [e for e in ledger if e["event"] == "start" and e["attempt"] > 1] == []  # nothing re-run
+    manifest = json.loads(root.manifest_path.read_text())
+    assert manifest["invocations"][-1]["exit_code"] == 0 and manifest["invocations"][-1]["attempts_started"] == 0
+    assert manifest["matrix"]["tasks"] == [0, 1]
+    r = cli("--suites", "libero_goal_swap", "--tasks", "0-2", "--seeds", "25-27", "--results-root", str(root.root))
+    assert r.returncode == 2 and "holds a different matrix" in r.stderr
