@@ -170,3 +170,19 @@ def test_resume_of_a_complete_root_runs_nothing_and_a_different_matrix_is_refuse
     assert manifest["matrix"]["tasks"] == [0, 1]
     r = cli("--suites", "libero_goal_swap", "--tasks", "0-2", "--seeds", "25-27", "--results-root", str(root.root))
     assert r.returncode == 2 and "holds a different matrix" in r.stderr
+
+
+def test_compare_two_arms_of_one_root(tmp_path, cli):
+    m = Matrix(suites=("libero_goal_swap",), tasks=(0,), seeds=tuple(range(25, 35)), arms=(Arm("before"), Arm("after")))
+    root = ResultsRoot(tmp_path / "ab")
+    root.ensure()
+    root.matrix_path.write_text(json.dumps(m.to_dict()))
+    for c in m.cells():
+        write_attempt(root, c, 1, "success" if (c.seed - 25) < (2 if c.arm == "before" else 9) else "failure")
+    r = cli("compare", str(root.root), "--arms", "before", "after", "--json")
+    res = json.loads(r.stdout)
+    assert (res["a"], res["b"]) == ("ab:before", "ab:after")
+    assert res["rows"][0]["p_fisher"] == pytest.approx(ss.fisher_exact([[2, 8], [9, 1]]).pvalue)
+    assert res["overall"]["verdict"] == "better" and not res["regression"]
+    r = cli("compare", str(root.root), "--arms", "before", "nope")
+    assert r.returncode == 2 and "has no arm 'nope'; arms: before, after" in r.stderr
