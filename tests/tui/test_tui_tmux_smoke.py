@@ -93,7 +93,7 @@ def start_task(session: str, args: str) -> None:
 
 def start(session: str, out: Path) -> int:
     cmd = (f"cd {ROOT} && TERM=xterm-256color MUJOCO_GL=egl ESCDELAY=50 {sys.executable} -m rpent_tui "
-           f"--planner scripted --shared none --require-operator-verdict --images halfblock "
+           f"--in-process --planner scripted --shared none --require-operator-verdict --images halfblock "
            f"--output-dir {out} --frame-interval 0.5")
     # no client is attached: the default size decides the window size, so make it 120x40 too
     tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", cmd, ";", "set-option", "-g", "default-size", "120x40")
