@@ -106,6 +106,11 @@ class AttachedApp(RpentApp):
         """Subtitle: the base summary plus the session name."""
         return f"{super().session_summary()} · attached to {self.session_name} (F10 detach)"
 
+    def _exit_on_signal(self, code: int) -> None:
+        """SIGHUP (SSH drop, terminal closed) or SIGTERM: this client ends, the session keeps running."""
+        self.exit(return_code=code, message=f"rpent-tui: signal {code - 128} received; detached, session "
+                                            f"{self.session_name} keeps running (rpent-tui --attach {self.session_name})")
+
     def _hard_exit(self, code: int) -> None:
         """A stuck exit: this client owns no services (the session does); just end the process."""
         os._exit(code)
