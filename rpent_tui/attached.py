@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,19 @@ class AttachedApp(RpentApp):
         self.exit(return_code=code, message=f"rpent-tui: signal {code - 128} received; detached, session "
                                             f"{self.session_name} keeps running (rpent-tui --attach {self.session_name})")
 
+    def _trio_crashed(self, error: BaseException) -> None:
+        """The attach itself failed (refused, no socket): one line naming the cause and the fix."""
+        from rpent.session.client import attach_error
+
+        leaves = getattr(error, "exceptions", None)
+        while leaves:  # unwrap the nursery's exception group
+            error = leaves[0]
+            leaves = getattr(error, "exceptions", None)
+        if isinstance(error, OSError):
+            self.exit(return_code=1, message=f"rpent-tui: {attach_error(error, self.session.paths)}")
+        else:
+            super()._trio_crashed(error)
+
     def _hard_exit(self, code: int) -> None:
         """A stuck exit: this client owns no services (the session does); just end the process."""
         os._exit(code)
@@ -207,9 +221,13 @@ def start_or_attach(config: Any, vla_server_args: list[str]) -> tuple[Any, subpr
 
 def run_attached(paths: Any, options: AppOptions, *, mouse: bool = True, owned: subprocess.Popen | None = None) -> int:
     """Attach ``AttachedApp`` to the session in ``paths`` and run it; returns the exit status."""
-    from rpent.session.client import RemoteSession
+    from rpent.session.client import RemoteSession, attach_error
 
-    session = RemoteSession(paths, lambda event: None)
+    try:
+        session = RemoteSession(paths, lambda event: None)
+    except OSError as exc:
+        print(f"rpent-tui: {attach_error(exc, paths)}", file=sys.stderr)
+        return 2
     app = AttachedApp(session, options, owned=owned)
     app.run(mouse=mouse)
     return int(app.return_code or 0)

@@ -430,7 +430,7 @@ class RemoteSession:
                               output_dir=Path(data["output_dir"]))
             self.runs.append(run)
             self.runs.sort(key=lambda r: r.id)
-        for key in wire.RUN_META:
+        for key in wire.run_meta_fields(run):
             if key in data and key != "id":
                 setattr(run, key, data[key])
         if "operator" in data:

@@ -164,16 +164,24 @@ def reply_to_wire(reply: Any) -> dict[str, Any]:
     return {"id": reply.id, "answer": reply.answer, "notes": reply.notes}
 
 
-#: TaskRunView fields sent as "meta" (everything but the growing lists and the frames).
-RUN_META = ("id", "state", "detail", "started_at", "ended_at", "tokens_in", "tokens_out", "tool_calls", "outcome",
-            "error", "cancel_requested", "planner", "model", "frames_step")
+#: TaskRunView fields that are not "meta": the growing lists and frames travel by index / when
+#: they change, and command, output dir and operator request have their own wire form.
+RUN_NOT_META = ("transcript", "timeline", "frames", "command", "output_dir", "operator")
+
+
+def run_meta_fields(run: Any) -> list[str]:
+    """The meta fields of a ``TaskRunView`` (every dataclass field but ``RUN_NOT_META``, so a field
+    added to the model travels without a protocol change)."""
+    import dataclasses
+
+    return [f.name for f in dataclasses.fields(run) if f.name not in RUN_NOT_META]
 #: ServiceView fields sent as "meta" (everything but the log ring).
 SERVICE_META = ("name", "scope", "state", "endpoint", "pid", "started_at", "last_error", "total_lines")
 
 
 def run_to_wire(run: Any) -> dict[str, Any]:
     """The meta fields of a ``TaskRunView`` (command, output dir, operator request included)."""
-    data = {k: plain(getattr(run, k)) for k in RUN_META}
+    data = {k: plain(getattr(run, k)) for k in run_meta_fields(run)}
     data["command"] = {"suite": run.command.suite, "task": int(run.command.task), "seed": int(run.command.seed)}
     data["output_dir"] = str(run.output_dir)
     data["operator"] = request_to_wire(run.operator)
