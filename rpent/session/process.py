@@ -68,17 +68,16 @@ def write_session_options(paths: SessionPaths, config: Any, vla_server_args: lis
     """Create the session directory with ``session.json`` and a fresh token.
 
     Raises:
-        FileExistsError: a session already runs there, or the directory holds an earlier session
-            (message says to attach or choose a new directory).
+        FileExistsError: a session already runs there (the message says how to attach).
         ValueError: the directory is too deep for a Unix socket path.
     """
     paths.check_socket_path()
     if paths.running():
         raise FileExistsError(f"a session is already running in {paths.root}; attach to it with "
                               f"rpent-tui --attach {paths.root}")
-    if paths.config.exists() or paths.token.exists():
-        raise FileExistsError(f"{paths.root} holds an earlier session; choose a new --output-dir "
-                              "(TaskRun records are never overwritten)")
+    # An earlier, stopped session in the same directory: the new one gets a new token (its TaskRuns
+    # continue the numbering under tasks/, see Session); session.log keeps growing.
+    paths.token.unlink(missing_ok=True)
     paths.root.mkdir(parents=True, exist_ok=True)
     paths.make_token()
     write_json_atomic(paths.config, {"schema_version": 1, "config": config_to_dict(config),
