@@ -197,3 +197,38 @@ def test_garbage_and_tokenless_clients_are_refused_and_the_session_keeps_serving
 
     trio.run(main)
     assert json.loads(paths.state.read_text())["refused_connections"] >= 6
+
+
+def test_code_cells_run_in_the_session_against_the_taskrun_toolkit(short_tmp):
+    from test_tui_app_screens import EchoToolkit, ToolkitRun
+
+    from rpent_tui.services.code_cells import NoToolkitError
+    from rpent_tui.services.commands import TaskCommand
+
+    toolkit = EchoToolkit()
+    server, paths, _ = make_server(short_tmp / "s", ToolkitRun(toolkit))
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.serve)
+            events = Recorder()
+            client = RemoteSession(paths, events)
+            await nursery.start(client.run)
+            await until(lambda: client.state == "ready", "ready")
+            with pytest.raises(NoToolkitError):  # no TaskRun yet
+                await client.cells.run_cell(None, short_tmp, "print(1)", timeout_s=30, max_calls=5)
+            await trio.to_thread.run_sync(client.start_task, TaskCommand("libero_goal", 0, 0))
+            await until(lambda: client.toolkit_for("0001") is not None, "toolkit")
+            await client.cells.run_cell(client.toolkit_for("0001"), client.current.output_dir,
+                                        "total = 0\nfor i in range(3):\n    total += robo.echo(x=i).x\nprint('total', total)\n",
+                                        timeout_s=30, max_calls=5)
+            await until(lambda: events.of("CellFinished"), "cell result", timeout=60)
+            done = events.of("CellFinished")[0]
+            assert "total 3" in str(done.result) and done.calls == 3
+            assert events.of("CellProgress") and not client.cells.busy
+            assert [c[0] for c in toolkit.calls] == ["echo", "echo", "echo"]
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    cells = short_tmp / "s" / "tasks" / "0001_libero_goal_t0_s0" / "code_policy"
+    assert (cells / "cell_001.py").is_file() and (cells / "cell_001.json").is_file()
