@@ -258,13 +258,15 @@ def dashboard_argv(args: argparse.Namespace) -> list[str]:
 
     Raises:
         ValueError: a flag a dashboard session cannot honour (``--interactive``, ``--code-file``,
-            ``--no-images``, ``--claude-code-max-budget-usd``, ``--suite``/``--task``), with the fix.
+            ``--no-images``, ``--claude-code-max-budget-usd``, ``--suite``/``--task``, ``--cuda-device``,
+            ``--no-video``), with the fix.
     """
     refused = [flag for flag, given in (("--interactive", args.interactive), ("--code-file", args.code_file),
                                         ("--no-images", args.no_images),
                                         ("--claude-code-max-budget-usd", args.claude_code_max_budget_usd is not None),
                                         ("--suite", args.suite is not None), ("--task", args.task is not None),
-                                        ("--cuda-device", args.cuda_device is not None)) if given]
+                                        ("--cuda-device", args.cuda_device is not None),
+                                        ("--no-video", args.no_video)) if given]
     if refused:
         raise ValueError(f"{', '.join(refused)} cannot be used with --dashboard: tasks start in the dashboard with "
                          "/rpent-task <suite> <task> <seed>, and operator lines are typed there")
