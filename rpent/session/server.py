@@ -64,6 +64,7 @@ class _Client:
         self.role = role
         self.send, self.receive = trio.open_memory_channel[bytes](CLIENT_QUEUE)
         self.dropped = False
+        self.ready = False  # an events client gets deltas only after its snapshot
 
 
 class SessionServer:
@@ -216,7 +217,7 @@ class SessionServer:
     def _broadcast(self, msg: dict[str, Any]) -> None:
         frame = wire.encode_frame(msg)
         for client in list(self._clients.values()):
-            if client.role != "events" or client.dropped:
+            if client.role != "events" or client.dropped or not client.ready:
                 continue
             try:
                 client.send.send_nowait(frame)
@@ -363,9 +364,14 @@ class SessionServer:
                 await stream.aclose()
 
     async def _serve_events(self, stream: trio.SocketStream, client: _Client, buffer: bytearray) -> None:
-        # The snapshot is taken and queued on the trio thread before any later delta: nothing is
-        # missed and nothing is applied twice (the client merges transcript items by index).
+        # On the trio thread, with no checkpoint in between: the attached clients get what is still
+        # pending, then the new one gets the snapshot and every later delta. Nothing is missed and
+        # nothing is shown twice (and the client merges transcript items by index anyway).
+        pending = self._delta()
+        if pending is not None:
+            self._broadcast(pending)
         client.send.send_nowait(wire.encode_frame(self.snapshot()))
+        client.ready = True
         async with trio.open_nursery() as nursery:
             async def watch_close() -> None:  # an events client sends nothing; EOF means it left
                 while await stream.receive_some(4096):

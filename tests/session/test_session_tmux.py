@@ -70,8 +70,8 @@ def descendants(pid: int) -> set[int]:
 def client(name: str, args: str) -> None:
     env = f"RPENT_SESSIONS_DIR={os.environ['RPENT_SESSIONS_DIR']} PYTHONPATH={os.environ.get('PYTHONPATH', '')}"
     cmd = f"cd {ROOT} && {env} TERM=xterm-256color MUJOCO_GL=egl ESCDELAY=50 {sys.executable} -m rpent_tui {args}"
-    tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "40", cmd, ";", "set-option", "-g", "default-size", "120x40",
-         ";", "set-option", "-g", "window-size", "manual")
+    tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "40", cmd, ";", "set-option", "-g", "default-size", "120x40")
+    tmux("resize-window", "-t", name, "-x", "120", "-y", "40", check=False)
     wait_screen(name, "Transcript", 60)
 
 
