@@ -88,6 +88,7 @@ class AttachedApp(RpentApp):
         self.cells = session.cells
         self.owned = owned
         self.stopped_session = False
+        self._attached_once = False
 
     @property
     def session_name(self) -> str:
@@ -99,9 +100,19 @@ class AttachedApp(RpentApp):
         from rpent.session.client import SessionGone
 
         event = message.event
+        if not self._attached_once and type(event).__name__ == "SessionChanged":
+            # the backlog arrived (maybe before the Run screen had its size): show its end
+            self._attached_once = True
+            self.set_timer(0.5, self._scroll_to_latest)
         if isinstance(event, SessionGone) and not self.stopped_session:
             self.exit(return_code=0 if event.stopped else 1,
                       message=f"rpent-tui: {event.detail} ({self.session.session_dir})")
+
+    def _scroll_to_latest(self) -> None:
+        from .widgets.transcript import TranscriptView
+
+        for view in self.screen.query(TranscriptView):
+            view.scroll_end(animate=False)
 
     def session_summary(self) -> str:
         """Subtitle: the base summary plus the session name."""

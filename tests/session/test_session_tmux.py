@@ -76,12 +76,21 @@ def client(name: str, args: str) -> None:
 
 
 def type_task(name: str, args: str) -> None:
+    """Type ``/rpent-task <args>`` into the input line and submit it (retyped if a key is lost on a
+    loaded machine)."""
     wait_screen(name, "session ready", 60)
-    tmux("send-keys", "-t", name, "t")
-    time.sleep(0.5)
-    tmux("send-keys", "-t", name, "-l", args)
-    wait_screen(name, f"/rpent-task {args}", 10)
-    tmux("send-keys", "-t", name, "Enter")
+    for _ in range(5):
+        tmux("send-keys", "-t", name, "i")  # focus the input line
+        time.sleep(0.5)
+        tmux("send-keys", "-t", name, "C-u")
+        tmux("send-keys", "-t", name, "-l", f"/rpent-task {args}")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if f"/rpent-task {args}" in screen(name):
+                tmux("send-keys", "-t", name, "Enter")
+                return
+            time.sleep(0.2)
+    raise AssertionError(f"could not type the task command; screen:\n{screen(name)}")
 
 
 @pytest.mark.timeout(900)  # a loaded 2-core machine runs the MuJoCo task several times slower
@@ -124,8 +133,9 @@ def test_ssh_drop_reattach_shared_verdict_and_clean_stop(short_tmp):
         tmux("kill-session", "-t", "b")
         tmux("kill-session", "-t", "c")
         client("d", f"--attach --images halfblock")  # the only running session
-        text = wait_screen("d", "TaskRun 0001 succeeded", 30)
-        assert "request_operator_verdict" in text or "operator:" in text or "finish" in text, text
+        wait_screen("d", "TaskRun 0001 succeeded", 30)
+        text = wait_screen("d", "finish", 10)  # the transcript's end, from the backlog
+        assert "environment success" in text or "finished" in text or "operator" in text, text
 
         # quit asks; "s" stops the session and every process it started
         tmux("send-keys", "-t", "d", "C-q")
