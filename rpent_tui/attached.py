@@ -7,6 +7,9 @@ terminal, an SSH drop (SIGHUP) or closing a browser tab only detaches. Keys adde
 (the session keeps running), F7 download the current TaskRun's ``episode.mp4``, F8 download its latest
 camera frames (in a browser these are real downloads; in a terminal they are saved to the
 downloads folder). ctrl+q asks: stop the session and its services, or detach.
+
+``python -m rpent_tui.attached SESSION`` is the client a dashboard tab runs (no terminal checks,
+half-block images); in a terminal use ``rpent-tui --attach SESSION``.
 """
 
 from __future__ import annotations
@@ -242,3 +245,26 @@ def run_attached(paths: Any, options: AppOptions, *, mouse: bool = True, owned: 
     app = AttachedApp(session, options, owned=owned)
     app.run(mouse=mouse)
     return int(app.return_code or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m rpent_tui.attached SESSION_DIR``: the client each dashboard browser tab runs (its
+    stdin/stdout are textual-serve's pipes, not a terminal; images use the half-block renderer)."""
+    import argparse
+
+    from rpent.session.layout import SessionNotFound, resolve_session
+
+    p = argparse.ArgumentParser(prog="python -m rpent_tui.attached",
+                                description="rpent workbench attached to a session (one dashboard tab).")
+    p.add_argument("session", help="session directory or name")
+    p.add_argument("--frame-interval", type=float, default=1.0, help="minimum seconds between camera-frame repaints")
+    args = p.parse_args(argv)
+    try:
+        paths = resolve_session(args.session)
+    except SessionNotFound as exc:
+        p.exit(2, f"rpent-tui: {exc}\n")
+    return run_attached(paths, AppOptions(image_mode="halfblock", frame_interval_s=args.frame_interval))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -2,7 +2,7 @@
 
 textual-serve starts one app process per browser tab (per websocket) and stops it when the tab
 closes (``shared/reference/tui_reference.md``, textual-serve notes). Each tab therefore runs
-``rpent-tui --attach <session dir>``: a thin client of the one session process, so every tab sees
+``python -m rpent_tui.attached <session dir>``: a thin client of the one session process, so every tab sees
 the same TaskRuns and operator requests, and closing a tab (or the dashboard server) leaves the
 session running. Frames use the half-block renderer (terminal graphics do not reach a browser);
 F7/F8 deliver ``episode.mp4`` and the latest frames as browser downloads.
@@ -52,8 +52,9 @@ def check_bind(host: str, token: str | None) -> None:
 
 
 def dashboard_command(session_dir: Path, extra: list[str] | None = None) -> str:
-    """The shell command each browser tab runs: an ``rpent-tui`` client attached to ``session_dir``."""
-    argv = [sys.executable, "-m", "rpent_tui", "--attach", str(session_dir), "--images", "halfblock", *(extra or [])]
+    """The shell command each browser tab runs: a workbench client attached to ``session_dir``
+    (``rpent_tui.attached``; half-block images)."""
+    argv = [sys.executable, "-m", "rpent_tui.attached", str(session_dir), *(extra or [])]
     return shlex.join(argv)
 
 
