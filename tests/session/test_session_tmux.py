@@ -27,7 +27,7 @@ from rpent.session.layout import SessionPaths, pid_alive
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")]
-SOCK = "rpent-session-test"
+SOCK = f"rpent-session-test-{os.getpid()}"  # a tmux server of this run only
 
 
 def tmux(*args: str, check: bool = True) -> str:
