@@ -327,6 +327,13 @@ class ReplicaPool:
             self._assign[client] = rep.index
             return rep.endpoint
 
+    def release(self, client: str) -> None:
+        """``client`` is done (e.g. a batch cell ended): free its slot on its replica."""
+        with self._lock:
+            idx = self._assign.pop(client, None)
+            if idx is not None:
+                self.replicas[idx].clients.discard(client)
+
     def check(self, rep: Replica) -> str | None:
         """Liveness of ``rep``: None when its actor and server answer, else the reason."""
         import ray

@@ -10,6 +10,7 @@ Schema (every key optional; ``--ray-address`` on the command line overrides ``ad
         num_cpus: 1
         num_gpus: 0                 # > 0: the worker renders with EGL on the GPU Ray assigns it
         resources: {}               # custom resources pin roles to node groups, e.g. {sim_node: 1}
+      results: auto                 # rpent-batch: shared (every node mounts the results root) | copy | auto
       cell:                         # one rpent-batch cell task
         num_cpus: 1
         resources: {}
@@ -125,6 +126,8 @@ class RaySettings:
         cell: resources of one rpent-batch cell task.
         cell_max_retries: re-runs of a cell whose node died.
         replicas: role -> :class:`ReplicaSettings`.
+        results: rpent-batch run directories: ``shared``, ``copy`` or ``auto`` (see
+            :mod:`rpent.batch.ray_executor`).
     """
 
     address: str
@@ -134,6 +137,7 @@ class RaySettings:
     cell: ResourceRequest = field(default_factory=ResourceRequest)
     cell_max_retries: int = 2
     replicas: dict[str, ReplicaSettings] = field(default_factory=dict)
+    results: str = "auto"
 
 
 def _num(v: float) -> str:
@@ -220,7 +224,8 @@ def parse_ray_section(section: Any, address: str | None = None) -> RaySettings |
         ClusterConfigError: a malformed key, naming it and the allowed values.
     """
     section = _mapping(section, "ray")
-    _unknown(section, ("address", "connect_timeout_s", "call_timeout_s", "env_worker", "cell", "replicas"), "ray")
+    _unknown(section, ("address", "connect_timeout_s", "call_timeout_s", "env_worker", "cell", "replicas", "results"),
+             "ray")
     address = address or section.get("address")
     if not address:
         if section:
@@ -238,8 +243,11 @@ def parse_ray_section(section: Any, address: str | None = None) -> RaySettings |
     cell_section.pop("max_retries", None)
     replicas_section = _mapping(section.get("replicas"), "ray.replicas")
     _unknown(replicas_section, ROLES, "ray.replicas")
+    results = section.get("results", "auto")
+    if results not in ("auto", "shared", "copy"):
+        raise ClusterConfigError(f"ray.results must be auto, shared or copy, got {results!r}")
     return RaySettings(
-        address=address,
+        address=address, results=results,
         connect_timeout_s=_number(section, "connect_timeout_s", "ray", 60.0, minimum=1.0),
         call_timeout_s=_number(section, "call_timeout_s", "ray", 900.0, minimum=1.0),
         env_worker=_request(section.get("env_worker"), "ray.env_worker", cpus=1.0, gpus=0.0),

@@ -38,6 +38,7 @@ def _rows(results):
     return sorted(tuple(getattr(r, k) for k in COMPARED) for r in results)
 
 
+@pytest.mark.slow
 def test_ray_env_workers_and_a_vla_replica_give_the_local_metrics(ray_cluster, tmp_path):
     """2 env worker actors (one per node: each node has 1 CPU) + 1 replay replica on the GPU node give
     the same per-episode results and metrics as 2 local env worker processes + a local server."""
@@ -79,9 +80,9 @@ def test_bad_placement_is_refused_before_anything_starts(ray_cluster, tmp_path):
     cases = [
         ([*COMMON[:2], "env.eval.total_num_envs=3", "env.num_workers=2"],
          "total_num_envs (3) must be divisible by the number of environment processes (env.num_workers=2)"),
-        ([*COMMON, "+ray.env_worker.resources={tpu_node: 1}"],
+        ([*COMMON, "policy.endpoint=socket://127.0.0.1:9", "+ray.env_worker.resources={tpu_node: 1}"],
          "env workers (env.num_workers): no node offers {CPU: 1, tpu_node: 1}"),
-        ([*COMMON, "env.eval.total_num_envs=4", "env.num_workers=4"],
+        ([*COMMON, "policy.endpoint=socket://127.0.0.1:9", "env.eval.total_num_envs=4", "env.num_workers=4"],
          "env workers (env.num_workers): 4 requested but the nodes hold at most 2"),
         ([*COMMON, *VLA, "+ray.replicas.vla.count=2"],
          "ray.replicas.vla.count: 2 requested but the cluster has 1 GPUs (1 per unit): at most 1 fit"),
