@@ -24,7 +24,8 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # loopback node IPs (see the module docstring)
-os.environ.setdefault("RAY_agent_register_timeout_ms", "180000")  # slow agent start on a loaded 2-core box
+os.environ.setdefault("RAY_agent_register_timeout_ms", "180000")  # slow agent / raylet start on a loaded 2-core box
+os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,7 +45,11 @@ class LocalCluster:
             "num_cpus": 1, "num_gpus": 0, "resources": {"head_node": 1}, "node_ip_address": "127.0.0.1",
             "object_store_memory": OBJECT_STORE_BYTES, "include_dashboard": False, "temp_dir": self.temp_dir,
         })
-        self.gpu_node = self.add_gpu_node()
+        try:
+            self.gpu_node = self.add_gpu_node()
+        except BaseException:
+            self.cluster.shutdown()  # leave no half-started cluster behind
+            raise
         self.address = self.cluster.address
 
     def add_gpu_node(self):
