@@ -92,11 +92,15 @@ def test_a_node_killed_mid_batch_its_cell_is_retried_elsewhere_and_counted_once(
     proc = subprocess.Popen(_cmd(root, "0-1", "--max-episode-steps", "20", "--ray-address", ray_cluster.address),
                             stdout=log, stderr=subprocess.STDOUT, env=env_for_cli)
     try:
-        deadline = time.monotonic() + 240
-        while sum(e["event"] == "start" for e in _ledger(root)) < 2 and time.monotonic() < deadline:
+        def running_runs() -> int:  # runs whose rpent process has started writing (not just submitted)
+            dirs = [Path(e["run_dir"]) for e in _ledger(root) if e["event"] == "start"]
+            return sum(1 for d in dirs if d.is_dir() and any(d.iterdir()))
+
+        deadline = time.monotonic() + 300
+        while running_runs() < 2 and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert sum(e["event"] == "start" for e in _ledger(root)) >= 2, _ledger(root)
-        time.sleep(3.0)  # both runs are on their nodes (1 CPU each): one of them on the GPU node
+        assert running_runs() >= 2, _ledger(root)
+        # both first runs are running, one per node (1 CPU each): one of them on the GPU node
         ray_cluster.cluster.remove_node(ray_cluster.gpu_node, allow_graceful=False)
         code = proc.wait(timeout=600)
     finally:
