@@ -106,11 +106,16 @@ def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop
     finally:
         if out is not subprocess.DEVNULL:
             out.close()
+    limit = job.get("timeout_s")
     try:
-        proc.wait(timeout=job.get("timeout_s"))
-    except subprocess.TimeoutExpired:
-        _stop_group(proc, stop_grace_s)
-        infra = f"run exceeded its time limit of {job['timeout_s']:g} s and was stopped"
+        # poll in short sleeps, not one blocking wait: ray.cancel raises KeyboardInterrupt in this thread
+        # only between Python bytecodes
+        while proc.poll() is None:
+            if limit is not None and time.monotonic() - t0 > limit:
+                _stop_group(proc, stop_grace_s)
+                infra = f"run exceeded its time limit of {limit:g} s and was stopped"
+                break
+            time.sleep(0.2)
     except BaseException:  # ray.cancel (KeyboardInterrupt) or the worker exiting: stop the run, keep its record
         _stop_group(proc, stop_grace_s)
         raise
