@@ -262,8 +262,6 @@ class RayRolloutDriver(RolloutDriver):
         Raises:
             EnvWorkerError: an actor failed to start or was not ready within the start timeout.
         """
-        import ray
-
         t0 = time.perf_counter()
         cls = env_worker_actor_class()
         req = self.ray_settings.env_worker
@@ -274,8 +272,12 @@ class RayRolloutDriver(RolloutDriver):
             self._actors.append(actor)
             refs.append(actor.ready.remote())
         self._nodes = ["?"] * len(refs)
-        for w, ref in enumerate(refs):
-            msg = self._get(w, ref, WORKER_START_TIMEOUT_S)
+        try:
+            ready = [self._get(w, ref, WORKER_START_TIMEOUT_S) for w, ref in enumerate(refs)]
+        except BaseException:
+            self.close()  # no actor outlives a failed start
+            raise
+        for w, msg in enumerate(ready):
             self._nodes[w] = f"{msg.get('node_ip')}[{str(msg.get('node_id'))[:8]}]"
             self.timing.startup_build_s += float(msg.get("build_s", 0.0))
             self.log.info("env worker %d ready on Ray node %s (pid %s, egl device %s, built %s envs in %.1f s)", w,
