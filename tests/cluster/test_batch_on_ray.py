@@ -72,6 +72,7 @@ def test_bad_cell_placement_is_refused_before_anything_starts(ray_cluster, env_f
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)
 def test_ray_report_equals_local_report(ray_cluster, env_for_cli, tmp_path):
     """4 scripted runs (a mix of outcomes at 180 steps) give the same report on Ray as locally."""
     extra = ["--max-episode-steps", "180"]
@@ -86,6 +87,7 @@ def test_ray_report_equals_local_report(ray_cluster, env_for_cli, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_a_node_killed_mid_batch_its_cell_is_retried_elsewhere_and_counted_once(ray_cluster, env_for_cli, tmp_path):
     root = tmp_path / "r"
     log = open(tmp_path / "batch.log", "w")

@@ -24,6 +24,7 @@ def on_term(*_):
     sys.exit(2)
 signal.signal(signal.SIGTERM, on_term)
 open(os.path.join(run_dir, "record.json"), "w").write('{"ok": true}')
+open(os.path.join(run_dir, "extra_args.txt"), "w").write(" ".join(sys.argv[4:]))
 print("hello from", os.getpid(), flush=True)
 time.sleep(sleep_s)
 sys.exit(code)
@@ -82,3 +83,22 @@ def test_time_limit_and_cancellation_are_bounded_and_recorded(ray_cluster, tmp_p
     # __exit__ -> shutdown(cancel=True): the run got SIGTERM, wrote its record, and nothing waited 300 s
     assert time.monotonic() - t0 < 60
     assert (run_dir / "cancelled.txt").read_text() == "SIGTERM"
+
+
+def test_vla_replica_endpoints_are_added_to_jobs(ray_cluster, tmp_path):
+    """With ray.replicas.vla the executor starts the replica on the GPU node and gives each job that names
+    no VLA endpoint the least-loaded replica's (the run reaches it over the ordinary RPC endpoint)."""
+    from rpent.rpc import RpcClient
+
+    settings = parse_ray_section({"cell": {"num_cpus": 1}, "results": "shared", "replicas": {"vla": {
+        "server": "replay", "args": ["--zero"], "count": 1, "num_cpus": 0, "resources": {"gpu_node": 1},
+        "ready_timeout_s": 120}}}, ray_cluster.address)
+    with create_executor("ray", slots=1, settings=settings, results_root=tmp_path) as ex:
+        (endpoint,) = ex._pools["vla"].endpoints()
+        ex.submit(_job(tmp_path, "c0"))
+        outs = _wait_all(ex, 1)
+        assert outs["c0"].exit_code == 0
+        assert (tmp_path / "runs" / "c0" / "attempt-1" / "extra_args.txt").read_text() == f"--vla-endpoint {endpoint}"
+        with RpcClient(endpoint, timeout=10) as client:
+            assert client.call("healthz")["status"] == "ok"
+        assert ex._pools["vla"].replicas[0].clients == set()  # released when the cell ended
