@@ -16,6 +16,7 @@ started once per test session and shut down at teardown.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -49,6 +50,7 @@ class LocalCluster:
             self.gpu_node = self.add_gpu_node()
         except BaseException:
             self.cluster.shutdown()  # leave no half-started cluster behind
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
             raise
         self.address = self.cluster.address
 
@@ -61,8 +63,6 @@ class LocalCluster:
 
     def shutdown(self) -> None:
         """Disconnect the driver and stop every node."""
-        import shutil
-
         import ray
 
         if ray.is_initialized():
@@ -77,7 +77,10 @@ def ray_cluster():
     pytest.importorskip("ray", reason='Ray is an extra: pip install -e ".[ray]"')
     import ray
 
-    cluster = LocalCluster()
+    try:
+        cluster = LocalCluster()
+    except Exception:  # noqa: BLE001 - Ray's node start-up can time out on a loaded machine: one more try
+        cluster = LocalCluster()
     ray.init(address=cluster.address, log_to_driver=False)
     try:
         yield cluster
