@@ -157,7 +157,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{o['tokens_in_per_episode']:g} / {_num(o['tokens_out_per_episode'])}"
         lines.append(f"| {a['arm']} | {a['planner']} | {a['model'] or '-'} | {o['k']}/{o['n']} | {_pct(o['rate'])} | "
                      f"{_ci(o)} | {o['infra']} | {_pct(o['rate_infra_as_failure'])} | {o['pending']} | "
-                     f"{o['infra_attempts']} | {_num(o['median_wall_s'])} | {_num(o['median_env_steps'])} | {tokens} | "
+                     f"{o['infra_attempts']} | {_num(o['median_wall_s'], '{:.1f}')} | {_num(o['median_env_steps'])} | {tokens} | "
                      f"{_num(o['cost_usd_per_episode'], '${:.4f}')} |")
     for a in report["arms"]:
         lines += ["", f"## arm {a['arm']}", "",
@@ -165,10 +165,10 @@ def render_markdown(report: dict[str, Any]) -> str:
                   "|---|---|---|---|---|---|---|---|---|"]
         for r in a["tasks"]:
             lines.append(f"| {r['suite']} | {r['task']} | {r['k']}/{r['n']} | {_pct(r['rate'])} | {_ci(r)} | "
-                         f"{r['infra']} | {r['pending']} | {_num(r['median_wall_s'])} | {_num(r['median_env_steps'])} |")
+                         f"{r['infra']} | {r['pending']} | {_num(r['median_wall_s'], '{:.1f}')} | {_num(r['median_env_steps'])} |")
         o = a["overall"]
         lines.append(f"| **all** | | **{o['k']}/{o['n']}** | **{_pct(o['rate'])}** | {_ci(o)} | {o['infra']} | "
-                     f"{o['pending']} | {_num(o['median_wall_s'])} | {_num(o['median_env_steps'])} |")
+                     f"{o['pending']} | {_num(o['median_wall_s'], '{:.1f}')} | {_num(o['median_env_steps'])} |")
     infra_cells = [c for c in report["cells"] if c["infra_errors"]]
     if infra_cells:
         lines += ["", "## infrastructure errors", "", "| cell | status | attempts | last error |", "|---|---|---|---|"]

@@ -81,6 +81,13 @@ def run_argv(matrix: Matrix, arm: Arm, cell: Cell, run_dir: Path, endpoints: dic
     return argv + ["--output-dir", str(run_dir)]
 
 
+def _prefetch_stats() -> None:
+    try:
+        import scipy.stats  # noqa: F401
+    except ImportError:
+        pass
+
+
 class _Progress:
     """tqdm bar over all cells with ETA and per-arm k/n in the postfix; per-cell lines otherwise."""
 
@@ -156,6 +163,8 @@ class BatchRunner:
             KeyboardInterrupt: after stopping the running cells and writing the report (SIGINT;
                 SIGTERM is turned into the same).
         """
+        # the report needs scipy.stats (a second or more to import): import it while the runs go
+        threading.Thread(target=_prefetch_stats, name="batch-prefetch", daemon=True).start()
         states = self.states()
         counts = {a.name: [0, 0, 0] for a in self.matrix.arms}
         for st in states.values():

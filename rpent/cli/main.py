@@ -62,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tools: the planner calls tools; code: the planner writes Python cells driving robo.<tool>()")
     g.add_argument("--code-file", default=None, help="run this Python file as the policy (code mode, no LLM)")
     g.add_argument("--code-timeout-s", type=float, default=120.0, help="wall-clock limit per code cell (default 120)")
-    g.add_argument("--code-max-calls", type=int, default=100, help="robot tool calls per code cell (default 100)")
+    g.add_argument("--code-max-calls", type=int, default=100, help="robot tool calls per code cell (default 100); a cell that calls again after the "
+                        "refusal is ended")
 
     g = p.add_argument_group("services")
     g.add_argument("--env-endpoint", default=None, help="attach to a running env server [http|socket://]HOST:PORT")
@@ -77,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run directory (default logs/<timestamp>_<suite>_t<task>_s<seed>); must not hold a run")
     g.add_argument("--record-trajectory", action="store_true",
                    help="also write trajectories/<task_id>/ (planner events, executed actions, VLA predictions)")
+    g.add_argument("--record-observations", choices=("vla", "all"), default="vla",
+                   help="with --record-trajectory: which actions carry their camera images: vla (default) "
+                        "or all (scripted too; what rpent-flywheel --rules v2 exports; one extra render per step)")
     g.add_argument("--require-operator-verdict", action="store_true",
                    help="refuse finish until the operator gave a verdict (the real-robot rule)")
     g.add_argument("--no-video", action="store_true", help="do not write episode.mp4")
@@ -141,6 +145,7 @@ def config_from_args(args: argparse.Namespace):
                      sam3_endpoint=args.sam3_endpoint, cuda_device=args.cuda_device, transport=args.transport,
                      policy_mode=args.policy_mode, code_file=args.code_file, code_timeout_s=args.code_timeout_s,
                      code_max_calls=args.code_max_calls, record_trajectory=args.record_trajectory,
+                     record_observations=args.record_observations,
                      require_operator_verdict=args.require_operator_verdict, video=not args.no_video,
                      robot=args.robot)
 

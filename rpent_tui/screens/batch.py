@@ -93,9 +93,12 @@ class BatchScreen(LiveScreen):
         return Path(self.app.session.output_dir) / "batches" / "results"
 
     def on_mount(self) -> None:
-        self.query_one("#batch-report", DataTable).add_columns("arm", "k/N", "success", "Wilson 95%", "infra",
-                                                               "pending", "wall s", "env steps")
-        self.query_one("#batch-flags", Input).focus()
+        self.query_one("#batch-report", DataTable).add_columns("arm", "k/N", "rate", "Wilson 95%", "infra",
+                                                               "pend")
+        flags = self.query_one("#batch-flags", Input)
+        flags.focus()
+        flags.cursor_position = 0  # show the start of the flags, not a view scrolled to the end
+        self.query_one("#batch-root", Input).cursor_position = 0
         self.set_interval(POLL_S, self.action_reload)
         self.action_reload()
 
@@ -148,9 +151,14 @@ class BatchScreen(LiveScreen):
             return
         cursor = matrix.cursor_coordinate
         matrix.clear(columns=True)
-        matrix.add_columns("arm", "suite", "task", *snap.columns)
+        arm_w = max([3] + [len(r[0]) for r in snap.rows])
+        suite_w = max([5] + [len(r[1].removeprefix("libero_")) for r in snap.rows])
+        matrix.add_column("arm", width=arm_w)
+        matrix.add_column("suite", width=suite_w)
+        matrix.add_column("task", width=4)
+        matrix.add_columns(*snap.columns)
         for arm, suite, task, cells in snap.rows:
-            matrix.add_row(arm, suite, str(task),
+            matrix.add_row(arm, suite.removeprefix("libero_"), str(task),
                            *[Text(STATE_MARK[s], style=self._style(s)) for s in cells])
         if cursor.row < matrix.row_count:
             matrix.cursor_coordinate = cursor
@@ -162,9 +170,7 @@ class BatchScreen(LiveScreen):
             o = a["overall"]
             ci = "-" if o["wilson_low"] is None else f"[{100 * o['wilson_low']:.1f}, {100 * o['wilson_high']:.1f}]"
             rate = "-" if o["rate"] is None else f"{100 * o['rate']:.1f}%"
-            report.add_row(a["arm"], f"{o['k']}/{o['n']}", rate, ci, str(o["infra"]), str(o["pending"]),
-                           "-" if o["median_wall_s"] is None else f"{o['median_wall_s']:.1f}",
-                           "-" if o["median_env_steps"] is None else f"{o['median_env_steps']:g}")
+            report.add_row(a["arm"], f"{o['k']}/{o['n']}", rate, ci, str(o["infra"]), str(o["pending"]))
 
     def _style(self, state: str) -> str:
         variables = self.app.theme_variables

@@ -124,6 +124,7 @@ def _kill_mid_way_and_resume(root: Path, extra: list[str], *, kill_env_server: b
     return subprocess.run(_cmd(root, *extra), capture_output=True, text=True, timeout=280)
 
 
+@pytest.mark.timeout(600)  # ~1 min on an idle 2-core machine; several on a loaded one
 def test_env_server_killed_is_retried_runner_killed_is_resumed(tmp_path):
     root = tmp_path / "r"
     done = _kill_mid_way_and_resume(root, ["--max-episode-steps", "25"], kill_env_server=True)

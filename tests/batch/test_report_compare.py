@@ -17,8 +17,32 @@ from prepared import AFTER, BEFORE, prepare_root, write_attempt
 
 
 def _cli(*args, cwd=None):
+    """The real console entry in a subprocess."""
     return subprocess.run([sys.executable, "-m", "rpent.cli.batch", *args], capture_output=True, text=True,
                           timeout=120, cwd=cwd)
+
+
+class _Result:
+    def __init__(self, returncode, stdout, stderr):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+@pytest.fixture
+def cli(capsys):
+    """``rpent-batch`` in this process (its ``main``), for the many cheap calls."""
+    from rpent.cli.batch import main
+
+    def run(*args):
+        capsys.readouterr()
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code
+        out = capsys.readouterr()
+        return _Result(code, out.out, out.err)
+
+    return run
 
 
 def test_index_lists_and_matrix_file(tmp_path):
@@ -75,7 +99,7 @@ def test_attempts_are_classified_and_a_cell_counted_once(tmp_path):
     assert report["cells"][0]["decided_attempt"] == 2 and "env_server exited" in report["cells"][0]["infra_errors"][0]
 
 
-def test_report_cli_and_a_b_compare_on_prepared_records(tmp_path):
+def test_report_cli_and_a_b_compare_on_prepared_records(tmp_path, cli):
     a = prepare_root(tmp_path / "before", BEFORE)
     b = prepare_root(tmp_path / "after", AFTER)
     r = _cli("report", str(a.root))
@@ -84,7 +108,7 @@ def test_report_cli_and_a_b_compare_on_prepared_records(tmp_path):
     rep = json.loads((a.root / "report.json").read_text())
     assert rep["arms"][0]["overall"]["wilson_low"] == pytest.approx(
         ss.binomtest(70, 100).proportion_ci(method="wilson").low)
-    r = _cli("compare", str(a.root), str(b.root), "--fail-on-regression", "--json")
+    r = cli("compare", str(a.root), str(b.root), "--fail-on-regression", "--json")
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
     o = res["overall"]
@@ -94,11 +118,11 @@ def test_report_cli_and_a_b_compare_on_prepared_records(tmp_path):
     for row, ka, kb in zip(res["rows"], BEFORE, AFTER):
         assert row["p_fisher"] == pytest.approx(ss.fisher_exact([[ka, 10 - ka], [kb, 10 - kb]]).pvalue)
         assert row["verdict"] == "no significant difference"
-    text = _cli("compare", str(a.root), str(b.root)).stdout
+    text = cli("compare", str(a.root), str(b.root)).stdout
     assert "**no significant difference**" in text and "+3.0" in text
 
 
-def test_compare_gates_a_regression(tmp_path):
+def test_compare_gates_a_regression(tmp_path, cli):
     a = prepare_root(tmp_path / "good", [10, 9, 10])
     b = prepare_root(tmp_path / "bad", [2, 9, 3])
     res = compare_roots(a.root, b.root, None, None)
@@ -106,10 +130,10 @@ def test_compare_gates_a_regression(tmp_path):
     assert res["overall"]["verdict"] == "worse" and res["regression"]
     r = _cli("compare", str(a.root), str(b.root), "--fail-on-regression")
     assert r.returncode == 1 and "regression: B is significantly worse than A overall" in r.stdout
-    assert _cli("compare", str(b.root), str(a.root), "--fail-on-regression").returncode == 0
-    r = _cli("compare", str(a.root))
+    assert cli("compare", str(b.root), str(a.root), "--fail-on-regression").returncode == 0
+    r = cli("compare", str(a.root))
     assert r.returncode == 2 and "--arms ARM_A ARM_B" in r.stderr
-    r = _cli("compare", str(tmp_path), str(a.root))
+    r = cli("compare", str(tmp_path), str(a.root))
     assert r.returncode == 2 and "not an rpent-batch results root" in r.stderr
 
 
@@ -122,13 +146,43 @@ def test_second_lock_is_refused_and_released_on_exit(tmp_path):
         pass
 
 
-def test_bad_batch_flags_fail_before_anything_starts(tmp_path):
+def test_bad_batch_flags_fail_before_anything_starts(tmp_path, cli):
     root = tmp_path / "r"
-    r = _cli("--suites", "libero_object", "--tasks", "0", "--seeds", "0", "--results-root", str(root),
+    r = cli("--suites", "libero_object", "--tasks", "0", "--seeds", "0", "--results-root", str(root),
              "--max-episode-stepz", "3")
     assert r.returncode == 2 and "unrecognized arguments: --max-episode-stepz" in r.stderr
-    r = _cli("--suites", "libero_object", "--tasks", "0", "--seeds", "0", "--results-root", str(root), "--seed", "3")
+    r = cli("--suites", "libero_object", "--tasks", "0", "--seeds", "0", "--results-root", str(root), "--seed", "3")
     assert r.returncode == 2 and "--seed is set by rpent-batch itself" in r.stderr
-    r = _cli("--suites", "libero_object", "--tasks", "99", "--seeds", "0", "--results-root", str(root))
+    r = cli("--suites", "libero_object", "--tasks", "99", "--seeds", "0", "--results-root", str(root))
     assert r.returncode == 2 and "99" in r.stderr
     assert not root.exists()
+
+
+def test_resume_of_a_complete_root_runs_nothing_and_a_different_matrix_is_refused(tmp_path, cli):
+    root = prepare_root(tmp_path / "done", [3, 1], seeds=range(25, 28))
+    r = cli("--results-root", str(root.root), "--no-progress")  # the stored matrix is resumed
+    assert r.returncode == 0, r.stderr
+    assert "| default | scripted | - | 4/6 | 66.7% |" in r.stdout
+    ledger = root.read_ledger()
+    assert [e for e in ledger if e["event"] == "start" and e["attempt"] > 1] == []  # nothing re-run
+    manifest = json.loads(root.manifest_path.read_text())
+    assert manifest["invocations"][-1]["exit_code"] == 0 and manifest["invocations"][-1]["attempts_started"] == 0
+    assert manifest["matrix"]["tasks"] == [0, 1]
+    r = cli("--suites", "libero_goal_swap", "--tasks", "0-2", "--seeds", "25-27", "--results-root", str(root.root))
+    assert r.returncode == 2 and "holds a different matrix" in r.stderr
+
+
+def test_compare_two_arms_of_one_root(tmp_path, cli):
+    m = Matrix(suites=("libero_goal_swap",), tasks=(0,), seeds=tuple(range(25, 35)), arms=(Arm("before"), Arm("after")))
+    root = ResultsRoot(tmp_path / "ab")
+    root.ensure()
+    root.matrix_path.write_text(json.dumps(m.to_dict()))
+    for c in m.cells():
+        write_attempt(root, c, 1, "success" if (c.seed - 25) < (2 if c.arm == "before" else 9) else "failure")
+    r = cli("compare", str(root.root), "--arms", "before", "after", "--json")
+    res = json.loads(r.stdout)
+    assert (res["a"], res["b"]) == ("ab:before", "ab:after")
+    assert res["rows"][0]["p_fisher"] == pytest.approx(ss.fisher_exact([[2, 8], [9, 1]]).pvalue)
+    assert res["overall"]["verdict"] == "better" and not res["regression"]
+    r = cli("compare", str(root.root), "--arms", "before", "nope")
+    assert r.returncode == 2 and "has no arm 'nope'; arms: before, after" in r.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -31,11 +32,15 @@ def test_batch_screen_shows_matrix_report_and_runs_rpent_batch(tmp_path):
             await wait_for(pilot, lambda: matrix.row_count == 3, what="the matrix")
             assert len(matrix.columns) == 3 + 10
             row = [str(c) for c in matrix.get_row_at(0)]
-            assert row[:3] == ["default", "libero_goal_swap", "0"] and row[3:].count("✓") == BEFORE[0]
+            assert row[:3] == ["default", "goal_swap", "0"] and row[3:].count("✓") == BEFORE[0]
             assert row[3:].count("✗") == 10 - BEFORE[0]
             report = screen.query_one("#batch-report")
             assert [str(c) for c in report.get_row_at(0)][:4] == ["default", "24/30", "80.0%", "[62.7, 90.5]"]
             assert "30/30 cells" in str(screen.query_one("#batch-state").render())
+            shots = os.environ.get("RPENT_TUI_SCREENSHOTS")
+            if shots:  # screenshots/batch.svg: RPENT_TUI_SCREENSHOTS=screenshots pytest tests/tui/test_tui_batch.py
+                Path(shots).mkdir(parents=True, exist_ok=True)
+                (Path(shots) / "batch.svg").write_text(app.export_screenshot(title="rpent-tui batch"))
             # launch a batch the CLI refuses: the output and the failed state reach the screen
             screen.query_one("#batch-flags").value = "--suites libero_object --tasks 99 --seeds 0"
             screen.query_one("#batch-root").value = str(tmp_path / "new")
