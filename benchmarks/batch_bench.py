@@ -137,7 +137,10 @@ def ray_overhead(args: argparse.Namespace) -> None:
                     print(f"round {r + 1} {kind:5s}: {dt:.1f} s; load {_load()}")
     finally:
         if cluster is not None:
+            import shutil
+
             cluster.shutdown()
+            shutil.rmtree(temp, ignore_errors=True)
     loc, ray_ = statistics.median(times["local"]), statistics.median(times["ray"])
     print(f"median local executor {loc:.1f} s, Ray executor {ray_:.1f} s: Ray overhead {100 * (ray_ - loc) / loc:+.1f} % "
           f"(target <= 10 %); {60 * n / ray_:.2f} episodes/min on Ray")
