@@ -14,6 +14,13 @@ Usage::
 
     MUJOCO_GL=egl python benchmarks/batch_bench.py [--suite libero_object] [--tasks 0-1] [--seeds 0]
         [--max-episode-steps 60] [--skip-parallel2] [--skip-singles]
+    MUJOCO_GL=egl python benchmarks/batch_bench.py --executor ray [--ray-address HOST:PORT] [--rounds 2]
+
+``--executor ray``: the same batch with the local executor and with the Ray executor
+(``rpent-batch --ray-address``), interleaved ``--rounds`` times, ``--parallel`` runs at once; prints
+the Ray executor's overhead against the local one (target <= 10 %). Without ``--ray-address`` it
+starts a one-node Ray cluster on 127.0.0.1 for the measurement (``ray.cluster_utils.Cluster``,
+``--parallel`` CPUs) and stops it at the end; its start-up is not counted.
 
 Prints the load average (``uptime``) next to the figures: on a shared machine they are noisy.
 """
@@ -55,7 +62,15 @@ def main() -> None:
     ap.add_argument("--max-episode-steps", type=int, default=60)
     ap.add_argument("--skip-parallel2", action="store_true")
     ap.add_argument("--skip-singles", action="store_true", help="no separate baseline runs (ledger-based overhead only)")
+    ap.add_argument("--executor", choices=("local", "ray"), default="local",
+                    help="ray: measure the Ray executor's overhead against the local executor")
+    ap.add_argument("--ray-address", default=None, help="existing cluster for --executor ray (default: start one)")
+    ap.add_argument("--parallel", type=int, default=1, help="runs at once for --executor ray (default 1)")
+    ap.add_argument("--rounds", type=int, default=2, help="interleaved local/ray rounds for --executor ray")
     args = ap.parse_args()
+    if args.executor == "ray":
+        ray_overhead(args)
+        return
     tasks, seeds = parse_index_list(args.tasks, "--tasks"), parse_index_list(args.seeds, "--seeds")
     n = len(tasks) * len(seeds)
     run_flags = ["--no-video", "--max-episode-steps", str(args.max_episode_steps)]
@@ -82,6 +97,53 @@ def main() -> None:
             p2 = _timed(batch + ["--parallel", "2", "--results-root", f"{tmp}/p2"])
             print(f"rpent-batch --parallel 2: {p2:.1f} s, {60 * n / p2:.2f} episodes/min "
                   f"(x{p1 / p2:.2f} vs --parallel 1); load {_load()}")
+    print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+
+
+def ray_overhead(args: argparse.Namespace) -> None:
+    """Local vs Ray executor on the same batch, interleaved; medians and the overhead."""
+    import statistics
+
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # Ray node IPs on loopback (see tests/cluster/conftest.py)
+    os.environ.setdefault("RAY_agent_register_timeout_ms", "180000")
+    os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
+    tasks, seeds = parse_index_list(args.tasks, "--tasks"), parse_index_list(args.seeds, "--seeds")
+    n = len(tasks) * len(seeds)
+    cluster = None
+    address = args.ray_address
+    if address is None:
+        from ray.cluster_utils import Cluster
+
+        temp = tempfile.mkdtemp(prefix="rray_bench_", dir="/tmp")
+        t0 = time.monotonic()
+        cluster = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": args.parallel, "node_ip_address": "127.0.0.1", "include_dashboard": False,
+            "object_store_memory": 80 * 1024 * 1024, "temp_dir": temp})
+        address = cluster.address
+        print(f"one-node Ray cluster at {address} started in {time.monotonic() - t0:.1f} s (not counted)")
+    run_flags = ["--no-video", "--max-episode-steps", str(args.max_episode_steps)]
+    print(f"cells: {args.suite} tasks {tasks} seeds {seeds} ({n} episodes), --parallel {args.parallel}, "
+          f"{' '.join(run_flags)}; load before: {_load()}")
+    times: dict[str, list[float]] = {"local": [], "ray": []}
+    try:
+        with tempfile.TemporaryDirectory(prefix="batch_bench_") as tmp:
+            batch = [sys.executable, "-m", "rpent.cli.batch", "--suites", args.suite, "--tasks", args.tasks, "--seeds",
+                     args.seeds, "--no-progress", "--parallel", str(args.parallel), *run_flags]
+            for r in range(args.rounds):
+                for kind in ("local", "ray"):
+                    extra = ["--ray-address", address] if kind == "ray" else []
+                    dt = _timed(batch + ["--results-root", f"{tmp}/{kind}{r}", *extra])
+                    times[kind].append(dt)
+                    print(f"round {r + 1} {kind:5s}: {dt:.1f} s; load {_load()}")
+    finally:
+        if cluster is not None:
+            import shutil
+
+            cluster.shutdown()
+            shutil.rmtree(temp, ignore_errors=True)
+    loc, ray_ = statistics.median(times["local"]), statistics.median(times["ray"])
+    print(f"median local executor {loc:.1f} s, Ray executor {ray_:.1f} s: Ray overhead {100 * (ray_ - loc) / loc:+.1f} % "
+          f"(target <= 10 %); {60 * n / ray_:.2f} episodes/min on Ray")
     print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 
 

@@ -270,7 +270,8 @@ def load_matrix_file(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"matrix file {p} is not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(doc, dict):
         raise ValueError(f"matrix file {p} must be a mapping with suites/tasks/seeds/arms")
-    allowed = {"suites", "tasks", "seeds", "repeats", "flags", "arms"}
+    allowed = {"suites", "tasks", "seeds", "repeats", "flags", "arms",
+               "ray"}  # ray: placement only (rpent.batch.ray_executor), not part of the matrix
     unknown = sorted(set(doc) - allowed)
     if unknown:
         raise ValueError(f"matrix file {p}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")

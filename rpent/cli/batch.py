@@ -4,6 +4,8 @@ Examples (offline: scripted planner)::
 
     rpent-batch --suites libero_object --tasks 0-1 --seeds 0-1 --parallel 2 --results-root results/obj --no-video
     rpent-batch --matrix ab.yaml --parallel 2 --results-root results/ab      # arms from a YAML file
+    rpent-batch --suites libero_object --tasks 0-9 --seeds 0-4 --parallel 16 --ray-address auto \
+        --results-root /shared/results/obj                                    # cells as Ray tasks on a cluster
     rpent-batch --results-root results/obj                                    # resume with the stored matrix
     rpent-batch report results/obj
     rpent-batch compare results/before results/after --fail-on-regression
@@ -68,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--executor", default="local",
                    help=f"where runs execute: {', '.join(executor_names())} or another registered executor "
                         "(rpent/batch/<name>_executor.py; default local)")
+    g.add_argument("--ray-address", default=None, metavar="auto|ray://HOST:PORT",
+                   help="run the cells as Ray tasks on this cluster (implies --executor ray; the matrix YAML's "
+                        "'ray:' section sets resources, replicas and results mode); needs pip install -e '.[ray]'")
     g.add_argument("--no-progress", action="store_true", help="no progress bar (one line per finished attempt)")
     return p
 
@@ -217,7 +222,18 @@ def _run(argv: list[str]) -> int:
         from rpent.recording.atomic import write_bytes_atomic
 
         try:
-            executor = create_executor(args.executor, slots=args.parallel)
+            from rpent.batch.ray_executor import ray_section_of_matrix_file
+
+            ray_section = ray_section_of_matrix_file(args.matrix)
+            if args.ray_address or ray_section or args.executor == "ray":
+                from rpent.cluster.settings import parse_ray_section
+
+                address = args.ray_address or (None if (ray_section or {}).get("address") else "auto")
+                args.executor = "ray"
+                executor = create_executor("ray", slots=args.parallel, settings=parse_ray_section(ray_section, address),
+                                           results_root=root.root)
+            else:
+                executor = create_executor(args.executor, slots=args.parallel)
         except ValueError as exc:
             print(f"rpent-batch: --executor: {exc}", file=sys.stderr)
             return EXIT_USAGE
