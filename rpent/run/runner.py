@@ -157,7 +157,8 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
                 recorder = TrajectoryRecorder(out, TaskInfo(
                     robot=cfg.robot, suite=cfg.suite, task=cfg.task, seed=cfg.seed, task_language=info.language,
                     planner=cfg.planner, model=cfg.planner_config.model,
-                    reasoning_effort=cfg.planner_config.reasoning_effort, policy_mode=cfg.policy_mode))
+                    reasoning_effort=cfg.planner_config.reasoning_effort, policy_mode=cfg.policy_mode,
+                    init_state_id=env.meta.get("init_state_id"), init_state_sha256=env.meta.get("init_state_sha256")))
             toolkit = LiberoToolkit(env, record, vla=vla, sam3=sam3, operator=operator, recorder=recorder,
                                     on_event=emit, video=cfg.video,
                                     require_operator_verdict=cfg.require_operator_verdict)
@@ -305,8 +306,11 @@ def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome,
     stats = dict(outcome.stats)
     stats["elapsed_s"] = round(elapsed, 3)
     outcome.stats = stats
+    episode = record.episode or {}
     transcript = {
-        "suite": cfg.suite, "task": cfg.task, "seed": cfg.seed, "task_language": info.language,
+        "suite": cfg.suite, "task": cfg.task, "seed": cfg.seed,
+        "init_state_id": episode.get("init_state_id"), "init_state_global_id": episode.get("init_state_global_id"),
+        "init_state_sha256": episode.get("init_state_sha256"), "task_language": info.language,
         "planner": cfg.planner, "model": cfg.planner_config.model, "policy_mode": cfg.policy_mode,
         "elapsed_s": round(elapsed, 3), "finish": outcome.finish, "error": outcome.error,
         "stop_reason": outcome.stop_reason, "environment_success": success, "env_steps": outcome.env_steps,

@@ -238,7 +238,9 @@ class LiberoSim:
 
         Returns:
             ``{suite, task, seed, max_episode_steps, libero_type, init_state_id,
-            init_state_global_id, n_init_states, settle_steps, task_language, task_name}``.
+            init_state_global_id, n_init_states, init_state_sha256, settle_steps, task_language,
+            task_name}``; ``init_state_sha256`` is :func:`suites.init_state_sha256` of the init
+            state actually loaded.
         """
         return {
             "suite": self.suite,
@@ -249,6 +251,7 @@ class LiberoSim:
             "init_state_id": self.init_state_id,
             "init_state_global_id": self.init_state_global_id,
             "n_init_states": self.task_info.n_init_states,
+            "init_state_sha256": suites.init_state_sha256(self._init_state),
             "settle_steps": self.settle_steps,
             "task_language": self.task_language,
             "task_name": self.task_info.name,
