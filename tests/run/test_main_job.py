@@ -121,7 +121,13 @@ def test_killed_env_server_keeps_record_and_leaves_no_orphans(tmp_path):
     # the planner saw the service failure as tool errors naming the endpoint/transport and stopped
     errors = [m["content"].get("error", "") for m in tr["messages"] if m["role"] == "tool" and m["is_error"]]
     assert errors and any("env_server" in e or "127.0.0.1" in e for e in errors), errors
-    assert json.loads((out / "states.json").read_text())["steps"][0]["step_idx"] == 0
+    states = json.loads((out / "states.json").read_text())
+    assert states["steps"][0]["step_idx"] == 0
+    # issue 19 item 10: the failed call and its error are in states.json too, not only the transcript
+    failed = states["failed_calls"]
+    assert failed and failed[0]["tool"] == "move_to" and failed[0]["after_step"] == len(states["steps"]) - 1
+    assert any(e.startswith(failed[0]["error"][:60]) or failed[0]["error"] in e for e in errors), (failed, errors)
+    assert failed[0]["call_id"] in {m["tool_call_id"] for m in tr["messages"] if m["role"] == "tool"}
     assert not _alive(pids["env"])
 
 
