@@ -137,6 +137,8 @@ class RolloutDriver:
         self._conns: list[Connection] = []
         self._queries: dict[tuple[int, int], int] = {}
         self._slot_of = {(s.epoch, s.env_index): s for s in plan.slots}
+        self._epoch: int | None = None  # the epoch running now (names lost episodes in errors)
+        self._finished: set[tuple[int, int]] = set()  # (epoch, env_index) of finished episodes
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def __enter__(self) -> RolloutDriver:
@@ -213,7 +215,12 @@ class RolloutDriver:
         proc.join(timeout=5.0)
         code = proc.exitcode
         log = self.log_dir / f"env_worker_{w}.log"
-        return EnvWorkerError(f"env worker {w} (pid {proc.pid}) failed (exit code {code}): {detail} [output: {log}]")
+        epoch = 0 if self._epoch is None else self._epoch
+        lost = [f"(task {s.task_id}, init state {s.init_state_id}, epoch {s.epoch})"
+                for s in self.plan.epoch_slots(epoch, w) if (s.epoch, s.env_index) not in self._finished]
+        lost_text = f"; its unfinished episodes: {', '.join(lost)}" if lost else ""
+        return EnvWorkerError(f"env worker {w} (pid {proc.pid}) failed (exit code {code}){lost_text}: {detail} "
+                              f"[output: {log}]")
 
     def _recv(self, w: int, timeout: float | None = None) -> dict[str, Any]:
         conn = self._conns[w]
@@ -293,6 +300,7 @@ class RolloutDriver:
     def run_epoch(self, epoch: int) -> list[EpisodeResult]:
         """Run one rollout epoch: fresh reset of every env, closed loop until every episode ends."""
         self.on_event({"kind": "epoch_start", "epoch": epoch})
+        self._epoch = epoch
         results: list[EpisodeResult] = []
         for w in range(len(self._conns)):
             slots = [
@@ -320,6 +328,7 @@ class RolloutDriver:
                 for ep in msg.get("episodes", []):
                     result = EpisodeResult.from_dict(ep)
                     results.append(result)
+                    self._finished.add((result.epoch, result.env_index))
                     self.on_event({"kind": "episode", "result": result})
                 if msg["op"] == "epoch_done":
                     self.timing.add_worker(msg.get("timing", {}))
