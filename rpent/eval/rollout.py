@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from rpent.eval import wire
-from rpent.eval.errors import EnvWorkerError, PolicyError
+from rpent.eval.errors import EnvWorkerError, EvalConfigError, PolicyError
 from rpent.eval.metrics import EpisodeResult
 from rpent.eval.plan import EvalPlan
 from rpent.eval.policies.base import EpisodeRef
@@ -137,6 +138,7 @@ class RolloutDriver:
         self._conns: list[Connection] = []
         self._queries: dict[tuple[int, int], int] = {}
         self._slot_of = {(s.epoch, s.env_index): s for s in plan.slots}
+        self._egl_device: int | None = settings.cuda_device
         self._epoch: int | None = None  # the epoch running now (names lost episodes in errors)
         self._finished: set[tuple[int, int]] = set()  # (epoch, env_index) of finished episodes
 
@@ -160,7 +162,7 @@ class RolloutDriver:
             ignore_terminations=env.ignore_terminations,
             reward_coef=env.reward_coef,
             seed=env.seed,
-            egl_device=self.settings.cuda_device,
+            egl_device=self._egl_device,
             video_dir=str(self.log_dir / "videos") if env.save_video else None,
             video_fps=env.video_fps,
             log_dir=str(self.log_dir),
@@ -174,6 +176,7 @@ class RolloutDriver:
         Raises:
             EnvWorkerError: a worker failed to start (its traceback included) or timed out.
         """
+        self._egl_device = self.resolve_egl_device()
         t0 = time.perf_counter()
         ctx = mp.get_context("spawn")
         for w in range(self.settings.env.num_workers):
@@ -192,6 +195,28 @@ class RolloutDriver:
                           msg.get("sims_built"), float(msg.get("build_s", 0.0)))
         self.timing.startup_s = time.perf_counter() - t0
         self.on_event({"kind": "workers_ready", "startup_s": self.timing.startup_s})
+
+    def resolve_egl_device(self) -> int | None:
+        """The EGL device the env workers render on, checked here before any worker starts
+        (:func:`rpent.robots.libero.egl.resolve_egl_device`: ``--cuda-device`` against the EGL devices
+        that exist, else derived from ``MUJOCO_EGL_DEVICE_ID`` / ``CUDA_VISIBLE_DEVICES``).
+
+        Raises:
+            EvalConfigError: no consistent device (one line with both variables and the fix).
+        """
+        from rpent.robots.libero import egl
+
+        env = dict(os.environ)
+        env.setdefault("MUJOCO_GL", "egl")
+        if env["MUJOCO_GL"] != "egl":
+            return self.settings.cuda_device
+        try:
+            choice = egl.resolve_egl_device(self.settings.cuda_device, env, egl.count_egl_devices())
+        except egl.EglDeviceError as exc:
+            raise EvalConfigError(f"env workers cannot render: {exc}") from None
+        self.log.info("env workers render on EGL device %s (%s)",
+                      choice.device if choice.device is not None else "default", choice.reason)
+        return choice.device
 
     def close(self) -> None:
         """Ask every worker to exit; terminate any that does not within 10 s (idempotent)."""

@@ -99,36 +99,45 @@ def canonical_camera(camera: str) -> str:
     return CAMERAS[camera]
 
 
-def configure_rendering(cuda_device: int | None = None) -> None:
+def configure_rendering(cuda_device: int | None = None):
     """Prepare the process environment for headless MuJoCo rendering.
 
-    Sets ``MUJOCO_GL=egl`` and ``PYOPENGL_PLATFORM=egl`` unless already set. With
-    ``cuda_device``, removes ``CUDA_VISIBLE_DEVICES`` and sets ``MUJOCO_EGL_DEVICE_ID`` so
-    EGL renders on that GPU (robosuite's import-time assertion would otherwise fail on
-    multi-GPU hosts; RPent reference §9). Must run before robosuite is imported to take full
-    effect.
+    Sets ``MUJOCO_GL=egl`` and ``PYOPENGL_PLATFORM=egl`` unless already set, then picks the EGL
+    device from ``cuda_device`` / ``MUJOCO_EGL_DEVICE_ID`` / ``CUDA_VISIBLE_DEVICES`` and the EGL
+    devices that exist (:func:`rpent.robots.libero.egl.resolve_egl_device`), pins
+    ``MUJOCO_EGL_DEVICE_ID`` to it and removes ``CUDA_VISIBLE_DEVICES`` (robosuite's import-time
+    assertion would otherwise fail on multi-GPU hosts; RPent reference §9). Must run before
+    robosuite is imported to take full effect.
 
     Args:
-        cuda_device: EGL/CUDA device index (>= 0) or None to leave device selection alone.
+        cuda_device: EGL device index (>= 0) or None to derive it from the environment.
+    Returns:
+        the :class:`rpent.robots.libero.egl.EglChoice` applied.
     Raises:
-        ValueError: negative or non-integer ``cuda_device``.
-        RuntimeError: robosuite was already imported with a different ``MUJOCO_GL`` or a
-            ``CUDA_VISIBLE_DEVICES`` that conflicts with the requested device.
+        rpent.robots.libero.egl.EglDeviceError (a ValueError): no consistent EGL device; one line
+            with both variables, the devices that exist and the fix.
+        RuntimeError: robosuite was already imported with a ``CUDA_VISIBLE_DEVICES`` that
+            conflicts with the requested device.
     """
+    from rpent.robots.libero import egl
+
     os.environ.setdefault("MUJOCO_GL", "egl")
     if os.environ["MUJOCO_GL"] == "egl":
         os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
-    if cuda_device is None:
-        return
-    if isinstance(cuda_device, bool) or not isinstance(cuda_device, (int, np.integer)) or cuda_device < 0:
+    if isinstance(cuda_device, np.integer):
+        cuda_device = int(cuda_device)
+    if cuda_device is not None and (isinstance(cuda_device, bool) or not isinstance(cuda_device, int) or cuda_device < 0):
         raise ValueError(f"cuda_device must be a non-negative integer, got {cuda_device!r}")
-    if "robosuite" in sys.modules and os.environ.get("CUDA_VISIBLE_DEVICES"):
+    if os.environ["MUJOCO_GL"] != "egl":
+        return egl.EglChoice(None, f"MUJOCO_GL={os.environ['MUJOCO_GL']}")
+    choice = egl.resolve_egl_device(cuda_device, os.environ, egl.count_egl_devices())
+    if choice.device is not None and "robosuite" in sys.modules and os.environ.get("CUDA_VISIBLE_DEVICES"):
         raise RuntimeError(
             "robosuite was imported while CUDA_VISIBLE_DEVICES was set; call "
             "configure_rendering(cuda_device) before importing robosuite/libero envs"
         )
-    os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-    os.environ["MUJOCO_EGL_DEVICE_ID"] = str(int(cuda_device))
+    egl.apply_egl_choice(choice)
+    return choice
 
 
 def _as_action(action: Any) -> np.ndarray:
