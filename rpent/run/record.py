@@ -21,7 +21,8 @@ Layout under ``<output-dir>`` (RPent reference §6.1; ours where noted):
 * ``transcript_<tag>.json`` — written atomically at the end (and on error); never appended
   to (upstream's append-mode pitfall, reference §6.1).
 * ``<tag>_recipe.jsonl`` — only when the task was solved.
-* ``episode.mp4`` — every env frame of the policy camera at 20 fps (LIBERO control rate).
+* ``episode.mp4`` — every env frame of the agentview camera at 20 fps (LIBERO control rate), in
+  natural orientation like ``agentview.png`` (the video is for people).
 
 ``tag`` = suite without ``libero_`` + ``_t<task>_s<seed>`` (e.g. ``object_swap_t2_s0``).
 """
@@ -234,7 +235,7 @@ class RunRecord:
 
     # ------------------------------------------------------------------ video
     def add_video_frame(self, rgb: np.ndarray) -> None:
-        """Append one policy-camera frame (uint8 [H, W, 3]) to ``episode.mp4`` (20 fps, H.264).
+        """Append one agentview frame (uint8 [H, W, 3], natural orientation) to ``episode.mp4`` (20 fps, H.264).
 
         The file is written as ``episode.mp4.partial`` and renamed by :meth:`close_video`, so a
         crashed run never leaves a truncated file that looks complete.

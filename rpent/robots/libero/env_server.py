@@ -129,7 +129,8 @@ class EnvServer(RpcServer):
         Args:
             action: (7,) OSC_POSE delta action (see ``LiberoSim.step``).
             observe: None (state only), ``"main"`` (adds ``"frame"``: the agentview image in
-                VLA orientation, uint8[256,256,3], for the episode video) or ``"policy"`` (adds
+                natural orientation like ``agentview.png``, uint8[256,256,3], for the episode
+                video, which is for people) or ``"policy"`` (adds
                 ``"policy_obs"``: main and wrist images + 8-D state, for trajectory recording).
         Returns:
             ``LiberoSim.step``'s dict plus the requested observation.
@@ -140,11 +141,9 @@ class EnvServer(RpcServer):
             raise ValueError(f"observe must be None, 'main' or 'policy', got {observe!r}")
         out = self.sim.step(action)
         if observe == "main":
-            from rpent.robots.libero.geometry import natural_to_policy
             from rpent.robots.libero.sim import POLICY_IMAGE_SIZE
 
-            rgb = self.sim.render_camera("agentview", POLICY_IMAGE_SIZE, POLICY_IMAGE_SIZE)["rgb"]
-            out["frame"] = natural_to_policy(rgb)
+            out["frame"] = self.sim.render_camera("agentview", POLICY_IMAGE_SIZE, POLICY_IMAGE_SIZE)["rgb"]
         elif observe == "policy":
             out["policy_obs"] = self.sim.policy_obs()
         return out

@@ -21,6 +21,7 @@ from rpent.robots.libero import suites
 from rpent.robots.libero.env_client import EnvClient
 from rpent.robots.libero.toolkit import LiberoToolkit
 from rpent.run.record import RunRecord
+from video_check import assert_video_in_agentview_orientation
 
 SERVER = [sys.executable, "-m", "rpent.robots.libero.env_server"]
 
@@ -74,6 +75,19 @@ def test_stateful_tools_after_the_episode_ended_are_refused_without_a_step(short
     finally:
         tk.close()
         env.close()
+
+
+def test_episode_video_is_in_the_orientation_of_agentview_png(short_env, tmp_path):
+    """Issue 19 item 11 (scripted steps): episode.mp4 is for people, like agentview.png."""
+    env = EnvClient(short_env)
+    tk = LiberoToolkit(env, RunRecord(tmp_path / "run", "object_t0_s53"), video=True)
+    try:
+        r = tk.execute("move_to", {"xyz": [0.2, 0.2, 1.2], "max_steps": 40})
+        assert r["truncated"] is True
+    finally:
+        tk.close()
+        env.close()
+    assert_video_in_agentview_orientation(tmp_path / "run", tk.record)
 
 
 def test_init_state_in_transcript_states_and_task_json(tmp_path):

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from rpent.robots.libero import control
+from rpent.robots.libero import control, geometry
 from rpent.toolkit.base import Toolkit, ToolCancelled, ToolServiceError, strip_images
 from rpent.robots.libero.toolkit.motion import MotionTools
 from rpent.robots.libero.toolkit.observation import CAMERAS, CAPTURE_SIZE, HIGH_SIZE, camera_artifacts
@@ -58,7 +58,7 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         recorder: a :class:`rpent.recording.TrajectoryRecorder` or None.
         on_event: UI/recording callback for ``tool_call``, ``tool_result``, ``step``, ``frames``,
             ``operator_request`` events (docs/interfaces.md).
-        video: write ``episode.mp4`` (one policy-camera frame per env step, 20 fps).
+        video: write ``episode.mp4`` (one agentview frame per env step, 20 fps, natural orientation).
         require_operator_verdict: refuse ``finish`` until an operator verdict exists.
 
     Once the episode is over (the env reports ``truncated`` or ``terminated``) or ``finish`` was
@@ -157,7 +157,8 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
                 reward=float(r["reward"]), terminated=bool(r["terminated"]), truncated=bool(r["truncated"]),
                 step=int(r["steps"]) - 1, pred_id=pred_id, index_in_chunk=index_in_chunk)
         self._policy_obs = after  # None after a scripted step: the next VLA query renders afresh
-        frame = after["main_image"] if after is not None else r.pop("frame", None)
+        # the video is for people: natural orientation, like agentview.png (VLA frames are mirrored back)
+        frame = geometry.policy_to_natural(after["main_image"]) if after is not None else r.pop("frame", None)
         if self.video and frame is not None:
             self.record.add_video_frame(frame)
         state = {**r.pop("obs"), **r}
