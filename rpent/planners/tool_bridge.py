@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rpent.planners.base import Finish, PlannerStats, Toolkit
-from rpent.planners.content import image_ref, jsonable_result, to_tool_content, transcript_blocks, b64
+from rpent.planners.content import b64, fit_images, image_ref, jsonable_result, to_tool_content, transcript_blocks
 from rpent.planners.events import EventEmitter
 
 __all__ = ["MCP_PREFIX", "MCP_SERVER_NAME", "ToolBridge", "strip_mcp_prefix"]
@@ -42,10 +42,14 @@ class ToolBridge:
         transcript: transcript list of the run (``role: tool`` entries appended here).
         stop_check: returns a reason while the run must not start new tools (operator
             stop, timeout); such calls get an error result without touching the toolkit.
+        image_budget: base64 bytes the images of one result may take together (larger ones are
+            downscaled, :func:`rpent.planners.content.fit_images`); None: no limit.
     """
 
     def __init__(self, toolkit: Toolkit, emit: EventEmitter, stats: PlannerStats,
-                 transcript: list[dict[str, Any]], stop_check: Callable[[], str | None] | None = None) -> None:
+                 transcript: list[dict[str, Any]], stop_check: Callable[[], str | None] | None = None,
+                 image_budget: int | None = None) -> None:
+        self.image_budget = image_budget
         self.toolkit = toolkit
         self.emit = emit
         self.stats = stats
@@ -112,6 +116,8 @@ class ToolBridge:
             if not blocked:
                 self.stats.tool_calls += 1
             content = to_tool_content(raw)
+            if self.image_budget is not None:
+                content = fit_images(content, self.image_budget)
             self.transcript.append({"role": "tool", "tool_call_id": call_id, "name": tool,
                                     "content": transcript_blocks(content.blocks), "is_error": content.is_error})
             self.emit("tool_result", call_id=call_id, name=tool, result=jsonable_result(raw),
