@@ -14,7 +14,10 @@
   ``CODEX_API_KEY``); without it an API key (``CODEX_API_KEY`` or ``OPENAI_API_KEY``) is
   logged in through the SDK, else the copied login is used.
 * Thread: ``approval_mode=deny_all``, ``sandbox=read_only``, the rendered system prompt as
-  ``base_instructions``. Model: ``--model``, else ``CODEX_MODEL``, else the SDK default.
+  ``base_instructions``. Model: ``--model``, else ``CODEX_MODEL``, else the SDK default (refused with
+  ``CODEX_BASE_URL``: the CLI sends that model to a custom provider without tools). A turn that
+  ends without a single tool call is an error (``Codex ended its turn without calling any rpent
+  tool ...``), never a silent ``end_turn``.
 * ``--max-turns`` caps model requests (counted from token-usage updates; the turn is
   interrupted when reached — a normal stop). Operator lines steer the running turn
   (``turn.steer``); an accepted finish or a stop interrupts it.
@@ -130,6 +133,11 @@ class CodexPlanner:
         if self.base_url and not self.api_key:
             raise PlannerConfigError("CODEX_BASE_URL is set but CODEX_API_KEY is not; export the key for that "
                                      "provider (any non-empty value for a local server)")
+        if self.base_url and not self.model:
+            raise PlannerConfigError(
+                "--planner codex with CODEX_BASE_URL needs --model <id> (or CODEX_MODEL): the Codex SDK's default "
+                "model is one the bundled CLI sends to a custom provider without any tools, so the run could "
+                "not call rpent's tools; e.g. --model gpt-5.1-codex")
 
     def solve(self, system_prompt: str, user_message: str, toolkit: Toolkit, *,
               steering: Steering | None = None, on_event: EventHook | None = None) -> PlannerResult:
@@ -276,6 +284,12 @@ class CodexPlanner:
                                  "network" if "connection" in info.lower() else "provider")
         else:
             result.stop_reason = "end_turn"
+            if result.stats.tool_calls == 0 and not any(m["role"] == "tool" for m in result.messages):
+                model = self.model or "the Codex SDK's default model"
+                result.stop_reason, result.error_kind = "error", "provider"
+                result.error = (f"Codex ended its turn without calling any rpent tool (model {model}); check that "
+                                "the model supports tool calls with this provider (pass --model) and that the "
+                                "toolkit MCP server was reachable")
         return unsent
 
     @staticmethod

@@ -72,7 +72,18 @@ class McpHttpToolServer:
             return types.ListToolsResult(tools=tool_list)
 
         async def call_tool(ctx: Any, params: Any) -> Any:
-            content, is_error = await anyio.to_thread.run_sync(bridge.call, params.name, params.arguments or {})
+            ids: dict[str, str] = {}
+
+            def run() -> tuple[list[dict[str, Any]], bool]:
+                return bridge.call(params.name, params.arguments or {}, on_call_id=lambda cid: ids.update(id=cid))
+
+            try:
+                # not abandoned on cancel: the toolkit call always completes (a motion is never half-run)
+                content, is_error = await anyio.to_thread.run_sync(run)
+            except anyio.get_cancelled_exc_class():
+                bridge.undelivered(ids.get("id"), params.name, "the MCP client cancelled the request or disconnected "
+                                   "before the result was sent")
+                raise
             blocks = [types.TextContent(type="text", text=c["text"]) if c["type"] == "text"
                       else types.ImageContent(type="image", data=c["data"], mime_type=c["mimeType"])
                       for c in content]

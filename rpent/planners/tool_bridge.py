@@ -67,6 +67,28 @@ class ToolBridge:
         self._expected: dict[str, list[str]] = {}
         self._expected_cond = threading.Condition()
 
+    def undelivered(self, call_id: str | None, name: str, reason: str) -> None:
+        """Record that the result of call ``call_id`` never reached the agent (its MCP client went
+        away during the tool): the transcript entry gets ``"delivered": false`` and
+        ``"undelivered_reason"``, the toolkit's record is marked (``note_undelivered``), and an
+        ``error`` event says so. The action itself completed (motions are never abandoned)."""
+        with self._lock:
+            entry = next((m for m in reversed(self.transcript)
+                          if m.get("role") == "tool" and m.get("tool_call_id") == call_id), None)
+            if entry is None:
+                entry = {"role": "tool", "tool_call_id": call_id, "name": strip_mcp_prefix(name), "content": [],
+                         "is_error": True}
+                self.transcript.append(entry)
+            entry["delivered"] = False
+            entry["undelivered_reason"] = reason
+        note = getattr(self.toolkit, "note_undelivered", None)
+        if callable(note) and call_id is not None:
+            try:
+                note(call_id, reason)
+            except Exception:  # the record is best effort here; the transcript has it
+                pass
+        self.emit("error", error=f"result of {strip_mcp_prefix(name)} ({call_id}) was not delivered: {reason}")
+
     def expect(self, name: str, call_id: str) -> None:
         """Announce the model's id for an upcoming call of ``name`` (seen in the CLI's
         message stream), so the transcript and events use the model's call id."""
@@ -84,9 +106,13 @@ class ToolBridge:
                 self._expected_cond.wait(left)
             return self._expected[name].pop(0)
 
-    def call(self, name: str, args: dict[str, Any] | None, call_id: str | None = None) -> tuple[list[dict[str, Any]], bool]:
+    def call(self, name: str, args: dict[str, Any] | None, call_id: str | None = None,
+             on_call_id: Callable[[str], None] | None = None) -> tuple[list[dict[str, Any]], bool]:
         """Run one tool (blocking; call from a worker thread).
 
+        Args:
+            on_call_id: told the call's id before the toolkit runs (the transport needs it to
+                report an undelivered result, :meth:`undelivered`).
         Returns:
             ``(mcp_content, is_error)``: MCP content dicts — ``{"type": "text", "text"}`` and
             ``{"type": "image", "data": <base64>, "mimeType": "image/png"}`` — and the error flag.
@@ -97,6 +123,8 @@ class ToolBridge:
         with self._lock:
             self._n += 1
             call_id = call_id or f"mcp_{self._n:04d}"
+            if on_call_id is not None:
+                on_call_id(call_id)
             self.emit("tool_call", name=tool, args=args, call_id=call_id)
             start = time.monotonic()
             blocked = self.stop_check() if self.stop_check is not None else None

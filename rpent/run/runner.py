@@ -205,13 +205,19 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
 
 
 def _take_result(outcome: RunOutcome, result) -> None:
-    """Copy a planner result into the outcome (no-op for None)."""
+    """Copy a planner result into the outcome (no-op for None). A planner that stopped without
+    calling ``finish`` and without an error of its own gets a one-line error saying so (issue 19:
+    no silent ends); its ``stop_reason`` is kept (the exit code stays "not solved")."""
     if result is None:
         return
     outcome.stats = result.stats.to_dict()
     outcome.finish = {"status": result.finish.status, "summary": result.finish.summary} if result.finish else None
     outcome.error = result.error
     outcome.stop_reason = result.stop_reason
+    if result.finish is None and not result.error:
+        why = {"max_turns": "it reached --max-turns", "end_turn": "the model ended its turn",
+               "budget": "its budget ran out"}.get(result.stop_reason, f"stop_reason {result.stop_reason!r}")
+        outcome.error = f"the planner stopped without calling finish: {why} (stop_reason {result.stop_reason})"
 
 
 def _is_cancellation(exc: BaseException) -> bool:

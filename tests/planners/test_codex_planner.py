@@ -121,3 +121,23 @@ def test_interactive_session_continues_with_a_new_turn(endpoint, toolkit):
     result = make_planner(ep, timeout_s=60).solve("s", "u", toolkit, steering=steering)
     assert result.finish is not None, result.error
     assert [m.get("source") for m in result.messages if m["role"] == "user"] == ["task", "operator"]
+
+
+def test_custom_provider_without_model_is_refused_by_name(endpoint):
+    """Issue 19 item 9: the README's offline example without --model sent no tools and ended silently."""
+    import pytest
+
+    from rpent.planners.base import PlannerConfigError
+
+    ep = endpoint(Script([FINISH]))
+    with pytest.raises(PlannerConfigError, match=r"--planner codex with CODEX_BASE_URL needs --model"):
+        make_planner(ep, model=None)
+
+
+def test_a_turn_without_any_tool_call_is_a_named_error(endpoint, toolkit):
+    """The SDK's default model (given explicitly here) reaches a custom provider without tools."""
+    ep = endpoint(Script([Turn(text="I cannot see any tools."), FINISH]))
+    result = make_planner(ep, model="gpt-6.1-sol").solve("s", "u", toolkit)
+    assert result.finish is None and result.stop_reason == "error" and result.error_kind == "provider"
+    assert result.error.startswith("Codex ended its turn without calling any rpent tool (model gpt-6.1-sol)")
+    assert ep.model_requests("responses")[0].tool_names == [] and toolkit.calls == []
