@@ -55,6 +55,12 @@ class McpHttpToolServer:
         return self._sock.getsockname()[1]
 
     @property
+    def alive(self) -> bool:
+        """True while the server thread runs and has not been told to exit."""
+        return (self._thread is not None and self._thread.is_alive() and self._server is not None
+                and not self._server.should_exit)
+
+    @property
     def url(self) -> str:
         """``http://127.0.0.1:<port>/mcp``."""
         return f"http://{self.host}:{self.port}{self.path}"
@@ -99,7 +105,8 @@ class McpHttpToolServer:
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((self.host, 0))
-        config = uvicorn.Config(self._app(), log_level="warning", lifespan="on", access_log=False)
+        config = uvicorn.Config(self._app(), log_level="warning", lifespan="on", access_log=False,
+                                timeout_graceful_shutdown=1)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]},
                                         name="rpent-mcp-http", daemon=True)
@@ -112,9 +119,15 @@ class McpHttpToolServer:
         return self
 
     def close(self) -> None:
-        """Stop the server and release the port."""
+        """Stop the server now and release the port (idempotent).
+
+        Open connections (the agent CLI keeps its MCP stream open) are not waited for:
+        ``force_exit`` cancels them, so the server thread ends within about a second instead of
+        outliving the run (uvicorn's graceful shutdown would wait for the client).
+        """
         if self._server is not None:
             self._server.should_exit = True
+            self._server.force_exit = True
         if self._thread is not None:
             self._thread.join(timeout=5)
         if self._sock is not None:
