@@ -299,7 +299,8 @@ class CodexPlanner:
                                  "network" if "connection" in info.lower() else "provider")
         else:
             result.stop_reason = "end_turn"
-            if result.stats.tool_calls == 0 and not any(m["role"] == "tool" for m in result.messages):
+            interactive = steering is not None and steering.interactive  # there a text-only turn is a question
+            if not interactive and result.stats.tool_calls == 0 and not any(m["role"] == "tool" for m in result.messages):
                 model = self.model or "the Codex SDK's default model"
                 result.stop_reason, result.error_kind = "error", "provider"
                 result.error = (f"Codex ended its turn without calling any rpent tool (model {model}); check that "

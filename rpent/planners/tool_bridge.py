@@ -66,26 +66,38 @@ class ToolBridge:
         self._n = 0
         self._expected: dict[str, list[str]] = {}
         self._expected_cond = threading.Condition()
+        self._ud_lock = threading.Lock()
+        self._undelivered: dict[str, str] = {}
+        self._done: set[str] = set()
 
     def undelivered(self, call_id: str | None, name: str, reason: str) -> None:
         """Record that the result of call ``call_id`` never reached the agent (its MCP client went
-        away during the tool): the transcript entry gets ``"delivered": false`` and
-        ``"undelivered_reason"``, the toolkit's record is marked (``note_undelivered``), and an
-        ``error`` event says so. The action itself completed (motions are never abandoned)."""
-        with self._lock:
-            entry = next((m for m in reversed(self.transcript)
-                          if m.get("role") == "tool" and m.get("tool_call_id") == call_id), None)
-            if entry is None:
-                entry = {"role": "tool", "tool_call_id": call_id, "name": strip_mcp_prefix(name), "content": [],
-                         "is_error": True}
-                self.transcript.append(entry)
+        away during the tool). The action itself completes (motions are never abandoned); once it
+        has, the transcript entry gets ``"delivered": false`` and ``"undelivered_reason"``, the
+        toolkit's record is marked (``toolkit.note_undelivered(call_id, reason)``, e.g. the LIBERO
+        ``states.json`` step) and an ``error`` event says so. Never blocks on a running tool."""
+        if call_id is None:
+            return
+        with self._ud_lock:
+            if call_id in self._undelivered:
+                return
+            self._undelivered[call_id] = reason
+            done = call_id in self._done
+        if done:
+            self._mark_undelivered(call_id, name)
+
+    def _mark_undelivered(self, call_id: str, name: str) -> None:
+        reason = self._undelivered[call_id]
+        entry = next((m for m in reversed(self.transcript)
+                      if m.get("role") == "tool" and m.get("tool_call_id") == call_id), None)
+        if entry is not None:
             entry["delivered"] = False
             entry["undelivered_reason"] = reason
         note = getattr(self.toolkit, "note_undelivered", None)
-        if callable(note) and call_id is not None:
+        if callable(note):
             try:
                 note(call_id, reason)
-            except Exception:  # the record is best effort here; the transcript has it
+            except Exception:  # the transcript has it; never fail the caller
                 pass
         self.emit("error", error=f"result of {strip_mcp_prefix(name)} ({call_id}) was not delivered: {reason}")
 
@@ -152,6 +164,11 @@ class ToolBridge:
                       is_error=content.is_error,
                       images=[{"label": b["label"], "png": b["png"], "ref": image_ref(b["label"], b["png"])["ref"]}
                               for b in content.images], elapsed_s=elapsed)
+            with self._ud_lock:
+                self._done.add(call_id)
+                late = call_id in self._undelivered
+            if late:
+                self._mark_undelivered(call_id, tool)
             if content.finish is not None and self.finish is None:
                 self.finish = Finish(*content.finish)
                 self.finish_event.set()

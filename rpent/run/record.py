@@ -15,7 +15,9 @@ Layout under ``<output-dir>`` (RPent reference §6.1; ours where noted):
   ``step_idx`` 0 is the initial observation; each motion tool call adds one step. A stateful
   tool call that failed without moving the robot (a service died, the episode was over) adds
   no step; it is listed in ``failed_calls`` (``{"call_id", "tool", "args", "error", "after_step",
-  "t"}``) so the record shows it.
+  "t"}``) so the record shows it. A call whose result never reached the planner (its MCP
+  client disconnected during the tool) is marked ``"result_delivered": false`` with
+  ``"undelivered_reason"`` on its step (or failed call).
 * ``<artifact-name>/<NN>.<ext>`` — per-step artifacts: the directory is the artifact's logical
   name (``agentview.png``), the file the step number (``agentview.png/03.png``).
 * ``transcript_<tag>.json`` — written atomically at the end (and on error); never appended
@@ -222,6 +224,21 @@ class RunRecord:
                    "after_step": len(self.steps) - 1, "t": time.time(), **extra}
             self.failed_calls.append(json.loads(dumps_json(rec)))
             self._write_states()
+
+    def mark_undelivered(self, call_id: str, reason: str) -> bool:
+        """Mark the step (or failed call) of tool call ``call_id`` as never delivered to the
+        planner: ``"result_delivered": false`` and ``"undelivered_reason"``. Returns False when no
+        record of that call exists (e.g. a read-only tool, which adds no step)."""
+        with self._lock:
+            found = False
+            for rec in [*self.steps, *self.failed_calls]:
+                if rec.get("call_id") == call_id:
+                    rec["result_delivered"] = False
+                    rec["undelivered_reason"] = reason
+                    found = True
+            if found:
+                self._write_states()
+            return found
 
     def _write_states(self) -> None:
         doc: dict[str, Any] = {"schema_version": 1, "tag": self.tag}

@@ -109,3 +109,19 @@ def test_init_state_in_transcript_states_and_task_json(tmp_path):
     # the truncated episode left no step after its end
     ends = [i for i, s in enumerate(states["steps"]) if s["truncated"]]
     assert ends and ends[0] == len(states["steps"]) - 1
+
+
+def test_undelivered_result_is_marked_in_states_json(short_env, tmp_path):
+    """Issue 22 item 8, the LIBERO record side: the bridge's note reaches states.json."""
+    env = EnvClient(short_env)
+    tk = LiberoToolkit(env, RunRecord(tmp_path / "run", "object_t0_s53"), video=False)
+    try:
+        r = tk.execute("set_gripper", {"gripper": 1.0}, call_id="lost_1")
+        assert "error" not in r, r
+        tk.note_undelivered("lost_1", "the MCP client disconnected before the result was sent")
+    finally:
+        tk.close()
+        env.close()
+    step = json.loads((tmp_path / "run" / "states.json").read_text())["steps"][-1]
+    assert step["call_id"] == "lost_1" and step["result_delivered"] is False
+    assert step["undelivered_reason"] == "the MCP client disconnected before the result was sent"

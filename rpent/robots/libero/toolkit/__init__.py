@@ -200,6 +200,10 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         self.record.add_failed_call(call_id, name, kwargs, why, code="episode_over")
         return {"error": why, "code": "episode_over"}
 
+    def note_undelivered(self, call_id: str, reason: str) -> None:
+        """The result of ``call_id`` never reached the planner (MCP client gone): mark its record."""
+        self.record.mark_undelivered(call_id, reason)
+
     def before_call(self, name, kwargs, call_id, stateful):  # noqa: D102
         if stateful:
             self._call_id = call_id
