@@ -35,17 +35,17 @@ def summary_table(results: list[EpisodeResult], task_languages: tuple[str, ...] 
     if completeness is not None and not completeness.complete:
         title = f"{completeness.marker()}   {title}"
     table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
-    table.add_column("task", justify="right", no_wrap=True)
-    table.add_column("eps", justify="right", no_wrap=True)
-    table.add_column("succ_once k/N [Wilson 95%]", justify="right", no_wrap=True)
-    table.add_column("succ_end k/N [Wilson 95%]", justify="right", no_wrap=True)
-    table.add_column("instruction", no_wrap=True)
+    table.add_column("task", justify="right", no_wrap=True, min_width=4)
+    table.add_column("eps", justify="right", no_wrap=True, min_width=3)
+    table.add_column("succ_once k/N [95%]", justify="right", no_wrap=True, min_width=21)
+    table.add_column("succ_end k/N [95%]", justify="right", no_wrap=True, min_width=21)
+    table.add_column("instruction", no_wrap=True, overflow="ellipsis", ratio=1)
     for row in per_task_table(results):
-        text = row.task_language if len(row.task_language) <= 44 else row.task_language[:43] + "…"
+        text = row.task_language if len(row.task_language) <= 30 else row.task_language[:29] + "…"
         once, end = row.rate("success_once"), row.rate("success_at_end")
         table.add_row(str(row.task_id), str(row.num_trajectories),
-                      f"{row.success_once:.2f} {once.k}/{once.n} [{once.low:.2f}, {once.high:.2f}]",
-                      f"{row.success_at_end:.2f} {end.k}/{end.n} [{end.low:.2f}, {end.high:.2f}]", text)
+                      f"{row.success_once:.2f} {once.k}/{once.n} [{once.low:.2f},{once.high:.2f}]",
+                      f"{row.success_at_end:.2f} {end.k}/{end.n} [{end.low:.2f},{end.high:.2f}]", text)
     return table
 
 
