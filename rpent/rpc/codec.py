@@ -112,6 +112,22 @@ def _walk(obj: Any, visit) -> tuple[str, str] | None:
     return None
 
 
+def _has_foreign(obj: Any) -> bool:
+    """Fast check (no paths) whether any dict inside ``obj`` is a pre-packed foreign array."""
+    stack = [obj]
+    pop, push = stack.pop, stack.extend
+    while stack:
+        v = pop()
+        if isinstance(v, dict):
+            if len(v) <= 6 and ("__ndarray__" in v or b"__ndarray__" in v or "nd" in v or b"nd" in v) \
+                    and _foreign_array_dict(v) is not None:
+                return True
+            push(v.values())
+        elif isinstance(v, (list, tuple)):
+            push(v)
+    return False
+
+
 def _foreign_problem(v: Any) -> str | None:
     if isinstance(v, dict):
         conv = _foreign_array_dict(v)
@@ -199,9 +215,8 @@ def encode(obj: Any) -> tuple[list[bytes | memoryview], int]:
             another msgpack convention, int outside 64 bits, or array data over 4 GiB; the message
             starts with the key path of the offending value (``at args[0].main_images: ...``).
     """
-    found = _walk(obj, _foreign_problem)
-    if found is not None:
-        raise _at(*found)
+    if _has_foreign(obj):
+        raise _at(*_walk(obj, _foreign_problem))
     enc = _Encoder()
     try:
         envelope = msgpack.packb(obj, default=enc.default, use_bin_type=True, strict_types=True, datetime=False)
@@ -284,9 +299,8 @@ def decode(buf: bytes | bytearray | memoryview) -> Any:
         if found is not None:
             raise _at(*found) from None
         raise
-    found = _walk(value, _foreign_problem)
-    if found is not None:
-        raise _at(*found)
+    if _has_foreign(value):
+        raise _at(*_walk(value, _foreign_problem))
     return value
 
 
