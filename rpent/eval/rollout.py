@@ -138,7 +138,6 @@ class RolloutDriver:
         self._conns: list[Connection] = []
         self._queries: dict[tuple[int, int], int] = {}
         self._slot_of = {(s.epoch, s.env_index): s for s in plan.slots}
-        self._egl_device: int | None = settings.cuda_device
         self._epoch: int | None = None  # the epoch running now (names lost episodes in errors)
         self._finished: set[tuple[int, int]] = set()  # (epoch, env_index) of finished episodes
 
@@ -162,7 +161,7 @@ class RolloutDriver:
             ignore_terminations=env.ignore_terminations,
             reward_coef=env.reward_coef,
             seed=env.seed,
-            egl_device=self._egl_device,
+            egl_device=self.settings.cuda_device,
             video_dir=str(self.log_dir / "videos") if env.save_video else None,
             video_fps=env.video_fps,
             log_dir=str(self.log_dir),
@@ -176,7 +175,7 @@ class RolloutDriver:
         Raises:
             EnvWorkerError: a worker failed to start (its traceback included) or timed out.
         """
-        self._egl_device = self.resolve_egl_device()
+        self.resolve_egl_device()  # validate here; each worker derives the same device itself
         t0 = time.perf_counter()
         ctx = mp.get_context("spawn")
         for w in range(self.settings.env.num_workers):

@@ -9,7 +9,9 @@ value outside the devices that exist kills the process with a long traceback
 
 :func:`resolve_egl_device` decides instead, from the two variables and the EGL device count:
 
-* ``--cuda-device K`` (an EGL device index): must be ``0 <= K < n``;
+* ``--cuda-device K`` (torch's numbering, within ``CUDA_VISIBLE_DEVICES``): the K-th visible GPU's
+  index when it is an EGL device, K when EGL shows exactly the visible GPUs, and ``0 <= K < n``
+  without the variable;
 * else ``MUJOCO_EGL_DEVICE_ID=K``: must be an integer ``0 <= K < n``;
 * else ``CUDA_VISIBLE_DEVICES`` (the first entry ``d``, as robosuite uses it): ``d`` when
   ``d < n`` (EGL lists every GPU of the host, in the same order); ``0`` when the host shows exactly
@@ -85,7 +87,7 @@ def resolve_egl_device(cuda_device: int | None, environ, n_devices: int, flag: s
     """Pick the EGL device (see the module docstring).
 
     Args:
-        cuda_device: the ``--cuda-device`` value (an EGL device index) or None.
+        cuda_device: the ``--cuda-device`` value (torch's CUDA index) or None.
         environ: the process environment (read only).
         n_devices: :func:`count_egl_devices`.
         flag: how the caller's option is spelled in messages.
@@ -106,12 +108,28 @@ def resolve_egl_device(cuda_device: int | None, environ, n_devices: int, flag: s
     if cuda_device is not None:
         if isinstance(cuda_device, bool) or not isinstance(cuda_device, int) or cuda_device < 0:
             raise EglDeviceError(f"{flag} must be a non-negative integer, got {cuda_device!r}")
-        if cuda_device >= n_devices:
+        visible = environ.get("CUDA_VISIBLE_DEVICES")
+        entries = [e.strip() for e in (visible or "").split(",") if e.strip()]
+        if not entries:
+            if cuda_device >= n_devices:
+                raise EglDeviceError(
+                    f"{flag} {cuda_device} does not exist: this host has {n_devices} EGL device(s) ({valid}; "
+                    f"{_show(environ)}); pass {flag} in {valid} or omit it")
+            return EglChoice(cuda_device, f"{flag} {cuda_device}")
+        # torch's cuda:K is the K-th entry of CUDA_VISIBLE_DEVICES; EGL numbers the host's GPUs
+        if cuda_device >= len(entries):
             raise EglDeviceError(
-                f"{flag} {cuda_device} does not exist: this host has {n_devices} EGL device(s) ({valid}; "
-                f"{_show(environ)}); pass {flag} in {valid} or omit it"
-            )
-        return EglChoice(cuda_device, f"{flag} {cuda_device}")
+                f"{flag} {cuda_device} is not visible: {_show(environ)} shows {len(entries)} GPU(s) (valid {flag}: "
+                f"0..{len(entries) - 1}); this host has {n_devices} EGL device(s) ({valid})")
+        if entries[cuda_device].isdigit() and int(entries[cuda_device]) < n_devices:
+            phys = int(entries[cuda_device])
+            return EglChoice(phys, f"{flag} {cuda_device} = GPU {phys} of CUDA_VISIBLE_DEVICES={visible}")
+        if n_devices == len(entries):
+            return EglChoice(cuda_device, f"{flag} {cuda_device}: EGL shows only the {n_devices} visible GPU(s)")
+        raise EglDeviceError(
+            f"{flag} {cuda_device} is entry {entries[cuda_device]!r} of {_show(environ)}, which is not one of this "
+            f"host's {n_devices} EGL device(s) ({valid}): give integer GPU indices in CUDA_VISIBLE_DEVICES or "
+            f"{fix_unset.removesuffix(' or')}")
     egl_id = environ.get("MUJOCO_EGL_DEVICE_ID")
     if egl_id not in (None, ""):
         if not egl_id.strip().isdigit() or int(egl_id) >= n_devices:

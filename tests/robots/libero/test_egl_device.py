@@ -24,7 +24,8 @@ from rpent.robots.libero.egl import EglDeviceError, count_egl_devices, resolve_e
     (None, {"CUDA_VISIBLE_DEVICES": "3,1"}, 4, 3),        # robosuite renders on the first entry
     (None, {"CUDA_VISIBLE_DEVICES": "GPU-8d1c2a"}, 1, 0),
     (None, {"MUJOCO_EGL_DEVICE_ID": "2", "CUDA_VISIBLE_DEVICES": "0"}, 4, 2),
-    (3, {"CUDA_VISIBLE_DEVICES": "1", "MUJOCO_EGL_DEVICE_ID": "7"}, 4, 3),
+    (1, {"CUDA_VISIBLE_DEVICES": "2,3", "MUJOCO_EGL_DEVICE_ID": "7"}, 4, 3),   # torch cuda:1 = GPU 3
+    (1, {"CUDA_VISIBLE_DEVICES": "2,3"}, 2, 1),                                # EGL shows only GPUs 2, 3
     (0, {}, 1, 0),
     (None, {"MUJOCO_GL": "osmesa", "MUJOCO_EGL_DEVICE_ID": "7"}, 0, None),
 ])
@@ -38,8 +39,8 @@ def test_consistent_device_is_derived(cuda_device, env, n, expected):
     (None, {"MUJOCO_EGL_DEVICE_ID": "7"}, 1, ["MUJOCO_EGL_DEVICE_ID=7", "CUDA_VISIBLE_DEVICES unset", "0..0"]),
     (None, {"MUJOCO_EGL_DEVICE_ID": "x"}, 2, ["MUJOCO_EGL_DEVICE_ID=x"]),
     (None, {"CUDA_VISIBLE_DEVICES": "GPU-8d1c2a,GPU-77"}, 4, ["CUDA_VISIBLE_DEVICES=GPU-8d1c2a,GPU-77"]),
-    (5, {"CUDA_VISIBLE_DEVICES": "1"}, 1, ["--cuda-device 5 does not exist", "1 EGL device(s)", "0..0",
-                                           "CUDA_VISIBLE_DEVICES=1"]),
+    (5, {}, 1, ["--cuda-device 5 does not exist", "1 EGL device(s)", "0..0"]),
+    (5, {"CUDA_VISIBLE_DEVICES": "1"}, 1, ["--cuda-device 5 is not visible", "CUDA_VISIBLE_DEVICES=1", "0..0"]),
     (None, {}, 0, ["no EGL device found", "MUJOCO_GL=osmesa"]),
 ])
 def test_inconsistent_device_is_refused_in_one_line(cuda_device, env, n, needles):
@@ -62,7 +63,7 @@ def _env_server(extra_env: dict, *args: str, timeout: float = 120) -> subprocess
 @pytest.mark.parametrize("extra_env,args,needle", [
     ({"MUJOCO_EGL_DEVICE_ID": "7"}, (), "MUJOCO_EGL_DEVICE_ID=7 is not an EGL device of this host"),
     ({}, ("--cuda-device", "5"), "--cuda-device 5 does not exist"),
-    ({"CUDA_VISIBLE_DEVICES": "1"}, ("--cuda-device", "5"), "CUDA_VISIBLE_DEVICES=1"),
+    ({"CUDA_VISIBLE_DEVICES": "1"}, ("--cuda-device", "5"), "--cuda-device 5 is not visible: CUDA_VISIBLE_DEVICES=1"),
 ])
 def test_env_server_refuses_a_missing_device_before_readiness_in_one_line(extra_env, args, needle):
     n = count_egl_devices()
