@@ -76,6 +76,7 @@ def test_env_server_refuses_a_missing_device_before_readiness_in_one_line(extra_
     assert len(lines) == 1 and needle in lines[0], err
 
 
+@pytest.mark.slow
 def test_env_server_derives_the_device_from_cuda_visible_devices():
     """CUDA_VISIBLE_DEVICES=1 on a one-device host killed the server; now it renders on device 0."""
     if count_egl_devices() != 1:
