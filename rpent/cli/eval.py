@@ -100,9 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rpent-eval: interrupted; finished episodes are in episodes.jsonl", file=sys.stderr)
         return 130
+    from rpent.eval.outputs import metric_lines
+
     print(f"log dir: {outcome.run_dir}")
-    for key, value in outcome.metrics.items():
-        print(f"{key}\t{value:.6g}")
+    for line in metric_lines(outcome.metrics):  # rates as value, k/N and the Wilson 95% interval
+        print(line)
     return 0
 
 

@@ -56,6 +56,9 @@ class TaskInfo:
         model: planner model id (``None`` for planners without one).
         reasoning_effort: the planner's reasoning effort setting, if any.
         policy_mode: ``"tools"`` (tool calls) or ``"code"`` (code-as-policy), as the run layer names it.
+        init_state_id: the init state actually loaded (task-local index; LIBERO: ``seed mod
+            n_init_states`` today), from the env server's ``env.get_env_meta``; None when unknown.
+        init_state_sha256: sha256 of that init state (:func:`rpent.robots.libero.suites.init_state_sha256`).
     """
 
     robot: str
@@ -67,6 +70,8 @@ class TaskInfo:
     model: str | None = None
     reasoning_effort: str | None = None
     policy_mode: str = "tools"
+    init_state_id: int | None = None
+    init_state_sha256: str | None = None
 
 
 def default_planner_capture(planner: str, policy_mode: str) -> str:
