@@ -12,6 +12,11 @@ for the return/reward details; "step" = one env step):
 * ``eval/reward``: mean of return / (steps to first success, or steps so far if never succeeded).
 * ``eval/episode_len``: mean env steps executed per trajectory.
 * ``eval/num_trajectories``: trajectories aggregated; must equal ``total_num_envs x rollout_epoch``.
+
+Every rate is reported with its count k/N and the Wilson score 95% interval
+(``scipy.stats.binomtest(k, n).proportion_ci(method="wilson")``; lerobot's eval reports the same
+interval). A run that lost episodes is :class:`Completeness` ``complete=False``: its outputs say
+INCOMPLETE with k, N and the expected N, and name each lost (task, init state, epoch).
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rpent.eval.errors import TrajectoryCountError
+
+RATE_KEYS = ("eval/success_once", "eval/success_at_end")
+"""Metrics that are fractions of trajectories (reported as k/N with a Wilson interval)."""
 
 METRIC_KEYS = (
     "eval/success_once",
@@ -110,6 +118,111 @@ class EpisodeResult:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:
+    """Wilson score interval of k successes in n trials (scipy.stats ``binomtest(...).proportion_ci``).
+
+    Returns:
+        (low, high) in [0, 1], or None when ``n == 0``.
+    Raises:
+        ValueError: k outside 0..n.
+    """
+    if n == 0:
+        return None
+    if not 0 <= k <= n:
+        raise ValueError(f"k={k} successes is outside 0..n={n}")
+    from scipy.stats import binomtest
+
+    ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A success rate k/n with its Wilson 95% interval.
+
+    Attributes:
+        k: successes; n: trajectories; low/high: Wilson 95% bounds (None when n == 0).
+    """
+
+    k: int
+    n: int
+    low: float | None
+    high: float | None
+
+    @classmethod
+    def of(cls, k: int, n: int) -> "Rate":
+        """Build with the interval computed."""
+        ci = wilson_interval(k, n)
+        return cls(int(k), int(n), *(ci if ci is not None else (None, None)))
+
+    @classmethod
+    def from_fraction(cls, rate: float, n: int) -> "Rate":
+        """Recover k = round(rate x n) from a mean of 0/1 values over n trajectories (exact for
+        any n below 2**52), then build."""
+        return cls.of(int(round(float(rate) * n)), n)
+
+    @property
+    def value(self) -> float:
+        """k / n (0.0 when n == 0)."""
+        return self.k / self.n if self.n else 0.0
+
+    def text(self, digits: int = 4) -> str:
+        """``"1/2 [Wilson 95% 0.0945, 0.9055]"`` (``"0/0 [no trajectories]"`` when n == 0)."""
+        if self.low is None:
+            return f"{self.k}/{self.n} [no trajectories]"
+        return f"{self.k}/{self.n} [Wilson 95% {self.low:.{digits}f}, {self.high:.{digits}f}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"k", "n", "rate", "wilson95": [low, high] | None}``."""
+        return {"k": self.k, "n": self.n, "rate": self.value,
+                "wilson95": None if self.low is None else [self.low, self.high]}
+
+
+@dataclass(frozen=True)
+class Completeness:
+    """How much of the planned evaluation finished.
+
+    Attributes:
+        expected: planned trajectories (``total_num_envs x rollout_epoch``).
+        finished: trajectories that finished.
+        lost: ``(task_id, init_state_id, epoch, env_index)`` of every planned episode that did not finish.
+        reason: why the run stopped early (the error), or "".
+    """
+
+    expected: int
+    finished: int
+    lost: tuple[tuple[int, int, int, int], ...] = ()
+    reason: str = ""
+
+    @property
+    def complete(self) -> bool:
+        """True when every planned trajectory finished."""
+        return self.finished == self.expected and not self.lost
+
+    def marker(self) -> str:
+        """``"INCOMPLETE: 2 of 4 expected trajectories"`` ("" when complete)."""
+        return "" if self.complete else f"INCOMPLETE: {self.finished} of {self.expected} expected trajectories"
+
+    def lost_text(self, limit: int = 20) -> str:
+        """``"(task 2, init state 1, epoch 1), ..."`` (at most ``limit`` named, then a count)."""
+        items = [f"(task {t}, init state {s}, epoch {e})" for t, s, e, _ in self.lost[:limit]]
+        more = len(self.lost) - limit
+        return ", ".join(items) + (f" and {more} more" if more > 0 else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form for ``metrics.json``."""
+        return {"complete": self.complete, "num_trajectories": self.finished, "expected_trajectories": self.expected,
+                "lost_episodes": [{"task_id": t, "init_state_id": s, "epoch": e, "env_index": g}
+                                  for t, s, e, g in self.lost],
+                "stopped_by": self.reason or None}
+
+
+def rates(metrics: dict[str, float]) -> dict[str, Rate]:
+    """:data:`RATE_KEYS` of an :func:`aggregate` result as :class:`Rate` (k/N and Wilson interval)."""
+    n = int(metrics.get("eval/num_trajectories", 0))
+    return {k: Rate.from_fraction(metrics[k], n) for k in RATE_KEYS if k in metrics}
+
+
 @dataclass(frozen=True)
 class TaskRow:
     """One row of the per-task success table."""
@@ -120,6 +233,10 @@ class TaskRow:
     success_once: float
     success_at_end: float
     init_state_ids: tuple[int, ...] = field(default=())
+
+    def rate(self, which: str) -> Rate:
+        """``"success_once"`` or ``"success_at_end"`` of this task as a :class:`Rate`."""
+        return Rate.from_fraction(getattr(self, which), self.num_trajectories)
 
 
 def aggregate(results: Sequence[EpisodeResult]) -> dict[str, float]:

@@ -9,7 +9,8 @@ configured)::
         config.yaml             the merged config with overrides (interpolations as written)
         plan.txt                which (task, reset state) pairs every env runs in every epoch
         episodes.jsonl          one line per finished trajectory, appended as it finishes
-        metrics.log             the eval/* metrics and the per-task success table
+        metrics.log             the eval/* metrics (rates with k/N and the Wilson 95% interval) and the
+                                per-task success table; an incomplete run says INCOMPLETE on every line
         metrics.json            the same, machine-readable
         tensorboard/events.out.tfevents.*   every metric as a scalar at step 0
         videos/epoch{E}_env{G}_task{T}_state{S}_{success|failure}.mp4   (env.eval.save_video=true)
@@ -31,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from rpent.eval.metrics import METRIC_KEYS, EpisodeResult, TaskRow
+from rpent.eval.metrics import METRIC_KEYS, Completeness, EpisodeResult, Rate, TaskRow, rates
 from rpent.recording.atomic import write_bytes_atomic, write_json_atomic
 
 LOG_FILE = "eval_embodiment.log"
@@ -115,16 +116,47 @@ def read_episodes(run_dir: Path) -> list[EpisodeResult]:
     return out
 
 
-def format_metrics(metrics: Mapping[str, float], table: Sequence[TaskRow]) -> str:
-    """The text of ``metrics.log``: one ``key<TAB>value`` line per metric, then the per-task table."""
-    lines = [f"{k}\t{_fmt(metrics[k])}" for k in METRIC_KEYS if k in metrics]
-    lines += [f"{k}\t{_fmt(v)}" for k, v in metrics.items() if k not in METRIC_KEYS]
+def metric_lines(metrics: Mapping[str, float], completeness: Completeness | None = None) -> list[str]:
+    """``key<TAB>value[<TAB>k/N [Wilson 95% lo, hi]][<TAB>INCOMPLETE ...]`` per metric.
+
+    Rates (:data:`RATE_KEYS`) always carry k/N and the Wilson interval; when ``completeness`` says
+    the run is incomplete, every line carries the INCOMPLETE mark with N and the expected N.
+    """
+    rate_of = rates(dict(metrics))
+    inc = completeness is not None and not completeness.complete
+    lines = []
+    keys = [k for k in METRIC_KEYS if k in metrics] + [k for k in metrics if k not in METRIC_KEYS]
+    for k in keys:
+        line = f"{k}\t{_fmt(metrics[k])}"
+        if k in rate_of:
+            line += f"\t{rate_of[k].text()}"
+        if inc:
+            what = "expected" if k == "eval/num_trajectories" else f"N={completeness.finished} of expected"
+            line += f"\tINCOMPLETE: {what} {completeness.expected}"
+        lines.append(line)
+    return lines
+
+
+def format_metrics(metrics: Mapping[str, float], table: Sequence[TaskRow], completeness: Completeness | None = None) -> str:
+    """The text of ``metrics.log``: (an INCOMPLETE status line naming the lost episodes,) one line
+    per metric (:func:`metric_lines`), then the per-task table (rates as ``0.5000 1/2 [Wilson 95% ...]``)."""
+    lines = []
+    if completeness is not None and not completeness.complete:
+        status = f"status\t{completeness.marker()}; lost (task, init state, epoch): {completeness.lost_text()}"
+        if completeness.reason:
+            status += f"; stopped by: {completeness.reason.splitlines()[0]}"
+        lines.append(status)
+    lines += metric_lines(metrics, completeness)
     lines.append("")
-    lines.append("per-task success (task\tnum_trajectories\tsuccess_once\tsuccess_at_end\tinstruction)")
+    title = "per-task success (task\tnum_trajectories\tsuccess_once k/N [Wilson 95%]\tsuccess_at_end k/N [Wilson 95%]\tinstruction)"
+    if completeness is not None and not completeness.complete:
+        title += f" - {completeness.marker()}"
+    lines.append(title)
     for row in table:
+        once, end = row.rate("success_once"), row.rate("success_at_end")
         lines.append(
-            f"task {row.task_id}\t{row.num_trajectories}\t{row.success_once:.4f}\t{row.success_at_end:.4f}\t"
-            f"{row.task_language}"
+            f"task {row.task_id}\t{row.num_trajectories}\t{row.success_once:.4f} {once.text()}\t"
+            f"{row.success_at_end:.4f} {end.text()}\t{row.task_language}"
         )
     return "\n".join(lines) + "\n"
 
@@ -133,43 +165,76 @@ def _fmt(value: float) -> str:
     return str(int(value)) if float(value).is_integer() and abs(value) >= 1 else f"{value:.6g}"
 
 
-def write_metrics(run_dir: Path, metrics: Mapping[str, float], table: Sequence[TaskRow], extra: Mapping[str, Any]) -> None:
+def write_metrics(run_dir: Path, metrics: Mapping[str, float], table: Sequence[TaskRow], extra: Mapping[str, Any],
+                  completeness: Completeness | None = None) -> None:
     """Write ``metrics.log`` and ``metrics.json`` atomically.
 
     Args:
         metrics: ``eval/*`` values.
         table: per-task rows.
         extra: more JSON-able context for metrics.json (settings, timing, wall time).
+        completeness: planned vs finished trajectories; an incomplete run is marked in both files
+            (``metrics.json``: ``complete``, ``num_trajectories``, ``expected_trajectories``,
+            ``lost_episodes``, ``status: "INCOMPLETE: ..."``).
     """
-    write_bytes_atomic(run_dir / METRICS_FILE, format_metrics(metrics, table).encode("utf-8"))
-    write_json_atomic(
-        run_dir / "metrics.json",
-        {
-            "metrics": dict(metrics),
-            "per_task": [row.__dict__ | {"init_state_ids": list(row.init_state_ids)} for row in table],
-            **extra,
-        },
-    )
+    write_bytes_atomic(run_dir / METRICS_FILE, format_metrics(metrics, table, completeness).encode("utf-8"))
+    doc: dict[str, Any] = {}
+    if completeness is not None and not completeness.complete:
+        doc["status"] = completeness.marker()
+    doc["metrics"] = dict(metrics)
+    doc["rates"] = {k: r.to_dict() for k, r in rates(dict(metrics)).items()}
+    doc["per_task"] = [
+        row.__dict__ | {"init_state_ids": list(row.init_state_ids),
+                        "success_once_rate": row.rate("success_once").to_dict(),
+                        "success_at_end_rate": row.rate("success_at_end").to_dict()}
+        for row in table
+    ]
+    doc.update(extra)
+    if completeness is not None:
+        doc.update(completeness.to_dict())
+    write_json_atomic(run_dir / "metrics.json", doc)
 
 
-def write_tensorboard(run_dir: Path, metrics: Mapping[str, float], table: Sequence[TaskRow]) -> Path:
+def write_tensorboard(run_dir: Path, metrics: Mapping[str, float], table: Sequence[TaskRow],
+                      completeness: Completeness | None = None) -> Path:
     """Write every metric as a scalar at step 0 under ``run_dir/tensorboard`` (TensorBoard's format).
 
-    Per-task rates go to ``eval/task_<id>/success_once`` and ``eval/task_<id>/success_at_end``.
+    Per-task rates go to ``eval/task_<id>/success_once`` and ``eval/task_<id>/success_at_end``;
+    each rate's Wilson 95% bounds to ``<tag>/wilson95_low`` / ``_high``. An incomplete run writes
+    under ``eval_INCOMPLETE/...`` instead of ``eval/...`` (so no dashboard shows its rates as a
+    finished evaluation's), plus ``eval_INCOMPLETE/expected_trajectories`` and a text ``status``.
 
     Returns:
         the tensorboard directory.
     """
     from torch.utils.tensorboard import SummaryWriter  # tensorboard's event writer, via torch
 
+    inc = completeness is not None and not completeness.complete
+
+    def tag(key: str) -> str:
+        return "eval_INCOMPLETE/" + key.removeprefix("eval/") if inc else key
+
+    def add_rate(key: str, r: Rate) -> None:
+        if r.low is not None:
+            writer.add_scalar(tag(key) + "/wilson95_low", r.low, global_step=0)
+            writer.add_scalar(tag(key) + "/wilson95_high", r.high, global_step=0)
+
     tb_dir = run_dir / "tensorboard"
     writer = SummaryWriter(log_dir=str(tb_dir))
     try:
         for key, value in metrics.items():
-            writer.add_scalar(key, float(value), global_step=0)
+            writer.add_scalar(tag(key), float(value), global_step=0)
+        for key, r in rates(dict(metrics)).items():
+            add_rate(key, r)
         for row in table:
-            writer.add_scalar(f"eval/task_{row.task_id}/success_once", row.success_once, global_step=0)
-            writer.add_scalar(f"eval/task_{row.task_id}/success_at_end", row.success_at_end, global_step=0)
+            for which in ("success_once", "success_at_end"):
+                key = f"eval/task_{row.task_id}/{which}"
+                writer.add_scalar(tag(key), getattr(row, which), global_step=0)
+                add_rate(key, row.rate(which))
+        if inc:
+            writer.add_scalar(tag("eval/expected_trajectories"), float(completeness.expected), global_step=0)
+            writer.add_text("eval_INCOMPLETE/status", f"{completeness.marker()}; lost (task, init state, epoch): "
+                            f"{completeness.lost_text()}", global_step=0)
         writer.flush()
     finally:
         writer.close()

@@ -5,7 +5,8 @@ renders, on stderr:
 
 * ``Evaluating Rollout Epochs`` (the seed's progress-bar name) - epochs done / rollout_epoch;
 * ``Episodes`` - trajectories done / total_num_envs x rollout_epoch;
-* a live summary: success_once / success_at_end so far and the per-task success table.
+* a live summary: success_once / success_at_end so far (k/N and the Wilson 95% interval) and the
+  per-task success table.
 
 On a non-interactive stream rich renders only the final state.
 """
@@ -19,24 +20,32 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from rpent.eval.metrics import EpisodeResult, aggregate, per_task_table
+from rpent.eval.metrics import Completeness, EpisodeResult, aggregate, per_task_table, rates
 
 
-def summary_table(results: list[EpisodeResult], task_languages: tuple[str, ...] = ()) -> Table:
-    """Rich table: overall eval/* so far and per-task success_once / success_at_end."""
+def summary_table(results: list[EpisodeResult], task_languages: tuple[str, ...] = (),
+                  completeness: Completeness | None = None) -> Table:
+    """Rich table: overall eval/* so far (k/N, Wilson 95%) and per-task success_once / success_at_end;
+    an INCOMPLETE title when ``completeness`` says so."""
     metrics = aggregate(results)
-    table = Table(title=f"success_once {metrics['eval/success_once']:.3f}   success_at_end "
-                  f"{metrics['eval/success_at_end']:.3f}   trajectories {int(metrics['eval/num_trajectories'])}",
-                  title_justify="left", show_edge=False, pad_edge=False)
-    table.add_column("task", justify="right", no_wrap=True)
-    table.add_column("eps", justify="right", no_wrap=True)
-    table.add_column("succ_once", justify="right", no_wrap=True)
-    table.add_column("succ_end", justify="right", no_wrap=True)
-    table.add_column("instruction", no_wrap=True)
+    r = rates(metrics)
+    title = (f"success_once {metrics['eval/success_once']:.3f} {r['eval/success_once'].text(3)}   success_at_end "
+             f"{metrics['eval/success_at_end']:.3f} {r['eval/success_at_end'].text(3)}   "
+             f"trajectories {int(metrics['eval/num_trajectories'])}")
+    if completeness is not None and not completeness.complete:
+        title = f"{completeness.marker()}   {title}"
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column("task", justify="right", no_wrap=True, min_width=4)
+    table.add_column("eps", justify="right", no_wrap=True, min_width=3)
+    table.add_column("succ_once k/N [95%]", justify="right", no_wrap=True, min_width=21)
+    table.add_column("succ_end k/N [95%]", justify="right", no_wrap=True, min_width=21)
+    table.add_column("instruction", no_wrap=True, overflow="ellipsis", ratio=1)
     for row in per_task_table(results):
-        text = row.task_language if len(row.task_language) <= 44 else row.task_language[:43] + "…"
-        table.add_row(str(row.task_id), str(row.num_trajectories), f"{row.success_once:.2f}",
-                      f"{row.success_at_end:.2f}", text)
+        text = row.task_language if len(row.task_language) <= 30 else row.task_language[:29] + "…"
+        once, end = row.rate("success_once"), row.rate("success_at_end")
+        table.add_row(str(row.task_id), str(row.num_trajectories),
+                      f"{row.success_once:.2f} {once.k}/{once.n} [{once.low:.2f},{once.high:.2f}]",
+                      f"{row.success_at_end:.2f} {end.k}/{end.n} [{end.low:.2f},{end.high:.2f}]", text)
     return table
 
 

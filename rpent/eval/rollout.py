@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from rpent.eval import wire
-from rpent.eval.errors import EnvWorkerError, PolicyError
+from rpent.eval.errors import EnvWorkerError, EvalConfigError, PolicyError
 from rpent.eval.metrics import EpisodeResult
 from rpent.eval.plan import EvalPlan
 from rpent.eval.policies.base import EpisodeRef
@@ -137,6 +138,8 @@ class RolloutDriver:
         self._conns: list[Connection] = []
         self._queries: dict[tuple[int, int], int] = {}
         self._slot_of = {(s.epoch, s.env_index): s for s in plan.slots}
+        self._epoch: int | None = None  # the epoch running now (names lost episodes in errors)
+        self._finished: set[tuple[int, int]] = set()  # (epoch, env_index) of finished episodes
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def __enter__(self) -> RolloutDriver:
@@ -172,6 +175,7 @@ class RolloutDriver:
         Raises:
             EnvWorkerError: a worker failed to start (its traceback included) or timed out.
         """
+        self.resolve_egl_device()  # validate here; each worker derives the same device itself
         t0 = time.perf_counter()
         ctx = mp.get_context("spawn")
         for w in range(self.settings.env.num_workers):
@@ -190,6 +194,28 @@ class RolloutDriver:
                           msg.get("sims_built"), float(msg.get("build_s", 0.0)))
         self.timing.startup_s = time.perf_counter() - t0
         self.on_event({"kind": "workers_ready", "startup_s": self.timing.startup_s})
+
+    def resolve_egl_device(self) -> int | None:
+        """The EGL device the env workers render on, checked here before any worker starts
+        (:func:`rpent.robots.libero.egl.resolve_egl_device`: ``--cuda-device`` against the EGL devices
+        that exist, else derived from ``MUJOCO_EGL_DEVICE_ID`` / ``CUDA_VISIBLE_DEVICES``).
+
+        Raises:
+            EvalConfigError: no consistent device (one line with both variables and the fix).
+        """
+        from rpent.robots.libero import egl
+
+        env = dict(os.environ)
+        env.setdefault("MUJOCO_GL", "egl")
+        if env["MUJOCO_GL"] != "egl":
+            return self.settings.cuda_device
+        try:
+            choice = egl.resolve_egl_device(self.settings.cuda_device, env, egl.count_egl_devices())
+        except egl.EglDeviceError as exc:
+            raise EvalConfigError(f"env workers cannot render: {exc}") from None
+        self.log.info("env workers render on EGL device %s (%s)",
+                      choice.device if choice.device is not None else "default", choice.reason)
+        return choice.device
 
     def close(self) -> None:
         """Ask every worker to exit; terminate any that does not within 10 s (idempotent)."""
@@ -213,7 +239,12 @@ class RolloutDriver:
         proc.join(timeout=5.0)
         code = proc.exitcode
         log = self.log_dir / f"env_worker_{w}.log"
-        return EnvWorkerError(f"env worker {w} (pid {proc.pid}) failed (exit code {code}): {detail} [output: {log}]")
+        epoch = 0 if self._epoch is None else self._epoch
+        lost = [f"(task {s.task_id}, init state {s.init_state_id}, epoch {s.epoch})"
+                for s in self.plan.epoch_slots(epoch, w) if (s.epoch, s.env_index) not in self._finished]
+        lost_text = f"; its unfinished episodes: {', '.join(lost)}" if lost else ""
+        return EnvWorkerError(f"env worker {w} (pid {proc.pid}) failed (exit code {code}){lost_text}: {detail} "
+                              f"[output: {log}]")
 
     def _recv(self, w: int, timeout: float | None = None) -> dict[str, Any]:
         conn = self._conns[w]
@@ -293,6 +324,7 @@ class RolloutDriver:
     def run_epoch(self, epoch: int) -> list[EpisodeResult]:
         """Run one rollout epoch: fresh reset of every env, closed loop until every episode ends."""
         self.on_event({"kind": "epoch_start", "epoch": epoch})
+        self._epoch = epoch
         results: list[EpisodeResult] = []
         for w in range(len(self._conns)):
             slots = [
@@ -320,6 +352,7 @@ class RolloutDriver:
                 for ep in msg.get("episodes", []):
                     result = EpisodeResult.from_dict(ep)
                     results.append(result)
+                    self._finished.add((result.epoch, result.env_index))
                     self.on_event({"kind": "episode", "result": result})
                 if msg["op"] == "epoch_done":
                     self.timing.add_worker(msg.get("timing", {}))

@@ -11,8 +11,10 @@ Order of work, each step logged to ``eval_embodiment.log``:
    ``eval/num_trajectories == total_num_envs x rollout_epoch``.
 
 If anything fails after step 1, the error and traceback go to the log, the metrics of the
-trajectories finished so far are written (``metrics.json`` ``"complete": false``) and the error is
-re-raised: nothing recorded is lost.
+trajectories finished so far are written and the error is re-raised: nothing recorded is lost.
+Such a run is marked INCOMPLETE in every metrics output (``metrics.log`` lines, ``metrics.json``
+``complete: false`` / ``status`` / ``lost_episodes``, TensorBoard under ``eval_INCOMPLETE/``, the
+log and the console) with k, N and the expected N, and each lost (task, init state, epoch) is named.
 """
 
 from __future__ import annotations
@@ -27,11 +29,19 @@ from typing import Any
 from rich.console import Console
 
 from rpent.eval.config import LoadedConfig, to_yaml
-from rpent.eval.metrics import EpisodeResult, TaskRow, aggregate, check_trajectory_count, per_task_table
+from rpent.eval.metrics import (
+    Completeness,
+    EpisodeResult,
+    TaskRow,
+    aggregate,
+    check_trajectory_count,
+    per_task_table,
+)
 from rpent.eval.outputs import (
     EpisodeLog,
     close_eval_logger,
     make_run_dir,
+    metric_lines,
     setup_eval_logger,
     write_metrics,
     write_tensorboard,
@@ -120,6 +130,7 @@ def run_eval(
     console: Console | None = None,
     show_progress: bool = True,
     policy: Any = None,
+    driver_factory: Any = None,
 ) -> EvalOutcome:
     """Run one evaluation (see the module docstring).
 
@@ -130,6 +141,8 @@ def run_eval(
         console: rich console for the plan, progress and summary (default: stderr).
         show_progress: draw the live progress display.
         policy: an already-open policy backend (default: :func:`open_policy` from the settings).
+        driver_factory: builds the rollout driver (default :class:`RolloutDriver`, local env worker
+            processes; ``rpent-eval --ray-address`` passes :class:`rpent.eval.ray_workers.RayRolloutDriver`).
 
     Returns:
         :class:`EvalOutcome`.
@@ -186,16 +199,20 @@ def run_eval(
             progress.on_event(event)
 
         with EvalProgress(settings.env.rollout_epoch, plan.num_trajectories, console, enabled=show_progress) as progress:
-            driver = RolloutDriver(settings, plan, policy, log_dir=run_dir, on_event=on_event, logger=log)
+            driver = (driver_factory or RolloutDriver)(settings, plan, policy, log_dir=run_dir, on_event=on_event,
+                                                       logger=log)
             timing = driver.timing
             with driver:
                 driver.run()
-        complete = True
+        completeness = completeness_of(plan, results, settings.env.expected_trajectories)
     except BaseException as exc:
         log.error("evaluation failed: %s\n%s", exc, traceback.format_exc())
-        complete = False
+        completeness = completeness_of(plan, results, settings.env.expected_trajectories,
+                                       reason=f"{type(exc).__name__}: {exc}")
         try:
-            _finish(run_dir, settings, results, timing, time.perf_counter() - t_start, complete, log)
+            _finish(run_dir, settings, results, timing, time.perf_counter() - t_start, completeness, log)
+            console.print(f"{completeness.marker()}; lost (task, init state, epoch): {completeness.lost_text()}; "
+                          f"partial metrics: {run_dir / 'metrics.log'}", markup=False, highlight=False, soft_wrap=True)
         except Exception as finish_exc:  # noqa: BLE001 - never mask the original error
             log.error("could not write partial metrics: %s", finish_exc)
         close_eval_logger(log)
@@ -205,7 +222,7 @@ def run_eval(
         if own_policy and policy is not None:
             policy.close()
     try:
-        metrics, table = _finish(run_dir, settings, results, timing, time.perf_counter() - t_start, complete, log)
+        metrics, table = _finish(run_dir, settings, results, timing, time.perf_counter() - t_start, completeness, log)
         if not show_progress:
             console.print(summary_table(results))
         check_trajectory_count(len(results), settings.env.total_num_envs, settings.env.rollout_epoch)
@@ -218,20 +235,31 @@ def run_eval(
     return EvalOutcome(run_dir, metrics, table, results, timing, plan)
 
 
+def completeness_of(plan: EvalPlan | None, results: list[EpisodeResult], expected: int, reason: str = "") -> Completeness:
+    """Planned vs finished trajectories; every planned (task, init state, epoch) without a result is lost."""
+    done = {(r.epoch, r.env_index) for r in results}
+    lost = () if plan is None else tuple(
+        (s.task_id, s.init_state_id, s.epoch, s.env_index) for s in plan.slots if (s.epoch, s.env_index) not in done
+    )
+    return Completeness(expected=expected, finished=len(results), lost=lost, reason=reason)
+
+
 def _finish(
     run_dir: Path, settings: EvalSettings, results: list[EpisodeResult], timing: RolloutTiming,
-    wall_s: float, complete: bool, log: logging.Logger,
+    wall_s: float, completeness: Completeness, log: logging.Logger,
 ) -> tuple[dict[str, float], list[TaskRow]]:
-    """Write metrics.log / metrics.json / TensorBoard for whatever finished."""
+    """Write metrics.log / metrics.json / TensorBoard for whatever finished (marked INCOMPLETE if not all)."""
     metrics = aggregate(results)
     table = per_task_table(results)
     write_metrics(
         run_dir, metrics, table,
-        {"complete": complete, "expected_trajectories": settings.env.expected_trajectories, "wall_s": wall_s,
-         "timing": timing.to_dict(), "settings": settings.to_dict()},
+        {"wall_s": wall_s, "timing": timing.to_dict(), "settings": settings.to_dict()},
+        completeness,
     )
     if "tensorboard" in settings.logger_backends:
-        write_tensorboard(run_dir, metrics, table)
-    for key, value in metrics.items():
-        log.info("%s = %.6g", key, value)
+        write_tensorboard(run_dir, metrics, table, completeness)
+    if not completeness.complete:
+        log.error("%s; lost (task, init state, epoch): %s", completeness.marker(), completeness.lost_text(limit=1000))
+    for line in metric_lines(metrics, completeness):
+        log.info("%s", line.replace("\t", " = ", 1).replace("\t", "  "))
     return metrics, table

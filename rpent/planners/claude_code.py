@@ -21,6 +21,12 @@
 * An accepted finish interrupts the CLI at once (no further model request).
 * Timeout: the running tool is cancelled, the CLI interrupted and closed; error
   ``"Claude Agent SDK timed out after <N>s"``.
+* Message size: the CLI echoes every tool result, images as base64, in one stdout JSON line,
+  and the SDK refuses lines over ``max_buffer_size`` (default 1 MiB: one noisy 700 px frame
+  overflows it). The buffer is :data:`CLI_BUFFER_BYTES`; the images of one tool result are
+  downscaled to :data:`IMAGE_BUDGET_BYTES` of base64 (with a note to the model). A line that
+  still overflows ends the run with ``"Claude Code CLI message too large: ..."`` (line size,
+  limit, fix) instead of the SDK's bare ``CLIJSONDecodeError``.
 """
 
 from __future__ import annotations
@@ -55,6 +61,13 @@ DEFAULT_MODEL = "sonnet"
 DEFAULT_BUDGET_USD = 10.0
 """Fallback of ``--claude-code-max-budget-usd`` after ``MAX_BUDGET_USD`` (RPent reference §2.1)."""
 _MAX_RESULT_CHARS = 200_000  # keep 60 kB JSON results inline in the CLI (never persisted to a file)
+CLI_BUFFER_BYTES = 64 << 20
+"""The SDK's ``max_buffer_size`` (bytes of one CLI stdout line). The toolkit's largest results are
+two 1024 px PNG views (``*_high.png``; <= ~4 MiB base64 each even for noise); parallel tool calls
+arrive in one line, and the CLI may repeat a result (``tool_use_result``): 64 MiB covers eight
+results at the image budget with room for the JSON text."""
+IMAGE_BUDGET_BYTES: int | None = CLI_BUFFER_BYTES // 8
+"""Base64 bytes all images of one tool result may take (larger images are downscaled)."""
 
 
 def run_coroutine_blocking(coro: Any) -> Any:
@@ -142,6 +155,7 @@ class ClaudeCodePlanner:
             model=self.model, system_prompt=system_prompt, mcp_servers={MCP_SERVER_NAME: server},
             strict_mcp_config=True, tools=[], allowed_tools=[MCP_PREFIX + n for n in tool_names],
             setting_sources=[], max_turns=cfg.max_turns, max_budget_usd=self.max_budget_usd, cwd=cwd, env=env,
+            max_buffer_size=CLI_BUFFER_BYTES,
             stderr=stderr_tail.append,
             hooks={"PostToolUse": [HookMatcher(matcher=None, hooks=[stop_after_end])]},
             **extra)
@@ -156,6 +170,7 @@ class ClaudeCodePlanner:
     async def _solve(self, system_prompt: str, user_message: str, toolkit: Toolkit, steering: Steering | None,
                      emit: EventEmitter, result: PlannerResult) -> None:
         from claude_agent_sdk import ClaudeSDKClient, SdkMcpTool, ToolAnnotations, create_sdk_mcp_server
+        from claude_agent_sdk._errors import CLIJSONDecodeError
 
         cfg = self.config
         deadline = time.monotonic() + cfg.timeout_s if cfg.timeout_s else None
@@ -164,7 +179,7 @@ class ClaudeCodePlanner:
         toolkit.clear_cancel()
         bridge = ToolBridge(toolkit, emit, stats, transcript, stop_check=lambda: (
             (steering.stop_reason or "the operator stopped the run") if steering is not None and steering.stop_requested
-            else None))
+            else None), image_budget=IMAGE_BUDGET_BYTES)
 
         def make_handler(name: str) -> Any:
             async def handler(args: dict[str, Any]) -> dict[str, Any]:
@@ -195,6 +210,10 @@ class ClaudeCodePlanner:
                     await self._with_deadline(self._consume(client, bridge, message_ids, result, emit,
                                                             steering, deadline, toolkit),
                                               deadline, client, toolkit)
+                except CLIJSONDecodeError as exc:
+                    toolkit.cancel()
+                    result.stop_reason, result.error_kind = "error", "sdk"
+                    result.error = self._too_large(exc)
                 finally:
                     stop_task.cancel()
             finally:
@@ -212,6 +231,21 @@ class ClaudeCodePlanner:
             result.error_kind = "interrupted"
         if result.stop_reason == "error" and result.error and stderr_tail:
             result.error += " | CLI stderr: " + " / ".join(line.strip() for line in list(stderr_tail)[-3:])
+
+    @staticmethod
+    def _too_large(exc: Exception) -> str:
+        """The named error for a CLI line over the SDK buffer (``CLIJSONDecodeError``)."""
+        import re
+
+        detail = f"{exc} {getattr(exc, 'original_error', '')}"
+        m = re.search(r"Buffer size (\d+) exceeds limit (\d+)", detail)
+        if m is None:
+            return f"Claude Code CLI message could not be decoded: {exc}"
+        size, limit = int(m.group(1)), int(m.group(2))
+        return (f"Claude Code CLI message too large: a stdout line of at least {size} bytes exceeds the Agent SDK "
+                f"buffer of {limit} bytes (ClaudeAgentOptions.max_buffer_size); a tool result carried too many image "
+                f"bytes: have tools return smaller images (fewer or lower-resolution views) or raise "
+                f"rpent.planners.claude_code.CLI_BUFFER_BYTES")
 
     async def _with_deadline(self, coro: Any, deadline: float | None, client: Any, toolkit: Toolkit) -> Any:
         if deadline is None:

@@ -14,12 +14,18 @@
   ``CODEX_API_KEY``); without it an API key (``CODEX_API_KEY`` or ``OPENAI_API_KEY``) is
   logged in through the SDK, else the copied login is used.
 * Thread: ``approval_mode=deny_all``, ``sandbox=read_only``, the rendered system prompt as
-  ``base_instructions``. Model: ``--model``, else ``CODEX_MODEL``, else the SDK default.
+  ``base_instructions``. Model: ``--model``, else ``CODEX_MODEL``, else the SDK default (refused with
+  ``CODEX_BASE_URL``: the CLI sends that model to a custom provider without tools). A turn that
+  ends without a single tool call is an error (``Codex ended its turn without calling any rpent
+  tool ...``), never a silent ``end_turn``.
 * ``--max-turns`` caps model requests (counted from token-usage updates; the turn is
   interrupted when reached — a normal stop). Operator lines steer the running turn
   (``turn.steer``); an accepted finish or a stop interrupts it.
 * Timeout: the running tool is cancelled, the turn interrupted; error
   ``"Codex SDK timed out after <N>s"``.
+* If the toolkit's MCP server stops during the run, the turn is interrupted at once and the run
+  ends with ``"toolkit MCP server exited during tool call <tool> (<id>) ..."`` (the model would
+  otherwise get raw transport errors and end a normal turn); closing the server stops its thread.
 """
 
 from __future__ import annotations
@@ -130,6 +136,11 @@ class CodexPlanner:
         if self.base_url and not self.api_key:
             raise PlannerConfigError("CODEX_BASE_URL is set but CODEX_API_KEY is not; export the key for that "
                                      "provider (any non-empty value for a local server)")
+        if self.base_url and not self.model:
+            raise PlannerConfigError(
+                "--planner codex with CODEX_BASE_URL needs --model <id> (or CODEX_MODEL): the Codex SDK's default "
+                "model is one the bundled CLI sends to a custom provider without any tools, so the run could "
+                "not call rpent's tools; e.g. --model gpt-5.1-codex")
 
     def solve(self, system_prompt: str, user_message: str, toolkit: Toolkit, *,
               steering: Steering | None = None, on_event: EventHook | None = None) -> PlannerResult:
@@ -177,7 +188,7 @@ class CodexPlanner:
                     turn = thread.turn(text, effort=effort)
                     # stop before a finish/stop result reaches the model (bounded: never hang on the CLI)
                     bridge.on_end = lambda t=turn: _bounded(t.interrupt, "interrupt")
-                    unsent = self._drive(turn, bridge, toolkit, steering, emit, result, deadline, state)
+                    unsent = self._drive(turn, bridge, toolkit, steering, emit, result, deadline, state, mcp)
                     if result.stop_reason != "end_turn" or bridge.finish is not None:
                         break
                     fresh = steering.drain() if steering is not None else []
@@ -203,7 +214,7 @@ class CodexPlanner:
 
     def _drive(self, turn: Any, bridge: ToolBridge, toolkit: Toolkit, steering: Steering | None,
                emit: EventEmitter, result: PlannerResult, deadline: float | None,
-               state: dict[str, Any]) -> list[str]:
+               state: dict[str, Any], mcp: McpHttpToolServer | None = None) -> list[str]:
         """Consume one turn's notifications in a worker thread while this thread steers, stops
         and times out. Returns operator lines that could not be steered into the turn (the
         caller sends them as the next turn, so none is lost)."""
@@ -230,6 +241,9 @@ class CodexPlanner:
                 continue
             if bridge.finish is not None:
                 interrupted = "finished"
+            elif mcp is not None and not mcp.alive:
+                interrupted = "mcp_exited"  # the model would only see raw transport errors from here on
+                toolkit.cancel()
             elif steering is not None and steering.stop_requested:
                 interrupted = "interrupted"
             elif state["requests"] >= self.config.max_turns:
@@ -260,6 +274,15 @@ class CodexPlanner:
         status = getattr(getattr(turn_obj, "status", None), "value", None)
         if bridge.finish is not None:
             result.stop_reason = "finished"  # _solve records the finish
+        elif interrupted == "mcp_exited" or (mcp is not None and not mcp.alive):
+            failed = state.get("failed_call") or state.get("last_call") or ("?", "?", "")
+            tool, call_id, detail = failed
+            result.stop_reason, result.error_kind = "error", "internal"
+            result.error = (f"toolkit MCP server exited during tool call {tool} ({call_id}); the run stopped "
+                            f"(the model would only see transport errors)" + (f": {detail}" if detail else ""))
+            if not any(m.get("role") == "tool" and m.get("tool_call_id") == call_id for m in result.messages):
+                result.messages.append({"role": "tool", "tool_call_id": call_id, "name": tool, "is_error": True,
+                                        "content": [{"type": "text", "text": result.error}]})
         elif steering is not None and steering.stop_requested:  # also when the bridge interrupted first
             result.stop_reason, result.error = "interrupted", steering.stop_reason
             result.error_kind = "interrupted"
@@ -276,6 +299,13 @@ class CodexPlanner:
                                  "network" if "connection" in info.lower() else "provider")
         else:
             result.stop_reason = "end_turn"
+            interactive = steering is not None and steering.interactive  # there a text-only turn is a question
+            if not interactive and result.stats.tool_calls == 0 and not any(m["role"] == "tool" for m in result.messages):
+                model = self.model or "the Codex SDK's default model"
+                result.stop_reason, result.error_kind = "error", "provider"
+                result.error = (f"Codex ended its turn without calling any rpent tool (model {model}); check that "
+                                "the model supports tool calls with this provider (pass --model) and that the "
+                                "toolkit MCP server was reachable")
         return unsent
 
     @staticmethod
@@ -297,9 +327,13 @@ class CodexPlanner:
             kind = getattr(item, "type", "")
             if method == "item/started" and kind == "mcpToolCall":
                 args = item.arguments if isinstance(item.arguments, dict) else {}
+                state["last_call"] = (item.tool, item.id, "")
                 bridge.expect(item.tool, item.id)
                 result.messages.append({"role": "assistant", "content": [
                     {"type": "tool_use", "id": item.id, "name": item.tool, "input": args}]})
+            elif method == "item/completed" and kind == "mcpToolCall" and getattr(item, "error", None):
+                err = getattr(item.error, "message", None) or str(item.error)
+                state["failed_call"] = (item.tool, item.id, err.strip().splitlines()[0][:300] if err.strip() else "")
             elif method == "item/completed" and kind == "agentMessage" and item.text:
                 result.messages.append({"role": "assistant", "content": [{"type": "text", "text": item.text}]})
                 emit("text", text=item.text)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,6 +134,67 @@ def to_tool_content(result: dict[str, Any], *, no_images: bool = False) -> ToolR
             ref = image_ref(label, bytes(png))["ref"]
             blocks.append({"type": "image", "label": label, "png": bytes(png), "ref": ref})
     return ToolResultContent(blocks=blocks, is_error="error" in result, finish=finish_of(result))
+
+
+def b64_len(n: int) -> int:
+    """Length of the base64 text of ``n`` bytes."""
+    return 4 * ((n + 2) // 3)
+
+
+def fit_images(content: ToolResultContent, budget_b64_bytes: int) -> ToolResultContent:
+    """Downscale the images of ``content`` until their base64 text fits ``budget_b64_bytes`` in total.
+
+    Each too-large image is resized (PIL, Lanczos, aspect kept) by the square root of the byte
+    ratio (times 0.9) and re-encoded as PNG, repeatedly, down to 16 px; a text note after it says
+    ``[image 'agentview' downscaled from 2400x2400 to 1320x1320 px to fit the agent CLI's message
+    limit]``, so the model and the transcript know. Images are shrunk largest first.
+
+    Args:
+        content: a converted tool result.
+        budget_b64_bytes: base64 bytes all images of this result may take together.
+    Returns:
+        ``content`` itself when it fits, else a new :class:`ToolResultContent`.
+    """
+    images = [b for b in content.blocks if b.get("type") == "image"]
+    total = sum(b64_len(len(b["png"])) for b in images)
+    if total <= budget_b64_bytes:
+        return content
+    from PIL import Image
+
+    new = {id(b): dict(b) for b in images}
+    notes: dict[int, str] = {}
+    order = sorted(images, key=lambda b: len(b["png"]), reverse=True)
+    for b in order:
+        total = sum(b64_len(len(x["png"])) for x in new.values())
+        if total <= budget_b64_bytes:
+            break
+        cur = new[id(b)]
+        with Image.open(io.BytesIO(cur["png"])) as im:
+            img = im.convert("RGB") if im.mode not in ("RGB", "RGBA", "L") else im.copy()
+        w0, h0 = img.size
+        other = total - b64_len(len(cur["png"]))
+        allowed = max(1, budget_b64_bytes - other)
+        w, h = w0, h0
+        png = cur["png"]
+        while b64_len(len(png)) > allowed and min(w, h) > 16:
+            f = min(0.9, 0.9 * (allowed / b64_len(len(png))) ** 0.5)
+            w, h = max(16, int(w * f)), max(16, int(h * f))
+            buf = io.BytesIO()
+            img.resize((w, h), Image.LANCZOS).save(buf, format="PNG")
+            png = buf.getvalue()
+        cur["png"] = png
+        cur["ref"] = image_ref(cur["label"], png)["ref"]
+        notes[id(b)] = (f"[image '{cur['label']}' downscaled from {w0}x{h0} to {w}x{h} px to fit the agent CLI's "
+                        "message limit]")
+    blocks: list[dict[str, Any]] = []
+    for b in content.blocks:
+        if b.get("type") == "image":
+            blocks.append(new[id(b)])
+            if id(b) in notes:
+                blocks.append({"type": "text", "text": notes[id(b)]})
+        else:
+            blocks.append(b)
+    return ToolResultContent(blocks=blocks, is_error=content.is_error, finish=content.finish)
 
 
 def transcript_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rpent.planners.base import Finish, PlannerStats, Toolkit
-from rpent.planners.content import image_ref, jsonable_result, to_tool_content, transcript_blocks, b64
+from rpent.planners.content import b64, fit_images, image_ref, jsonable_result, to_tool_content, transcript_blocks
 from rpent.planners.events import EventEmitter
 
 __all__ = ["MCP_PREFIX", "MCP_SERVER_NAME", "ToolBridge", "strip_mcp_prefix"]
@@ -42,10 +42,14 @@ class ToolBridge:
         transcript: transcript list of the run (``role: tool`` entries appended here).
         stop_check: returns a reason while the run must not start new tools (operator
             stop, timeout); such calls get an error result without touching the toolkit.
+        image_budget: base64 bytes the images of one result may take together (larger ones are
+            downscaled, :func:`rpent.planners.content.fit_images`); None: no limit.
     """
 
     def __init__(self, toolkit: Toolkit, emit: EventEmitter, stats: PlannerStats,
-                 transcript: list[dict[str, Any]], stop_check: Callable[[], str | None] | None = None) -> None:
+                 transcript: list[dict[str, Any]], stop_check: Callable[[], str | None] | None = None,
+                 image_budget: int | None = None) -> None:
+        self.image_budget = image_budget
         self.toolkit = toolkit
         self.emit = emit
         self.stats = stats
@@ -62,6 +66,40 @@ class ToolBridge:
         self._n = 0
         self._expected: dict[str, list[str]] = {}
         self._expected_cond = threading.Condition()
+        self._ud_lock = threading.Lock()
+        self._undelivered: dict[str, str] = {}
+        self._done: set[str] = set()
+
+    def undelivered(self, call_id: str | None, name: str, reason: str) -> None:
+        """Record that the result of call ``call_id`` never reached the agent (its MCP client went
+        away during the tool). The action itself completes (motions are never abandoned); once it
+        has, the transcript entry gets ``"delivered": false`` and ``"undelivered_reason"``, the
+        toolkit's record is marked (``toolkit.note_undelivered(call_id, reason)``, e.g. the LIBERO
+        ``states.json`` step) and an ``error`` event says so. Never blocks on a running tool."""
+        if call_id is None:
+            return
+        with self._ud_lock:
+            if call_id in self._undelivered:
+                return
+            self._undelivered[call_id] = reason
+            done = call_id in self._done
+        if done:
+            self._mark_undelivered(call_id, name)
+
+    def _mark_undelivered(self, call_id: str, name: str) -> None:
+        reason = self._undelivered[call_id]
+        entry = next((m for m in reversed(self.transcript)
+                      if m.get("role") == "tool" and m.get("tool_call_id") == call_id), None)
+        if entry is not None:
+            entry["delivered"] = False
+            entry["undelivered_reason"] = reason
+        note = getattr(self.toolkit, "note_undelivered", None)
+        if callable(note):
+            try:
+                note(call_id, reason)
+            except Exception:  # the transcript has it; never fail the caller
+                pass
+        self.emit("error", error=f"result of {strip_mcp_prefix(name)} ({call_id}) was not delivered: {reason}")
 
     def expect(self, name: str, call_id: str) -> None:
         """Announce the model's id for an upcoming call of ``name`` (seen in the CLI's
@@ -80,9 +118,13 @@ class ToolBridge:
                 self._expected_cond.wait(left)
             return self._expected[name].pop(0)
 
-    def call(self, name: str, args: dict[str, Any] | None, call_id: str | None = None) -> tuple[list[dict[str, Any]], bool]:
+    def call(self, name: str, args: dict[str, Any] | None, call_id: str | None = None,
+             on_call_id: Callable[[str], None] | None = None) -> tuple[list[dict[str, Any]], bool]:
         """Run one tool (blocking; call from a worker thread).
 
+        Args:
+            on_call_id: told the call's id before the toolkit runs (the transport needs it to
+                report an undelivered result, :meth:`undelivered`).
         Returns:
             ``(mcp_content, is_error)``: MCP content dicts — ``{"type": "text", "text"}`` and
             ``{"type": "image", "data": <base64>, "mimeType": "image/png"}`` — and the error flag.
@@ -93,6 +135,8 @@ class ToolBridge:
         with self._lock:
             self._n += 1
             call_id = call_id or f"mcp_{self._n:04d}"
+            if on_call_id is not None:
+                on_call_id(call_id)
             self.emit("tool_call", name=tool, args=args, call_id=call_id)
             start = time.monotonic()
             blocked = self.stop_check() if self.stop_check is not None else None
@@ -112,12 +156,19 @@ class ToolBridge:
             if not blocked:
                 self.stats.tool_calls += 1
             content = to_tool_content(raw)
+            if self.image_budget is not None:
+                content = fit_images(content, self.image_budget)
             self.transcript.append({"role": "tool", "tool_call_id": call_id, "name": tool,
                                     "content": transcript_blocks(content.blocks), "is_error": content.is_error})
             self.emit("tool_result", call_id=call_id, name=tool, result=jsonable_result(raw),
                       is_error=content.is_error,
                       images=[{"label": b["label"], "png": b["png"], "ref": image_ref(b["label"], b["png"])["ref"]}
                               for b in content.images], elapsed_s=elapsed)
+            with self._ud_lock:
+                self._done.add(call_id)
+                late = call_id in self._undelivered
+            if late:
+                self._mark_undelivered(call_id, tool)
             if content.finish is not None and self.finish is None:
                 self.finish = Finish(*content.finish)
                 self.finish_event.set()

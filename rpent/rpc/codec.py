@@ -20,6 +20,12 @@ bytes), list/tuple (arrive as list), dict (str or int keys), numpy ndarrays of a
 any shape incl. 0-d and empty; non-contiguous inputs are copied to C order; arrays arrive writable)
 and numpy scalars (arrive as numpy scalars of the same dtype). Subclasses of the builtin types
 (IntEnum, OrderedDict, ...) travel as their base type.
+
+Refused, at both ends, with the key path of the value (e.g. ``args[0].main_images``) and the
+accepted encoding in the message: object, structured, sub-array and void (``|V*``) dtypes, and
+arrays pre-packed by another library's msgpack convention (openpi-client's
+``{"__ndarray__": True, "data", "dtype", "shape"}``, msgpack-numpy's ``{"nd", "type", "shape",
+"data"}``): pass the ``np.ndarray`` itself and this codec encodes it.
 """
 
 from __future__ import annotations
@@ -45,7 +51,21 @@ def _align(n: int) -> int:
     return (n + ALIGN - 1) & ~(ALIGN - 1)
 
 
+ACCEPTED = (
+    "rpent's codec sends numpy arrays of fixed-size dtypes (bool, int*, uint*, float*, complex*, S*, U*, "
+    "datetime64) as msgpack ExtType 1 (see rpent.rpc.codec)"
+)
+
+_OPENPI_KEYS = {"__ndarray__"}
+_MSGPACK_NUMPY_KEYS = {"nd", "type", "shape", "data"}
+
+
 def _check_dtype(dt: np.dtype) -> None:
+    if dt.kind == "V" and dt.fields is None and dt.subdtype is None:
+        raise RpcCodecError(
+            f"cannot send a numpy array of void dtype {dt.str} (raw bytes without a type): "
+            "view it as a numeric dtype (arr.view(np.uint8)) or send bytes"
+        )
     if dt.hasobject:
         raise RpcCodecError(
             f"cannot send a numpy array of dtype {dt} (object dtype): only fixed-size dtypes "
@@ -56,6 +76,88 @@ def _check_dtype(dt: np.dtype) -> None:
         raise RpcCodecError(
             f"cannot send a numpy array of structured dtype {dt}; send a dict of plain arrays instead"
         )
+
+
+def _foreign_array_dict(d: dict) -> str | None:
+    """The convention name when ``d`` is an ndarray pre-packed by another msgpack library, else None."""
+    if len(d) > 6:
+        return None
+    keyed = {k.decode("utf-8", "replace") if isinstance(k, (bytes, bytearray)) else k: v for k, v in d.items()}
+    keys = set(keyed)
+    if _OPENPI_KEYS <= keys and keyed["__ndarray__"] is True:
+        return "openpi-client msgpack_numpy ({'__ndarray__': True, 'data', 'dtype', 'shape'})"
+    if _MSGPACK_NUMPY_KEYS <= keys and isinstance(keyed["nd"], bool):
+        return "msgpack-numpy ({'nd': True, 'type', 'kind', 'shape', 'data'})"
+    return None
+
+
+def _key_str(k: Any) -> str:
+    if isinstance(k, (bytes, bytearray)):
+        k = bytes(k).decode("utf-8", "replace")
+    return f"[{k}]" if isinstance(k, int) else f".{k}"
+
+
+def _walk(obj: Any, visit) -> tuple[str, str] | None:
+    """Depth-first over dicts/lists/tuples; ``visit(value) -> problem | None``. First (path, problem)."""
+    stack: list[tuple[str, Any]] = [("", obj)]
+    while stack:
+        path, v = stack.pop()
+        problem = visit(v)
+        if problem is not None:
+            return path.lstrip(".") or "<top level>", problem
+        if isinstance(v, dict):
+            stack.extend((path + _key_str(k), x) for k, x in reversed(list(v.items())))
+        elif isinstance(v, (list, tuple)):
+            stack.extend((f"{path}[{i}]", x) for i, x in reversed(list(enumerate(v))))
+    return None
+
+
+def _has_foreign(obj: Any) -> bool:
+    """Fast check (no paths) whether any dict inside ``obj`` is a pre-packed foreign array."""
+    stack = [obj]
+    pop, push = stack.pop, stack.extend
+    while stack:
+        v = pop()
+        if isinstance(v, dict):
+            if len(v) <= 6 and ("__ndarray__" in v or b"__ndarray__" in v or "nd" in v or b"nd" in v) \
+                    and _foreign_array_dict(v) is not None:
+                return True
+            push(v.values())
+        elif isinstance(v, (list, tuple)):
+            push(v)
+    return False
+
+
+def _foreign_problem(v: Any) -> str | None:
+    if isinstance(v, dict):
+        conv = _foreign_array_dict(v)
+        if conv is not None:
+            return (
+                f"an array pre-packed in the {conv} convention is not an rpent array; pass the np.ndarray "
+                f"itself: {ACCEPTED}"
+            )
+    return None
+
+
+def _codec_problem(v: Any) -> str | None:
+    if isinstance(v, (np.ndarray, np.generic)):
+        try:
+            _check_dtype(v.dtype)
+        except RpcCodecError as exc:
+            return str(exc)
+        return None
+    if isinstance(v, (dict, list, tuple, str, bytes, bytearray, memoryview, bool, float, type(None))):
+        return _foreign_problem(v)
+    if isinstance(v, int):
+        return None if -(2**63) <= v < 2**64 else f"cannot send int {v}: outside the 64-bit range"
+    return (
+        f"cannot send a value of type {type(v).__module__}.{type(v).__qualname__} over RPC; "
+        "supported: None, bool, int, float, str, bytes, list/tuple, dict, numpy arrays and scalars"
+    )
+
+
+def _at(path: str, problem: str) -> RpcCodecError:
+    return RpcCodecError(f"at {path}: {problem}")
 
 
 class _Encoder:
@@ -109,15 +211,21 @@ def encode(obj: Any) -> tuple[list[bytes | memoryview], int]:
         C-order copies), so the arrays must not be mutated until the segments are sent.
 
     Raises:
-        RpcCodecError: unsupported type, object/structured dtype, int outside 64 bits, or array
-            data over 4 GiB.
+        RpcCodecError: unsupported type, object/structured/void dtype, an array pre-packed by
+            another msgpack convention, int outside 64 bits, or array data over 4 GiB; the message
+            starts with the key path of the offending value (``at args[0].main_images: ...``).
     """
+    if _has_foreign(obj):
+        raise _at(*_walk(obj, _foreign_problem))
     enc = _Encoder()
     try:
         envelope = msgpack.packb(obj, default=enc.default, use_bin_type=True, strict_types=True, datetime=False)
-    except RpcCodecError:
-        raise
-    except (OverflowError, ValueError, TypeError) as exc:
+    except (RpcCodecError, OverflowError, ValueError, TypeError) as exc:
+        found = _walk(obj, _codec_problem)
+        if found is not None:
+            raise _at(*found) from exc
+        if isinstance(exc, RpcCodecError):
+            raise
         raise RpcCodecError(f"cannot encode RPC value: {exc}") from exc
     head_len = 2 + 4 + len(envelope)
     pad = (-(head_len + 2 + 5)) % ALIGN
@@ -179,8 +287,42 @@ def decode(buf: bytes | bytearray | memoryview) -> Any:
         raise RpcCodecError(f"truncated RPC message: {exc}") from exc
     writable = not mv.readonly
     data = mv[data_start:]
+    try:
+        value = _unpack(mv[6:env_end], data, data_len, writable, strict=True)
+    except RpcCodecError as exc:
+        # Second, lenient pass: bad values become markers, so the error can name their key path.
+        try:
+            lenient = _unpack(mv[6:env_end], data, data_len, writable, strict=False)
+        except Exception:  # noqa: BLE001 - the envelope itself is broken; the first error says so
+            raise exc from None
+        found = _walk(lenient, lambda v: v.problem if isinstance(v, _Bad) else None)
+        if found is not None:
+            raise _at(*found) from None
+        raise
+    if _has_foreign(value):
+        raise _at(*_walk(value, _foreign_problem))
+    return value
 
+
+class _Bad:
+    """A value the lenient decoding pass could not build (its ``problem`` is the error text)."""
+
+    __slots__ = ("problem",)
+
+    def __init__(self, problem: str):
+        self.problem = problem
+
+
+def _unpack(envelope: memoryview, data: memoryview, data_len: int, writable: bool, strict: bool) -> Any:
     def ext_hook(code: int, payload: bytes) -> Any:
+        try:
+            return _ext_value(code, payload)
+        except RpcCodecError as exc:
+            if strict:
+                raise
+            return _Bad(str(exc))
+
+    def _ext_value(code: int, payload: bytes) -> Any:
         if code == EXT_NDARRAY:
             try:
                 dtype_str, shape, off, nbytes = msgpack.unpackb(payload)
@@ -216,7 +358,7 @@ def decode(buf: bytes | bytearray | memoryview) -> Any:
 
     try:
         return msgpack.unpackb(
-            mv[6:env_end], ext_hook=ext_hook, raw=False, strict_map_key=False, use_list=True, timestamp=0
+            envelope, ext_hook=ext_hook, raw=False, strict_map_key=False, use_list=True, timestamp=0
         )
     except RpcCodecError:
         raise

@@ -4,19 +4,27 @@ Layout under ``<output-dir>`` (RPent reference §6.1; ours where noted):
 
 * ``states.json`` — the step manifest, rewritten atomically after every step::
 
-      {"schema_version": 1, "run_artifacts": [...],
+      {"schema_version": 1, "tag", "episode": {suite, task, seed, init_state_id,
+       init_state_global_id, n_init_states, init_state_sha256, max_episode_steps},
+       "run_artifacts": [...],
        "steps": [{"step_idx", "env_steps", "state": {robot0_eef_pos, robot0_eef_quat,
                   robot0_gripper_qpos, object_names}, "terminated", "truncated", "success",
                   "artifacts": [names], "command": {"action": tool, **args}, "result": {...},
                   "elapsed_s", "call_id", "t"}]}
 
-  ``step_idx`` 0 is the initial observation; each motion tool call adds one step.
+  ``step_idx`` 0 is the initial observation; each motion tool call adds one step. A stateful
+  tool call that failed without moving the robot (a service died, the episode was over) adds
+  no step; it is listed in ``failed_calls`` (``{"call_id", "tool", "args", "error", "after_step",
+  "t"}``) so the record shows it. A call whose result never reached the planner (its MCP
+  client disconnected during the tool) is marked ``"result_delivered": false`` with
+  ``"undelivered_reason"`` on its step (or failed call).
 * ``<artifact-name>/<NN>.<ext>`` — per-step artifacts: the directory is the artifact's logical
   name (``agentview.png``), the file the step number (``agentview.png/03.png``).
 * ``transcript_<tag>.json`` — written atomically at the end (and on error); never appended
   to (upstream's append-mode pitfall, reference §6.1).
 * ``<tag>_recipe.jsonl`` — only when the task was solved.
-* ``episode.mp4`` — every env frame of the policy camera at 20 fps (LIBERO control rate).
+* ``episode.mp4`` — every env frame of the agentview camera at 20 fps (LIBERO control rate), in
+  natural orientation like ``agentview.png`` (the video is for people).
 
 ``tag`` = suite without ``libero_`` + ``_t<task>_s<seed>`` (e.g. ``object_swap_t2_s0``).
 """
@@ -101,6 +109,8 @@ class RunRecord:
         self._lock = threading.RLock()
         self.steps: list[dict] = []
         self.run_artifacts: list[str] = []
+        self.episode: dict | None = None
+        self.failed_calls: list[dict] = []
         self._video = None
         self._video_frames = 0
 
@@ -200,13 +210,49 @@ class RunRecord:
                 raise IndexError(f"state step not available: {step} (valid: 0..{n - 1}, or -1 for the latest)")
             return idx
 
+    def set_episode(self, episode: dict) -> None:
+        """Record which episode this is (suite, task, seed, the init state actually loaded and its
+        sha256, ...; the env server's ``env.get_env_meta``) at the top of ``states.json``."""
+        with self._lock:
+            self.episode = json.loads(dumps_json(dict(episode)))
+            self._write_states()
+
+    def add_failed_call(self, call_id: str | None, tool: str, args: dict, error: str, **extra: Any) -> None:
+        """Note a stateful tool call that ended in an error without a new step (see module doc)."""
+        with self._lock:
+            rec = {"call_id": call_id, "tool": tool, "args": args, "error": error,
+                   "after_step": len(self.steps) - 1, "t": time.time(), **extra}
+            self.failed_calls.append(json.loads(dumps_json(rec)))
+            self._write_states()
+
+    def mark_undelivered(self, call_id: str, reason: str) -> bool:
+        """Mark the step (or failed call) of tool call ``call_id`` as never delivered to the
+        planner: ``"result_delivered": false`` and ``"undelivered_reason"``. Returns False when no
+        record of that call exists (e.g. a read-only tool, which adds no step)."""
+        with self._lock:
+            found = False
+            for rec in [*self.steps, *self.failed_calls]:
+                if rec.get("call_id") == call_id:
+                    rec["result_delivered"] = False
+                    rec["undelivered_reason"] = reason
+                    found = True
+            if found:
+                self._write_states()
+            return found
+
     def _write_states(self) -> None:
-        doc = {"schema_version": 1, "tag": self.tag, "run_artifacts": self.run_artifacts, "steps": self.steps}
+        doc: dict[str, Any] = {"schema_version": 1, "tag": self.tag}
+        if self.episode is not None:
+            doc["episode"] = self.episode
+        doc["run_artifacts"] = self.run_artifacts
+        doc["steps"] = self.steps
+        if self.failed_calls:
+            doc["failed_calls"] = self.failed_calls
         write_bytes_atomic(self.dir / "states.json", dumps_json(doc).encode("utf-8"))
 
     # ------------------------------------------------------------------ video
     def add_video_frame(self, rgb: np.ndarray) -> None:
-        """Append one policy-camera frame (uint8 [H, W, 3]) to ``episode.mp4`` (20 fps, H.264).
+        """Append one agentview frame (uint8 [H, W, 3], natural orientation) to ``episode.mp4`` (20 fps, H.264).
 
         The file is written as ``episode.mp4.partial`` and renamed by :meth:`close_video`, so a
         crashed run never leaves a truncated file that looks complete.

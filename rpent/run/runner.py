@@ -160,7 +160,9 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
                 recorder = TrajectoryRecorder(out, TaskInfo(
                     robot=cfg.robot, suite=cfg.suite, task=cfg.task, seed=cfg.seed, task_language=info.language,
                     planner=cfg.planner, model=cfg.planner_config.model,
-                    reasoning_effort=cfg.planner_config.reasoning_effort, policy_mode=cfg.policy_mode))
+                    reasoning_effort=cfg.planner_config.reasoning_effort, policy_mode=cfg.policy_mode,
+                    init_state_id=env.meta.get("init_state_id"), init_state_sha256=env.meta.get("init_state_sha256")),
+                    observations=cfg.record_observations)
             toolkit = (toolkit_cls or LiberoToolkit)(env, record, vla=vla, sam3=sam3, operator=operator, recorder=recorder,
                                     on_event=emit, video=cfg.video,
                                     require_operator_verdict=cfg.require_operator_verdict)
@@ -208,13 +210,19 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
 
 
 def _take_result(outcome: RunOutcome, result) -> None:
-    """Copy a planner result into the outcome (no-op for None)."""
+    """Copy a planner result into the outcome (no-op for None). A planner that stopped without
+    calling ``finish`` and without an error of its own gets a one-line error saying so (issue 19:
+    no silent ends); its ``stop_reason`` is kept (the exit code stays "not solved")."""
     if result is None:
         return
     outcome.stats = result.stats.to_dict()
     outcome.finish = {"status": result.finish.status, "summary": result.finish.summary} if result.finish else None
     outcome.error = result.error
     outcome.stop_reason = result.stop_reason
+    if result.finish is None and not result.error:
+        why = {"max_turns": "it reached --max-turns", "end_turn": "the model ended its turn",
+               "budget": "its budget ran out"}.get(result.stop_reason, f"stop_reason {result.stop_reason!r}")
+        outcome.error = f"the planner stopped without calling finish: {why} (stop_reason {result.stop_reason})"
 
 
 def _is_cancellation(exc: BaseException) -> bool:
@@ -331,8 +339,11 @@ def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome,
     stats = dict(outcome.stats)
     stats["elapsed_s"] = round(elapsed, 3)
     outcome.stats = stats
+    episode = record.episode or {}
     transcript = {
-        "suite": cfg.suite, "task": cfg.task, "seed": cfg.seed, "task_language": info.language,
+        "suite": cfg.suite, "task": cfg.task, "seed": cfg.seed,
+        "init_state_id": episode.get("init_state_id"), "init_state_global_id": episode.get("init_state_global_id"),
+        "init_state_sha256": episode.get("init_state_sha256"), "task_language": info.language,
         "planner": cfg.planner, "model": cfg.planner_config.model, "policy_mode": cfg.policy_mode,
         "elapsed_s": round(elapsed, 3), "finish": outcome.finish, "error": outcome.error,
         "stop_reason": outcome.stop_reason, "environment_success": success, "env_steps": outcome.env_steps,

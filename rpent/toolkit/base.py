@@ -184,6 +184,9 @@ class Toolkit:
         write = not bound.spec.readonly
         self._lock.acquire(write)
         try:
+            refused = self.refuse_call(name, kwargs, call_id, write)
+            if refused is not None:
+                return refused
             self.before_call(name, kwargs, call_id, write)
             try:
                 result = bound.fn(**kwargs)
@@ -211,6 +214,11 @@ class Toolkit:
             self._lock.release(write)
 
     # ------------------------------------------------------------------ hooks
+    def refuse_call(self, name: str, kwargs: dict, call_id: str, stateful: bool) -> dict | None:
+        """Hook before a tool body runs (under the tool's lock): return an error result to refuse
+        the call without running it (no other hook runs), or None to go on."""
+        return None
+
     def before_call(self, name: str, kwargs: dict, call_id: str, stateful: bool) -> None:
         """Hook before a tool body runs (under the tool's lock)."""
 

@@ -10,7 +10,9 @@ import pytest
 from rpent.eval.errors import TrajectoryCountError
 from rpent.eval.metrics import (
     METRIC_KEYS,
+    Completeness,
     EpisodeResult,
+    Rate,
     EpisodeTracker,
     aggregate,
     check_trajectory_count,
@@ -70,8 +72,11 @@ def test_log_dir_files(tmp_path):
     metrics, table = aggregate(results), per_task_table(results)
     write_metrics(run, metrics, table, {"complete": True})
     text = (run / "metrics.log").read_text()
-    assert re.search(r"^eval/success_once\t0\.5$", text, re.M) and "eval/num_trajectories\t2" in text
-    assert re.search(r"^task 3\t1\t0\.0000\t0\.0000\ttask 3$", text, re.M)
+    # issue 14: k/N and the Wilson 95% interval next to every rate (scipy: 1/2 -> [0.0945, 0.9055])
+    assert re.search(r"^eval/success_once\t0\.5\t1/2 \[Wilson 95% 0\.0945, 0\.9055\]$", text, re.M), text
+    assert re.search(r"^eval/num_trajectories\t2$", text, re.M) and "INCOMPLETE" not in text
+    assert re.search(r"^task 3\t1\t0\.0000 0/1 \[Wilson 95% 0\.0000, 0\.7935\]\t0\.0000 0/1 \[Wilson 95% "
+                     r"0\.0000, 0\.7935\]\ttask 3$", text, re.M), text
     tb = write_tensorboard(run, metrics, table)
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -83,3 +88,50 @@ def test_log_dir_files(tmp_path):
     for key in METRIC_KEYS:
         (point,) = acc.Scalars(key)
         assert point.step == 0 and point.value == pytest.approx(metrics[key])
+
+
+def test_wilson_interval_matches_scipy_and_hand_values():
+    from scipy.stats import binomtest
+
+    for k, n in ((0, 1), (1, 2), (70, 100), (73, 100), (100, 100)):
+        ci = binomtest(k, n).proportion_ci(method="wilson")
+        r = Rate.of(k, n)
+        assert (r.low, r.high) == pytest.approx((ci.low, ci.high))
+    # Wilson by hand for 70/100: (p + z^2/2n -/+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)
+    z, p, n = 1.959963984540054, 0.7, 100
+    centre, half = p + z * z / (2 * n), z * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
+    assert (Rate.of(70, 100).low, Rate.of(70, 100).high) == pytest.approx(
+        ((centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)))
+    assert Rate.from_fraction(0.7, 100).k == 70 and Rate.of(0, 0).text() == "0/0 [no trajectories]"
+
+
+def test_incomplete_run_is_marked_in_every_output(tmp_path):
+    """Issue 22 item 5: 2 of 4 trajectories finished; every output says INCOMPLETE with k, N, expected N."""
+    run = make_run_dir(tmp_path, "cfg")
+    results = [episode(0, 10, 20, True), episode(0, None, 20, False)]
+    metrics, table = aggregate(results), per_task_table(results)
+    comp = Completeness(expected=4, finished=2, lost=((0, 1, 1, 0), (0, 3, 1, 1)), reason="EnvWorkerError: boom")
+    write_metrics(run, metrics, table, {}, comp)
+    text = (run / "metrics.log").read_text()
+    first = text.splitlines()[0]
+    assert first.startswith("status\tINCOMPLETE: 2 of 4 expected trajectories; lost (task, init state, epoch): "
+                            "(task 0, init state 1, epoch 1), (task 0, init state 3, epoch 1)"), first
+    metric_lines = [line for line in text.splitlines() if line.startswith("eval/")]
+    assert len(metric_lines) == len(METRIC_KEYS)
+    assert all("INCOMPLETE" in line for line in metric_lines), metric_lines
+    assert "eval/success_once\t0.5\t1/2 [Wilson 95% 0.0945, 0.9055]\tINCOMPLETE: N=2 of expected 4" in text
+    assert "eval/num_trajectories\t2\tINCOMPLETE: expected 4" in text
+    doc = __import__("json").loads((run / "metrics.json").read_text())
+    assert doc["complete"] is False and doc["status"].startswith("INCOMPLETE: 2 of 4")
+    assert (doc["num_trajectories"], doc["expected_trajectories"]) == (2, 4)
+    assert doc["lost_episodes"][0] == {"task_id": 0, "init_state_id": 1, "epoch": 1, "env_index": 0}
+    assert doc["rates"]["eval/success_once"]["k"] == 1 and doc["rates"]["eval/success_once"]["n"] == 2
+    tb = write_tensorboard(run, metrics, table, comp)
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (event,) = tb.glob("events.out.tfevents.*")
+    acc = EventAccumulator(str(event), size_guidance={"scalars": 0})
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert not any(t.startswith("eval/") for t in tags), tags  # no bare eval/* rate of an incomplete run
+    assert {"eval_INCOMPLETE/success_once", "eval_INCOMPLETE/expected_trajectories"} <= tags

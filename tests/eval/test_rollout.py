@@ -113,17 +113,28 @@ class ZeroPolicyKillingAWorker:
 
 def test_a_dead_worker_aborts_the_run_and_keeps_finished_episodes(tmp_path):
     policy = ZeroPolicyKillingAWorker()
-    with pytest.raises(EnvWorkerError, match="env worker 1 .* failed"):
+    with pytest.raises(EnvWorkerError, match="env worker 1 .* failed") as info:
         evaluate(tmp_path, "libero_object_pi05_eval", [
             "policy.endpoint=http://127.0.0.1:9", "env.eval.task_ids=[2]", "env.eval.total_num_envs=2",
             "env.num_workers=2", "env.eval.rollout_epoch=2", "env.eval.max_episode_steps=10",
         ], policy=policy)
+    # issue 22 item 5: the error names the lost episode (task, init state, epoch) of the dead worker
+    assert "its unfinished episodes: (task 2, init state 3, epoch 1)" in str(info.value), str(info.value)
     (run_dir,) = (tmp_path / "logs").glob("*-libero_object_pi05_eval")
     kept = read_episodes(run_dir)
     assert {(r.epoch, r.env_index) for r in kept} >= {(0, 0), (0, 1)}  # epoch 0 is on disk
     summary = json.loads((run_dir / "metrics.json").read_text())
     assert summary["complete"] is False and summary["metrics"]["eval/num_trajectories"] == len(kept)
-    assert "evaluation failed" in (run_dir / "eval_embodiment.log").read_text()
+    assert summary["expected_trajectories"] == 4 and summary["status"].startswith(f"INCOMPLETE: {len(kept)} of 4")
+    lost = {(e["task_id"], e["init_state_id"], e["epoch"]) for e in summary["lost_episodes"]}
+    assert (2, 3, 1) in lost and len(lost) == 4 - len(kept)
+    text = (run_dir / "metrics.log").read_text()
+    assert text.startswith(f"status\tINCOMPLETE: {len(kept)} of 4 expected trajectories; lost (task, init state, epoch): ")
+    assert all("INCOMPLETE" in line for line in text.splitlines() if line.startswith("eval/"))
+    log = (run_dir / "eval_embodiment.log").read_text()
+    assert "evaluation failed" in log and f"INCOMPLETE: {len(kept)} of 4" in log
+    rate_lines = [line for line in log.splitlines() if "eval/success_once = " in line]
+    assert rate_lines and all("INCOMPLETE" in line and "/" in line for line in rate_lines), rate_lines
 
 
 REPLAY_PAIRS = [(2, 0), (3, 0), (2, 1), (3, 1)]  # libero_object: salad dressing, bbq sauce -> basket

@@ -41,10 +41,10 @@ def png_bytes(seed: int, size: int = 32) -> bytes:
 
 def noisy_png(seed: int, size: int) -> bytes:
     """A PNG that does not compress (for image-budget tests): ~3*size*size bytes."""
-    import random
+    import numpy as np
 
-    rng = random.Random(seed)
-    img = Image.frombytes("RGB", (size, size), bytes(rng.getrandbits(8) for _ in range(size * size * 3)))
+    noise = np.random.default_rng(seed).integers(0, 256, (size, size, 3), dtype=np.uint8)
+    img = Image.fromarray(noise, "RGB")
     buf = io.BytesIO()
     img.save(buf, format="PNG")
     return buf.getvalue()

@@ -134,3 +134,47 @@ def test_interactive_session_continues_after_end_turn(endpoint, toolkit):
     result = make_planner(ep, timeout_s=60).solve("s", "u", toolkit, steering=steering)
     assert result.finish is not None, result.error
     assert [m.get("source") for m in result.messages if m["role"] == "user"] == ["task", "operator"]
+
+
+def test_large_image_tool_results_do_not_end_the_run(endpoint):
+    """Issue 22 item 1: three noisy 700 px frames in one tool-result message (> 1 MiB per line)."""
+    toolkit = FixtureToolkit(image_size=700, noisy_images=True)
+    three = Turn(tool_calls=tuple(ToolCall("view_env_state") for _ in range(3)))
+    ep = endpoint(Script([three, FINISH]))
+    result = make_planner(ep).solve("s", "u", toolkit)
+    assert result.error is None and result.stop_reason == "finished", result.error
+    assert [c[0] for c in toolkit.calls] == ["view_env_state"] * 3 + ["finish"]
+    second = ep.model_requests("anthropic")[1]
+    assert second.image_count == 3  # every frame reached the model
+
+
+def test_huge_images_are_downscaled_to_fit_and_say_so(endpoint, monkeypatch):
+    """An image over the per-result budget (here 1 MiB of base64; 8 MiB by default) is downscaled."""
+    import rpent.planners.claude_code as cc
+
+    monkeypatch.setattr(cc, "IMAGE_BUDGET_BYTES", 1 << 20)
+    toolkit = FixtureToolkit(image_size=900, noisy_images=True)  # ~3.2 MB base64 in one image
+    ep = endpoint(Script([Turn(tool_calls=(ToolCall("view_env_state"),)), FINISH]))
+    result = make_planner(ep).solve("s", "u", toolkit)
+    assert result.error is None and result.stop_reason == "finished", result.error
+    second = ep.model_requests("anthropic")[1]
+    assert second.image_count == 1
+    assert "downscaled from 900x900" in second.tool_results[0].text
+    (img,) = [b for m in result.messages if m["role"] == "tool" for b in m["content"] if b["type"] == "image"]
+    assert img["ref"].startswith("sha256:")
+
+
+def test_a_line_over_the_sdk_buffer_ends_with_a_named_error(endpoint, monkeypatch):
+    """With the SDK's default 1 MiB buffer and no image budget the line overflows: the error names
+    the line size, the limit and the fix instead of the SDK's bare CLIJSONDecodeError."""
+    import rpent.planners.claude_code as cc
+
+    monkeypatch.setattr(cc, "CLI_BUFFER_BYTES", 1 << 20)
+    monkeypatch.setattr(cc, "IMAGE_BUDGET_BYTES", None)
+    toolkit = FixtureToolkit(image_size=700, noisy_images=True)
+    ep = endpoint(Script([Turn(tool_calls=tuple(ToolCall("view_env_state") for _ in range(3))), FINISH]))
+    result = make_planner(ep).solve("s", "u", toolkit)
+    assert result.finish is None and result.stop_reason == "error" and result.error_kind == "sdk"
+    assert result.error.startswith("Claude Code CLI message too large:"), result.error
+    assert "exceeds the Agent SDK buffer of 1048576 bytes" in result.error
+    assert "max_buffer_size" in result.error and "smaller images" in result.error

@@ -121,3 +121,64 @@ def test_interactive_session_continues_with_a_new_turn(endpoint, toolkit):
     result = make_planner(ep, timeout_s=60).solve("s", "u", toolkit, steering=steering)
     assert result.finish is not None, result.error
     assert [m.get("source") for m in result.messages if m["role"] == "user"] == ["task", "operator"]
+
+
+def test_custom_provider_without_model_is_refused_by_name(endpoint):
+    """Issue 19 item 9: the README's offline example without --model sent no tools and ended silently."""
+    import pytest
+
+    from rpent.planners.base import PlannerConfigError
+
+    ep = endpoint(Script([FINISH]))
+    with pytest.raises(PlannerConfigError, match=r"--planner codex with CODEX_BASE_URL needs --model"):
+        make_planner(ep, model=None)
+
+
+def test_a_turn_without_any_tool_call_is_a_named_error(endpoint, toolkit):
+    """The SDK's default model (given explicitly here) reaches a custom provider without tools."""
+    ep = endpoint(Script([Turn(text="I cannot see any tools."), FINISH]))
+    result = make_planner(ep, model="gpt-6.1-sol").solve("s", "u", toolkit)
+    assert result.finish is None and result.stop_reason == "error" and result.error_kind == "provider"
+    assert result.error.startswith("Codex ended its turn without calling any rpent tool (model gpt-6.1-sol)")
+    assert ep.model_requests("responses")[0].tool_names == [] and toolkit.calls == []
+
+
+def test_toolkit_mcp_server_exiting_mid_run_is_a_named_error(endpoint, toolkit, monkeypatch):
+    """Issue 22 item 2: the MCP server dies at the start of the second tool call. The run ends with a
+    named error (not end_turn / None), keeps its record, and no server thread outlives the run."""
+    import rpent.planners.codex as codex_mod
+    from rpent.planners.mcp_http import McpHttpToolServer
+
+    servers = []
+
+    class DyingServer(McpHttpToolServer):
+        """The real server; its uvicorn loop is told to exit when the second tool call arrives."""
+
+        def start(self):
+            super().start()
+            servers.append(self)
+            real_call, n = self.bridge.call, {"calls": 0}
+
+            def call(*a, **kw):
+                n["calls"] += 1
+                if n["calls"] == 2:
+                    self._server.should_exit = True  # uvicorn starts its (graceful) shutdown
+                    time.sleep(1.0)
+                return real_call(*a, **kw)
+
+            self.bridge.call = call
+            return self
+
+    monkeypatch.setattr(codex_mod, "McpHttpToolServer", DyingServer)
+    ep = endpoint(Script([Turn(tool_calls=(ToolCall("view_env_state"),)),
+                          Turn(tool_calls=(ToolCall("move_to", {"xyz": [0.1, 0.0, 0.2]}),)),
+                          Turn(text="The tool server seems down; stopping."), FINISH]))
+    t0 = time.monotonic()
+    result = make_planner(ep).solve("s", "u", toolkit)
+    assert result.finish is None and result.stop_reason == "error" and result.error_kind == "internal"
+    assert result.error.startswith("toolkit MCP server exited during tool call move_to ("), result.error
+    assert "\n" not in result.error
+    tools = [m for m in result.messages if m["role"] == "tool"]
+    assert tools[0]["name"] == "view_env_state" and tools[-1]["name"] == "move_to" and tools[-1]["is_error"]
+    assert not any(t.name == "rpent-mcp-http" and t.is_alive() for t in threading.enumerate())
+    assert not servers[0].alive and time.monotonic() - t0 < 60

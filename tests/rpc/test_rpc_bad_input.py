@@ -195,3 +195,31 @@ def test_wrong_transport_is_reported(server):
     assert f"use the endpoint '{right}'" in str(info.value)          # names the mismatch and the fix
     assert "reset" not in str(info.value).lower()
     _still_serving(server)
+
+
+def test_foreign_packed_array_is_refused_by_the_server_with_its_key_path(server):
+    """Issue 22 item 6: a request carrying an openpi-client-packed array names the key and the fix."""
+    import msgpack
+
+    a = np.zeros((1, 4, 4, 3), np.uint8)
+    packed = {b"__ndarray__": True, b"data": a.tobytes(), b"dtype": a.dtype.str, b"shape": a.shape}
+    env = msgpack.packb({"method": "echo", "args": [{"main_images": packed}], "kwargs": {}}, use_bin_type=True)
+    msg = b"\x94\xce" + len(env).to_bytes(4, "big") + env + b"\xc4\x00" + b"\xc6" + (0).to_bytes(4, "big")
+    with _raw(server.endpoint) as s:
+        if server.endpoint.startswith("socket"):
+            s.sendall(FRAME.pack(b"RPNT", 3, len(msg)) + msg)
+            _, reply = _read_frame(s)
+        else:
+            host, port = _addr(server.endpoint)
+            s.sendall(f"POST /rpc HTTP/1.1\r\nHost: {host}\r\nContent-Length: {len(msg)}\r\n\r\n".encode() + msg)
+            raw = b""
+            while b"\r\n\r\n" not in raw:
+                raw += s.recv(65536)
+            head, body = raw.split(b"\r\n\r\n", 1)
+            n = int([h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")][0].split(b":")[1])
+            while len(body) < n:
+                body += s.recv(65536)
+            reply = codec.decode(body)
+    assert reply["ok"] is False and reply["error_type"] == "RpcProtocolError"
+    assert "at args[0].main_images" in reply["error"] and "openpi-client" in reply["error"]
+    _still_serving(server)

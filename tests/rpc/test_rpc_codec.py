@@ -147,3 +147,62 @@ def test_corrupt_array_metadata_raises():
     msg = b"\x94\xce" + len(env).to_bytes(4, "big") + env + b"\xc4\x00" + b"\xc6" + (8).to_bytes(4, "big") + bytes(8)
     with pytest.raises(RpcCodecError, match="object dtype"):
         decode(msg)
+
+
+# --- issue 22 item 6: errors name the key path and the accepted encoding; void dtypes refused -----
+
+def _openpi_packed(a):
+    """openpi-client msgpack_numpy's pack_array output for ``a`` (its documented wire form)."""
+    return {b"__ndarray__": True, b"data": a.tobytes(), b"dtype": a.dtype.str, b"shape": a.shape}
+
+
+def _msgpack_numpy_packed(a):
+    """msgpack-numpy's encode() output for ``a``."""
+    return {b"nd": True, b"type": a.dtype.str, b"kind": b"", b"shape": a.shape, b"data": a.tobytes()}
+
+
+_IMG = np.zeros((1, 4, 4, 3), np.uint8)
+
+
+@pytest.mark.parametrize("bad,what", [
+    (_openpi_packed(_IMG), "openpi-client"),
+    (_msgpack_numpy_packed(_IMG), "msgpack-numpy"),
+    (np.array([object(), 1], dtype=object), "object dtype"),
+    (np.zeros(2, dtype=[("a", "f4")]), "structured dtype"),
+    (np.zeros(2, "V1"), "void dtype"),
+])
+@pytest.mark.parametrize("key", ["main_images", "states"])
+def test_encode_error_names_key_path_and_accepted_encoding(bad, what, key):
+    obs = {"main_images": _IMG, "states": np.zeros((1, 8), np.float32), "task_descriptions": ["x"]}
+    obs[key] = bad
+    with pytest.raises(RpcCodecError) as info:
+        dumps({"method": "predict", "args": [obs], "kwargs": {}})
+    msg = str(info.value)
+    assert msg.startswith(f"at args[0].{key}: "), msg
+    assert what in msg
+    assert "\n" not in msg
+
+
+def test_void_dtype_is_refused_at_the_codec_both_ends():
+    with pytest.raises(RpcCodecError, match=r"at x\[1\]: .*void dtype \|V1"):
+        dumps({"x": [1, np.zeros(3, "V1")]})
+    with pytest.raises(RpcCodecError, match="void dtype"):
+        dumps(np.void(b"\x00"))
+    # A peer that is not rpent's encoder sends a |V1 array: the receiver names where it is.
+    meta = msgpack.packb(["|V1", [2], 0, 2])
+    env = msgpack.packb({"args": [{"states": msgpack.ExtType(1, meta)}]})
+    msg = b"\x94\xce" + len(env).to_bytes(4, "big") + env + b"\xc4\x00" + b"\xc6" + (2).to_bytes(4, "big") + bytes(2)
+    with pytest.raises(RpcCodecError, match=r"^at args\[0\]\.states: .*void dtype"):
+        decode(msg)
+
+
+def test_decode_names_the_path_of_a_foreign_array_dict():
+    env = msgpack.packb({"args": [{"main_images": _openpi_packed(_IMG)}]}, use_bin_type=True)
+    msg = b"\x94\xce" + len(env).to_bytes(4, "big") + env + b"\xc4\x00" + b"\xc6" + (0).to_bytes(4, "big")
+    with pytest.raises(RpcCodecError, match=r"^at args\[0\]\.main_images: .*openpi-client.*pass the np.ndarray"):
+        decode(msg)
+
+
+def test_plain_dicts_with_similar_keys_still_travel():
+    value = {"nd": 1, "data": b"x", "type": "t", "dtype": "f4", "shape": [1]}
+    assert _roundtrip(value) == value

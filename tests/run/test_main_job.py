@@ -121,7 +121,13 @@ def test_killed_env_server_keeps_record_and_leaves_no_orphans(tmp_path):
     # the planner saw the service failure as tool errors naming the endpoint/transport and stopped
     errors = [m["content"].get("error", "") for m in tr["messages"] if m["role"] == "tool" and m["is_error"]]
     assert errors and any("env_server" in e or "127.0.0.1" in e for e in errors), errors
-    assert json.loads((out / "states.json").read_text())["steps"][0]["step_idx"] == 0
+    states = json.loads((out / "states.json").read_text())
+    assert states["steps"][0]["step_idx"] == 0
+    # issue 19 item 10: the failed call and its error are in states.json too, not only the transcript
+    failed = states["failed_calls"]
+    assert failed and failed[0]["tool"] == "move_to" and failed[0]["after_step"] == len(states["steps"]) - 1
+    assert any(e.startswith(failed[0]["error"][:60]) or failed[0]["error"] in e for e in errors), (failed, errors)
+    assert failed[0]["call_id"] in {m["tool_call_id"] for m in tr["messages"] if m["role"] == "tool"}
     assert not _alive(pids["env"])
 
 
@@ -148,3 +154,22 @@ def test_cancelled_run_keeps_its_transcript(tmp_path):
     assert tr["stop_reason"] == "cancelled" and "cancelled" in tr["error"]
     assert any(m["role"] == "tool" for m in tr["messages"])  # what the planner did is kept
     assert not _alive(env_pid)
+
+
+def test_planner_ending_without_finish_records_stop_reason_and_error(tmp_path):
+    """Issue 19 item 9: a planner that ends its turn without calling finish is not silent."""
+    from rpent.planners.provider_endpoint import ProviderEndpoint, Script, Turn
+
+    out = tmp_path / "nofinish"
+    with ProviderEndpoint(Script([Turn(text="I am done thinking.")])) as ep:
+        p = subprocess.run(RPENT + ["--suite", "libero_object", "--task", "0", "--planner", "api", "--model",
+                                    "anthropic:claude-test", "--base-url", ep.base_url, "--max-episode-steps", "5",
+                                    "--no-video", "--output-dir", str(out)],
+                           capture_output=True, text=True, timeout=280,
+                           env=dict(os.environ, MUJOCO_GL="egl", ANTHROPIC_API_KEY="k"))
+    assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]
+    tr = json.loads((out / "transcript_object_t0_s0.json").read_text())
+    assert tr["finish"] is None and tr["stop_reason"] == "end_turn"
+    assert tr["error"] == ("the planner stopped without calling finish: the model ended its turn "
+                           "(stop_reason end_turn)")
+    assert "\n" not in tr["error"] and tr["error"] in p.stdout + p.stderr

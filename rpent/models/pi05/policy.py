@@ -7,7 +7,9 @@ Loading order (each step fails with a message that names the problem and the fix
 3. config checks (seed 003, :mod:`rpent.models.pi05.settings`): ``action_horizon >= n_exec``; a request's
    ``num_flow_steps`` must match the configured steps;
 4. every model tensor is read from the safetensors file(s) (missing/unexpected/mis-shaped -> error);
-5. the tokenizer (checkpoint dir or ``tokenizer_path``) and ``norm_stats.json`` (checkpoint root).
+5. the tokenizer (checkpoint dir or ``tokenizer_path``) and ``norm_stats.json`` (checkpoint root), read
+   in the normalisation mode ``config.json`` declares (quantile or mean/std, see
+   :mod:`rpent.models.pi05.normalization`); the mode in use is logged.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from rpent.models.pi05.checkpoint import (
 )
 from rpent.models.pi05.config import Pi05Config
 from rpent.models.pi05.model import Pi05Model, default_device_dtype
-from rpent.models.pi05.normalization import NormStats
+from rpent.models.pi05.normalization import NormStats, declared_norm_modes
 from rpent.models.pi05.processor import ObservationError, Pi05Processor, PreparedRequest
 from rpent.models.pi05.sampling import Pi05Runner
 from rpent.models.pi05.settings import ConfigCheckError, ServingSettings, resolve_settings
@@ -97,7 +99,9 @@ class Pi05Policy:
         del tensors
         log(f"loaded {layout}-layout weights to {dev} ({str(dtype).removeprefix('torch.')}) in {time.perf_counter() - t0:.1f} s; every tensor came from the file")
         tokenizer = PromptTokenizer(report.get("tokenizer").path, cfg.max_token_len, cfg.vocab_size)
-        norm_stats = NormStats.load(report.get("norm_stats.json").path)
+        modes = declared_norm_modes(ckpt_cfg, str(report.get("config.json").path))
+        norm_stats = NormStats.load(report.get("norm_stats.json").path, modes)
+        log(f"normalization ({modes.source}): {norm_stats.describe()}")
         proc = Pi05Processor(settings.preset, norm_stats, tokenizer, settings.discrete_state_input, cfg.max_action_dim)
         return cls(model, proc, settings, use_cuda_graphs, source=str(report.directory), layout=layout)
 
@@ -137,6 +141,7 @@ class Pi05Policy:
             "state_dim": s.preset.state_dim,
             "discrete_state_input": s.discrete_state_input,
             "max_action_dim": cfg.max_action_dim,
+            "normalization": {"state": self.processor.norm_stats.state.mode, "actions": self.processor.norm_stats.actions.mode},
             "device": str(self.model.device),
             "dtype": str(self.model.dtype).removeprefix("torch."),
             "cuda_graphs": self.runner.use_graphs,

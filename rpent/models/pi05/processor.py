@@ -14,11 +14,12 @@ Conventions and their sources:
 * **Views**: main, wrist, then ``extra_view_images`` in order; the preset's ``num_views`` are used. Absent
   views are not padded with masked blank images: a masked view changes nothing but costs 256 tokens
   (ApxInf ``config.rs``: "numerically equivalent to openpi padding + masking").
-* **State**: quantile-normalised (``norm_stats.json`` ``state``); written into the prompt only when
+* **State**: normalised in the mode the checkpoint declares (quantile by default, or mean/std; see
+  :mod:`rpent.models.pi05.normalization`) with ``norm_stats.json`` ``state``; written into the prompt only when
   ``discrete_state_input`` (openpi tokenizer; see :mod:`rpent.models.pi05.tokenizer`). pi05 has no
   state projection, so without it the state is not used by the model at all.
 * **Actions**: model output [B, H, 32] (normalised) -> first ``n_exec`` steps -> first ``action_dim`` dims ->
-  quantile un-normalisation with the ``actions`` stats (openpi ``Unnormalize`` + ``LiberoOutputs`` which
+  un-normalisation in the declared mode with the ``actions`` stats (openpi ``Unnormalize`` + ``LiberoOutputs`` which
   keeps the first 7 dims) -> float32 environment units; no gripper flip or clipping for pi05
   (RLinf ``prepare_actions_for_libero`` flips only OpenVLA/GR00T).
 """

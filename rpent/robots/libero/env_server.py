@@ -38,7 +38,10 @@ thread that made it current: so the simulator is built and driven by ONE dedicat
 this server (:class:`SimThread`); RPC handler threads hand it their calls and wait.
 
 ``--cuda-device K`` pins ``MUJOCO_EGL_DEVICE_ID=K`` without setting ``CUDA_VISIBLE_DEVICES``
-(robosuite's EGL assertion breaks multi-GPU hosts otherwise; reference §1.3, §9).
+(robosuite's EGL assertion breaks multi-GPU hosts otherwise; reference §1.3, §9). K is checked
+against the EGL devices that exist; without it the device is derived from
+``MUJOCO_EGL_DEVICE_ID`` / ``CUDA_VISIBLE_DEVICES`` (:mod:`rpent.robots.libero.egl`), and an
+inconsistent pair ends the server before its readiness line with one line and exit code 2.
 """
 
 from __future__ import annotations
@@ -139,7 +142,8 @@ class EnvServer(RpcServer):
         Args:
             action: (7,) OSC_POSE delta action (see ``LiberoSim.step``).
             observe: None (state only), ``"main"`` (adds ``"frame"``: the agentview image in
-                VLA orientation, uint8[256,256,3], for the episode video) or ``"policy"`` (adds
+                natural orientation like ``agentview.png``, uint8[256,256,3], for the episode
+                video, which is for people) or ``"policy"`` (adds
                 ``"policy_obs"``: main and wrist images + 8-D state, for trajectory recording).
         Returns:
             ``LiberoSim.step``'s dict plus the requested observation.
@@ -150,11 +154,9 @@ class EnvServer(RpcServer):
             raise ValueError(f"observe must be None, 'main' or 'policy', got {observe!r}")
         out = self.sim.step(action)
         if observe == "main":
-            from rpent.robots.libero.geometry import natural_to_policy
             from rpent.robots.libero.sim import POLICY_IMAGE_SIZE
 
-            rgb = self.sim.render_camera("agentview", POLICY_IMAGE_SIZE, POLICY_IMAGE_SIZE)["rgb"]
-            out["frame"] = natural_to_policy(rgb)
+            out["frame"] = self.sim.render_camera("agentview", POLICY_IMAGE_SIZE, POLICY_IMAGE_SIZE)["rgb"]
         elif observe == "policy":
             out["policy_obs"] = self.sim.policy_obs()
         return out
@@ -200,7 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--libero-type", choices=("standard", "pro"), default=None,
                    help="LIBERO variant (default $LIBERO_TYPE, else pro)")
     p.add_argument("--cuda-device", type=int, default=None,
-                   help="EGL device for rendering (pins MUJOCO_EGL_DEVICE_ID; never sets CUDA_VISIBLE_DEVICES)")
+                   help="EGL device for rendering, checked against the EGL devices that exist (pins "
+                        "MUJOCO_EGL_DEVICE_ID, drops CUDA_VISIBLE_DEVICES); default: derived from "
+                        "MUJOCO_EGL_DEVICE_ID / CUDA_VISIBLE_DEVICES")
     add_server_args(p)
     return p
 
@@ -219,8 +223,15 @@ def main(argv: list[str] | None = None) -> None:
     if args.max_episode_steps < 1:
         print("env_server: --max-episode-steps must be >= 1", file=sys.stderr, flush=True)
         raise SystemExit(2)
-    from rpent.robots.libero.sim import LiberoSim
+    from rpent.robots.libero.sim import LiberoSim, configure_rendering
 
+    try:  # before robosuite loads: a bad EGL device is one line and exit 2, not a traceback
+        choice = configure_rendering(args.cuda_device)
+    except ValueError as exc:
+        print(f"env_server: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+    print(f"env_server: EGL rendering device: {choice.device if choice.device is not None else 'default'} "
+          f"({choice.reason})", file=sys.stderr, flush=True)
     sim_thread = SimThread(lambda: LiberoSim(args.suite, args.task, args.seed, args.max_episode_steps,
                                              libero_type, cuda_device=args.cuda_device))
     server = EnvServer(sim_thread)

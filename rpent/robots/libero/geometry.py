@@ -38,6 +38,7 @@ __all__ = [
     "depth_buffer_to_meters",
     "opengl_to_natural",
     "natural_to_policy",
+    "policy_to_natural",
     "back_project_depth",
     "world_map",
     "pixel_to_world",
@@ -221,6 +222,17 @@ def natural_to_policy(image: np.ndarray) -> np.ndarray:
         image: (H, W, C) or (H, W), natural orientation.
     Returns:
         contiguous copy in VLA orientation.
+    """
+    return np.ascontiguousarray(np.asarray(image)[:, ::-1])
+
+
+def policy_to_natural(image: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`natural_to_policy` (a left-right mirror is its own inverse).
+
+    Args:
+        image: (H, W, C) or (H, W), VLA orientation.
+    Returns:
+        contiguous copy in natural orientation (row 0 = top, as ``agentview.png``).
     """
     return np.ascontiguousarray(np.asarray(image)[:, ::-1])
 

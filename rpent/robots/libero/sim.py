@@ -132,38 +132,46 @@ def egl_device_for(cuda_device: int, visible: str | None = None) -> int:
     return int(ids[int(cuda_device)])
 
 
-def configure_rendering(cuda_device: int | None = None) -> None:
+def configure_rendering(cuda_device: int | None = None):
     """Prepare the process environment for headless MuJoCo rendering.
 
-    Sets ``MUJOCO_GL=egl`` and ``PYOPENGL_PLATFORM=egl`` unless already set. With
-    ``cuda_device`` (torch's numbering, i.e. within ``CUDA_VISIBLE_DEVICES``), sets
-    ``MUJOCO_EGL_DEVICE_ID`` to the same physical GPU (:func:`egl_device_for`) and removes
-    ``CUDA_VISIBLE_DEVICES`` from this process (robosuite's import-time assertion would otherwise
-    fail on multi-GPU hosts; RPent reference §9). Call it only in processes that render and run no
-    CUDA code (env workers, env servers). Must run before robosuite is imported to take full effect.
+    Sets ``MUJOCO_GL=egl`` and ``PYOPENGL_PLATFORM=egl`` unless already set, then picks the EGL
+    device from ``cuda_device`` / ``MUJOCO_EGL_DEVICE_ID`` / ``CUDA_VISIBLE_DEVICES`` and the EGL
+    devices that exist (:func:`rpent.robots.libero.egl.resolve_egl_device`), pins
+    ``MUJOCO_EGL_DEVICE_ID`` to it and removes ``CUDA_VISIBLE_DEVICES`` (robosuite's import-time
+    assertion would otherwise fail on multi-GPU hosts; RPent reference §9). Must run before
+    robosuite is imported to take full effect.
 
     Args:
-        cuda_device: CUDA device index (>= 0) or None to leave device selection alone.
+        cuda_device: torch's CUDA index (>= 0, within ``CUDA_VISIBLE_DEVICES``; the EGL device is
+            the same physical GPU, :func:`egl_device_for`) or None to derive it from the environment.
+    Returns:
+        the :class:`rpent.robots.libero.egl.EglChoice` applied.
     Raises:
-        ValueError: negative or non-integer ``cuda_device``, or one ``CUDA_VISIBLE_DEVICES`` hides.
-        RuntimeError: robosuite was already imported with a different ``MUJOCO_GL`` or a
-            ``CUDA_VISIBLE_DEVICES`` that conflicts with the requested device.
+        rpent.robots.libero.egl.EglDeviceError (a ValueError): no consistent EGL device; one line
+            with both variables, the devices that exist and the fix.
+        RuntimeError: robosuite was already imported with a ``CUDA_VISIBLE_DEVICES`` that
+            conflicts with the requested device.
     """
+    from rpent.robots.libero import egl
+
     os.environ.setdefault("MUJOCO_GL", "egl")
     if os.environ["MUJOCO_GL"] == "egl":
         os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
-    if cuda_device is None:
-        return
-    if isinstance(cuda_device, bool) or not isinstance(cuda_device, (int, np.integer)) or cuda_device < 0:
+    if isinstance(cuda_device, np.integer):
+        cuda_device = int(cuda_device)
+    if cuda_device is not None and (isinstance(cuda_device, bool) or not isinstance(cuda_device, int) or cuda_device < 0):
         raise ValueError(f"cuda_device must be a non-negative integer, got {cuda_device!r}")
-    if "robosuite" in sys.modules and os.environ.get("CUDA_VISIBLE_DEVICES"):
+    if os.environ["MUJOCO_GL"] != "egl":
+        return egl.EglChoice(None, f"MUJOCO_GL={os.environ['MUJOCO_GL']}")
+    choice = egl.resolve_egl_device(cuda_device, os.environ, egl.count_egl_devices())
+    if choice.device is not None and "robosuite" in sys.modules and os.environ.get("CUDA_VISIBLE_DEVICES"):
         raise RuntimeError(
             "robosuite was imported while CUDA_VISIBLE_DEVICES was set; call "
             "configure_rendering(cuda_device) before importing robosuite/libero envs"
         )
-    egl = egl_device_for(int(cuda_device))
-    os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-    os.environ["MUJOCO_EGL_DEVICE_ID"] = str(egl)
+    egl.apply_egl_choice(choice)
+    return choice
 
 
 def _as_action(action: Any) -> np.ndarray:
@@ -273,7 +281,9 @@ class LiberoSim:
 
         Returns:
             ``{suite, task, seed, max_episode_steps, libero_type, init_state_id,
-            init_state_global_id, n_init_states, settle_steps, task_language, task_name}``.
+            init_state_global_id, n_init_states, init_state_sha256, settle_steps, task_language,
+            task_name}``; ``init_state_sha256`` is :func:`suites.init_state_sha256` of the init
+            state actually loaded.
         """
         return {
             "suite": self.suite,
@@ -284,6 +294,7 @@ class LiberoSim:
             "init_state_id": self.init_state_id,
             "init_state_global_id": self.init_state_global_id,
             "n_init_states": self.task_info.n_init_states,
+            "init_state_sha256": suites.init_state_sha256(self._init_state),
             "settle_steps": self.settle_steps,
             "task_language": self.task_language,
             "task_name": self.task_info.name,

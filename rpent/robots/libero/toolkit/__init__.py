@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from rpent.robots.libero import control
+from rpent.robots.libero import control, geometry
 from rpent.toolkit.base import Toolkit, ToolCancelled, ToolServiceError, strip_images
 from rpent.robots.libero.toolkit.motion import MotionTools
 from rpent.robots.libero.toolkit.observation import CAMERAS, CAPTURE_SIZE, HIGH_SIZE, camera_artifacts
@@ -37,6 +37,11 @@ __all__ = ["LiberoToolkit", "ToolSpec", "Toolkit", "ToolCancelled", "ToolService
            "TerminalOperator", "NoOperator", "strip_images"]
 
 _STATE_KEYS = ("robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos")
+#: ``env.get_env_meta`` keys copied to ``states.json`` ``episode`` (which init state was loaded).
+EPISODE_KEYS = ("suite", "task", "seed", "libero_type", "max_episode_steps", "init_state_id",
+                "init_state_global_id", "n_init_states", "init_state_sha256")
+#: Stateful tools still allowed after the episode ended by truncation/termination (not after finish).
+_ALLOWED_AFTER_END = ("request_scene_reset",)
 
 
 class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolkit):
@@ -53,8 +58,14 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         recorder: a :class:`rpent.recording.TrajectoryRecorder` or None.
         on_event: UI/recording callback for ``tool_call``, ``tool_result``, ``step``, ``frames``,
             ``operator_request`` events (docs/interfaces.md).
-        video: write ``episode.mp4`` (one policy-camera frame per env step, 20 fps).
+        video: write ``episode.mp4`` (one agentview frame per env step, 20 fps, natural orientation).
         require_operator_verdict: refuse ``finish`` until an operator verdict exists.
+
+    Once the episode is over (the env reports ``truncated`` or ``terminated``) or ``finish`` was
+    called, stateful tools are refused with a one-line error (``code: "episode_over"``) and add
+    no record step; ``request_scene_reset`` still restarts an ended (not finished) episode. Every
+    stateful call that ends in an error without a new step is listed in ``states.json``
+    ``failed_calls``.
     """
 
     def __init__(self, env, record, *, vla=None, sam3=None, operator: Operator | None = None, recorder=None,
@@ -88,6 +99,8 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         obs = self.env.reset()
         status = self.env.status()
         self._state = {**obs, **status}
+        meta = getattr(self.env, "meta", None) or {}
+        self.record.set_episode({k: meta.get(k) for k in EPISODE_KEYS if k in meta})
         self.capture_step(command=None, result=None, elapsed_s=None)
 
     def reset_episode(self) -> None:
@@ -120,7 +133,9 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         trajectory recording is on. Rendering follows "render only what is needed": a scripted
         step renders only the video frame (and is recorded with its 8-D state, no images); a
         VLA step also renders the wrist camera, because the next action of its chunk needs the
-        full policy observation it was taken from (the flywheel export's frames).
+        full policy observation it was taken from (the flywheel export's frames). With a recorder
+        in ``observations="all"`` mode (``--record-observations all``, for the flywheel's rule set
+        v2) every step renders the policy observation, scripted steps included.
 
         Args:
             action: (7,) OSC_POSE delta action (reference §3.2).
@@ -131,10 +146,13 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         """
         self.check_cancel()
         recording = self.recorder is not None
-        if recording and source == "vla":
+        observe_all = recording and getattr(self.recorder, "observations", "vla") == "all"
+        if recording and (source == "vla" or observe_all):
             observe = "policy"
         else:
             observe = "main" if self.video else None
+        if observe_all and self._policy_obs is None:
+            self.policy_obs()  # first step after start/reset: render the observation this action is taken from
         before = self._policy_obs if self._policy_obs is not None else {"state": self._state.get("state")}
         r = self.env.step(action, observe=observe)
         after = r.pop("policy_obs", None)
@@ -144,7 +162,8 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
                 reward=float(r["reward"]), terminated=bool(r["terminated"]), truncated=bool(r["truncated"]),
                 step=int(r["steps"]) - 1, pred_id=pred_id, index_in_chunk=index_in_chunk)
         self._policy_obs = after  # None after a scripted step: the next VLA query renders afresh
-        frame = after["main_image"] if after is not None else r.pop("frame", None)
+        # the video is for people: natural orientation, like agentview.png (VLA frames are mirrored back)
+        frame = geometry.policy_to_natural(after["main_image"]) if after is not None else r.pop("frame", None)
         if self.video and frame is not None:
             self.record.add_video_frame(frame)
         state = {**r.pop("obs"), **r}
@@ -163,6 +182,32 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         """Close a VLA chunk with the number of rows actually executed."""
         if self.recorder is not None and pred_id is not None:
             self.recorder.end_prediction(pred_id, n_executed)
+
+    def episode_over(self) -> str | None:
+        """Why no robot motion may run now (``"episode is over (truncated at step 5); call finish"``),
+        or None while the episode runs."""
+        steps = self._state.get("steps")
+        if self.finish_result is not None:
+            return f"episode is over (finish was called at step {steps}); no further robot motion"
+        if self._state.get("truncated"):
+            return f"episode is over (truncated at step {steps}); call finish"
+        if self._state.get("terminated"):
+            solved = " with the task solved" if self._state.get("success") else ""
+            return f"episode is over (terminated at step {steps}{solved}); call finish"
+        return None
+
+    def refuse_call(self, name, kwargs, call_id, stateful):  # noqa: D102
+        if not stateful:
+            return None
+        why = self.episode_over()
+        if why is None or (name in _ALLOWED_AFTER_END and self.finish_result is None):
+            return None
+        self.record.add_failed_call(call_id, name, kwargs, why, code="episode_over")
+        return {"error": why, "code": "episode_over"}
+
+    def note_undelivered(self, call_id: str, reason: str) -> None:
+        """The result of ``call_id`` never reached the planner (MCP client gone): mark its record."""
+        self.record.mark_undelivered(call_id, reason)
 
     def before_call(self, name, kwargs, call_id, stateful):  # noqa: D102
         if stateful:
@@ -208,12 +253,20 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
 
     def after_stateful(self, name, kwargs, call_id, result):  # noqa: D102
         if "error" in result and int(self._state.get("steps", 0)) == self._steps_before:
-            return result  # nothing moved (bad arguments, refused): no new step (upstream rollback rule)
+            # nothing moved (bad arguments, refused, a service died): no new step (upstream rollback
+            # rule), but the failed call is recorded
+            self.record.add_failed_call(call_id, name, kwargs, str(result["error"]),
+                                        **({"error_type": result["error_type"]} if "error_type" in result else {}))
+            return result
         elapsed = time.monotonic() - getattr(self, "_t_call", time.monotonic())
         try:
             idx = self.capture_step({"action": name, **kwargs}, strip_images(result), elapsed)
         except Exception as exc:  # noqa: BLE001 — the motion happened; report the capture problem
             result["state_capture_error"] = f"{type(exc).__name__}: {exc}"
+            self.record.add_failed_call(call_id, name, kwargs, str(result.get("error") or result["state_capture_error"]),
+                                        state_capture_error=result["state_capture_error"],
+                                        env_steps_before=self._steps_before,
+                                        env_steps_after=int(self._state.get("steps", 0)))
             return result
         view = self.step_view(idx)
         images = view.pop("_images")

@@ -14,6 +14,11 @@ Per step (artifact names, RPent reference §6.1 layout ``<name>/<NN>.<ext>``):
                            the eye-in-hand camera (its extrinsic changes every step)
 =========================  ================================================================
 
+Orientation of every artifact: natural (as a person sees the scene, text in the scene reads
+correctly) except ``agentview_policy.png``; the run's ``episode.mp4`` is natural too (frames
+in VLA orientation are mirrored back before encoding). ``trajectories/`` observations
+(``actions.jsonl`` / the flywheel export) keep the VLA orientation: they are model inputs.
+
 High-resolution views (``agentview_high.png``, ``agentview_world_high.npz``, 1024 px) are
 rendered only when a tool asks for them, and only for the latest step (the simulator can
 render only the present): "render only what a tool needs".
