@@ -36,7 +36,7 @@ class RunConfig:
         suite, task, seed: the LIBERO episode (seed selects the init state).
         libero_type: ``standard`` | ``pro`` | None (``$LIBERO_TYPE``, default pro).
         max_episode_steps: env steps before truncation.
-        planner: ``scripted`` | ``api`` | ``claude_code`` | ``codex``.
+        planner: ``scripted`` | ``api`` | ``claude_code`` | ``codex`` | ``flash``.
         planner_config: model, limits and provider options for the planner.
         output_dir: run directory (None: :func:`default_output_dir`).
         env_endpoint, vla_endpoint, sam3_endpoint: attach to running services instead of
