@@ -9,7 +9,8 @@ Then, on the Run screen (F3): ``/rpent-task libero_goal 0 0``. ``--env-endpoint`
 (every TaskRun needs a fresh, owned env server). Images: ``--images auto|sixel|kitty|halfblock|none``
 (``auto`` queries the terminal before the UI starts; force a mode over slow SSH links).
 Exit status: 0 on quit, 128+N when stopped by signal N (SIGHUP 129, SIGTERM 143), 1 on a crash,
-2 on bad options.
+2 on bad options or when stderr is not a terminal (the UI is drawn on stderr; ``2> file`` is
+refused with a one-line message on stdout and stderr).
 """
 
 from __future__ import annotations
@@ -22,7 +23,11 @@ import time
 import tomllib
 from pathlib import Path
 
-__all__ = ["build_parser", "main", "session_config_from_args"]
+__all__ = ["build_parser", "main", "session_config_from_args", "STDERR_NOT_A_TERMINAL"]
+
+#: Why ``rpent-tui`` refuses to start when stderr is redirected (issue 12 defect 5).
+STDERR_NOT_A_TERMINAL = ("stderr is not a terminal (the UI is drawn on stderr, so '2> file' would leave a blank "
+                         "screen); run rpent-tui without redirecting stderr")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -132,6 +137,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.fps <= 0:
             parser.exit(2, "rpent-tui: error: --fps must be a positive number of repaints per second\n")
         os.environ["TEXTUAL_FPS"] = str(args.fps)
+    if not sys.stderr.isatty():
+        # Textual draws the whole UI on stderr: with `2> err.log` the screen would stay blank.
+        message = (f"rpent-tui: error: {STDERR_NOT_A_TERMINAL}; service and run logs are already written under "
+                   f"{config.output_dir}\n")
+        if sys.stdout.isatty():
+            sys.stdout.write(message)
+        parser.exit(2, message)
     if image_mode != "none":
         import textual_image.widget  # noqa: F401 - queries the cell size now, before Textual reads stdin
 

@@ -14,6 +14,7 @@ the default test run short: the env server of a TaskRun in the product is always
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -66,6 +67,7 @@ def _drive(session, operator_answers=(), on_tool=None, timeout=240):
     """Run one TaskRun: answer each verdict request with the next of ``operator_answers`` and call
     ``on_tool(session, name)`` for each tool call the planner makes."""
     answers = list(operator_answers)
+    session.seen_requests = []
 
     async def main():
         async with trio.open_nursery() as nursery:
@@ -77,6 +79,7 @@ def _drive(session, operator_answers=(), on_tool=None, timeout=240):
                     operator = session.operator_for(run.id)
                     request = operator.pending if operator is not None else None
                     if request is not None and answers:
+                        session.seen_requests.append(request)
                         answer, notes = answers.pop(0)
                         session.reply_operator(run.id, request.id, answer, notes)
                     calls = [e for e in run.transcript if e.get("event") == "tool_call"]
@@ -121,6 +124,27 @@ def test_failure_verdict_ends_the_taskrun_failed_on_record(tmp_path, monkeypatch
     assert tr["finish"]["status"] == "failure" and tr["finish"]["by"] == "operator"
     assert taskrun["finish"]["status"] == "failure"
     assert len(ep.model_requests()) == 2  # the planner was not asked for another turn after the verdict
+    # defect 4: the verdict window shows the real toolkit's camera frames (agentview and wrist)
+    request = session.seen_requests[0]
+    assert set(request.frames) == {"agentview", "wrist"}
+    assert [(title, shown) for title, shown in asyncio.run(_modal_panes(request))] == [
+        ("agentview camera", True), ("wrist camera", True)]
+
+
+async def _modal_panes(request):
+    from textual.app import App
+
+    from rpent_tui.screens.operator import OperatorModal
+    from rpent_tui.widgets.frames import FramePane
+
+    class Host(App):
+        def on_mount(self) -> None:
+            self.push_screen(OperatorModal("0001", request, "halfblock"))
+
+    app = Host()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.3)
+        return [(pane.border_title, pane.has_frame) for pane in app.screen.query(FramePane)]
 
 
 def test_continue_lets_the_planner_go_on_and_success_verdict_records_the_disagreement(tmp_path, monkeypatch,

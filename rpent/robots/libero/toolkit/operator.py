@@ -36,7 +36,7 @@ from pydantic import Field
 from rpent.toolkit.registry import tool
 
 __all__ = ["Operator", "TerminalOperator", "NoOperator", "OperatorTools", "VERDICT_CHOICES", "RESET_CHOICES",
-           "FINAL_VERDICTS"]
+           "FINAL_VERDICTS", "evidence_frames"]
 
 VERDICT_CHOICES = ("success", "failure", "continue", "abort")
 RESET_CHOICES = ("done", "abort")
@@ -87,6 +87,18 @@ class TerminalOperator:
                 self.stream_out.write(f"  invalid operator response {answer!r}\n")
 
 
+def evidence_frames(record, step_idx: int) -> dict[str, bytes]:
+    """The camera frames an operator request shows: ``{"agentview": png, "wrist": png}`` of step
+    ``step_idx`` of ``record`` (a :class:`rpent.run.record.RunRecord`; 256 px PNGs, natural
+    orientation). Cameras without a stored frame are left out."""
+    frames = {}
+    for cam in ("agentview", "wrist"):
+        path = record.artifact_path(f"{cam}.png", step_idx)
+        if path.exists():
+            frames[cam] = path.read_bytes()
+    return frames
+
+
 #: Verdict answers that end the operator's judgement (``continue`` does not).
 FINAL_VERDICTS = ("success", "failure", "abort")
 
@@ -112,11 +124,7 @@ class OperatorTools:
     def _ask(self, kind: str, prompt: str, choices: tuple[str, ...]) -> tuple[str, str, str]:
         rid = f"op_{uuid.uuid4().hex[:8]}"
         idx = len(self.record.steps) - 1
-        frames = {}
-        for cam in ("agentview", "wrist"):
-            p = self.record.artifact_path(f"{cam}.png", idx)
-            if p.exists():
-                frames[cam] = p.read_bytes()
+        frames = evidence_frames(self.record, idx)
         self._operator_event({"id": rid, "kind": "request", "request_kind": kind, "prompt": prompt,
                               "choices": list(choices), "evidence_step": idx})
         self._emit({"kind": "operator_request", "id": rid, "request_kind": kind, "prompt": prompt,
