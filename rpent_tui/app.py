@@ -195,6 +195,10 @@ class RpentApp(App[int]):
 
         def closed(_answer: str | None) -> None:
             self._operator_modal = None
+            # never hand the keys back to a text box: s/f/t/o/x must act after a verdict
+            if isinstance(self.screen, RunScreen):
+                self.call_after_refresh(lambda: self.screen.query_one("#transcript").focus()
+                                        if isinstance(self.screen, RunScreen) else None)
 
         self.push_screen(modal, closed)
         return True

@@ -78,7 +78,7 @@ class EditorScreen(LiveScreen):
                 output = RichLog(wrap=True, markup=False, max_lines=2000, min_width=20, id="cell-output")
                 output.border_title = "Output"
                 yield output
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self._set_meters(0.0, 0)

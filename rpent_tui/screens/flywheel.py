@@ -56,7 +56,7 @@ class FlywheelScreen(LiveScreen):
                 report = VimDataTable(id="fw-report", cursor_type="row")
                 report.border_title = "report.json"
                 yield report
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def _default_output(self) -> Path:
         """``<session>/exports/lerobot_NNN``: the first that does not exist (rpent-flywheel needs a new dir)."""

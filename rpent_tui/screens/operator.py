@@ -69,7 +69,7 @@ class OperatorModal(ModalScreen[str | None]):
             yield Static(Text(keys + "   [n] notes   [Esc] later", style="bold"), id="op-choices")
             yield Input(placeholder="optional notes: press n, type, Enter returns to the answer keys",
                         disabled=True, id="op-notes")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def frame_labels(self) -> list[str]:
         """Labels of the frames shown: the main camera (``main``/``agentview``) first, at most two."""

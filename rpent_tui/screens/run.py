@@ -2,7 +2,9 @@
 
 The input line takes ``/rpent-task <suite> <task> <seed>`` (with completion) to start a TaskRun,
 ``/interrupt``, ``/quit``, ``/help``, or plain text that steers the planner at its next turn
-boundary. Esc interrupts the planner's current tool call (also ``/interrupt``). Everything shown
+boundary. Esc interrupts the planner's current tool call (also ``/interrupt``); in the input line
+the first Esc leaves it. After Enter the focus returns to the transcript, so the screen's keys
+act at once (``i`` types again). Everything shown
 is read from the session's ``TaskRunView``; run events arrive in batches (<= ~12/s).
 """
 
@@ -71,9 +73,9 @@ class RunScreen(LiveScreen):
     BINDINGS = [
         Binding("escape", "interrupt", "Interrupt", id="run-interrupt", tooltip="Interrupt the planner's current tool call"),
         Binding("i", "focus_message", "Message", id="run-message", tooltip="Type a message or a /command"),
-        Binding("t", "new_task", "New task", id="run-new-task", tooltip="Start a TaskRun: /rpent-task <suite> <task> <seed>"),
+        Binding("t", "new_task", "Task", id="run-new-task", tooltip="Start a TaskRun: /rpent-task <suite> <task> <seed>"),
         Binding("o", "operator", "Operator", id="run-operator", tooltip="Answer the pending operator request"),
-        Binding("x", "cancel_task", "Cancel task", id="run-cancel", tooltip="Cancel the running TaskRun"),
+        Binding("x", "cancel_task", "Cancel", id="run-cancel", tooltip="Cancel the running TaskRun"),
     ]
 
     def __init__(self) -> None:
@@ -84,6 +86,7 @@ class RunScreen(LiveScreen):
         self._pending: list[dict[str, Any]] = []
         self._repainted_at = 0.0
         self._repaint_timer = None
+        self._confirm_replace: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -98,7 +101,7 @@ class RunScreen(LiveScreen):
                 yield FramePane("wrist camera", self.app.options.image_mode, id="frame-wrist")
         yield Input(placeholder="/rpent-task <suite> <task> <seed> · text steers the planner · Esc interrupts",
                     suggester=CommandSuggester(), select_on_focus=False, id="message")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.render_all()
@@ -179,11 +182,21 @@ class RunScreen(LiveScreen):
     # -- input ---------------------------------------------------------------------------------
     @on(Input.Submitted, "#message")
     def submit(self, event: Input.Submitted) -> None:
-        """Start a task, run a steering command, or queue a message."""
+        """Start a task, run a steering command, or queue a message; then hand the keys back to the
+        screen (focus on the transcript), so ``t``, ``o``, ``x``, ``i`` act at once. A new task while
+        one runs needs a second Enter (it replaces the running TaskRun)."""
         line = event.value
         try:
             parsed = parse_input(line)
             if isinstance(parsed, TaskCommand):
+                active = self.app.session.active
+                if active is not None and self._confirm_replace != line.strip():
+                    self._confirm_replace = line.strip()
+                    self.notify(f"TaskRun {active.id} ({active.command.display()}) is still {active.state}: press "
+                                f"Enter again to replace it with {parsed.display()}, or edit the line",
+                                severity="warning", title="Replace the running task?")
+                    return
+                self._confirm_replace = None
                 run = self.app.session.start_task(parsed)
                 self.notify(f"Task selected: {parsed.display()} (TaskRun {run.id})")
                 self.render_all()
@@ -196,6 +209,12 @@ class RunScreen(LiveScreen):
             self.notify(str(exc), severity="error", title="Input")
             return
         event.input.value = ""
+        self.query_one(TranscriptView).focus()
+
+    @on(Input.Changed, "#message")
+    def _edited(self, event: Input.Changed) -> None:
+        if self._confirm_replace is not None and event.value.strip() != self._confirm_replace:
+            self._confirm_replace = None
 
     def action_focus_message(self) -> None:
         """Focus the input line."""
@@ -209,7 +228,11 @@ class RunScreen(LiveScreen):
         box.focus()
 
     def action_interrupt(self) -> None:
-        """Interrupt the planner's current tool call (Esc)."""
+        """Interrupt the planner's current tool call (Esc). In the input line, Esc first leaves it
+        (focus on the transcript; a second Esc interrupts)."""
+        if isinstance(self.focused, Input):
+            self.query_one(TranscriptView).focus()
+            return
         result = self.app.session.interrupt()
         self.notify("interrupt sent" if result == "accepted" else "nothing to interrupt",
                     severity="information" if result == "accepted" else "warning")

@@ -65,7 +65,7 @@ class ServicesScreen(LiveScreen):
         log = LogView(self.app.export_dir, id="service-log")
         log.border_title = "Log"
         yield log
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         table = self.query_one("#services", DataTable)

@@ -107,7 +107,7 @@ class TrajectoriesScreen(LiveScreen):
                 log = RichLog(wrap=True, markup=False, max_lines=500, min_width=20, id="step-transcript")
                 log.border_title = "Transcript at this step"
                 yield log
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.query_one("#runs", DataTable).add_columns("Task", "Planner", "Success", "Steps", "Date")

@@ -43,6 +43,8 @@ def test_task_verdict_with_notes_then_quit_stops_everything(tmp_path, png_bytes)
             await type_text(pilot, "bowl is on the plate\n")
             await pilot.press("s")
             await wait_for(pilot, lambda: app.session.current.finished, what="TaskRun end")
+            await pilot.pause(0.2)
+            assert app.focused is not None and app.focused.id == "transcript"  # no focus trap after a verdict
             run_view = app.session.current
             assert run_view.state == "succeeded"
             assert run.answers == [("success", "bowl is on the plate")]
@@ -73,15 +75,24 @@ def test_steer_interrupt_and_replace_a_running_task(tmp_path):
             await pilot.press("t")
             await type_text(pilot, "libero_goal 0 0\n")
             await wait_for(pilot, lambda: app.session.current and app.session.current.transcript, what="run events")
+            assert app.focused.id == "transcript"  # Enter handed the keys back to the screen
+            await pilot.press("i")
             await type_text(pilot, "grasp the bowl by its rim\n")
             assert steerings[0].drain() == ["grasp the bowl by its rim"]
+            assert app.focused.id == "transcript"
+            await pilot.press("i", "escape")  # Esc in the input line only leaves it
+            assert app.focused.id == "transcript" and steerings[0].interrupt_count == 0
             await pilot.press("escape")
             assert steerings[0].interrupt_count == 1
+            await pilot.press("i")
             await type_text(pilot, "/rpent-task libero_object 2 5\n")
+            await pilot.pause(0.2)
+            assert len(app.session.runs) == 1  # a running task is not replaced without confirmation
+            assert any("press Enter again to replace" in n.message for n in app._notifications)
+            await pilot.press("enter")
             await wait_for(pilot, lambda: len(app.session.runs) == 2 and app.session.runs[0].finished, what="replacement")
             first, second = app.session.runs
-            assert first.state == "cancelled" and second.id == "0002"
-            await pilot.press("shift+tab")  # leave the input line: single-letter keys act again
+            assert first.state == "cancelled" and second.id == "0002" and first.replaced_by == "0002"
             assert app.focused.id == "transcript"
             await pilot.press("x")  # cancel the second (hanging) run
             await wait_for(pilot, lambda: second.finished, what="cancel")
