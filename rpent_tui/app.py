@@ -209,14 +209,15 @@ class RpentApp(App[int]):
         return run is not None and self._show_operator(run.id)
 
     def session_summary(self) -> str:
-        """One line for screen subtitles: session state and the current TaskRun."""
+        """One line for screen subtitles (the status bar): session state, the current TaskRun and the
+        image renderer of the camera panes (``sixel``, ``kitty``, ``halfblock`` or ``none``)."""
         run = self.session.current
         text = f"session {self.session.state} · {self.session.config.planner}"
         if self.session.config.model:
             text += f" {self.session.config.model}"
         if run is not None:
             text += f" · TaskRun {run.id} {run.command.display()} {run.state}"
-        return text
+        return text + f" · images {self.options.image_mode}"
 
     # -- trio helpers --------------------------------------------------------------------------------
     def run_in_trio(self, fn: Callable[..., Awaitable[Any]], *args: Any, description: str = "task", **kwargs: Any) -> None:

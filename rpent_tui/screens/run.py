@@ -97,10 +97,11 @@ class RunScreen(LiveScreen):
             with Vertical(id="run-side"):
                 yield Static("", id="counters")
                 yield StepTimeline(id="timeline")
-                yield FramePane("main camera", self.app.options.image_mode, id="frame-main")
-                yield FramePane("wrist camera", self.app.options.image_mode, id="frame-wrist")
+                with Horizontal(id="run-frames"):
+                    yield FramePane("main camera", self.app.options.image_mode, id="frame-main")
+                    yield FramePane("wrist camera", self.app.options.image_mode, id="frame-wrist")
         yield Input(placeholder="/rpent-task <suite> <task> <seed> · text steers the planner · Esc interrupts",
-                    suggester=CommandSuggester(), select_on_focus=False, id="message")
+                    suggester=CommandSuggester(), select_on_focus=False, compact=True, id="message")
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
