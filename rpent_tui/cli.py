@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     """Parse flags, resolve the image mode (before Textual owns the terminal), run the app."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    from .services.images import ImageModeError, resolve_image_mode
+    from .services.images import ImageModeError, prepare_textual_image, query_terminal, resolve_image_mode
     from .services.session import Session, SessionConfigError, default_shared_specs
 
     try:
@@ -144,8 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         if sys.stdout.isatty():
             sys.stdout.write(message)
         parser.exit(2, message)
-    if image_mode != "none":
-        import textual_image.widget  # noqa: F401 - queries the cell size now, before Textual reads stdin
+    # one terminal query, before Textual reads stdin (late replies would eat the operator's keys)
+    info = query_terminal() if image_mode in ("sixel", "kitty") else None
+    prepare_textual_image(image_mode, info)
 
     from .app import AppOptions, RpentApp
 

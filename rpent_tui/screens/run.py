@@ -30,8 +30,11 @@ from ..widgets.transcript import TranscriptView
 
 __all__ = ["RunScreen", "CommandSuggester", "counters_text"]
 
+#: More events than this waiting for a hidden Run screen: redraw from the model instead of appending.
+CATCH_UP_MAX_EVENTS = 2000
+
 STATE_STYLE = {"starting": "yellow", "running": "cyan", "succeeded": "bold green", "failed": "bold red",
-               "cancelled": "dim", "error": "bold red"}
+               "aborted": "bold magenta", "cancelled": "dim", "error": "bold red"}
 
 
 class CommandSuggester(Suggester):
@@ -87,6 +90,7 @@ class RunScreen(LiveScreen):
         self._repainted_at = 0.0
         self._repaint_timer = None
         self._confirm_replace: str | None = None
+        self._stale = False
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -128,8 +132,15 @@ class RunScreen(LiveScreen):
         self.sub_title = self.app.session_summary()
 
     def handle_service_event(self, event: Any) -> None:
-        """Apply a session event (called by the app for every live screen)."""
+        """Apply a session event (called by the app for every live screen). While another screen is
+        shown nothing is drawn: events wait in ``_pending`` and are applied after this screen is
+        shown again (so streaming runs cost a hidden Run screen nothing, and screen switches stay fast)."""
         run = self.app.session.current
+        if not self.is_current:
+            self._stale = True
+            if isinstance(event, RunEvents) and run is not None and event.run_id == run.id == self._shown_run:
+                self._pending.extend(e for e in event.events if e.get("kind") != "planner" or e.get("event") != "usage")
+            return
         if isinstance(event, SessionChanged):
             if (run.id if run else None) != self._shown_run:
                 self.render_all()
@@ -146,6 +157,20 @@ class RunScreen(LiveScreen):
                     self._repaint()
                 else:
                     self._repaint_timer = self.set_timer(wait, self._repaint)
+
+    def on_screen_resume(self) -> None:
+        """Shown again: catch up with what arrived while hidden, right after the first paint."""
+        if self._stale:
+            self._stale = False
+            self.call_after_refresh(self._catch_up)
+
+    def _catch_up(self) -> None:
+        run = self.app.session.current
+        if (run.id if run else None) != self._shown_run or len(self._pending) > CATCH_UP_MAX_EVENTS:
+            self.render_all()  # a new TaskRun, or so much happened that a redraw from the model is cheaper
+        else:
+            self._repaint()
+            self._show_frames()
 
     def _repaint(self) -> None:
         """Apply the pending run events to the panes (at most every ``repaint_interval_s``): a scrolling
