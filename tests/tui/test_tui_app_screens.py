@@ -210,3 +210,29 @@ def test_help_jump_and_palette_by_keys(tmp_path):
             await pilot.press("ctrl+q")
 
     asyncio.run(main())
+
+
+def test_services_uptime_ticks_and_empty_screen_explains_env_servers(tmp_path):
+    app = make_app(tmp_path, StandInRun(), start_mode="services")
+
+    async def main():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: app.session.state == "ready", what="shared services")
+            table = app.screen.query_one("#services")
+            await wait_for(pilot, lambda: table.row_count == 1, what="vla row")
+            first = str(table.get_cell("vla", "Uptime"))
+            await pilot.pause(2.2)
+            assert str(table.get_cell("vla", "Uptime")) != first  # the uptime column ticks
+            await pilot.press("ctrl+q")
+
+    asyncio.run(main())
+    empty = make_app(tmp_path / "empty", StandInRun(), shared=(), start_mode="services")
+
+    async def main_empty():
+        async with empty.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: empty.session.state == "ready", what="session")
+            await pilot.pause(0.2)
+            assert "each TaskRun starts its own env server" in empty.screen.query_one("#services").border_subtitle
+            await pilot.press("ctrl+q")
+
+    asyncio.run(main_empty())
