@@ -15,7 +15,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import RichLog
 
-__all__ = ["TranscriptView", "render_event", "MAX_RESULT_CHARS"]
+__all__ = ["TranscriptView", "render_event", "summarize_result", "MAX_RESULT_CHARS", "RESULT_FIELDS"]
 
 #: Tool results and arguments are cut to this many characters in the pane (full text is in the run record).
 MAX_RESULT_CHARS = 400
@@ -27,6 +27,30 @@ def _compact(value: Any, limit: int = MAX_RESULT_CHARS) -> str:
     except (TypeError, ValueError):
         text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+#: Result fields an operator reads, in this order (the full result is in the run record's transcript).
+RESULT_FIELDS = ("error", "reached", "final_dist_m", "steps_used", "found", "success", "status", "code")
+
+
+def summarize_result(result: Any) -> str | None:
+    """``reached yes · final_dist_m 0.004 · steps_used 12`` from a tool result's key fields, or None
+    when it has none of ``RESULT_FIELDS`` (the pane then shows its compact JSON)."""
+    if not isinstance(result, Mapping):
+        return None
+    parts = []
+    for key in RESULT_FIELDS:
+        if key not in result or result[key] is None:
+            continue
+        value = result[key]
+        if isinstance(value, bool):
+            value = "yes" if value else "no"
+        elif isinstance(value, float):
+            value = f"{value:.4g}"
+        elif key == "error":
+            value = str(value).replace("\n", " ")[:MAX_RESULT_CHARS]
+        parts.append(f"{key} {value}")
+    return " · ".join(parts) if parts else None
 
 
 def render_event(event: Mapping[str, Any]) -> Text | None:
@@ -56,8 +80,11 @@ def render_event(event: Mapping[str, Any]) -> Text | None:
     if sub == "tool_result":
         result = event.get("result")
         is_error = isinstance(result, Mapping) and "error" in result
+        summary = summarize_result(result)
+        name = str(event.get("name") or "")
         return Text.assemble(("← ", "bold red" if is_error else "bold green"),
-                             (_compact(result), "red" if is_error else "green"))
+                             (f"{name}: " if name else "", "bold red" if is_error else "bold green"),
+                             (summary if summary is not None else _compact(result), "red" if is_error else "green"))
     if sub == "request":
         choices = "/".join(event.get("choices") or [])
         return Text.assemble(("? operator: ", "bold magenta"), (str(event.get("prompt", "")), "magenta"),
