@@ -39,7 +39,7 @@ from .screens.services import ServicesScreen
 from .screens.trajectories import TrajectoriesScreen
 from .services.code_cells import CodeCellService
 from .services.flywheel import FlywheelRunner
-from .services.session import OperatorPrompt, OperatorResolved, Session
+from .services.session import OperatorPrompt, OperatorResolved, Session, SessionChanged
 from .services.trio_bridge import TrioBridge, install_exit_signals
 
 __all__ = ["RpentApp", "AppOptions", "SCREEN_MODES"]
@@ -172,6 +172,9 @@ class RpentApp(App[int]):
     def on_service_event(self, message: ServiceEvent) -> None:
         """Forward to every live screen; open/close the operator modal."""
         event = message.event
+        if isinstance(event, SessionChanged):  # a TaskRun that ended takes its code-cell worker with it
+            active = self.session.active
+            self.cells.release(self.session.toolkit_for(active.id) if active is not None else None)
         if isinstance(event, OperatorPrompt):
             self._show_operator(event.run_id)
         elif isinstance(event, OperatorResolved) and self._operator_modal is not None:
