@@ -91,6 +91,7 @@ class RunScreen(LiveScreen):
         self._repaint_timer = None
         self._confirm_replace: str | None = None
         self._stale = False
+        self._transcript_width: int | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -122,6 +123,7 @@ class RunScreen(LiveScreen):
         transcript.clear()
         if run is not None:
             transcript.add_events(run.transcript)
+        transcript.scroll_end(animate=False)
         self._render_side(run, frames=True)
 
     def _render_side(self, run: TaskRunView | None, frames: bool) -> None:
@@ -157,6 +159,14 @@ class RunScreen(LiveScreen):
                     self._repaint()
                 else:
                     self._repaint_timer = self.set_timer(wait, self._repaint)
+
+    def on_resize(self) -> None:
+        """A new width re-wraps the transcript from the model (a RichLog keeps lines wrapped at the
+        width they were written with), following the end again."""
+        width = self.query_one(TranscriptView).size.width
+        if self._transcript_width not in (None, width):
+            self.call_after_refresh(self.render_all)
+        self._transcript_width = width
 
     def on_screen_resume(self) -> None:
         """Shown again: catch up with what arrived while hidden, right after the first paint."""

@@ -104,3 +104,30 @@ def test_steer_interrupt_and_replace_a_running_task(tmp_path):
             await pilot.press("ctrl+q")
 
     asyncio.run(main())
+
+
+def test_resize_rewraps_the_transcript_and_keeps_following(tmp_path):
+    run = StandInRun(hang=True)
+    app = make_app(tmp_path, run)
+
+    async def main():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: app.session.state == "ready", what="shared services")
+            await pilot.press("t")
+            await type_text(pilot, "libero_goal 0 0\n")
+            await wait_for(pilot, lambda: app.session.current and len(app.session.current.transcript) >= 3,
+                           what="run events")
+            for i in range(60):
+                app.session.current.transcript.append({"kind": "planner", "event": "text",
+                                                       "text": f"line {i}: " + "a long planner sentence " * 4})
+            app.screen.render_all()
+            await pilot.pause(0.3)
+            await pilot.resize_terminal(80, 24)
+            await pilot.pause(0.8)
+            view = app.screen.query_one("#transcript")
+            width = view.scrollable_content_region.width
+            assert max(line.cell_length for line in view.lines) <= width  # re-wrapped, not clipped
+            assert view.is_vertical_scroll_end  # still following the end
+            await pilot.press("ctrl+q")
+
+    asyncio.run(main())
