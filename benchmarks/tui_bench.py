@@ -185,6 +185,7 @@ def parent(args: argparse.Namespace) -> int:
             return 1
         term.read(1.0)
         term.send(b"t")
+        term.wait_for(b"/rpent-task", 30)  # the input line has the focus: type only now (a busy machine lags)
         time.sleep(0.2)
         term.send(b"libero_goal 0 0\r")
         if term.wait_for(b"TaskRun 0001", 30) is None:
