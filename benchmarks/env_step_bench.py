@@ -2,11 +2,16 @@
 
 Measures the mean wall time of state-only env steps (zero action) three ways, interleaved
 round by round in the same run (the median round is reported): in-process ``LiberoSim.step``, and ``env.step`` through a real env-server
-subprocess over each transport. Target (issue 3): server overhead <= 10% of the in-process step.
+subprocess over each transport. Also the CPU time per step (this process plus the server process, from /proc), which a loaded shared
+machine distorts less than wall time. Targets: issue 3, overhead <= 10%; issue 20, <= 0.3 ms per step
+(<= 5%).
 
 Usage::
 
     MUJOCO_GL=egl python benchmarks/env_step_bench.py [--steps 100] [--rounds 5] [--suite libero_object --task 0]
+
+To compare two checkouts (the env server subprocess inherits PYTHONPATH), run it once with each first on
+PYTHONPATH.
 """
 
 from __future__ import annotations
@@ -17,22 +22,37 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 READY = re.compile(r"RPC server listening on (\S+)")
 
 
-def time_steps(step, n: int) -> float:
-    """Mean seconds per call of ``step(action)`` over ``n`` calls (after 10 warm-up calls)."""
+def _proc_cpu(pid: int | None) -> float:
+    """CPU seconds (user + system) used so far by this process (None) or by process ``pid`` (Linux /proc)."""
+    if pid is None:
+        t = os.times()
+        return t.user + t.system
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def time_steps(step, n: int, server_pid: int | None = None) -> tuple[float, float]:
+    """Mean wall seconds and CPU seconds (this process + the server process) per call of ``step(action)``
+    over ``n`` calls (after 10 warm-up calls). CPU time is what a loaded machine distorts least."""
     a = np.zeros(7)
     a[6] = -1.0
     for _ in range(10):
         step(a)
+    c0 = _proc_cpu(None) + (_proc_cpu(server_pid) if server_pid else 0.0)
     t = time.perf_counter()
     for _ in range(n):
         step(a)
-    return (time.perf_counter() - t) / n
+    wall = (time.perf_counter() - t) / n
+    c1 = _proc_cpu(None) + (_proc_cpu(server_pid) if server_pid else 0.0)
+    return wall, (c1 - c0) / n
 
 
 def main() -> None:
@@ -41,6 +61,8 @@ def main() -> None:
     ap.add_argument("--task", type=int, default=0)
     ap.add_argument("--steps", type=int, default=100, help="env steps per round and way")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the median round is reported")
+    ap.add_argument("--compare-root", action="append", default=[],
+                    help="also run env servers from this checkout (put first on their PYTHONPATH): A/B rows in one run")
     args = ap.parse_args()
     os.environ.setdefault("MUJOCO_GL", "egl")
     from rpent.robots.libero.env_client import EnvClient
@@ -49,12 +71,17 @@ def main() -> None:
     horizon = 100 * args.steps * args.rounds
     sim = LiberoSim(args.suite, args.task, 0, max_episode_steps=horizon)
     ways = {"in-process LiberoSim.step": sim.step}
+    pids: dict[str, int | None] = {"in-process LiberoSim.step": None}
     procs, clients = [], []
-    for transport in ("socket", "http"):
+    roots = [(None, "")] + ([(r, f" [{r}]") for r in args.compare_root])
+    for (root, tag), transport in [(rt, t) for rt in roots for t in ("socket", "http")]:
+        env = None
+        if root is not None:  # the env server of another checkout (A/B in one run)
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
         proc = subprocess.Popen([sys.executable, "-m", "rpent.robots.libero.env_server", "--suite", args.suite,
                                  "--task", str(args.task), "--max-episode-steps", str(horizon),
                                  "--transport", transport, "--port", "0", "--parent-watch"],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         endpoint = None
         for line in proc.stdout:
             m = READY.search(line)
@@ -64,23 +91,33 @@ def main() -> None:
         client = EnvClient(endpoint)
         procs.append(proc)
         clients.append(client)
-        ways[f"env server, {transport}"] = client.step
+        ways[f"env server, {transport}{tag}"] = client.step
+        pids[f"env server, {transport}{tag}"] = proc.pid
     # interleave the ways round by round so machine load affects them alike
     times: dict[str, list[float]] = {name: [] for name in ways}
+    cpus: dict[str, list[float]] = {name: [] for name in ways}
     for _ in range(args.rounds):
         for name, step in ways.items():
-            times[name].append(time_steps(step, args.steps))
+            wall, cpu = time_steps(step, args.steps, pids[name])
+            times[name].append(wall)
+            cpus[name].append(cpu)
     for client, proc in zip(clients, procs):
         client.call("shutdown")
         client.close()
         proc.wait(30)
     sim.close()
     med = {name: float(np.median(v)) for name, v in times.items()}
-    base = med["in-process LiberoSim.step"]
-    print(f"{'how':32s} {'ms/step':>8s} {'overhead':>9s}   (median of {args.rounds} interleaved rounds of "
-          f"{args.steps} steps)")
+    cmed = {name: float(np.median(v)) for name, v in cpus.items()}
+    base, cbase = med["in-process LiberoSim.step"], cmed["in-process LiberoSim.step"]
+    print(f"env step bench: {args.suite} task {args.task}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
+          f"rpent from {Path(__import__('rpent').__file__).parent}")
+    width = max(len(n) for n in med) + 1
+    print(f"{'how':{width}s} {'ms/step':>8s} {'overhead':>9s} {'ms':>6s} | {'CPU ms/step':>11s} {'overhead':>9s}   (median of "
+          f"{args.rounds} interleaved rounds of {args.steps} steps; CPU = client + server process)")
     for name, sec in med.items():
-        print(f"{name:32s} {sec * 1e3:8.2f} {100 * (sec / base - 1):8.1f}%")
+        c = cmed[name]
+        print(f"{name:{width}s} {sec * 1e3:8.2f} {100 * (sec / base - 1):8.1f}% {1e3 * (sec - base):6.2f} | {c * 1e3:11.2f} "
+              f"{100 * (c / cbase - 1):8.1f}%")
 
 
 if __name__ == "__main__":

@@ -54,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--max-episode-steps", type=int, default=None, help="env horizon in env steps (run layer default 10000)")
     r.add_argument("--max-turns", type=int, default=None, help="planner requests per TaskRun (run layer default 100)")
     r.add_argument("--policy-mode", default=None, choices=("tools", "code"), help="tool calls (default) or code-as-policy")
-    r.add_argument("--record-trajectory", action="store_true", help="record trajectories (api planner) for flywheel export")
+    r.add_argument("--record-trajectory", action="store_true", help="also write trajectories/<task_id>/ for flywheel export (every planner: "
+                        "tool calls, executed actions, VLA predictions; model requests/replies with --planner api)")
     r.add_argument("--require-operator-verdict", action="store_true",
                    help="finish is accepted only after an operator verdict (the real-robot rule, also in simulation)")
     u = p.add_argument_group("terminal")

@@ -62,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tools: the planner calls tools; code: the planner writes Python cells driving robo.<tool>()")
     g.add_argument("--code-file", default=None, help="run this Python file as the policy (code mode, no LLM)")
     g.add_argument("--code-timeout-s", type=float, default=120.0, help="wall-clock limit per code cell (default 120)")
-    g.add_argument("--code-max-calls", type=int, default=100, help="robot tool calls per code cell (default 100)")
+    g.add_argument("--code-max-calls", type=int, default=100, help="robot tool calls per code cell (default 100); a cell that calls again after the "
+                        "refusal is ended")
 
     g = p.add_argument_group("services")
     g.add_argument("--env-endpoint", default=None, help="attach to a running env server [http|socket://]HOST:PORT")

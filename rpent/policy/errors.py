@@ -37,8 +37,9 @@ class CallBudgetExhausted(RuntimeError):
     """The cell already made ``max_calls`` robot-tool calls; this one was refused.
 
     The budget (``--code-max-calls``, default 100) is counted by the parent process, so
-    policy code cannot reset it. Every later robot call of the same cell is refused too;
-    a new cell gets a fresh budget. ``robo.finish`` is never refused for budget reasons.
+    policy code cannot reset it. A robot call of the same cell after this refusal ends the
+    cell (the parent kills its worker, so the next cell starts a fresh interpreter); a new
+    cell gets a fresh budget. ``robo.finish`` is never refused for budget reasons.
     """
 
 

@@ -47,7 +47,8 @@ Success is judged by the environment, never by the status you claim.
 - {timeout_s:g} s of wall time. When it runs out, the running motion stops at its next env step \
 and the rest of the cell does not run (`CellTimeout`).
 - {max_calls} robot-tool calls (robo.finish not counted); call {max_calls_plus} raises \
-`CallBudgetExhausted`. Start a new cell for more.
+`CallBudgetExhausted`; a robot call after that ends the cell and its interpreter. Start a new \
+cell for more.
 - The cell runs in a separate process that holds no API keys or other secrets (and, where the \
 kernel allows, has no network), with limited memory. If it crashes or is killed, the next cell starts a fresh interpreter and earlier variables are gone \
 (the result says `worker_restarted`).

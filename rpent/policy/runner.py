@@ -8,7 +8,10 @@ with ``toolkit.execute`` and owns what policy code must not be able to change:
 
 * the call budget: ``max_calls`` robot-tool calls per cell (``--code-max-calls``,
   default 100); call ``max_calls + 1`` is refused, raising ``CallBudgetExhausted`` inside
-  the cell, and the result says ``budget_exhausted``. ``finish`` is not counted;
+  the cell, and the result says ``budget_exhausted``. ``finish`` is not counted. A cell
+  that catches that and calls again is ended there (its worker is killed: the call after
+  a budget refusal, or any refusal past :data:`MAX_REFUSALS`, ends the cell), so a
+  looping cell cannot grow its record or this process;
 * the wall-time limit ``timeout_s`` per cell (``--code-timeout-s``, default 120 s): when
   it expires the runner sets the toolkit's cancel flag (the running primitive stops at
   its next env-step boundary), then signals the worker (``CellTimeout`` is raised in the
@@ -22,14 +25,21 @@ A cell that hangs, loops, allocates without bound, calls ``os._exit`` or kills i
 process ends as a failed cell (``ok: False``); the runner keeps going. Every cell's
 source is saved before it runs and its result after (:mod:`rpent.policy.record`).
 
-Known limits: the worker is not network-isolated (it holds no endpoints or keys, but
-could reach loopback services it guesses); a toolkit call that ignores the cancel flag
-(a long read-only call) delays the kill until it returns.
+Records stay small whatever a cell does: stdout and stderr keep
+:data:`~rpent.policy.bounded.MAX_STREAM_CHARS` characters each, a call's arguments and results
+are cut, and so is an exception's text (:mod:`rpent.policy.bounded`; a looping cell's
+``cell_NNN.json`` stays under 1 MB).
+
+The worker is sandboxed in layers (:mod:`rpent.policy.isolation`); a layer the machine
+does not allow is logged once per worker start (``run.log``: "code-policy sandbox: ...
+is OFF") and recorded in every cell result under ``sandbox``. Known limit: a toolkit call
+that ignores the cancel flag (a long read-only call) delays the kill until it returns.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 import os
 import signal
 import sys
@@ -38,16 +48,18 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, TypedDict
 
+from rpent.policy.bounded import (MAX_EXCEPTION_CHARS, MAX_STREAM_CHARS, TextSink, cap_exception, cut, record_args,
+                                  summarise)
 from rpent.policy.frames import to_wire
 from rpent.policy.record import CellRecorder
 from rpent.policy.robo import OPERATOR_TOOLS
 from rpent.policy.sandbox import WorkerLimits, worker_env
 from rpent.policy.worker_process import WorkerProcess, WorkerStartError
 
-#: Characters of stdout (and of stderr) kept per cell; the rest is counted, not stored.
-MAX_STREAM_CHARS = 1_000_000
-#: Longest string kept in a robot call's result summary.
-MAX_SUMMARY_STR = 2_000
+log = logging.getLogger(__name__)
+
+#: Refused calls a cell may make before it is ended (a budget refusal allows no further call).
+MAX_REFUSALS = 20
 #: Keys of a stateful tool's own result read, in this order, as the env steps it used
 #: (LIBERO: ``steps_used`` for motions and ``release``, ``steps`` for ``set_gripper``).
 ENV_STEP_KEYS = ("steps_used", "steps")
@@ -110,9 +122,12 @@ class CellResult(TypedDict):
         worker_lost: the cell ended its worker (crash, ``os._exit``, killed, or killed by
             the runner after a timeout it did not honour); ``worker_exit`` says how.
         elapsed_s: wall seconds of the cell.
-        sandbox: ``{"limits": {RLIMIT_*: value}, "isolation": {user_namespace,
-            network_namespace, capabilities_dropped, notes}}`` of the worker that ran it
-            (see rpent.policy.sandbox and rpent.policy.isolation).
+        processes_ended: processes the cell started that were still running at its end and
+            were killed then (signals sent; 0 without a PID namespace).
+        sandbox: ``{"limits": {RLIMIT_*: value, max_processes, total_memory_bytes},
+            "isolation": {layers: {name: {on, detail}}, user_namespace, network_namespace,
+            capabilities_dropped, notes}}`` of the worker that ran it (see
+            rpent.policy.sandbox and rpent.policy.isolation).
         images: after motion (unless ``images=False``): the toolkit's latest images,
             list of ``{"label": str, "png": bytes}``.
     """
@@ -141,6 +156,7 @@ class CellResult(TypedDict):
     worker_lost: bool
     worker_exit: str | None
     elapsed_s: float
+    processes_ended: int
     sandbox: dict
     images: list[dict]
 
@@ -195,44 +211,6 @@ def env_steps_of(result: Mapping[str, Any], readonly: bool, cumulative_before: i
     return steps, cumulative
 
 
-def _summarise(value: Any) -> Any:
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            if k == "_images" and isinstance(v, list):
-                out["_image_labels"] = [str(i.get("label", "")) if isinstance(i, dict) else "" for i in v]
-            else:
-                out[str(k)] = _summarise(v)
-        return out
-    if isinstance(value, (list, tuple)):
-        return [_summarise(v) for v in value]
-    if isinstance(value, str) and len(value) > MAX_SUMMARY_STR:
-        return value[:MAX_SUMMARY_STR] + f"...[{len(value) - MAX_SUMMARY_STR} chars cut]"
-    if isinstance(value, (bytes, bytearray)):
-        return f"<{len(value)} bytes>"
-    return to_wire(value, lenient=True)
-
-
-class _TextSink:
-    def __init__(self, limit: int):
-        self.limit = limit
-        self.parts: list[str] = []
-        self.size = 0
-        self.dropped = 0
-
-    def add(self, text: str) -> None:
-        room = self.limit - self.size
-        if room <= 0:
-            self.dropped += len(text)
-            return
-        self.parts.append(text[:room])
-        self.size += min(room, len(text))
-        self.dropped += max(0, len(text) - room)
-
-    def text(self) -> str:
-        return "".join(self.parts)
-
-
 class _CellState:
     """Mutable bookkeeping of the cell being run (shared with the timer thread)."""
 
@@ -247,12 +225,15 @@ class _CellState:
         self.budget_exhausted = False
         self.finished: dict | None = None
         self.images: list[dict] | None = None
-        self.stdout = _TextSink(MAX_STREAM_CHARS)
-        self.stderr = _TextSink(MAX_STREAM_CHARS)
+        self.stdout = TextSink(MAX_STREAM_CHARS)
+        self.stderr = TextSink(MAX_STREAM_CHARS)
         self.value: str | None = None
         self.exception: CellException | None = None
         self.worker_lost = False
         self.worker_exit: str | None = None
+        self.refusals = 0
+        self.processes_ended = 0
+        self.ended: str | None = None         # why the runner ended the cell (a refusal loop)
 
 
 class CodePolicyRunner:
@@ -262,8 +243,9 @@ class CodePolicyRunner:
         toolkit: object with the toolkit contract of docs/interfaces.md: ``specs()``,
             ``execute(name, args, call_id) -> dict`` (never raises), ``cancel()``,
             ``clear_cancel()``.
-        output_dir: the run's output directory: worker cwd and ``HOME``; the record goes
-            to ``<output_dir>/code_policy/``.
+        output_dir: the run's output directory (readable by the worker); the record goes
+            to ``<output_dir>/code_policy/``, and ``code_policy/scratch/`` is the worker's
+            cwd, ``HOME`` and ``TMPDIR``, the only directory it can write.
         timeout_s: wall-time limit per cell, seconds (> 0).
         max_calls: robot-tool calls allowed per cell (>= 0; ``finish`` not counted).
         images: attach the toolkit's latest images to a cell's result after motion.
@@ -272,9 +254,10 @@ class CodePolicyRunner:
         extra_env: extra variables for the worker (names that look like credentials are
             refused with ``ValueError``).
         python: interpreter for the worker (default: the current one).
-        namespaces: isolate the worker in user + network namespaces where the kernel
-            allows (no network, no access to other processes' ``/proc/<pid>/environ``);
-            see :mod:`rpent.policy.isolation`. Capabilities are dropped either way.
+        namespaces: isolate the worker in user, mount, PID, network and IPC namespaces
+            where the kernel allows (no network, a read-only filesystem but for its
+            scratch directory, only its own processes visible, all of them killed with
+            it); see :mod:`rpent.policy.isolation`. The other layers apply either way.
 
     Use as a context manager, or call :meth:`close`, to end the worker.
 
@@ -302,7 +285,9 @@ class CodePolicyRunner:
         self.python = python or sys.executable
         self.namespaces = bool(namespaces)
         self.recorder = CellRecorder(self.output_dir)
-        self._env = worker_env(self.output_dir, extra_env)
+        #: the one directory policy code can write (cwd, HOME and TMPDIR of the worker)
+        self.scratch_dir = self.recorder.code_dir / "scratch"
+        self._env = worker_env(self.scratch_dir, extra_env)
         self._specs = [spec_to_dict(s) for s in toolkit.specs()]
         self._readonly = {s["name"]: s["readonly"] for s in self._specs}
         self._operator = sorted(OPERATOR_TOOLS)
@@ -422,6 +407,7 @@ class CodePolicyRunner:
             "worker_lost": state.worker_lost,
             "worker_exit": state.worker_exit,
             "elapsed_s": round(time.monotonic() - t0, 4),
+            "processes_ended": state.processes_ended,
             "sandbox": self._sandbox_info(),
             "images": (state.images or []) if self.images else [],
         }
@@ -473,11 +459,16 @@ class CodePolicyRunner:
                     sink.add(str(message.get("text", "")))
                 elif kind == "call":
                     self._handle_call(worker, state, message)
+                    if state.ended is not None:
+                        break
                 elif kind == "done" and message.get("cell") == state.index:
                     with self._state_lock:
                         self._state = None             # a timer firing now no longer counts
-                    state.value = message.get("value")
-                    state.exception = message.get("exception")
+                    value = message.get("value")
+                    state.value = cut(value, MAX_EXCEPTION_CHARS) if value is not None else None
+                    state.exception = cap_exception(message.get("exception"))
+                    ended = message.get("killed_processes")
+                    state.processes_ended = ended if isinstance(ended, int) and not isinstance(ended, bool) else 0
                     if message.get("finished") and state.finished is None:
                         state.finished = dict(message["finished"])
                     break
@@ -507,18 +498,23 @@ class CodePolicyRunner:
         info: dict[str, Any] = {"limits": {}, "isolation": {}}
         worker = self._worker or self._last_worker
         if worker is not None:
-            info["limits"] = {k: v[0] for k, v in worker.applied_limits.items()}
+            info["limits"] = dict(worker.applied_limits)
+            info["limits"]["max_processes"] = worker.limits.max_processes
+            info["limits"]["total_memory_bytes"] = worker.limits.total_memory_bytes
             info["isolation"] = dict(worker.isolation)
         return info
 
     def _start_worker(self) -> WorkerProcess:
         worker = WorkerProcess(
-            cwd=self.output_dir, log_path=self.recorder.code_dir / "worker.log", env=self._env,
+            cwd=self.scratch_dir, log_path=self.recorder.code_dir / "worker.log", env=self._env,
             limits=self.limits, specs=self._specs, operator_tools=self._operator, python=self.python,
-            namespaces=self.namespaces,
+            namespaces=self.namespaces, read_paths=[str(self.output_dir)],
         )
         worker.start()
         self._last_worker = worker
+        for note in worker.isolation.get("notes", []):
+            layer, _, why = str(note).partition(": off: ")
+            log.warning("code-policy sandbox: protection %r is OFF: %s", layer, why or note)
         return worker
 
     def _stop(self, kind: str) -> bool:
@@ -548,14 +544,21 @@ class CodePolicyRunner:
         call_number = len(state.calls) + 1
         tool = str(message.get("tool", ""))
         args = message.get("args") if isinstance(message.get("args"), dict) else {}
-        record: RobotCall = {"index": call_number, "tool": tool, "args": args, "ok": False}
-        state.calls.append(record)
+        tool = cut(tool, 200)
+        record: RobotCall = {"index": call_number, "tool": tool, "args": record_args(args), "ok": False}
+        previous_budget = state.budget_exhausted
         refusal = self._refusal(state, tool)
         if refusal is not None:
+            state.refusals += 1
             record["refused"] = refusal["kind"]
             record["result"] = {"error": refusal["message"]}
+            state.calls.append(record)
+            if (refusal["kind"] == "budget" and previous_budget) or state.refusals > MAX_REFUSALS:
+                self._end_cell(worker, state, refusal)
+                return
             worker.send({"t": "result", "id": message.get("id"), "refused": refusal})
             return
+        state.calls.append(record)
 
         if tool != "finish":
             state.calls_made += 1
@@ -572,7 +575,7 @@ class CodePolicyRunner:
         stateful = not self._readonly.get(tool, False)
         steps, self._cumulative_env_steps = env_steps_of(result, not stateful, self._cumulative_env_steps)
         record["env_steps"] = steps
-        record["result"] = _summarise(result)
+        record["result"] = summarise(result)
         record["ok"] = "error" not in result
         state.env_steps += steps
         if steps > 0 or (stateful and record["ok"] and tool != "finish"):
@@ -591,6 +594,22 @@ class CodePolicyRunner:
             worker.send({"t": "result", "id": message.get("id"), "refused": refusal})
             return
         worker.send({"t": "result", "id": message.get("id"), "result": result})
+
+    def _end_cell(self, worker: WorkerProcess, state: _CellState, refusal: dict[str, Any]) -> None:
+        """End a cell that keeps calling after a refusal: kill its worker (the cell cannot
+        catch that), so neither its record nor this process grows."""
+        if refusal["kind"] == "budget":
+            why = (f"the cell called the robot again after its call budget ({self.max_calls}, --code-max-calls) "
+                   "was refused, so it was ended; its variables are lost and the next cell starts in a fresh worker")
+        else:
+            why = (f"the cell made more than {MAX_REFUSALS} refused robot calls (last: {refusal['kind']}), "
+                   "so it was ended; its variables are lost and the next cell starts in a fresh worker")
+        state.ended = refusal["kind"]
+        code = worker.kill()
+        state.worker_lost = True
+        state.worker_exit = f"killed by the runner after a refused call; {worker.describe_exit(code)}"
+        state.exception = {"type": "CallBudgetExhausted" if refusal["kind"] == "budget" else "CallRefused",
+                           "message": why, "traceback": ""}
 
     def _refusal(self, state: _CellState, tool: str) -> dict[str, Any] | None:
         if state.stop == "timeout":

@@ -3,7 +3,8 @@
 Environment (allow-list, nothing else from the parent crosses):
 
 * copied when set in the parent: ``PATH``, ``LANG``, ``LC_ALL``, ``LC_CTYPE``, ``TZ``;
-* set: ``HOME`` = the run's output directory (also the worker's cwd), ``PYTHONHASHSEED=0``
+* set: ``HOME`` = ``TMPDIR`` = the cell's scratch directory (also the worker's cwd; the
+  only directory it can write), ``PYTHONHASHSEED=0``
   (reproducible ``hash()``/set order across workers), ``PYTHONPATH`` = the directory
   holding the ``rpent`` package (so the worker imports the same code),
   ``PYTHONNOUSERSITE=1``, ``PYTHONDONTWRITEBYTECODE=1``, and ``OMP_NUM_THREADS`` /
@@ -15,12 +16,13 @@ So API keys, tokens, endpoints and other secrets of the planner process never re
 policy code. (The worker is not network-isolated: see the module notes in
 :mod:`rpent.policy.runner`.)
 
-Resource limits, set by the parent with ``prlimit(2)`` on the worker's pid right after
-it starts and before any cell is sent; soft = hard, so policy code cannot raise them
-(raising a hard limit needs ``CAP_SYS_RESOURCE``):
+Resource limits, set by the worker on itself (``setrlimit``, soft = hard) as the first
+act of its first process, before it forks anything, so every process of the cell inherits
+them and none can raise them (raising a hard limit needs ``CAP_SYS_RESOURCE``, which the
+worker drops):
 
-* ``RLIMIT_AS`` — address space (default 2 GiB): unbounded allocation ends in
-  ``MemoryError`` (or the worker dying), never in the host swapping;
+* ``RLIMIT_AS`` — address space per process (default 2 GiB): unbounded allocation ends
+  in ``MemoryError`` (or the worker dying), never in the host swapping;
 * ``RLIMIT_CPU`` — CPU seconds over the worker's lifetime (default 3600): a backstop for
   a parent that can no longer enforce the per-cell wall time; the per-cell limit is the
   parent's wall-clock timeout;
@@ -28,16 +30,17 @@ it starts and before any cell is sent; soft = hard, so policy code cannot raise 
 * ``RLIMIT_FSIZE`` — largest file the worker may write (default 1 GiB);
 * ``RLIMIT_CORE`` — 0 (no core dumps in the run directory).
 
-``RLIMIT_NPROC`` is deliberately not set: Linux counts it per *user* (every process of
-the same uid, the planner's and the simulator's included), not per worker. Processes a
-cell forks stay in the worker's process group and are killed with it.
+For the whole process tree of a cell (what a fork multiplies), :class:`WorkerLimits` also
+holds ``max_processes`` (processes + threads, default 64) and ``total_memory_bytes``
+(default 2 GiB), enforced by a pids + memory cgroup where the machine allows one
+(:mod:`rpent.policy.cgroup`) and by RLIMIT_NPROC inside the cell's own user namespace
+(:mod:`rpent.policy.isolation`, layers 1 and 6).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import resource
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -62,20 +65,29 @@ class WorkerLimits:
         cpu_s: RLIMIT_CPU, CPU seconds over the worker's lifetime (default 3600).
         open_files: RLIMIT_NOFILE (default 256).
         file_bytes: RLIMIT_FSIZE, bytes (default 1 GiB).
+        max_processes: processes + threads of the whole cell, the worker's own included
+            (default 64; cgroup ``pids.max`` and RLIMIT_NPROC in the cell's user namespace).
+        total_memory_bytes: memory of the whole cell, bytes (default 2 GiB; cgroup memory limit).
     """
 
     memory_bytes: int = 2 * 1024**3
     cpu_s: int = 3600
     open_files: int = 256
     file_bytes: int = 1024**3
+    max_processes: int = 64
+    total_memory_bytes: int = 2 * 1024**3
 
     def __post_init__(self) -> None:
-        for name in ("memory_bytes", "cpu_s", "open_files", "file_bytes"):
+        for name in ("memory_bytes", "cpu_s", "open_files", "file_bytes", "max_processes", "total_memory_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"WorkerLimits.{name} must be a positive int, got {value!r}")
         if self.memory_bytes < 256 * 1024**2:
             raise ValueError("WorkerLimits.memory_bytes below 256 MiB cannot start Python with numpy; raise it")
+        if self.max_processes < 8:
+            raise ValueError("WorkerLimits.max_processes below 8 cannot start the worker (its threads count); raise it")
+        if self.total_memory_bytes < 256 * 1024**2:
+            raise ValueError("WorkerLimits.total_memory_bytes below 256 MiB cannot start Python with numpy; raise it")
         if self.open_files < 32:
             raise ValueError("WorkerLimits.open_files below 32 cannot start the worker; raise it")
 
@@ -84,7 +96,8 @@ def worker_env(output_dir: str | os.PathLike, extra: Mapping[str, str] | None = 
     """The complete environment of a worker process (see the module docstring).
 
     Args:
-        output_dir: the run's output directory (becomes ``HOME``).
+        output_dir: the worker's writable directory (becomes ``HOME`` and ``TMPDIR``; the
+            runner passes ``<run>/code_policy/scratch``).
         extra: more variables to pass, e.g. ``{"MUJOCO_GL": "egl"}``.
 
     Raises:
@@ -94,8 +107,10 @@ def worker_env(output_dir: str | os.PathLike, extra: Mapping[str, str] | None = 
     """
     env = {name: os.environ[name] for name in ENV_ALLOW if name in os.environ}
     env.setdefault("PATH", DEFAULT_PATH)
+    home = str(Path(output_dir).resolve())
     env.update(
-        HOME=str(Path(output_dir).resolve()),
+        HOME=home,
+        TMPDIR=home,
         PYTHONHASHSEED="0",
         PYTHONPATH=str(Path(rpent.__file__).resolve().parent.parent),
         PYTHONNOUSERSITE="1",
@@ -114,30 +129,13 @@ def worker_env(output_dir: str | os.PathLike, extra: Mapping[str, str] | None = 
     return env
 
 
-def apply_limits(pid: int, limits: WorkerLimits) -> dict[str, tuple[int, int]]:
-    """Set ``limits`` on process ``pid`` (soft = hard) with ``resource.prlimit``.
-
-    A limit already lower in the process (inherited) is kept, never raised.
-
-    Returns:
-        ``{"RLIMIT_AS": (soft, hard), ...}`` as set.
-
-    Raises:
-        OSError / ProcessLookupError: the process is gone or not ours.
-    """
-    wanted = {
+def rlimits(limits: WorkerLimits) -> dict[str, int]:
+    """The per-process limits the worker sets on itself: ``{"RLIMIT_AS": bytes, "RLIMIT_CPU":
+    s, "RLIMIT_NOFILE": n, "RLIMIT_FSIZE": bytes, "RLIMIT_CORE": 0}`` (see the module docstring)."""
+    return {
         "RLIMIT_AS": limits.memory_bytes,
         "RLIMIT_CPU": limits.cpu_s,
         "RLIMIT_NOFILE": limits.open_files,
         "RLIMIT_FSIZE": limits.file_bytes,
         "RLIMIT_CORE": 0,
     }
-    applied = {}
-    for name, value in wanted.items():
-        res = getattr(resource, name)
-        _, hard = resource.prlimit(pid, res)
-        if hard != resource.RLIM_INFINITY:
-            value = min(value, hard)
-        resource.prlimit(pid, res, (value, value))
-        applied[name] = (value, value)
-    return applied

@@ -1,9 +1,11 @@
-"""The cell worker process: ``python -m rpent.policy.worker --in-fd R --out-fd W``.
+"""The cell worker process: ``python -m rpent.policy.worker --in-fd R --out-fd W --sandbox JSON``.
 
 Started by :class:`rpent.policy.worker_process.WorkerProcess` (never by hand), with a
-scrubbed environment, resource limits and its own process group (see
-:mod:`rpent.policy.sandbox`); its first act is to isolate itself further (user and
-network namespaces, no capabilities: :mod:`rpent.policy.isolation`). It talks to the parent only through two pipes carrying
+scrubbed environment and its own process group (see :mod:`rpent.policy.sandbox`); its first
+act is to build its sandbox (cgroup, resource limits, namespaces with a read-only filesystem,
+its own PID namespace where it runs under its own init, no capabilities, Landlock:
+:mod:`rpent.policy.isolation`). Processes a cell starts are killed when the cell ends
+(:func:`end_cell_processes`). It talks to the parent only through two pipes carrying
 length-prefixed msgpack frames (:mod:`rpent.policy.frames`): fd ``R`` parent -> worker,
 fd ``W`` worker -> parent. Its fds 1 and 2 go to ``code_policy/worker.log``; Python-level
 ``print`` output of a cell is streamed to the parent as ``out`` frames instead.
@@ -26,6 +28,7 @@ import argparse
 import ast
 import builtins
 import io
+import json
 import linecache
 import math
 import os
@@ -251,6 +254,33 @@ def run_cell(channel: _Channel, namespace: dict[str, Any], cell: int, source: st
     return {"t": "done", "cell": cell, "value": value, "exception": exception, "finished": finished}
 
 
+def end_cell_processes(max_rounds: int = 100) -> int:
+    """SIGKILL every other process of the cell's PID namespace (all but init and this
+    worker), repeatedly until none is left (a fork loop refills between rounds), and reap
+    what is ours. Only called inside the PID namespace, where ``/proc`` lists nothing else.
+    Returns how many signals were sent."""
+    me = os.getpid()
+    sent = 0
+    for _ in range(max_rounds):
+        others = [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) not in (1, me)]
+        if not others:
+            break
+        for pid in others:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                sent += 1
+            except OSError:
+                pass
+        while True:
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+        time.sleep(0.01)
+    return sent
+
+
 def _watch_parent(parent_pid: int) -> None:
     while True:
         time.sleep(PARENT_WATCH_PERIOD_S)
@@ -265,15 +295,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--in-fd", type=int, required=True, help="pipe fd: parent -> worker frames")
     parser.add_argument("--out-fd", type=int, required=True, help="pipe fd: worker -> parent frames")
     parser.add_argument("--no-namespaces", action="store_true",
-                        help="skip the user/network namespaces (capabilities are still dropped)")
+                        help="skip the user/mount/pid/network namespaces (the other layers still apply)")
+    parser.add_argument("--sandbox", default="{}",
+                        help="JSON: {scratch, cgroup_procs, limits, max_processes, read_paths} "
+                             "(see rpent.policy.isolation.isolate_self)")
     args = parser.parse_args(argv)
+    config = json.loads(args.sandbox)
 
-    isolation = isolate_self(namespaces=not args.no_namespaces)  # first, while single-threaded (see rpent.policy.isolation)
+    # first, while single-threaded (see rpent.policy.isolation); returns in the worker proper
+    isolation = isolate_self(
+        namespaces=not args.no_namespaces, scratch=config.get("scratch"),
+        cgroup_procs=config.get("cgroup_procs"), limits=config.get("limits"),
+        max_processes=int(config.get("max_processes", 64)), read_paths=config.get("read_paths"),
+        keep_fds=(args.in_fd, args.out_fd))
     channel = _Channel(args.in_fd, args.out_fd)
     signal.signal(signal.SIGUSR1, channel.on_signal)
     signal.signal(signal.SIGINT, channel.on_signal)
-    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True,
-                     name="parent-watch").start()
+    in_pid_namespace = bool(isolation["layers"].get("pid_namespace", {}).get("on"))
+    if not in_pid_namespace:
+        # in a PID namespace the stub watches the parent (and init's death ends everything)
+        threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True,
+                         name="parent-watch").start()
 
     channel.send({"t": "ready", "pid": os.getpid(), "sandbox": isolation})
     hello = read_frame(channel.fd_in)
@@ -306,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
         cell = int(message.get("cell", 0))
         done = run_cell(channel, namespace, cell, str(message.get("source", "")),
                         str(message.get("filename", f"<cell {cell}>")))
+        if in_pid_namespace:
+            done["killed_processes"] = end_cell_processes()   # what a cell starts ends with it
         channel.send(done)
 
 

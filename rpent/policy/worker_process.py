@@ -1,10 +1,14 @@
 """Parent-side handle of one cell worker process: spawn, frames in and out, kill.
 
 The worker (``python -s -m rpent.policy.worker``) runs in its own session and process
-group (``start_new_session``: a Ctrl-C in the operator's terminal does not reach it, and
-killing the group also kills anything a cell forked), with the environment and limits
-of :mod:`rpent.policy.sandbox`, cwd = the run's output directory, stdin = /dev/null and
-fds 1/2 appended to ``<output_dir>/code_policy/worker.log``.
+group (``start_new_session``: a Ctrl-C in the operator's terminal does not reach it), with
+the environment and limits of :mod:`rpent.policy.sandbox`, cwd = its scratch directory,
+stdin = /dev/null and fds 1/2 appended to ``<output_dir>/code_policy/worker.log``. Before
+the spawn the parent creates a pids + memory cgroup for it where the machine allows
+(:mod:`rpent.policy.cgroup`); the worker then builds the rest of its sandbox itself
+(:mod:`rpent.policy.isolation`). :meth:`WorkerProcess.kill` SIGKILLs the process group
+(the stub and the PID namespace's init: the kernel then kills every process of the
+namespace) and every process left in the cgroup, and removes the cgroup.
 
 A reader thread turns the worker's frames into a queue. Two synthetic messages mark the
 end of the stream: ``{"t": "_eof"}`` (the worker closed its pipe: it exited or died) and
@@ -13,6 +17,7 @@ end of the stream: ``{"t": "_eof"}`` (the worker closed its pipe: it exited or d
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import signal
@@ -23,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from rpent.policy.frames import FrameError, read_frame, write_frame
-from rpent.policy.sandbox import WorkerLimits, apply_limits
+from rpent.policy.cgroup import CellCgroup, create_cell_cgroup
+from rpent.policy.sandbox import WorkerLimits, rlimits
 
 
 class WorkerStartError(RuntimeError):
@@ -34,7 +40,8 @@ class WorkerProcess:
     """One running worker (see the module docstring).
 
     Args:
-        cwd: working directory and ``HOME`` of the worker (the run's output directory).
+        cwd: working directory and ``HOME`` of the worker: its scratch directory, the only
+            one it can write.
         log_path: file the worker's fds 1 and 2 are appended to.
         env: the complete environment (from :func:`rpent.policy.sandbox.worker_env`).
         limits: resource limits applied with ``prlimit`` before any cell is sent.
@@ -42,13 +49,17 @@ class WorkerProcess:
         operator_tools: names the worker exposes only as refusing stubs.
         python: interpreter to run (default: the current one).
         start_timeout_s: seconds to wait for the worker's ``ready`` frame.
-        namespaces: let the worker enter user + network namespaces
+        namespaces: let the worker enter user, mount, PID, network and IPC namespaces
             (:mod:`rpent.policy.isolation`).
+        read_paths: directories the worker may read besides the interpreter, its
+            ``sys.path`` and the system paths of :data:`rpent.policy.isolation.SYSTEM_READ_PATHS`
+            (e.g. the run's output directory).
     """
 
     def __init__(self, *, cwd: Path, log_path: Path, env: dict[str, str], limits: WorkerLimits,
                  specs: list[dict[str, Any]], operator_tools: list[str],
-                 python: str = sys.executable, start_timeout_s: float = 30.0, namespaces: bool = True):
+                 python: str = sys.executable, start_timeout_s: float = 30.0, namespaces: bool = True,
+                 read_paths: list[str] | None = None):
         self.cwd = Path(cwd)
         self.log_path = Path(log_path)
         self.env = env
@@ -58,8 +69,13 @@ class WorkerProcess:
         self.python = python
         self.start_timeout_s = start_timeout_s
         self.namespaces = namespaces
+        self.read_paths = list(read_paths or [])
+        self.cgroup: CellCgroup | None = None
+        #: why there is no cgroup (None when there is one)
+        self.cgroup_reason: str | None = None
+        self._worker_pidfd: int | None = None
         self.proc: subprocess.Popen | None = None
-        self.applied_limits: dict[str, tuple[int, int]] = {}
+        self.applied_limits: dict[str, int] = {}
         #: what the worker reported of its own isolation (rpent.policy.isolation)
         self.isolation: dict[str, Any] = {}
         self._to_worker: int | None = None
@@ -76,14 +92,24 @@ class WorkerProcess:
             WorkerStartError: spawn failed, limits could not be applied, or no ``ready``
                 frame came within ``start_timeout_s`` (the message quotes the log tail).
         """
+        self.cgroup, self.cgroup_reason = create_cell_cgroup(self.limits.max_processes + 2,
+                                                             self.limits.total_memory_bytes)
+        config = {
+            "scratch": str(self.cwd.resolve()),
+            "cgroup_procs": self.cgroup.procs_files if self.cgroup else [],
+            "limits": rlimits(self.limits),
+            "max_processes": self.limits.max_processes,
+            "read_paths": _read_paths(self.python, self.env, self.read_paths),
+        }
         child_in, parent_out = os.pipe()    # parent -> worker
         parent_in, child_out = os.pipe()    # worker -> parent
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.cwd.mkdir(parents=True, exist_ok=True)
         try:
             with open(self.log_path, "ab") as log:
                 self.proc = subprocess.Popen(
                     [self.python, "-s", "-m", "rpent.policy.worker",
-                     "--in-fd", str(child_in), "--out-fd", str(child_out),
+                     "--in-fd", str(child_in), "--out-fd", str(child_out), "--sandbox", json.dumps(config),
                      *([] if self.namespaces else ["--no-namespaces"])],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                     cwd=str(self.cwd), env=self.env, pass_fds=(child_in, child_out),
@@ -92,15 +118,11 @@ class WorkerProcess:
         except OSError as exc:
             for fd in (child_in, parent_out, parent_in, child_out):
                 os.close(fd)
+            self._remove_cgroup()
             raise WorkerStartError(f"could not start the code-policy worker with {self.python}: {exc}") from exc
         os.close(child_in)
         os.close(child_out)
         self._to_worker, self._from_worker = parent_out, parent_in
-        try:
-            self.applied_limits = apply_limits(self.proc.pid, self.limits)
-        except OSError as exc:
-            self.kill()
-            raise WorkerStartError(f"could not set resource limits on the worker: {exc}") from exc
         self._reader = threading.Thread(target=self._read_loop, name=f"policy-worker-{self.proc.pid}",
                                         daemon=True)
         self._reader.start()
@@ -111,7 +133,14 @@ class WorkerProcess:
                 f"the code-policy worker did not become ready within {self.start_timeout_s:.0f}s "
                 f"(got {ready!r:.120}); see {self.log_path}: {self.log_tail()}"
             )
+        self._pin_worker_pid()
         self.isolation = dict(ready.get("sandbox") or {})
+        self.applied_limits = {str(k): int(v) for k, v in (self.isolation.pop("limits", None) or {}).items()}
+        if self.cgroup is None:
+            layer = self.isolation.setdefault("layers", {}).setdefault("cgroup", {"on": False, "detail": ""})
+            layer["detail"] = self.cgroup_reason or layer.get("detail", "")
+            self.isolation["notes"] = [n for n in self.isolation.get("notes", []) if not n.startswith("cgroup:")]
+            self.isolation["notes"].insert(0, f"cgroup: off: {self.cgroup_reason}")
         if not self.send({"t": "hello", "specs": self.specs, "operator_tools": self.operator_tools}):
             self.kill()
             raise WorkerStartError(f"the code-policy worker exited during its handshake; see {self.log_path}")
@@ -148,9 +177,31 @@ class WorkerProcess:
         except queue.Empty:
             return None
 
+    def _pin_worker_pid(self) -> None:
+        """In a PID namespace the process that runs cells is the stub's grandchild (stub -> init
+        -> worker): find it through ``/proc/<pid>/task/<pid>/children`` and hold a pidfd to it, so
+        :meth:`signal` reaches it in one hop (and never a recycled pid). Best effort: without it,
+        signals go to the stub, which forwards them."""
+        self._worker_pidfd = None
+        if self.proc is None:
+            return
+        try:
+            (init,) = _children(self.proc.pid)
+            (worker,) = _children(init)
+            self._worker_pidfd = os.pidfd_open(worker)
+        except (OSError, ValueError, AttributeError):
+            self._worker_pidfd = None
+
     def signal(self, signum: int) -> None:
-        """Send ``signum`` to the worker process itself (not its group), if alive."""
+        """Send ``signum`` to the process that runs the cells (not its group), if alive."""
         if self.proc is not None and self.proc.poll() is None:
+            fd = self._worker_pidfd
+            if fd is not None:
+                try:
+                    signal.pidfd_send_signal(fd, signum)
+                    return
+                except OSError:
+                    pass
             try:
                 self.proc.send_signal(signum)
             except ProcessLookupError:
@@ -172,8 +223,9 @@ class WorkerProcess:
             return None
 
     def kill(self) -> int | None:
-        """SIGKILL the worker's whole process group, reap it, close the pipes.
-        Returns the worker's return code."""
+        """SIGKILL the worker's whole process group (and with its PID namespace's init,
+        every process of the cell) and whatever is left in its cgroup, reap it, close the
+        pipes, remove the cgroup. Returns the worker's return code."""
         code = None
         if self.proc is not None:
             try:
@@ -181,8 +233,20 @@ class WorkerProcess:
             except (ProcessLookupError, PermissionError):
                 pass
             code = self.wait_exit(10.0)
+        self._remove_cgroup()
+        self._close_pidfd()
         self._close_pipes()
         return code
+
+    def _close_pidfd(self) -> None:
+        fd, self._worker_pidfd = self._worker_pidfd, None
+        if fd is not None:
+            os.close(fd)
+
+    def _remove_cgroup(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
 
     def close(self, grace_s: float = 2.0) -> int | None:
         """Ask the worker to exit (close its command pipe), wait ``grace_s``, then kill
@@ -224,3 +288,27 @@ class WorkerProcess:
                 return f"killed by signal {-code}"
         return f"exit code {code}"
 
+
+
+def _read_paths(python: str, env: dict[str, str], extra: list[str]) -> list[str]:
+    """Directories a worker must be able to read: the interpreter's installation and
+    virtual environment, this process's ``sys.path`` (site-packages and editable installs),
+    the worker's ``PYTHONPATH``, plus ``extra``."""
+    paths: list[str] = []
+    exe = os.path.realpath(python)
+    candidates = [os.path.dirname(os.path.dirname(exe)), os.path.dirname(os.path.dirname(os.path.abspath(python))),
+                  sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path,
+                  *env.get("PYTHONPATH", "").split(os.pathsep), *extra]
+    for p in candidates:
+        if not p:
+            continue
+        for q in {os.path.abspath(p), os.path.realpath(p)}:
+            if os.path.exists(q) and q not in paths and q != "/":
+                paths.append(q)
+    return paths
+
+
+def _children(pid: int) -> list[int]:
+    """Pids of the children of ``pid`` (its main thread's), from ``/proc``."""
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(x) for x in f.read().split()]

@@ -18,7 +18,8 @@ import threading
 import time
 
 from rpent.rpc.procgroup import group_alive, killpg_quiet
-from rpent.rpc.protocol import DEFAULT_MAX_FRAME_BYTES, READY_PREFIX
+from rpent.rpc.protocol import (DEFAULT_FRAME_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS,
+                                DEFAULT_MAX_FRAME_BYTES, READY_PREFIX, ConnectionLimits)
 from rpent.rpc.server import RpcServer
 
 PARENT_WATCH_GRACE_S = 3.0
@@ -26,7 +27,8 @@ PARENT_WATCH_GRACE_S = 3.0
 
 
 def add_server_args(parser: argparse.ArgumentParser) -> None:
-    """Add ``--transport``, ``--host``, ``--port``, ``--max-frame-bytes``, ``--parent-watch``."""
+    """Add ``--transport``, ``--host``, ``--port``, ``--max-frame-bytes``, ``--max-connections``,
+    ``--idle-timeout-s``, ``--frame-timeout-s``, ``--parent-watch``."""
     g = parser.add_argument_group("RPC server")
     g.add_argument("--transport", choices=("http", "socket"), default="http", help="RPC transport (default http)")
     g.add_argument("--host", default="127.0.0.1",
@@ -34,6 +36,13 @@ def add_server_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--port", type=int, default=0, help="TCP port; 0 lets the OS pick (reported on the readiness line)")
     g.add_argument("--max-frame-bytes", type=int, default=DEFAULT_MAX_FRAME_BYTES,
                    help=f"largest request message in bytes (default {DEFAULT_MAX_FRAME_BYTES})")
+    g.add_argument("--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS,
+                   help=f"connections served at once; one more is refused with an error (default {DEFAULT_MAX_CONNECTIONS})")
+    g.add_argument("--idle-timeout-s", type=float, default=DEFAULT_IDLE_TIMEOUT_S,
+                   help=f"close a connection idle this long between requests; clients reconnect "
+                        f"(default {DEFAULT_IDLE_TIMEOUT_S:g})")
+    g.add_argument("--frame-timeout-s", type=float, default=DEFAULT_FRAME_TIMEOUT_S,
+                   help=f"drop a connection whose request stalls this long mid-way (default {DEFAULT_FRAME_TIMEOUT_S:g})")
     g.add_argument("--parent-watch", action="store_true",
                    help="exit when stdin reaches EOF (the supervising parent died or closed the pipe)")
 
@@ -63,7 +72,11 @@ def serve_from_args(server: RpcServer, args: argparse.Namespace) -> None:
         print(f"--port {args.port} out of range 0-65535", file=sys.stderr)
         raise SystemExit(2)
     try:
-        server.bind(transport=args.transport, host=args.host, port=args.port, max_frame_bytes=args.max_frame_bytes)
+        limits = ConnectionLimits(getattr(args, "max_connections", DEFAULT_MAX_CONNECTIONS),
+                                  getattr(args, "idle_timeout_s", DEFAULT_IDLE_TIMEOUT_S),
+                                  getattr(args, "frame_timeout_s", DEFAULT_FRAME_TIMEOUT_S))
+        server.bind(transport=args.transport, host=args.host, port=args.port, max_frame_bytes=args.max_frame_bytes,
+                    limits=limits)
     except (ValueError, OSError) as exc:
         print(f"{server.name}: cannot start RPC server: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None

@@ -65,11 +65,12 @@ class RpcClient:
         if self.endpoint.protocol == "socket":
             from rpent.rpc.socket import SocketClientTransport
 
-            self._transport: Any = SocketClientTransport(self.endpoint, connect_timeout, max_frame_bytes)
+            self._transport: Any = SocketClientTransport(self.endpoint, connect_timeout, max_frame_bytes,
+                                                         token=self._token)
         else:
             from rpent.rpc.http import HttpClientTransport
 
-            self._transport = HttpClientTransport(self.endpoint, connect_timeout, max_frame_bytes)
+            self._transport = HttpClientTransport(self.endpoint, connect_timeout, max_frame_bytes, token=self._token)
 
     def call(self, method: str, *args: Any, timeout: float | None | _Default = DEFAULT, **kwargs: Any) -> Any:
         """Call ``method(*args, **kwargs)`` on the server and return its result.

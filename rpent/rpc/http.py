@@ -11,6 +11,14 @@ the alternatives in ``benchmarks/rpc_bench.py`` (see README). Routes:
 
 Client: a persistent ``httpx.Client`` (keep-alive pool, ``trust_env=False`` so proxy variables
 never reroute loopback calls).
+
+Resources (:class:`~rpent.rpc.protocol.ConnectionLimits`): request heads are bounded by h11
+(64 KiB), a body grows only with the bytes received; a request that stalls for
+``frame_timeout_s`` and a keep-alive connection idle for ``idle_timeout_s`` are dropped; at most
+``max_connections`` are served at once (one more gets 503). On a server with a token, a request
+whose ``x-rpent-token`` header is missing or wrong may carry at most
+:data:`~rpent.rpc.protocol.PREAUTH_MAX_BYTES` of body (else 401 before the body is read); the
+client always sends the header.
 """
 
 from __future__ import annotations
@@ -27,8 +35,8 @@ from rpent.rpc import codec
 from rpent.rpc.endpoint import Endpoint
 from rpent.rpc.errors import RpcTimeout, RpcTransportError
 from rpent.rpc.listener import TcpListener
-from rpent.rpc.netio import send_all
-from rpent.rpc.protocol import error_reply
+from rpent.rpc.netio import close_gracefully, send_all
+from rpent.rpc.protocol import PREAUTH_MAX_BYTES, TOKEN_HEADER, ConnectionLimits, error_reply
 from rpent.rpc.socket import MAGIC as SOCKET_MAGIC
 from rpent.rpc.socket import frame_error as socket_error_frame
 
@@ -46,17 +54,21 @@ class HttpServerTransport:
         server: the method registry/dispatcher.
         host, port: address to bind (port 0: OS-chosen).
         max_frame_bytes: largest accepted request body (bytes); larger gets 413 and a close.
+        limits: connection count and timeouts (see the module docstring).
     """
 
-    def __init__(self, server: "RpcServer", host: str, port: int, max_frame_bytes: int) -> None:
+    def __init__(self, server: "RpcServer", host: str, port: int, max_frame_bytes: int,
+                 limits: ConnectionLimits | None = None) -> None:
         self._server = server
         self._max = max_frame_bytes
-        self._listener = TcpListener(host, port, name=f"rpc-{server.name}")
+        self._limits = limits or ConnectionLimits()
+        self._listener = TcpListener(host, port, name=f"rpc-{server.name}",
+                                     max_connections=self._limits.max_connections)
         self.endpoint = Endpoint("http", host, self._listener.port)
 
     def serve_forever(self) -> None:
         """Accept and serve until :meth:`close`."""
-        self._listener.serve_forever(self._handle_connection)
+        self._listener.serve_forever(self._handle_connection, self._refuse)
 
     def close(self) -> None:
         """Stop serving (thread-safe)."""
@@ -77,11 +89,27 @@ class HttpServerTransport:
         segments, n = codec.encode(error_reply(error_type, msg))
         self._respond(conn, h, status, segments, n, CONTENT_TYPE)
 
+    def _refuse(self, conn: socket.socket) -> None:
+        h = h11.Connection(h11.SERVER)
+        try:
+            h.receive_data(conn.recv(_RECV))
+            h.next_event()
+        except (OSError, h11.RemoteProtocolError):
+            pass
+        try:
+            self._respond_error(
+                conn, h, 503, "RpcTooManyConnections",
+                f"server {self._server.name!r} already serves {self._limits.max_connections} connections "
+                "(--max-connections); close idle clients or start the server with a larger --max-connections")
+        except (h11.LocalProtocolError, OSError):
+            pass
+
     def _handle_connection(self, conn: socket.socket) -> None:
         h = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
         request: h11.Request | None = None
         body = bytearray()
         first = True
+        limits = self._limits
         while True:
             try:
                 event = h.next_event()
@@ -93,16 +121,24 @@ class HttpServerTransport:
                         pass
                 return
             if event is h11.NEED_DATA:
+                between = h.their_state is h11.IDLE and request is None
+                conn.settimeout(limits.idle_timeout_s if between else limits.frame_timeout_s)
                 try:
                     data = conn.recv(_RECV)
-                except OSError:
+                except OSError:  # socket.timeout included: idle, or a request that stalled
                     return
                 if first and data[:4] == SOCKET_MAGIC:
                     # An rpent socket-transport client dialled an http port: tell it in its own framing.
-                    send_all(conn, socket_error_frame(
-                        0, "RpcProtocolError",
-                        f"{self.endpoint} is an rpent http-transport server; use an 'http://' endpoint",
-                    ))
+                    try:
+                        send_all(conn, socket_error_frame(
+                            0, "RpcProtocolError",
+                            f"{self.endpoint} is an rpent http-transport server, not the socket transport: use the "
+                            f"endpoint 'http://{self.endpoint.host_for_url}:{self.endpoint.port}' "
+                            "(or start the server with --transport socket)",
+                        ))
+                    except OSError:
+                        return
+                    close_gracefully(conn, 1 << 16)
                     return
                 first = False
                 h.receive_data(data)
@@ -110,9 +146,22 @@ class HttpServerTransport:
             if isinstance(event, h11.Request):
                 request = event
                 body = bytearray()
-                length = _content_length(event)
+                try:
+                    length = _content_length(event)
+                except ValueError:
+                    self._respond_error(conn, h, 400, "RpcProtocolError", "bad content-length header")
+                    return
                 if length is not None and length > self._max:
                     self._too_large(conn, h, length)
+                    return
+                if self._server.token is not None and not self._server.check_token(_header(event, TOKEN_HEADER)) \
+                        and (length is None or length > PREAUTH_MAX_BYTES):
+                    self._respond_error(
+                        conn, h, 401, "RpcAuthError",
+                        f"server {self._server.name!r} requires a token: send it in the {TOKEN_HEADER!r} header "
+                        f"before a body over {PREAUTH_MAX_BYTES} bytes (rpent clients do: set RPENT_RPC_TOKEN in "
+                        "the client's environment)")
+                    close_gracefully(conn, min(length or PREAUTH_MAX_BYTES, self._max))
                     return
                 continue
             if isinstance(event, h11.Data):
@@ -170,9 +219,15 @@ class HttpServerTransport:
 
 
 def _content_length(req: h11.Request) -> int | None:
-    for name, value in req.headers:
-        if name == b"content-length":
-            return int(value)
+    value = _header(req, "content-length")
+    return None if value is None else int(value)
+
+
+def _header(req: h11.Request, name: str) -> str | None:
+    key = name.encode()
+    for k, value in req.headers:
+        if k == key:
+            return value.decode("latin-1")
     return None
 
 
@@ -183,9 +238,12 @@ class HttpClientTransport:
         endpoint: server endpoint (protocol ``http``).
         connect_timeout: seconds to wait for a TCP connection.
         max_frame_bytes: largest accepted reply body (bytes).
+        token: the shared RPC token, or None; sent in the ``x-rpent-token`` header too, so a
+            token-protected server checks it before reading the body.
     """
 
-    def __init__(self, endpoint: Endpoint, connect_timeout: float, max_frame_bytes: int) -> None:
+    def __init__(self, endpoint: Endpoint, connect_timeout: float, max_frame_bytes: int,
+                 token: str | None = None) -> None:
         self.endpoint = endpoint
         self._connect_timeout = connect_timeout
         self._max = max_frame_bytes
@@ -194,7 +252,8 @@ class HttpClientTransport:
             trust_env=False,
             http1=True,
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
-            headers={"content-type": CONTENT_TYPE, "accept": CONTENT_TYPE},
+            headers={"content-type": CONTENT_TYPE, "accept": CONTENT_TYPE,
+                     **({TOKEN_HEADER: token} if token is not None else {})},
         )
 
     def request(self, segments: list, nbytes: int, timeout: float | None, method: str) -> bytearray:

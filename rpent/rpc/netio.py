@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from typing import Sequence
 
 _IOV_MAX = 512
@@ -56,3 +57,65 @@ def recv_exact_into(sock: socket.socket, buf: bytearray | memoryview) -> int:
             return got
         got += k
     return got
+
+
+#: First buffer size of a frame's payload; it then doubles as data arrives (see :func:`recv_payload`).
+FIRST_CHUNK = 64 * 1024
+
+
+def recv_payload(sock: socket.socket, length: int) -> bytearray | None:
+    """Read a message of ``length`` bytes whose header claimed that length.
+
+    The buffer grows only with data received (it starts at :data:`FIRST_CHUNK` bytes and
+    doubles when full), so a peer that merely *claims* a large message makes this process
+    allocate at most twice what it actually sent, never the claimed length up front.
+
+    Returns:
+        The message (a writable ``bytearray`` of exactly ``length`` bytes), or None if the
+        peer closed the connection first.
+
+    Raises:
+        OSError / socket.timeout: as ``sock.recv_into`` (a read timeout set on ``sock``
+        bounds how long an incomplete message may stall).
+    """
+    if length <= FIRST_CHUNK:
+        buf = bytearray(length)
+        return buf if recv_exact_into(sock, buf) == length else None
+    buf = bytearray(FIRST_CHUNK)
+    got = 0
+    while True:
+        view = memoryview(buf)
+        while got < len(buf):
+            k = sock.recv_into(view[got:])
+            if k == 0:
+                return None
+            got += k
+        view.release()
+        if got == length:
+            return buf
+        buf += bytes(min(len(buf), length - len(buf)))
+
+
+#: Seconds a refused connection is drained before it is closed (see :func:`close_gracefully`).
+DRAIN_S = 2.0
+
+
+def close_gracefully(conn: socket.socket, pending: int) -> None:
+    """Stop sending, then read and drop up to ``pending`` bytes (at most :data:`DRAIN_S` s) before
+    the caller closes ``conn``: closing with unread input makes TCP send a reset, which can reach the
+    client before it has read the error reply that explains the refusal."""
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(0.2)
+        deadline = time.monotonic() + DRAIN_S
+        buf = bytearray(1 << 16)
+        while pending > 0 and time.monotonic() < deadline:
+            try:
+                n = conn.recv_into(buf)
+            except socket.timeout:
+                continue
+            if n == 0:
+                break
+            pending -= n
+    except OSError:
+        pass

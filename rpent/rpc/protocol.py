@@ -16,6 +16,7 @@ request per POST body.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from rpent.rpc.errors import RemoteError, RpcProtocolError
@@ -68,3 +69,51 @@ def unwrap_reply(reply: Any, method: str) -> Any:
         str(reply.get("traceback", "") or ""),
         method=method,
     )
+
+
+DEFAULT_MAX_CONNECTIONS = 128
+"""Default limit on connections a server serves at once (each holds one thread); one more gets
+an ``RpcTooManyConnections`` error in its transport's protocol and is closed. ``--max-connections``."""
+
+DEFAULT_IDLE_TIMEOUT_S = 600.0
+"""Default seconds a connection may sit between requests before the server closes it (clients
+reconnect on their next call). ``--idle-timeout-s``."""
+
+DEFAULT_FRAME_TIMEOUT_S = 30.0
+"""Default seconds without a byte in the middle of a request (an incomplete frame or body) before
+the server drops the connection. ``--frame-timeout-s``."""
+
+PREAUTH_MAX_BYTES = 64 * 1024
+"""On a server with a token, the largest request a connection may send before one of its requests
+carried the right token (socket) / without the token header (http): the token is checked before
+any large read. rpent clients authenticate a new connection with a small first call (socket) or a
+header (http)."""
+
+TOKEN_HEADER = "x-rpent-token"
+"""HTTP request header carrying the token, so the http server checks it before reading a body."""
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """Per-server connection limits, both transports (see the constants above for meaning).
+
+    Attributes:
+        max_connections: connections served at once.
+        idle_timeout_s: seconds between requests before a connection is closed.
+        frame_timeout_s: seconds without progress inside a request before it is dropped.
+
+    Raises:
+        ValueError: a limit that is not positive (the message names the option).
+    """
+
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    frame_timeout_s: float = DEFAULT_FRAME_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_connections, int) or self.max_connections < 1:
+            raise ValueError(f"--max-connections must be an int >= 1, got {self.max_connections!r}")
+        for name in ("idle_timeout_s", "frame_timeout_s"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"--{name.replace('_', '-')} must be > 0 seconds, got {value!r}")

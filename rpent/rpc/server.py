@@ -20,7 +20,7 @@ from typing import Any, Callable
 from rpent.rpc import codec
 from rpent.rpc.endpoint import Endpoint, is_loopback_host
 from rpent.rpc.errors import RpcCodecError
-from rpent.rpc.protocol import DEFAULT_MAX_FRAME_BYTES, TOKEN_ENV, env_token, error_reply
+from rpent.rpc.protocol import DEFAULT_MAX_FRAME_BYTES, TOKEN_ENV, ConnectionLimits, env_token, error_reply
 from rpent.rpc.rwlock import RWLock
 
 _BUILTIN = "builtin"
@@ -190,8 +190,16 @@ class RpcServer:
         host: str = "127.0.0.1",
         port: int = 0,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        limits: ConnectionLimits | None = None,
     ) -> Endpoint:
         """Bind the listening socket (port 0: the OS picks) and return the bound endpoint.
+
+        Args:
+            transport: ``"http"`` or ``"socket"``.
+            host, port: address to bind.
+            max_frame_bytes: largest request message, bytes.
+            limits: connections served at once, idle and incomplete-request timeouts
+                (:class:`~rpent.rpc.protocol.ConnectionLimits`; defaults 128, 600 s, 30 s).
 
         Raises:
             ValueError: unknown transport, bad max_frame_bytes, or a non-loopback host without
@@ -213,7 +221,7 @@ class RpcServer:
             from rpent.rpc.socket import SocketServerTransport as cls
         else:
             raise ValueError(f"unknown RPC transport {transport!r}; expected 'http' or 'socket'")
-        self._transport = cls(self, host, port, max_frame_bytes)
+        self._transport = cls(self, host, port, max_frame_bytes, limits or ConnectionLimits())
         return self._transport.endpoint
 
     @property

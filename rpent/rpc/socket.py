@@ -8,11 +8,19 @@ Requests and replies use the same header; a reply carries its request's id, so o
 carries many calls in flight at once and replies may come back in any order. The server reads
 frames on one thread per connection and runs each call on a worker thread.
 
-Bad input: a frame with a wrong magic gets an error reply (id 0) and the connection is closed;
-an oversized frame gets an error reply with its id and the connection is closed (the stream
-cannot be resynchronised); a truncated frame (peer closed mid-frame) just ends that connection;
-an undecodable message gets an error reply and the connection stays open. Other clients are
-never affected.
+Bad input: a frame with a wrong magic gets an error reply (id 0) and the connection is closed
+(an HTTP request gets an HTTP 400 answer that names the mismatch); an oversized frame gets an
+error reply with its id and the connection is closed (the stream cannot be resynchronised); a
+truncated frame (peer closed mid-frame) just ends that connection; an undecodable message gets
+an error reply and the connection stays open. Other clients are never affected.
+
+Resources (:class:`~rpent.rpc.protocol.ConnectionLimits`): a message buffer grows only with the
+bytes received (:func:`~rpent.rpc.netio.recv_payload`), never to the length a header merely
+claims; a frame that stalls for ``frame_timeout_s`` and a connection idle for
+``idle_timeout_s`` are dropped; at most ``max_connections`` are served at once. On a server with
+a token, a connection may send frames of at most :data:`~rpent.rpc.protocol.PREAUTH_MAX_BYTES`
+until one of them carried the right token (the client sends a small ``healthz`` call with the
+token as the first frame of every connection), so the token is checked before any large read.
 """
 
 from __future__ import annotations
@@ -21,15 +29,15 @@ import itertools
 import socket
 import struct
 import threading
-import time
 from typing import TYPE_CHECKING, Sequence
 
 from rpent.rpc import codec
 from rpent.rpc.endpoint import Endpoint
 from rpent.rpc.errors import RpcTimeout, RpcTransportError
 from rpent.rpc.listener import TcpListener
-from rpent.rpc.netio import recv_exact_into, send_all, tune
-from rpent.rpc.protocol import error_reply
+from rpent.rpc.netio import close_gracefully as _close_gracefully
+from rpent.rpc.netio import recv_exact_into, recv_payload, send_all, tune
+from rpent.rpc.protocol import PREAUTH_MAX_BYTES, ConnectionLimits, error_reply, make_request
 from rpent.rpc.workers import WorkerPool
 
 if TYPE_CHECKING:
@@ -37,6 +45,7 @@ if TYPE_CHECKING:
 
 MAGIC = b"RPNT"
 FRAME = struct.Struct("<4sQQ")
+_HTTP_METHODS = (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC", b"CONN", b"TRAC")
 
 
 def frame_error(rid: int, error_type: str, message: str) -> list:
@@ -52,19 +61,23 @@ class SocketServerTransport:
         server: the method registry/dispatcher.
         host, port: address to bind (port 0: OS-chosen).
         max_frame_bytes: largest accepted request message (bytes).
+        limits: connection count and timeouts (see the module docstring).
     """
 
-    def __init__(self, server: "RpcServer", host: str, port: int, max_frame_bytes: int) -> None:
+    def __init__(self, server: "RpcServer", host: str, port: int, max_frame_bytes: int,
+                 limits: ConnectionLimits | None = None) -> None:
         self._server = server
         self._max = max_frame_bytes
-        self._listener = TcpListener(host, port, name=f"rpc-{server.name}")
+        self._limits = limits or ConnectionLimits()
+        self._listener = TcpListener(host, port, name=f"rpc-{server.name}",
+                                     max_connections=self._limits.max_connections)
         self._pool = WorkerPool(f"rpc-{server.name}-worker")
         self.endpoint = Endpoint("socket", host, self._listener.port)
 
     def serve_forever(self) -> None:
         """Accept and serve until :meth:`close`."""
         try:
-            self._listener.serve_forever(self._handle_connection)
+            self._listener.serve_forever(self._handle_connection, self._refuse)
         finally:
             self._pool.close()
 
@@ -72,20 +85,40 @@ class SocketServerTransport:
         """Stop serving (thread-safe)."""
         self._listener.close()
 
+    def _refuse(self, conn: socket.socket) -> None:
+        self._send(conn, threading.Lock(), frame_error(
+            0, "RpcTooManyConnections",
+            f"server {self._server.name!r} already serves {self._limits.max_connections} connections "
+            "(--max-connections); close idle clients or start the server with a larger --max-connections",
+        ))
+        _close_gracefully(conn, FRAME.size)
+
     def _handle_connection(self, conn: socket.socket) -> None:
         send_lock = threading.Lock()
         header = bytearray(FRAME.size)
+        limits = self._limits
+        authenticated = self._server.token is None
+        running = _Running()
         while True:
-            got = recv_exact_into(conn, header)
+            conn.settimeout(limits.idle_timeout_s)
+            try:
+                first = conn.recv_into(header, FRAME.size)
+            except socket.timeout:
+                if running.count:
+                    continue  # a call of this connection is still running: waiting for it is not idling
+                return  # idle past idle_timeout_s
+            if first == 0:
+                return  # closed cleanly
+            conn.settimeout(limits.frame_timeout_s)
+            try:
+                got = first + (recv_exact_into(conn, memoryview(header)[first:]) if first < FRAME.size else 0)
+            except socket.timeout:
+                return  # a header that stalled
             if got < FRAME.size:
-                return  # closed (cleanly or mid-header)
+                return  # closed mid-header
             magic, rid, length = FRAME.unpack(header)
             if magic != MAGIC:
-                self._send(conn, send_lock, frame_error(
-                    0, "RpcProtocolError",
-                    f"bad frame magic {bytes(magic)!r} (expected {MAGIC!r}); this is an rpent socket-transport "
-                    f"port: use a 'socket://' endpoint, or 'http://' for an HTTP server",
-                ))
+                self._wrong_magic(conn, send_lock, bytes(header))
                 return
             if length > self._max:
                 self._send(conn, send_lock, frame_error(
@@ -95,14 +128,58 @@ class SocketServerTransport:
                 ))
                 _close_gracefully(conn, length)
                 return
-            payload = bytearray(length)
-            if recv_exact_into(conn, payload) < length:
+            if not authenticated and length > PREAUTH_MAX_BYTES:
+                self._send(conn, send_lock, frame_error(
+                    rid, "RpcAuthError",
+                    f"server {self._server.name!r} requires a token: the first frame of a connection must be at "
+                    f"most {PREAUTH_MAX_BYTES} bytes and carry it (rpent clients send a small authenticated call "
+                    "first); set RPENT_RPC_TOKEN in the client's environment and use an up-to-date rpent client",
+                ))
+                _close_gracefully(conn, length)
+                return
+            try:
+                payload = recv_payload(conn, length)
+            except socket.timeout:
+                return  # an incomplete frame stalled for frame_timeout_s
+            if payload is None:
                 return  # truncated frame: peer went away
-            self._pool.submit(lambda rid=rid, payload=payload: self._reply(conn, send_lock, rid, payload))
+            if not authenticated:
+                authenticated = self._carries_token(payload)
+            running.add(1)
+            self._pool.submit(lambda rid=rid, payload=payload: self._reply(conn, send_lock, rid, payload, running))
 
-    def _reply(self, conn: socket.socket, send_lock: threading.Lock, rid: int, payload: bytearray) -> None:
-        reply = self._server.handle_message(payload)
-        self._send(conn, send_lock, [FRAME.pack(MAGIC, rid, reply.nbytes), *reply.segments])
+    def _carries_token(self, payload: bytearray) -> bool:
+        try:
+            req = codec.decode(bytes(payload))
+        except Exception:  # noqa: BLE001 - not a valid request: not authenticated (its own reply says why)
+            return False
+        return isinstance(req, dict) and self._server.check_token(req.get("token"))
+
+    def _wrong_magic(self, conn: socket.socket, send_lock: threading.Lock, head: bytes) -> None:
+        where = f"{self.endpoint}"
+        if head[:4] in _HTTP_METHODS:
+            text = (f"{where} is an rpent socket-transport server, not HTTP: use the endpoint "
+                    f"'socket://{self.endpoint.host_for_url}:{self.endpoint.port}' (or start the server with "
+                    "--transport http)\n").encode()
+            reply = (b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\nconnection: close\r\n"
+                     b"content-length: " + str(len(text)).encode() + b"\r\n\r\n" + text)
+            self._send(conn, send_lock, [reply])
+        else:
+            self._send(conn, send_lock, frame_error(
+                0, "RpcProtocolError",
+                f"bad frame magic {head[:4]!r} (expected {MAGIC!r}); this is an rpent socket-transport "
+                f"port: use a 'socket://' endpoint, or 'http://' for an HTTP server",
+            ))
+        _close_gracefully(conn, 1 << 16)
+
+    def _reply(self, conn: socket.socket, send_lock: threading.Lock, rid: int, payload: bytearray,
+               running: "_Running | None" = None) -> None:
+        try:
+            reply = self._server.handle_message(payload)
+            self._send(conn, send_lock, [FRAME.pack(MAGIC, rid, reply.nbytes), *reply.segments])
+        finally:
+            if running is not None:
+                running.add(-1)
         if reply.after_send is not None:
             reply.after_send()
 
@@ -115,29 +192,18 @@ class SocketServerTransport:
             pass  # client gone; its reader sees the closed connection
 
 
-#: Seconds a refused connection is drained before it is closed (see :func:`_close_gracefully`).
-DRAIN_S = 2.0
+class _Running:
+    """Calls of one connection submitted and not yet answered (thread-safe counter)."""
 
+    __slots__ = ("count", "_lock")
 
-def _close_gracefully(conn: socket.socket, pending: int) -> None:
-    """Stop sending, then read and drop up to ``pending`` bytes (at most :data:`DRAIN_S` s) before
-    the caller closes ``conn``: closing with unread input makes TCP send a reset, which can reach the
-    client before it has read the error reply that explains the refusal."""
-    try:
-        conn.shutdown(socket.SHUT_WR)
-        conn.settimeout(0.2)
-        deadline = time.monotonic() + DRAIN_S
-        buf = bytearray(1 << 16)
-        while pending > 0 and time.monotonic() < deadline:
-            try:
-                n = conn.recv_into(buf)
-            except socket.timeout:
-                continue
-            if n == 0:
-                break
-            pending -= n
-    except OSError:
-        pass
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self.count += n
 
 
 class _Slot:
@@ -261,12 +327,17 @@ class SocketClientTransport:
         endpoint: server endpoint (protocol ``socket``).
         connect_timeout: seconds to wait for the TCP connection.
         max_frame_bytes: largest accepted reply message (bytes).
+        token: the shared RPC token, or None. With a token, the first frame of every new
+            connection is a small ``healthz`` call carrying it (its reply is dropped), so a
+            token-protected server accepts the large frames that follow.
 
     The connection opens on the first call and reopens on the next call after a failure.
     """
 
-    def __init__(self, endpoint: Endpoint, connect_timeout: float, max_frame_bytes: int) -> None:
+    def __init__(self, endpoint: Endpoint, connect_timeout: float, max_frame_bytes: int,
+                 token: str | None = None) -> None:
         self.endpoint = endpoint
+        self._token = token
         self._connect_timeout = connect_timeout
         self._max = max_frame_bytes
         self._conn: _Connection | None = None
@@ -283,7 +354,15 @@ class SocketClientTransport:
                 raise RpcTransportError(f"RpcClient for {self.endpoint} is closed")
             if self._conn is None or self._conn.dead is not None:
                 connect = self._connect_timeout if timeout is None else min(timeout, self._connect_timeout)
-                self._conn = _Connection(self.endpoint, connect, self._max)
+                conn = _Connection(self.endpoint, connect, self._max)
+                if self._token is not None:
+                    segments, n = codec.encode(make_request("healthz", [], {}, self._token))
+                    try:
+                        with conn.send_lock:
+                            send_all(conn.sock, [FRAME.pack(MAGIC, next(self._ids), n), *segments])
+                    except OSError:
+                        pass  # the call that follows reports the dead connection
+                self._conn = conn
             return self._conn
 
     def request(self, segments: list, nbytes: int, timeout: float | None, method: str) -> bytearray:

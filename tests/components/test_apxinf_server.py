@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from safetensors.numpy import save_file
 
 from rpent.models.pi05.normalization import NormStats
 from rpent.models.pi05.processor import resize_with_pad_u8
@@ -46,7 +47,7 @@ def make_model_dir(root: Path, embodiment: str = "libero", **config) -> Path:
     """An APXInf-style model directory for the stand-in (config.json, placeholder weights, stats, tokenizer)."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "config.json").write_text(json.dumps({"num_views": 2, "image_size": IMAGE_SIZE, "max_token_len": 48, **config}))
-    (root / "model.safetensors").write_bytes(b"stand-in weights")
+    save_file({"stand_in": np.zeros(4, dtype=np.float32)}, str(root / "model.safetensors"))  # the stand-in reads none
     dims = {"libero": (8, 7), "yam": (14, 14), "dual_franka": (20, 20)}[embodiment]
     (root / "norm_stats.json").write_text(json.dumps(tiny_norm_stats(*dims)))
     (root / "tokenizer.model").write_bytes(tiny_tokenizer_bytes())
@@ -179,3 +180,9 @@ def test_start_up_errors_exit_2_with_the_fix(model_dir, tmp_path):
     err = start_fails(base + ["--norm-stats-path", str(tmp_path / "none.json")])
     assert "norm stats" in err and "not found" in err
     assert "must be at least the number of executed actions" in start_fails(base + ["--action-horizon", "4"])
+    cut = make_model_dir(tmp_path / "truncated")
+    data = (cut / "model.safetensors").read_bytes()
+    (cut / "model.safetensors").write_bytes(data[:-10])
+    err = start_fails(["--model-path", str(cut), "--backend-module", "apxinf_standin"])
+    assert f"weight file {cut / 'model.safetensors'} cannot be loaded: truncated" in err
+    assert "copy or download the file again" in err and "Traceback" not in err

@@ -174,3 +174,15 @@ def test_startup_failures_name_the_problem(tmp_path, ckpts):
     assert "1 missing tensor(s): " + key in err and "refusing to run with random weights" in err
     err = _start_fails(["--model-path", str(ckpts["openpi"]), "--action-horizon", "4"])
     assert "action_horizon (4) must be at least the number of executed actions n_exec (5)" in err
+
+
+def test_a_damaged_model_safetensors_is_a_named_error_and_exit_2(tmp_path):
+    d = build_tiny_checkpoint(tmp_path / "truncated")
+    weights = d / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: len(data) // 2])
+    err = _start_fails(["--model-path", str(d), "--cpu"])
+    assert "Traceback" not in err
+    line = next(ln for ln in err.splitlines() if "cannot load the checkpoint" in ln)
+    assert f"weight file {weights} cannot be loaded: truncated" in line
+    assert "copy or download the file again" in line

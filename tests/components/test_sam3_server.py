@@ -63,6 +63,21 @@ def decode(reply: dict) -> np.ndarray:
     return np.unpackbits(np.asarray(reply["mask_bits"], dtype=np.uint8))[: h * w].reshape(h, w).astype(bool)
 
 
+def test_a_damaged_checkpoint_is_a_named_error_and_exit_2(tmp_path):
+    import torch
+
+    whole = tmp_path / "whole.pt"
+    torch.save({"w": torch.zeros(1000)}, whole)
+    data = whole.read_bytes()
+    for name, content in (("truncated.pt", data[: len(data) // 2]), ("empty.pt", b""),
+                          ("garbage.safetensors", os.urandom(2000))):
+        bad = tmp_path / name
+        bad.write_bytes(content)
+        err = start_fails(STANDIN + ["--checkpoint", str(bad)])
+        assert f"weight file {bad} cannot be loaded" in err and "copy or download the file again" in err, err
+        assert "Traceback" not in err
+
+
 def test_start_up_errors(checkpoint, tmp_path):
     err = start_fails(STANDIN)
     assert "SAM3 checkpoint not found" in err and "set SAM3_CHECKPOINT_PATH" in err

@@ -111,6 +111,21 @@ def test_apxinf_backend_without_apxinf_robo_gives_the_install_hint(tiny_pi05_che
         open_policy(s)
 
 
+def test_a_truncated_model_safetensors_is_a_checkpoint_error_naming_the_file(tmp_path, monkeypatch):
+    from rpent.eval.errors import CheckpointError, EvalConfigError
+    from rpent.models.pi05.tiny import build_tiny_checkpoint
+
+    d = build_tiny_checkpoint(tmp_path / "cut", layout="lerobot")
+    weights = d / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    monkeypatch.setenv("APXINF_PI05_MODEL_DIR", str(d))
+    s = settings_for("policy.device=cpu")
+    with pytest.raises(CheckpointError) as info:       # a config error: rpent-eval exits 2
+        open_policy(s)
+    assert isinstance(info.value, EvalConfigError)
+    assert f"weight file {weights} cannot be loaded: truncated" in str(info.value)
+
+
 def test_in_process_tiny_pi05_predicts_env_actions(tiny_pi05_checkpoint, monkeypatch):
     monkeypatch.setenv("APXINF_PI05_MODEL_DIR", str(tiny_pi05_checkpoint))
     s = settings_for("policy.device=cpu", "rollout.model.apxinf.noise_source=observation")

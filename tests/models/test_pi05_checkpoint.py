@@ -67,6 +67,20 @@ def test_missing_tensor_fails_naming_it(tmp_path, layout):
         Pi05Policy.from_checkpoint(d, log=lambda s: None)
 
 
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "empty", "short"])
+def test_a_damaged_safetensors_file_is_one_named_error(tmp_path, damage):
+    d = build_tiny_checkpoint(tmp_path / damage)
+    weights = d / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes({"truncated": data[:-100], "garbage": bytes(range(256)) * 8, "empty": b"",
+                         "short": data[:6]}[damage])
+    with pytest.raises(CheckpointError) as info:
+        load_checkpoint_tensors(d, config_from_checkpoint(d))
+    message = str(info.value)
+    assert message.startswith(f"weight file {weights} cannot be loaded: ")
+    assert "copy or download the file again" in message and "\n" not in message
+
+
 def test_unexpected_and_misshaped_tensors_fail(tmp_path, tiny_ckpts):
     cfg = tiny_config()
     tensors, _ = load_checkpoint_tensors(tiny_ckpts["openpi"], cfg)

@@ -76,3 +76,31 @@ def test_cli_json_and_exit_codes(endpoint):
     bad = subprocess.run([sys.executable, "-m", "rpent.cli.check_llm", "--planner", "api", "--model", "nope:m"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 1 and "FAILED [unsupported_provider]" in bad.stderr
+
+
+def test_the_documented_probe_script_serves_repeated_checks():
+    """README: rpent-check-llm against the local endpoint with examples/check_llm_probe.json, twice on
+    one endpoint (the script loops) and on two providers."""
+    from pathlib import Path
+
+    from rpent.planners.provider_endpoint import ProviderEndpoint, load_script
+
+    script = load_script(Path(__file__).resolve().parents[2] / "examples" / "check_llm_probe.json")
+    assert script.loop
+    with ProviderEndpoint(script) as ep:
+        for _ in range(2):
+            res = check_llm("api", "anthropic:replay", ep.base_url, env={"ANTHROPIC_API_KEY": "x"})
+            assert res.ok, res.message
+        res = check_llm("api", "openai:replay", ep.openai_base_url, env={"OPENAI_API_KEY": "x"})
+        assert res.ok, res.message
+        assert [r.turn_index for r in ep.requests] == [0, 0, 0]
+
+
+def test_without_loop_the_script_is_replayed_once():
+    script = Script([PROBE])
+    from rpent.planners.provider_endpoint import ProviderEndpoint
+
+    with ProviderEndpoint(script) as ep:
+        assert check_llm("api", "anthropic:m", ep.base_url, env={"ANTHROPIC_API_KEY": "x"}).ok
+        second = check_llm("api", "anthropic:m", ep.base_url, env={"ANTHROPIC_API_KEY": "x"})
+        assert not second.ok and second.failure_class == "provider_error"

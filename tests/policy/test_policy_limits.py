@@ -69,15 +69,29 @@ def test_the_101st_call_is_refused(make_runner, toolkit):
 def test_catching_the_budget_error_does_not_help_but_finish_is_still_allowed(make_runner, toolkit):
     runner = make_runner(toolkit, max_calls=3)
     result = runner.run_cell(
+        "try:\n"
+        "    for i in range(6):\n        robo.view_env_state()\n"
+        "except robo.CallBudgetExhausted:\n    print('refused')\n"
+        "robo.finish('failure', 'out of calls')\n")
+    assert result["stdout"] == "refused\n"
+    assert len(toolkit.executed) == 4 and toolkit.executed[-1][0] == "finish"
+    assert result["finished"] == {"status": "failure", "summary": "out of calls"}
+
+
+def test_calling_again_after_the_budget_refusal_ends_the_cell(make_runner, toolkit):
+    runner = make_runner(toolkit, max_calls=3)
+    result = runner.run_cell(
         "refused = 0\n"
         "for i in range(6):\n"
         "    try:\n        robo.view_env_state()\n"
         "    except robo.CallBudgetExhausted:\n        refused += 1\n"
-        "print(refused)\n"
-        "robo.finish('failure', 'out of calls')\n")
-    assert result["stdout"] == "3\n"
-    assert len(toolkit.executed) == 4 and toolkit.executed[-1][0] == "finish"
-    assert result["finished"] == {"status": "failure", "summary": "out of calls"}
+        "print('not reached')\n")
+    assert result["exception"]["type"] == "CallBudgetExhausted"
+    assert "called the robot again after its call budget" in result["exception"]["message"]
+    assert result["stdout"] == "" and result["worker_lost"] and not result["ok"]
+    assert [c.get("refused") for c in result["robot_calls"]] == [None, None, None, "budget", "budget"]
+    assert len(toolkit.executed) == 3
+    assert runner.run_cell("1 + 1")["value"] == "2"
 
 
 def test_finish_ends_the_cell_early_and_cannot_be_swallowed(make_runner, toolkit):
@@ -111,6 +125,7 @@ def test_a_refused_finish_is_a_tool_error_the_cell_can_handle(make_runner):
 def test_interrupt_from_another_thread_stops_the_motion(make_runner):
     toolkit = PointRobotToolkit(step_s=0.02)
     runner = make_runner(toolkit, timeout_s=30)
+    runner.run_cell("0")                                       # the worker is up: the timer hits the motion
     threading.Timer(0.5, runner.interrupt).start()
     t0 = time.monotonic()
     result = runner.run_cell("robo.move_to([100.0, 0, 0], max_steps=10**6)")

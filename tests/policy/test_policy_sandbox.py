@@ -49,7 +49,8 @@ def test_the_parents_proc_environ_is_not_readable(make_runner, monkeypatch):
 def test_the_environment_is_an_allow_list_and_credentials_are_refused(tmp_path):
     env = worker_env(tmp_path, {"MUJOCO_GL": "egl"})
     assert env["HOME"] == str(tmp_path.resolve()) and env["MUJOCO_GL"] == "egl"
-    assert set(env) <= {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "HOME", "PYTHONHASHSEED", "PYTHONPATH",
+    assert env["TMPDIR"] == env["HOME"]
+    assert set(env) <= {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "HOME", "TMPDIR", "PYTHONHASHSEED", "PYTHONPATH",
                         "PYTHONNOUSERSITE", "PYTHONDONTWRITEBYTECODE", "OMP_NUM_THREADS",
                         "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "MUJOCO_GL"}
     with pytest.raises(ValueError, match="looks like a credential"):
@@ -91,21 +92,34 @@ def test_os_exit_ends_the_cell_and_the_next_cell_works(make_runner):
     assert nxt["ok"] and nxt["worker_restarted"] and nxt["value"] == "(False, 42)"
 
 
+def _processes_with_arg(arg: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and arg.encode() in open(f"/proc/{entry}/cmdline", "rb").read() \
+                    and open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+                found.append(int(entry))
+        except OSError:
+            pass
+    return found
+
+
 def test_killing_its_own_process_ends_the_cell_and_its_children(make_runner):
     runner = make_runner()
+    arg = f"60.{os.getpid()}{time.monotonic_ns() % 10**6}"   # a unique command line to find the child by
     result = runner.run_cell(
         "import os, signal, subprocess\n"
-        "child = subprocess.Popen(['sleep', '60'])\n"
+        f"child = subprocess.Popen(['sleep', '{arg}'])\n"
         "print(child.pid, flush=True)\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n")
     assert result["worker_lost"] and "killed by SIGKILL" in result["worker_exit"]
-    child_pid = int(result["stdout"].strip())
+    assert result["stdout"].strip().isdigit()
     for _ in range(50):
-        if not os.path.exists(f"/proc/{child_pid}") or open(f"/proc/{child_pid}/stat").read().split()[2] == "Z":
+        if not _processes_with_arg(arg):
             break
         time.sleep(0.05)
     else:
-        pytest.fail(f"the cell's child {child_pid} survived the worker")
+        pytest.fail(f"the cell's child {_processes_with_arg(arg)} survived the worker")
     assert runner.run_cell("1 + 1")["value"] == "2"
 
 

@@ -54,7 +54,9 @@ def test_images_can_be_turned_off(make_runner, toolkit):
 
 def test_cancel_from_the_planner_interrupts_the_cell(make_runner):
     toolkit = PointRobotToolkit(step_s=0.02)
-    code_tk = CodeModeToolkit(toolkit, make_runner(toolkit, timeout_s=30))
+    runner = make_runner(toolkit, timeout_s=30)
+    runner.run_cell("0")                                       # the worker is up: the cancel hits the motion
+    code_tk = CodeModeToolkit(toolkit, runner)
     threading.Timer(0.4, code_tk.cancel).start()
     t0 = time.monotonic()
     out = code_tk.execute("python", {"code": "robo.move_to([100.0, 0, 0], max_steps=10**6)"}, "c1")

@@ -15,12 +15,14 @@ start with an install hint (and the other backends are unaffected).
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rpent.eval.errors import PolicyError
+from rpent.eval.errors import CheckpointError, PolicyError
 from rpent.eval.settings import ModelSettings
+from rpent.models.weights import WeightsFileError, check_safetensors
 
 INSTALL_HINT = (
     "apxinf_robo is not importable in the rollout process: activate the environment that ships "
@@ -38,6 +40,7 @@ class ApxInfPolicy:
         logger: receives load messages.
 
     Raises:
+        rpent.eval.errors.CheckpointError: a ``*.safetensors`` file is truncated or not safetensors.
         PolicyError: ``apxinf_robo`` missing (with :data:`INSTALL_HINT`), or the engine/checkpoint failed.
     """
 
@@ -58,6 +61,11 @@ class ApxInfPolicy:
         self.settings = model
         report = verify_checkpoint_dir(model.model_path)
         report.raise_if_missing()
+        for weights in sorted(Path(model.model_path).glob("*.safetensors")):
+            try:
+                check_safetensors(weights)
+            except WeightsFileError as exc:
+                raise CheckpointError(str(exc)) from None
         ckpt_cfg = read_checkpoint_config(model.model_path)
         serving = resolve_settings(
             "libero", model.action_horizon, model.num_action_chunks, model.num_steps, "auto", ckpt_cfg

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from rpent.eval.errors import PolicyError
+from rpent.eval.errors import CheckpointError, PolicyError
 from rpent.eval.settings import ModelSettings
 
 
@@ -25,12 +25,15 @@ class InProcessPi05Policy:
         logger: receives the checkpoint OK/MISS list and load timings.
 
     Raises:
-        PolicyError: the checkpoint cannot be loaded (the loader's message is kept).
+        rpent.eval.errors.CheckpointError: a weight file is truncated or not safetensors (a config
+            error: ``rpent-eval`` exits 2 naming the file and the fix).
+        PolicyError: the checkpoint cannot be loaded otherwise (the loader's message is kept).
     """
 
     name = "pi05"
 
     def __init__(self, model: ModelSettings, device: str, logger: logging.Logger | None = None):
+        from rpent.models.pi05.checkpoint import DamagedWeightsError
         from rpent.models.pi05.policy import Pi05Policy
 
         log = logger or logging.getLogger("rpent.eval.run")
@@ -45,6 +48,8 @@ class InProcessPi05Policy:
                 num_flow_steps=model.num_steps,
                 log=log.info,
             )
+        except DamagedWeightsError as exc:
+            raise CheckpointError(str(exc)) from None
         except (OSError, ValueError, KeyError, RuntimeError) as exc:
             raise PolicyError(f"cannot load Pi0.5 from {model.model_path}: {exc}") from exc
         self._options: dict[str, Any] = {"num_flow_steps": model.num_steps}

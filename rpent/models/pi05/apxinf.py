@@ -44,6 +44,7 @@ from rpent.models.pi05.normalization import NormStats
 from rpent.models.pi05.processor import ObservationError, Pi05Processor, PreparedRequest, resize_with_pad_u8
 from rpent.models.pi05.settings import ConfigCheckError, ServingSettings, resolve_settings
 from rpent.models.pi05.tokenizer import PromptTokenizer
+from rpent.models.weights import REFETCH, check_safetensors
 
 #: Python module providing ``load_bare_model`` (APXinf-robo's L1 API).
 APXINF_BACKEND_MODULE = "apxinf_robo"
@@ -183,7 +184,9 @@ class ApxInfPolicy:
         Raises:
             ValueError: unsupported embodiment/precision; ConfigCheckError: contradictory settings;
             FileNotFoundError: missing model directory, tokenizer or norm stats;
-            rpent.models.pi05.normalization.NormStatsError, rpent.models.pi05.tokenizer.TokenizerError.
+            rpent.models.pi05.normalization.NormStatsError, rpent.models.pi05.tokenizer.TokenizerError;
+            rpent.models.weights.WeightsFileError: a ``*.safetensors`` file of ``model_dir`` is
+            truncated or not safetensors (checked here, before the engine sees it).
         """
         check_embodiment(embodiment)
         if precision not in APXINF_PRECISIONS:
@@ -192,6 +195,8 @@ class ApxInfPolicy:
         if not d.is_dir():
             raise FileNotFoundError(f"--model-path {d} is not a directory: pass APXInf-compatible Pi0.5 weights "
                                     "(config.json + model.safetensors, e.g. lerobot/pi05_libero_base)")
+        for weights in sorted(d.glob("*.safetensors")):
+            check_safetensors(weights, fix=f"{REFETCH} (the APXInf model directory {d} is damaged)")
         ckpt_cfg = None
         if (d / "config.json").is_file():
             try:

@@ -61,6 +61,11 @@ class CheckpointError(RuntimeError):
     """A checkpoint directory or its tensors cannot be used; the message names the problem and the fix."""
 
 
+class DamagedWeightsError(CheckpointError):
+    """A weight file of the checkpoint is truncated or not safetensors (one line: file, problem, fix;
+    see :class:`rpent.models.weights.WeightsFileError`)."""
+
+
 def expected_tensor_shapes(cfg: Pi05Config, include_unused: bool = False) -> dict[str, tuple[int, ...]]:
     """Checkpoint tensor names (openpi layout, no prefix) and shapes for ``cfg``.
 
@@ -357,10 +362,13 @@ def load_checkpoint_tensors(
         (tensors keyed by openpi names without prefix, detected layout "openpi"|"lerobot").
 
     Raises:
-        CheckpointError: no safetensors file; any expected tensor missing; any unexpected tensor;
-            any shape mismatch. The message lists the offending keys.
+        CheckpointError: no safetensors file; a truncated or garbage safetensors file
+            (:class:`DamagedWeightsError`: the message names the file and the fix); any expected tensor
+            missing; any unexpected tensor; any shape mismatch. The message lists the offending keys.
     """
     from safetensors import safe_open
+
+    from rpent.models.weights import REFETCH, WeightsFileError, check_safetensors
 
     d = Path(directory)
     files = safetensors_files(d)
@@ -369,7 +377,11 @@ def load_checkpoint_tensors(
     handles = []
     where: dict[str, tuple[int, str]] = {}
     for i, f in enumerate(files):
-        h = safe_open(str(f), framework="pt", device=str(device))
+        try:
+            check_safetensors(f, fix=f"{REFETCH} (the Pi0.5 checkpoint in {d} is damaged)")
+            h = safe_open(str(f), framework="pt", device=str(device))
+        except WeightsFileError as exc:
+            raise DamagedWeightsError(str(exc)) from None
         handles.append(h)
         for k in h.keys():
             where[k] = (i, k)

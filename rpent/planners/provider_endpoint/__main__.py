@@ -1,12 +1,14 @@
 """``python -m rpent.planners.provider_endpoint``: serve a scripted conversation.
 
     python -m rpent.planners.provider_endpoint --script conv.json --port 0 \
-        [--host 127.0.0.1] [--api-key KEY] [--record requests.jsonl] [--quiet]
+        [--host 127.0.0.1] [--api-key KEY] [--record requests.jsonl] [--loop] [--quiet]
 
 Prints ``provider endpoint listening on http://127.0.0.1:<port>`` (flushed) once it
 accepts connections, then one line per request; Ctrl-C or SIGTERM stops it. Point a
 planner at it with ``ANTHROPIC_BASE_URL=http://127.0.0.1:<port>`` or
 ``OPENAI_BASE_URL=http://127.0.0.1:<port>/v1`` (any API key unless ``--api-key``).
+The script is replayed once (later requests get its ``when_exhausted`` reply): restart the
+endpoint for the next conversation, or pass ``--loop`` to start the script over each time.
 Exit codes: 0 on a clean stop, 2 on a bad script file.
 """
 
@@ -30,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="TCP port; 0 picks a free one (default)")
     parser.add_argument("--api-key", default=None, help="require this key (x-api-key or Bearer); default: accept any")
     parser.add_argument("--record", default=None, help="append every request (parsed + raw body) to this JSONL file")
+    parser.add_argument("--loop", action="store_true",
+                        help="start the script over once its turns are used up (serve one conversation after another); "
+                             "default: replay it once, then answer with its when_exhausted reply")
     parser.add_argument("--quiet", action="store_true", help="no per-request log lines")
     args = parser.parse_args(argv)
     try:
@@ -37,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     except ScriptError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    script.loop = script.loop or args.loop
     ep = ProviderEndpoint(script, host=args.host, port=args.port, api_key=args.api_key,
                           record_path=args.record, log=None if args.quiet else sys.stdout)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))

@@ -269,10 +269,15 @@ class Script:
             tool calls, which ends a tool-calling loop).
         side_replies: answer requests that offer no tools (title/summary side requests
             some CLIs make) with a short text without consuming a turn.
+        loop: start over at the first turn once the turns are used up (``when_exhausted``
+            is then never sent), so one endpoint serves one conversation after another
+            (e.g. repeated ``rpent-check-llm`` probes); without it, restart the endpoint for
+            each conversation.
     """
 
     def __init__(self, turns: list[Turn], *, reject_images: bool = False,
-                 when_exhausted: Turn | None = None, side_replies: bool = True) -> None:
+                 when_exhausted: Turn | None = None, side_replies: bool = True, loop: bool = False) -> None:
+        self.loop = loop
         self.turns = list(turns)
         self.reject_images = reject_images
         self.when_exhausted = when_exhausted or Turn(text="Scripted conversation finished.")
@@ -292,6 +297,8 @@ class Script:
         if self.side_replies and not request.tool_names:
             return Turn(text="ok")
         with self._lock:
+            if self._next >= len(self.turns) and self.loop and self.turns:
+                self._next = 0
             if self._next >= len(self.turns):
                 return self.when_exhausted
             request.turn_index = self._next
@@ -312,7 +319,7 @@ class Script:
             exhausted = obj.get("when_exhausted")
             return cls(turns, reject_images=bool(obj.get("reject_images", False)),
                        when_exhausted=turn_from_dict(exhausted, "when_exhausted") if exhausted else None,
-                       side_replies=bool(obj.get("side_replies", True)))
+                       side_replies=bool(obj.get("side_replies", True)), loop=bool(obj.get("loop", False)))
         messages = obj.get("messages") if isinstance(obj, dict) else obj
         if isinstance(messages, list) and all(isinstance(m, dict) and "role" in m for m in messages):
             groups: list[list[dict[str, Any]]] = []  # consecutive assistant entries are one model turn

@@ -21,7 +21,10 @@ Methods:
 Bad requests raise ValueError naming the field (e.g. "segment needs exactly one of prompt or point").
 
 Start-up errors exit 2 before binding: no checkpoint ("SAM3 checkpoint not found: ... set
-SAM3_CHECKPOINT_PATH"), no CUDA device ("local SAM3 requires a CUDA-capable GPU"), ``sam3`` not installed.
+SAM3_CHECKPOINT_PATH"), a truncated or damaged checkpoint ("weight file ... cannot be loaded: truncated
+or damaged torch archive ...; copy or download the file again", checked without unpickling, see
+:mod:`rpent.models.weights`), no CUDA device ("local SAM3 requires a CUDA-capable GPU"), ``sam3`` not
+installed.
 
 Predictor factory (documented hook, used by the tests with a stand-in): ``--predictor-factory
 module:function``; the function is called as ``factory(checkpoint=Path, device="cuda:N", bpe_path=str|None)``
@@ -42,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rpent.models.weights import REFETCH, WeightsFileError, check_safetensors, check_torch_archive
 from rpent.rpc import RpcServer
 from rpent.rpc.cli import add_server_args, serve_from_args
 
@@ -277,6 +281,15 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2)
     ckpt = Path(raw)
     device = f"cuda:{args.cuda_device}"
+    fix = f"{REFETCH}; {CHECKPOINT_ENV} / --checkpoint must name the SAM3 image model checkpoint (sam3.pt)"
+    try:
+        if ckpt.suffix == ".safetensors":
+            check_safetensors(ckpt, fix)
+        else:
+            check_torch_archive(ckpt, fix)
+    except WeightsFileError as exc:
+        _log(str(exc))
+        raise SystemExit(2) from None
     try:
         factory = _load_factory(args.predictor_factory)
         predictor = factory(checkpoint=ckpt, device=device, bpe_path=args.bpe_path)
@@ -284,7 +297,7 @@ def main(argv: list[str] | None = None) -> None:
         _log(str(exc))
         raise SystemExit(2) from None
     except Exception as exc:  # noqa: BLE001 - any load failure ends the start-up with its message
-        _log(f"cannot load SAM3 from {ckpt}: {type(exc).__name__}: {exc}")
+        _log(f"cannot load SAM3 from {ckpt}: {type(exc).__name__}: {exc}; {fix}")
         raise SystemExit(2) from None
     server = Sam3Server(predictor, {"checkpoint": str(ckpt), "device": device, "predictor": type(predictor).__name__})
     serve_from_args(server, args)

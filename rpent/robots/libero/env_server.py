@@ -106,11 +106,24 @@ class EnvServer(RpcServer):
             "env.object_poses": sim.object_poses,
             "env.object_aabb": sim.object_aabb,
         }
-        mut = {"env.reset": sim.reset, "env.step": self.step, "env.chunk_step": sim.chunk_step}
+        mut = {"env.reset": sim.reset, "env.chunk_step": sim.chunk_step}
         for name, fn in ro.items():
             self.register(name, self._on_sim_thread(fn), readonly=True)
         for name, fn in mut.items():
             self.register(name, self._on_sim_thread(fn), readonly=False)
+        self.register("env.step", self._step_call, readonly=False)
+
+    def _step_call(self, action: Any, observe: str | None = None) -> dict:
+        """``env.step``: a state-only step runs on the calling RPC thread, one that renders on the sim thread.
+
+        A state-only step never touches the GL context (the env is built with camera observations
+        off), and the server's write lock already excludes every other call, so the hand-off to the
+        sim thread and back buys nothing there (``benchmarks/env_step_profile.py`` measures the
+        hand-off). ``observe`` renders, so those steps go through the sim thread that owns the context.
+        """
+        if observe is None:
+            return self.step(action)
+        return self._thread.run(self.step, action, observe)
 
     def _on_sim_thread(self, fn):
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -169,8 +182,9 @@ class EnvServer(RpcServer):
         return out
 
     def close(self) -> None:
-        """Close the simulator (idempotent)."""
-        self._thread.close()
+        """Close the simulator (idempotent); waits for a step in flight on an RPC thread."""
+        with self._lock.write():
+            self._thread.close()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -99,19 +99,53 @@ def canonical_camera(camera: str) -> str:
     return CAMERAS[camera]
 
 
+def egl_device_for(cuda_device: int, visible: str | None = None) -> int:
+    """The EGL device index that renders on the same GPU as torch's ``cuda:<cuda_device>``.
+
+    torch numbers GPUs within ``CUDA_VISIBLE_DEVICES``; EGL numbers every GPU of the machine. With
+    ``CUDA_VISIBLE_DEVICES="2,3"``, ``cuda:1`` is physical GPU 3, so EGL must use device 3. Without the
+    variable (or empty) the two numberings are taken as equal. Both are assumed to follow the PCI bus
+    order (NVIDIA's EGL does; set ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` so CUDA does too).
+
+    Args:
+        cuda_device: torch CUDA index (>= 0).
+        visible: the ``CUDA_VISIBLE_DEVICES`` value (default: this process's).
+    Raises:
+        ValueError: ``cuda_device`` is not among the visible devices, or the variable lists GPU
+            UUIDs/MIG ids (no EGL index can be derived: give integer indices).
+    """
+    if visible is None:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None or not visible.strip():
+        return int(cuda_device)
+    ids = [v.strip() for v in visible.split(",") if v.strip()]
+    if not all(v.isdigit() for v in ids):
+        raise ValueError(
+            f"CUDA_VISIBLE_DEVICES={visible!r} lists GPU UUIDs; rendering needs integer GPU indices there "
+            "(e.g. CUDA_VISIBLE_DEVICES=2,3) so the EGL device can match the policy's GPU"
+        )
+    if not 0 <= int(cuda_device) < len(ids):
+        raise ValueError(
+            f"cuda device {cuda_device} is not visible: CUDA_VISIBLE_DEVICES={visible!r} shows {len(ids)} GPU(s) "
+            f"(valid --cuda-device: 0..{len(ids) - 1})"
+        )
+    return int(ids[int(cuda_device)])
+
+
 def configure_rendering(cuda_device: int | None = None) -> None:
     """Prepare the process environment for headless MuJoCo rendering.
 
     Sets ``MUJOCO_GL=egl`` and ``PYOPENGL_PLATFORM=egl`` unless already set. With
-    ``cuda_device``, removes ``CUDA_VISIBLE_DEVICES`` and sets ``MUJOCO_EGL_DEVICE_ID`` so
-    EGL renders on that GPU (robosuite's import-time assertion would otherwise fail on
-    multi-GPU hosts; RPent reference §9). Must run before robosuite is imported to take full
-    effect.
+    ``cuda_device`` (torch's numbering, i.e. within ``CUDA_VISIBLE_DEVICES``), sets
+    ``MUJOCO_EGL_DEVICE_ID`` to the same physical GPU (:func:`egl_device_for`) and removes
+    ``CUDA_VISIBLE_DEVICES`` from this process (robosuite's import-time assertion would otherwise
+    fail on multi-GPU hosts; RPent reference §9). Call it only in processes that render and run no
+    CUDA code (env workers, env servers). Must run before robosuite is imported to take full effect.
 
     Args:
-        cuda_device: EGL/CUDA device index (>= 0) or None to leave device selection alone.
+        cuda_device: CUDA device index (>= 0) or None to leave device selection alone.
     Raises:
-        ValueError: negative or non-integer ``cuda_device``.
+        ValueError: negative or non-integer ``cuda_device``, or one ``CUDA_VISIBLE_DEVICES`` hides.
         RuntimeError: robosuite was already imported with a different ``MUJOCO_GL`` or a
             ``CUDA_VISIBLE_DEVICES`` that conflicts with the requested device.
     """
@@ -127,8 +161,9 @@ def configure_rendering(cuda_device: int | None = None) -> None:
             "robosuite was imported while CUDA_VISIBLE_DEVICES was set; call "
             "configure_rendering(cuda_device) before importing robosuite/libero envs"
         )
+    egl = egl_device_for(int(cuda_device))
     os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-    os.environ["MUJOCO_EGL_DEVICE_ID"] = str(int(cuda_device))
+    os.environ["MUJOCO_EGL_DEVICE_ID"] = str(egl)
 
 
 def _as_action(action: Any) -> np.ndarray:

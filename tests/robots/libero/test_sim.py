@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from rpent.robots.libero import geometry, strategy, suites
-from rpent.robots.libero.sim import EpisodeDoneError, LiberoSim, configure_rendering
+from rpent.robots.libero.sim import EpisodeDoneError, LiberoSim, configure_rendering, egl_device_for
 
 MAX_STEPS = 25
 
@@ -272,12 +272,24 @@ def _import_robosuite(env: dict, configure: bool) -> subprocess.CompletedProcess
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
 
 
+def test_egl_device_follows_cuda_visible_devices():
+    # torch's cuda:N is the N-th GPU of CUDA_VISIBLE_DEVICES; EGL numbers all GPUs of the machine.
+    assert egl_device_for(0, None) == 0 and egl_device_for(3, "") == 3
+    assert egl_device_for(0, "2,3") == 2 and egl_device_for(1, " 2, 3 ") == 3
+    with pytest.raises(ValueError, match=r"cuda device 2 is not visible.*valid --cuda-device: 0\.\.1"):
+        egl_device_for(2, "2,3")
+    with pytest.raises(ValueError, match="UUIDs"):
+        egl_device_for(0, "GPU-8f3a")
+
+
 def test_configure_rendering_pins_egl_device_without_cuda_visible_devices():
     # A multi-GPU style environment: EGL device 0 is not listed in CUDA_VISIBLE_DEVICES.
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="1,2", MUJOCO_EGL_DEVICE_ID="0", MUJOCO_GL="egl")
     broken = _import_robosuite(env, configure=False)
     assert broken.returncode != 0 and "MUJOCO_EGL_DEVICE_ID needs to be set" in broken.stderr
     env.pop("MUJOCO_GL")
+    # cuda:0 of "0,2" is GPU 0 (this machine has one EGL device; the mapping itself is tested above)
+    env["CUDA_VISIBLE_DEVICES"] = "0,2"
     fixed = _import_robosuite(env, configure=True)
     assert fixed.returncode == 0, fixed.stderr
     assert fixed.stdout.split() == ["None", "0", "egl"]

@@ -1,0 +1,215 @@
+"""A pids + memory control group for one cell worker: the whole process tree of a cell is
+counted and bounded together, and can be killed together.
+
+Linux control groups (``cgroups(7)``; v1 ``Documentation/admin-guide/cgroup-v1/pids.rst``
+and ``memory.rst``, v2 ``cgroup-v2.rst``). The group is created as a *child of the cgroup
+this process is in* (read from ``/proc/self/cgroup``), so it only narrows the limits the
+machine already gives us:
+
+* v1 (a ``pids`` and a ``memory`` hierarchy mounted, as on this project's CI machines):
+  ``pids.max``; ``memory.limit_in_bytes`` and, where swap accounting exists,
+  ``memory.memsw.limit_in_bytes`` (same value: no escape into swap);
+* v2 (the unified hierarchy with ``pids`` and ``memory`` in ``cgroup.controllers``):
+  ``pids.max``, ``memory.max``, ``memory.swap.max = 0``; killing uses ``cgroup.kill``.
+
+Creating a group needs write access to our own cgroup directory: root, or a delegated
+subtree (systemd ``Delegate=yes``). Where that is missing, :func:`create_cell_cgroup`
+returns None with the reason, and the run records that the protection is off.
+
+The worker joins the group itself, as the first act of its first process, before it
+forks anything (``join`` paths passed on its command line), so no process of the cell is
+ever outside it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def _own_cgroups() -> dict[str, str]:
+    """``{controller or "" (v2): path}`` from ``/proc/self/cgroup``."""
+    out: dict[str, str] = {}
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        if not controllers:
+            out[""] = path
+        for c in controllers.split(","):
+            if c:
+                out[c] = path
+    return out
+
+
+def _mounts() -> list[tuple[str, str, set[str]]]:
+    """``[(mount point, fstype, super options)]`` of every cgroup/cgroup2 mount."""
+    found = []
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        pre, _, post = line.partition(" - ")
+        fields, rest = pre.split(), post.split()
+        if len(fields) < 5 or len(rest) < 3 or rest[0] not in ("cgroup", "cgroup2"):
+            continue
+        found.append((fields[4], rest[0], set(rest[2].split(","))))
+    return found
+
+
+@dataclass
+class CellCgroup:
+    """One created group (see the module docstring).
+
+    Attributes:
+        version: 1 or 2.
+        dirs: the group's directory per controller (v1: two directories; v2: one).
+        pids_max: processes + threads allowed in the group.
+        memory_bytes: bytes of memory (RSS + page cache, + swap where accounted) of the group.
+    """
+
+    version: int
+    dirs: list[Path]
+    pids_max: int
+    memory_bytes: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def procs_files(self) -> list[str]:
+        """The ``cgroup.procs`` files a process writes its pid to, to join the group."""
+        return [str(d / "cgroup.procs") for d in self.dirs]
+
+    def pids(self) -> set[int]:
+        """Pids now in the group (empty when it is gone)."""
+        out: set[int] = set()
+        for d in self.dirs:
+            try:
+                out.update(int(x) for x in (d / "cgroup.procs").read_text().split())
+            except (OSError, ValueError):
+                pass
+        return out
+
+    def memory_peak(self) -> int | None:
+        """Largest memory use of the group so far, bytes (None when unknown)."""
+        for d in self.dirs:
+            for name in ("memory.max_usage_in_bytes", "memory.peak"):
+                try:
+                    return int((d / name).read_text().split()[0])
+                except (OSError, ValueError, IndexError):
+                    continue
+        return None
+
+    def kill(self, timeout_s: float = 5.0) -> bool:
+        """SIGKILL every process of the group and wait until it is empty. True when empty."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.version == 2:
+                try:
+                    (self.dirs[0] / "cgroup.kill").write_text("1")
+                except OSError:
+                    pass
+            for pid in self.pids():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            if not self.pids():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
+    def remove(self) -> None:
+        """Kill what is left, then remove the group's directories (best effort)."""
+        self.kill()
+        for d in self.dirs:
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+
+
+def _write(path: Path, value: str) -> None:
+    with open(path, "w") as f:
+        f.write(value)
+
+
+def create_cell_cgroup(pids_max: int, memory_bytes: int) -> tuple[CellCgroup | None, str | None]:
+    """Create a pids + memory group under our own cgroup (see the module docstring).
+
+    Args:
+        pids_max: processes + threads of the whole group (the worker's own included).
+        memory_bytes: total bytes of memory of the group.
+
+    Returns:
+        ``(group, None)``, or ``(None, reason)`` when this machine or user cannot have one
+        (the reason says what is missing). Never raises.
+    """
+    own = _own_cgroups()
+    mounts = _mounts()
+    name = f"rpent-cell-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    v1 = {}
+    for point, fstype, opts in mounts:
+        for ctrl in ("pids", "memory"):
+            if fstype == "cgroup" and ctrl in opts and ctrl in own and ctrl not in v1:
+                v1[ctrl] = Path(point) / own[ctrl].lstrip("/") / name
+    created: list[Path] = []
+    try:
+        if len(v1) == 2:
+            for ctrl in ("pids", "memory"):
+                v1[ctrl].mkdir()
+                created.append(v1[ctrl])
+            _write(v1["pids"] / "pids.max", str(pids_max))
+            _write(v1["memory"] / "memory.limit_in_bytes", str(memory_bytes))
+            notes = []
+            memsw = v1["memory"] / "memory.memsw.limit_in_bytes"
+            if memsw.exists():
+                _write(memsw, str(memory_bytes))
+            else:
+                notes.append("no swap accounting (memory.memsw): swap is not counted")
+            return CellCgroup(1, created, pids_max, memory_bytes, notes), None
+        unified = next((Path(p) for p, t, _ in mounts if t == "cgroup2"), None)
+        if unified is None or "" not in own:
+            return None, "no cgroup v1 pids+memory hierarchies and no cgroup v2 mount"
+        parent = unified / own[""].lstrip("/")
+        available = set((unified / "cgroup.controllers").read_text().split()) if (unified / "cgroup.controllers").exists() else set()
+        if not {"pids", "memory"} <= available:
+            return None, (f"the cgroup v2 hierarchy at {unified} has no pids+memory controllers "
+                          "(they are bound to v1 hierarchies this process is not in)")
+        enabled = set((parent / "cgroup.subtree_control").read_text().split())
+        if not {"pids", "memory"} <= enabled:
+            _write(parent / "cgroup.subtree_control", "+pids +memory")
+        d = parent / name
+        d.mkdir()
+        created.append(d)
+        _write(d / "pids.max", str(pids_max))
+        _write(d / "memory.max", str(memory_bytes))
+        notes = []
+        try:
+            _write(d / "memory.swap.max", "0")
+        except OSError:
+            notes.append("memory.swap.max not settable: swap is not counted")
+        return CellCgroup(2, created, pids_max, memory_bytes, notes), None
+    except OSError as exc:
+        for d in reversed(created):
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+        return None, f"cannot create a cgroup under {own.get('pids') or own.get('') or '?'}: {exc.strerror or exc} (needs root or a delegated cgroup)"
