@@ -62,8 +62,14 @@ def render_event(event: Mapping[str, Any]) -> Text | None:
     if kind == "finished":
         outcome = event.get("outcome") or {}
         ok = outcome.get("environment_success")
+        label = outcome.get("label") or ""
+        verdict = (outcome.get("operator_verdict") or {}).get("answer")
         return Text.assemble(("■ finished  ", "bold"),
-                             ("environment success" if ok else "environment not solved", "bold green" if ok else "bold red"),
+                             (f"{label}  " if label else "", "bold green" if label == "succeeded" else "bold red"),
+                             (f"operator: {verdict}  " if verdict else "", "bold magenta"),
+                             ("environment success" if ok else "environment not solved", "green" if ok else "red"),
+                             (f"  disagreement: {outcome['disagreement']}" if outcome.get("disagreement") else "",
+                              "bold yellow"),
                              (f"  {outcome.get('error')}" if outcome.get("error") else "", "red"))
     if kind == "operator_request":
         event = {"event": "request", **event}
