@@ -109,9 +109,6 @@ class ToolBridge:
             elapsed = time.monotonic() - start
             if not isinstance(raw, dict):
                 raw = {"error": f"toolkit returned {type(raw).__name__}, expected dict"}
-            if not blocked and raw.get("code") == "tool_cancelled" and not (self.stop_check and self.stop_check()):
-                # an operator interrupt (Esc) stopped this call; the model goes on, so later calls may move again
-                self.toolkit.clear_cancel()
             if not blocked:
                 self.stats.tool_calls += 1
             content = to_tool_content(raw)
