@@ -46,8 +46,9 @@ async def capture(root: Path, screen: str, size: tuple[int, int]) -> str:
             widget.cursor_blink = False
         await pilot.pause(0.1)
         svg = app.export_screenshot(title=f"rpent-tui {screen}")
+        footer = {"operator": "Success", "help": "Close"}.get(screen, "Help")
         for _ in range(40):  # a loaded machine may draw the footer a moment after the panes
-            if screen in ("operator", "help") or "Help" in svg:
+            if footer in svg:
                 break
             await pilot.pause(0.1)
             svg = app.export_screenshot(title=f"rpent-tui {screen}")
