@@ -19,13 +19,32 @@ are upper bounds for a real run.
 Part 2 writes one synthetic successful record of ``--export-frames`` VLA frames made from real
 LIBERO renders, then exports it with 0 and ``--threads`` image-writer threads and prints both
 times and whether the datasets are identical.
+
+Part 3 (``--scripted-runs DIR``, issue 18): export throughput for ``--episodes`` (50) scripted
+episodes. DIR holds real successful scripted runs recorded with every observation::
+
+    rpent --robot libero --suite libero_object --task T --seed 0 --planner scripted \
+        --record-trajectory --record-observations all --output-dir DIR/tT
+
+The 50 episodes are built from those runs: episode i is the last ``--frames-per-episode`` (60)
+actions up to and including the success step of run ``i mod R`` (R = runs found), written as its
+own record (``actions.jsonl`` renumbered, images hard-linked, ``task.json`` copied), twice: as
+scripted actions (rule set v2's input) and relabelled as VLA chunks of 5 with a prediction per
+chunk (the input today's exporter can export). Each variant runs as a fresh ``rpent-flywheel``
+process (wall clock including interpreter start and the lerobot import, as a user sees it):
+the baseline is today's exporter (the tree of ``--baseline-rev``, rule set v1, PNG, 0 threads,
+on the VLA form), then rule set v2 on the scripted form with PNG and with video, each with 0 and
+``--threads`` image-writer threads. It prints frames/s, the speed-up over the baseline, bytes
+per frame of the dataset, and the load average before and after.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -206,6 +225,105 @@ def bench_export(args: argparse.Namespace, workdir: Path, frames: list[dict]) ->
           f"  speed-up x{times[0] / times[args.threads]:.2f}; datasets identical (sampled frames): {same}")
 
 
+def _build_episode(src: Path, dst: Path, frames: int, as_vla: bool) -> int:
+    """Write one record at ``dst`` from the last ``frames`` actions of record ``src`` up to its success step."""
+    actions = [json.loads(line) for line in (src / "actions.jsonl").read_text().splitlines()]
+    end = next(i for i, a in enumerate(actions) if a["terminated"])
+    window = actions[max(0, end + 1 - frames) : end + 1]
+    dst.mkdir(parents=True)
+    task = json.loads((src / "task.json").read_text())
+    (dst / "task.json").write_text(json.dumps(task))
+    (dst / "planners.jsonl").write_text(json.dumps({"seq": 0, "t": 0.0, "kind": "tool_call", "call_id": "c",
+                                                   "tool": "pi0_pick" if as_vla else "move_to", "args": {}}) + "\n")
+    lines, preds = [], []
+    for k, a in enumerate(window):
+        for cam in ("main", "wrist"):
+            target = dst / a["obs"][cam]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.exists():
+                os.link(src / a["obs"][cam], target)
+        b = {**a, "seq": k, "call_id": "c"}
+        if as_vla:
+            b.update(source="vla", tool="pi0_pick", pred_id=f"p{k // 5}", index_in_chunk=k % 5)
+            if k % 5 == 0:
+                rows = [w["action"] for w in window[k : k + 5]]
+                preds.append({"pred_id": f"p{k // 5}", "instruction": task["task_language"], "call_id": "c",
+                              "tool": "pi0_pick", "created_step": a["step"], "chunk_length": 5,
+                              "n_executed": len(rows), "actions": rows, "t_start": 0.0, "t_end": 0.0})
+        lines.append(json.dumps(b))
+    (dst / "actions.jsonl").write_text("\n".join(lines) + "\n")
+    (dst / "predictions.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
+    return len(window)
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _load() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def bench_scripted_export(args: argparse.Namespace, workdir: Path) -> None:
+    """Part 3 (module docstring)."""
+    repo = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(repo))
+    from rpent.recording.reader import find_record_dirs
+
+    sources = [d for d in find_record_dirs(args.scripted_runs)
+               if json.loads((d / "task.json").read_text()).get("environment_success") is True]
+    if not sources:
+        sys.exit(f"--scripted-runs {args.scripted_runs}: no successful records (record them as the docstring shows)")
+    n_frames = 0
+    for i in range(args.episodes):
+        src = sources[i % len(sources)]
+        n_frames += _build_episode(src, workdir / "scripted" / f"cell_{i:03d}" / "trajectories" / src.name,
+                                   args.frames_per_episode, as_vla=False)
+        _build_episode(src, workdir / "vla" / f"cell_{i:03d}" / "trajectories" / src.name,
+                       args.frames_per_episode, as_vla=True)
+    baseline_tree = workdir / "baseline_tree"
+    baseline_tree.mkdir()
+    archive = subprocess.run(["git", "-C", str(repo), "archive", args.baseline_rev, "rpent"], capture_output=True,
+                             check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(baseline_tree)], input=archive, check=True)
+
+    def run(name: str, tree: Path, extra: list[str], inp: str) -> dict:
+        out = workdir / f"out_{name}"
+        env = dict(os.environ, PYTHONPATH=str(tree), HF_HOME=str(workdir / "hf_home"), HF_HUB_OFFLINE="1")
+        t = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "rpent.cli.flywheel", "--input-root", str(workdir / inp),
+                               "--output-dir", str(out), "--no-progress", *extra], capture_output=True, text=True,
+                              env=env, cwd=workdir)  # not the repo: `-m` puts the cwd first on sys.path
+        wall = time.perf_counter() - t
+        if proc.returncode != 0:
+            sys.exit(f"{name} failed: {proc.stderr[-2000:]}")
+        report = json.loads((out / "report.json").read_text())
+        frames = report["counts"]["frames"]
+        size = _dir_bytes(out / "train")
+        row = {"name": name, "wall_s": wall, "frames": frames, "fps": frames / wall, "bytes_per_frame": size / frames,
+               "rpent": report.get("rpent_version"), "schema": report.get("schema_version")}
+        shutil.rmtree(out)
+        print(f"  done: {name}: {wall:.1f} s, report schema {row['schema']}, load {_load()}", flush=True)
+        return row
+
+    print(f"== part 3: export of {args.episodes} scripted episodes x {args.frames_per_episode} frames "
+          f"({n_frames} frames, from {len(sources)} real scripted run(s): {', '.join(d.name for d in sources)}) ==")
+    print(f"load average before: {_load()}", flush=True)
+    rows = [run(f"baseline ({args.baseline_rev}, v1, PNG, 0 threads, VLA-relabelled form)", baseline_tree, [], "vla")]
+    for video in (False, True):
+        for threads in (0, args.threads):
+            extra = ["--rules", "v2", "--image-writer-threads", str(threads)]
+            if video:
+                extra += ["--video", "--vcodec", args.vcodec]
+            rows.append(run(f"v2, {'video ' + args.vcodec if video else 'PNG'}, {threads} threads", repo, extra,
+                            "scripted"))
+    base = rows[0]["fps"]
+    for r in rows:
+        print(f"{r['name']:<62} {r['wall_s']:7.1f} s  {r['frames']:5d} frames  {r['fps']:6.1f} frames/s  "
+              f"x{r['fps'] / base:4.2f}  {r['bytes_per_frame'] / 1000:7.1f} kB/frame")
+    print(f"load average after: {_load()}")
+
+
 def main() -> None:
     """Parse arguments, run both parts, print figures."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -217,10 +335,19 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=4)
     p.add_argument("--skip-export", action="store_true")
     p.add_argument("--skip-recording", action="store_true")
+    p.add_argument("--scripted-runs", type=Path, default=None,
+                   help="part 3 only: directory of real scripted runs recorded with --record-observations all")
+    p.add_argument("--episodes", type=int, default=50)
+    p.add_argument("--frames-per-episode", type=int, default=60)
+    p.add_argument("--vcodec", default="libsvtav1", choices=("libsvtav1", "h264"))
+    p.add_argument("--baseline-rev", default="874b14d", help="git revision of today's exporter (before issue 18)")
     args = p.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="rpent-flywheel-bench-"))
     os.environ.setdefault("HF_HOME", str(workdir / "hf_home"))
     try:
+        if args.scripted_runs is not None:
+            bench_scripted_export(args, workdir)
+            return
         frames = [] if args.skip_recording else bench_recording(args, workdir)
         if not args.skip_export:
             bench_export(args, workdir, frames)

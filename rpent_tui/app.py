@@ -29,6 +29,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from .messages import ServiceEvent
+from .screens.batch import BatchScreen
 from .screens.editor import EditorScreen
 from .screens.flywheel import FlywheelScreen
 from .screens.help import HelpScreen
@@ -47,7 +48,7 @@ __all__ = ["RpentApp", "AppOptions", "SCREEN_MODES"]
 #: Screen modes and their F-keys.
 SCREEN_MODES = {"services": ("f2", ServicesScreen, "Services"), "run": ("f3", RunScreen, "Run"),
          "editor": ("f4", EditorScreen, "Code editor"), "trajectories": ("f5", TrajectoriesScreen, "Trajectories"),
-         "flywheel": ("f6", FlywheelScreen, "Flywheel export")}
+         "flywheel": ("f6", FlywheelScreen, "Flywheel export"), "batch": ("f7", BatchScreen, "Batch")}
 
 
 @dataclass

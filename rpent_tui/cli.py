@@ -5,6 +5,12 @@ Example::
     rpent-tui --robot libero --planner api --model anthropic:claude-opus-4-8 \\
         --vla-endpoint http://127.0.0.1:8220 --output-dir logs/tui_session
 
+This starts a session process (detached: it outlives this terminal and SSH connection; see
+``rpent.session``) and attaches the UI to it. F10 detaches; ctrl+q asks whether to stop the session
+or detach; ``rpent-tui --attach [SESSION]`` re-attaches (several clients may attach at once),
+``--list`` lists running sessions, ``--stop SESSION`` stops one, ``--in-process`` keeps the session
+inside the UI process (it ends with the UI), ``--foreground`` runs the session process here without a UI.
+
 Then, on the Run screen (F3): ``/rpent-task libero_goal 0 0``. ``--env-endpoint`` is refused
 (every TaskRun needs a fresh, owned env server). Images: ``--images auto|sixel|kitty|halfblock|none``
 (``auto`` queries the terminal before the UI starts; force a mode over slow SSH links).
@@ -74,6 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--code-max-calls", type=int, default=100, help="robot calls per code-policy cell (default 100)")
     u.add_argument("--screen", default="run", choices=("services", "run", "editor", "trajectories", "flywheel"),
                    help="first screen (default run)")
+    a = p.add_argument_group("session process (the session outlives this terminal; see rpent.session)")
+    a.add_argument("--attach", nargs="?", const="", default=None, metavar="SESSION",
+                   help="attach to a running session (name from --list, or its directory; default: the only one)")
+    a.add_argument("--list", action="store_true", help="list the running sessions and exit")
+    a.add_argument("--stop", default=None, metavar="SESSION", help="stop a running session and its services, then exit")
+    a.add_argument("--foreground", action="store_true",
+                   help="run the session process in this terminal without a UI (debugging); attach from another one")
+    a.add_argument("--in-process", action="store_true",
+                   help="run the session inside this UI process: it ends when the UI ends (no detach)")
     return p
 
 
@@ -128,8 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     from .services.images import ImageModeError, prepare_textual_image, query_terminal, resolve_image_mode
     from .services.session import Session, SessionConfigError, default_shared_specs
 
+    if args.list or args.stop is not None:
+        return _manage_sessions(args, parser)
     try:
-        config = session_config_from_args(args)
+        config = None if args.attach is not None else session_config_from_args(args)
         keymap = _load_keymap(args.keymap)
         image_mode = resolve_image_mode(args.images)
     except (SessionConfigError, ImageModeError, ValueError) as exc:
@@ -151,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from .app import AppOptions, RpentApp
 
+    if not args.in_process:
+        return _session_main(args, parser, config, keymap, image_mode)
     specs = default_shared_specs(config)
     extra = shlex.split(args.vla_server_args)
     if extra:
@@ -162,6 +181,62 @@ def main(argv: list[str] | None = None) -> int:
     app = RpentApp(lambda sink: Session(config, sink, shared_specs=specs), options)
     app.run(mouse=not args.no_mouse)
     return int(app.return_code or 0)
+
+
+def _app_options(args: argparse.Namespace, keymap: dict[str, str], image_mode: str):
+    from .app import AppOptions
+
+    return AppOptions(image_mode=image_mode, code_timeout_s=args.code_timeout_s, code_max_calls=args.code_max_calls,
+                      logs_dir=args.logs_dir, start_mode=args.screen, theme=args.theme, keymap=keymap,
+                      frame_interval_s=args.frame_interval, repaint_interval_s=args.repaint_interval)
+
+
+def _session_main(args: argparse.Namespace, parser: argparse.ArgumentParser, config, keymap: dict[str, str],
+                  image_mode: str) -> int:
+    """Start (or find) the session process, then attach the UI to it (or serve it here with --foreground)."""
+    from rpent.session.layout import SessionNotFound, resolve_session
+    from rpent.session.process import SessionStartError, serve, write_session_options
+
+    from .attached import run_attached, start_or_attach
+
+    owned = None
+    try:
+        if args.attach is not None:
+            paths = resolve_session(args.attach or None)
+        elif args.foreground:
+            from rpent.session.layout import SessionPaths
+
+            paths = SessionPaths(Path(config.output_dir).resolve())
+            write_session_options(paths, config, shlex.split(args.vla_server_args))
+            print(f"rpent-tui: session {paths.name} in the foreground; attach with rpent-tui --attach {paths.root}",
+                  file=sys.stderr)
+            return serve(paths, foreground=True)
+        else:
+            paths, owned = start_or_attach(config, shlex.split(args.vla_server_args))
+    except (SessionNotFound, SessionStartError, FileExistsError, ValueError) as exc:
+        parser.exit(2, f"rpent-tui: error: {exc}\n")
+    return run_attached(paths, _app_options(args, keymap, image_mode), mouse=not args.no_mouse, owned=owned)
+
+
+def _manage_sessions(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``--list`` and ``--stop SESSION``."""
+    from rpent.session.layout import SessionNotFound, list_sessions, resolve_session
+    from rpent.session.process import stop_session
+
+    if args.list:
+        sessions = list_sessions()
+        for info in sessions:
+            print(info.line())
+        if not sessions:
+            print("no running sessions (start one with rpent-tui [flags])")
+        return 0
+    try:
+        paths = resolve_session(args.stop)
+    except SessionNotFound as exc:
+        parser.exit(1, f"rpent-tui: {exc}\n")
+    ok = stop_session(paths)
+    print(f"rpent-tui: session {paths.name} {'stopped' if ok else 'did not stop in time (see ' + str(paths.log) + ')'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -7,10 +7,12 @@ Usage::
     rpent-eval --config libero_10_pi05_eval policy.endpoint=http://127.0.0.1:8000
     rpent-eval --list-configs
     rpent-eval --config libero_10_pi05_eval --show-plan           # print the reset-state plan, run nothing
+    rpent-eval --config my.yaml --ray-address auto                # env workers (+ VLA replicas) on a Ray cluster
 
 Overrides are Hydra-style dotted ``key=value`` (``+key=value`` adds a key). The log directory is
 ``<--logs-dir>/<YYYYmmdd-HH:MM:SS>-<config name>/``. Exit status: 0 success, 2 bad config or
-arguments, 1 evaluation failure (worker, policy, trajectory count).
+arguments (also: a placement the Ray cluster cannot satisfy), 1 evaluation failure (worker, policy,
+trajectory count, no replica left).
 """
 
 from __future__ import annotations
@@ -39,12 +41,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--show-plan", action="store_true",
                    help="validate the config, print which (task, reset state) pairs run where, and exit")
     p.add_argument("--no-progress", action="store_true", help="no live progress display")
+    p.add_argument("--ray-address", default=None, metavar="auto|ray://HOST:PORT",
+                   help="run the env workers as Ray actors on this cluster (and the VLA replicas of the config's "
+                        "ray.replicas.vla); overrides ray.address; needs pip install -e '.[ray]'")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``rpent-eval``; returns the exit status (see the module docstring)."""
     from rpent.eval.config import DEFAULT_CONFIG_NAME, load_eval_config, shipped_config_names
+    from rpent.cluster.errors import ClusterError
     from rpent.eval.errors import EvalConfigError, EvalError
 
     args = build_parser().parse_args(argv)
@@ -56,7 +62,12 @@ def main(argv: list[str] | None = None) -> int:
         from rpent.eval.validation import build_settings
 
         loaded = load_eval_config(args.config or DEFAULT_CONFIG_NAME, args.overrides)
-        settings = build_settings(loaded, cuda_device=args.cuda_device)
+        on_ray = None
+        if args.ray_address or "ray" in loaded.cfg:
+            from rpent.eval.ray_workers import prepare_ray_eval
+
+            on_ray = prepare_ray_eval(loaded, args.ray_address, cuda_device=args.cuda_device)
+        settings = on_ray[0] if on_ray else build_settings(loaded, cuda_device=args.cuda_device)
         if args.show_plan:
             from rpent.eval.runner import plan_for, plan_text
 
@@ -65,15 +76,25 @@ def main(argv: list[str] | None = None) -> int:
     except EvalConfigError as exc:
         print(f"rpent-eval: config error: {exc}", file=sys.stderr)
         return 2
+    except ClusterError as exc:
+        print(f"rpent-eval: cluster error: {exc}", file=sys.stderr)
+        return 2
     from rpent.eval.runner import run_eval
 
     print(f"Using Python at {sys.executable}", file=sys.stderr, flush=True)
     try:
-        outcome = run_eval(settings, loaded, logs_dir=args.logs_dir, console=err, show_progress=not args.no_progress)
+        if on_ray:
+            from rpent.eval.ray_workers import run_eval_on_ray
+
+            outcome = run_eval_on_ray(settings, loaded, on_ray[1], logs_dir=args.logs_dir, console=err,
+                                      show_progress=not args.no_progress)
+        else:
+            outcome = run_eval(settings, loaded, logs_dir=args.logs_dir, console=err,
+                               show_progress=not args.no_progress)
     except EvalConfigError as exc:
         print(f"rpent-eval: config error: {exc}", file=sys.stderr)
         return 2
-    except EvalError as exc:
+    except (EvalError, ClusterError) as exc:
         print(f"rpent-eval: evaluation failed: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -4,6 +4,11 @@ Example (offline: no API key, no GPU, no downloads)::
 
     rpent --robot libero --suite libero_object --task 0 --seed 0 --planner scripted
 
+Dashboard (a session that outlives SSH, served to browsers; see ``rpent_tui.dashboard``)::
+
+    rpent --robot libero --dashboard --dashboard-port 8000 --planner claude_code --model sonnet
+    # on your machine: ssh -N -L 8000:127.0.0.1:8000 USER@HOST, then open http://127.0.0.1:8000/
+
 Exit codes: 0 = the environment's success predicate held; 1 = the run ended without success
 (task failure, planner gave up, timeout, max turns); 2 = error (bad arguments, a service or
 planner error). The run directory is printed at the end.
@@ -33,8 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g = p.add_argument_group("task")
     g.add_argument("--robot", default="libero", choices=("libero",), help="robot package (default libero)")
-    g.add_argument("--suite", required=True, help="suite, e.g. libero_object, libero_object_swap, libero_10")
-    g.add_argument("--task", type=int, required=True, help="task index within the suite")
+    g.add_argument("--suite", default=None,
+                   help="suite, e.g. libero_object, libero_object_swap, libero_10 (required unless --dashboard)")
+    g.add_argument("--task", type=int, default=None, help="task index within the suite (required unless --dashboard)")
     g.add_argument("--seed", type=int, default=0, help="selects the init state: seed mod n_init_states (default 0)")
     g.add_argument("--libero-type", choices=("standard", "pro"), default=None,
                    help="LIBERO variant (default $LIBERO_TYPE, else pro; pro includes the standard suites)")
@@ -78,10 +84,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run directory (default logs/<timestamp>_<suite>_t<task>_s<seed>); must not hold a run")
     g.add_argument("--record-trajectory", action="store_true",
                    help="also write trajectories/<task_id>/ (planner events, executed actions, VLA predictions)")
+    g.add_argument("--record-observations", choices=("vla", "all"), default="vla",
+                   help="with --record-trajectory: which actions carry their camera images: vla (default) "
+                        "or all (scripted too; what rpent-flywheel --rules v2 exports; one extra render per step)")
     g.add_argument("--require-operator-verdict", action="store_true",
                    help="refuse finish until the operator gave a verdict (the real-robot rule)")
     g.add_argument("--no-video", action="store_true", help="do not write episode.mp4")
     g.add_argument("--verbose", action="store_true", help="DEBUG logging on stdout and in run.log")
+
+    g = p.add_argument_group("dashboard (a session process served to browsers; tasks start with /rpent-task there)")
+    g.add_argument("--dashboard", action="store_true",
+                   help="start (or attach to) a session and serve the rpent-tui workbench to browsers (textual-serve); "
+                        "--output-dir is the session directory (default logs/dashboard_<UTC stamp>)")
+    g.add_argument("--dashboard-port", type=int, default=8000, help="dashboard HTTP port (default 8000)")
+    g.add_argument("--dashboard-host", default="127.0.0.1",
+                   help="bind address (default 127.0.0.1: use an SSH port forward; any other needs a token)")
+    g.add_argument("--dashboard-token", default=None,
+                   help="token browsers must present as ?token=... (default $RPENT_DASHBOARD_TOKEN); "
+                        "required for a non-loopback --dashboard-host")
+    g.add_argument("--dashboard-session", default=None, metavar="SESSION",
+                   help="serve a running session (name from rpent-tui --list, or its directory) instead of starting one")
     return p
 
 
@@ -142,6 +164,7 @@ def config_from_args(args: argparse.Namespace):
                      sam3_endpoint=args.sam3_endpoint, cuda_device=args.cuda_device, transport=args.transport,
                      policy_mode=args.policy_mode, code_file=args.code_file, code_timeout_s=args.code_timeout_s,
                      code_max_calls=args.code_max_calls, record_trajectory=args.record_trajectory,
+                     record_observations=args.record_observations,
                      require_operator_verdict=args.require_operator_verdict, video=not args.no_video,
                      robot=args.robot)
 
@@ -150,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rpent``; returns (and exits with) 0 / 1 / 2 (see module docstring)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.dashboard:
+        return _exit(dashboard_main(args, parser))
+    if args.suite is None or args.task is None:
+        parser.error("--suite and --task are required (or use --dashboard and start tasks with /rpent-task there)")
     try:
         cfg = config_from_args(args)
         from rpent.robots.libero import suites
@@ -234,6 +261,78 @@ def main(argv: list[str] | None = None) -> int:
           f"env_steps={outcome.env_steps} | elapsed={outcome.stats.get('elapsed_s')}s")
     print(f"rpent: run record in {outcome.output_dir}")
     return _exit(outcome.exit_code)
+
+
+def dashboard_argv(args: argparse.Namespace) -> list[str]:
+    """The ``rpent-tui`` session flags equivalent to ``rpent``'s planner/task/service flags.
+
+    Raises:
+        ValueError: a flag a dashboard session cannot honour (``--interactive``, ``--code-file``,
+            ``--no-images``, ``--claude-code-max-budget-usd``, ``--suite``/``--task``, ``--cuda-device``,
+            ``--no-video``), with the fix.
+    """
+    refused = [flag for flag, given in (("--interactive", args.interactive), ("--code-file", args.code_file),
+                                        ("--no-images", args.no_images),
+                                        ("--claude-code-max-budget-usd", args.claude_code_max_budget_usd is not None),
+                                        ("--suite", args.suite is not None), ("--task", args.task is not None),
+                                        ("--cuda-device", args.cuda_device is not None),
+                                        ("--no-video", args.no_video)) if given]
+    if refused:
+        raise ValueError(f"{', '.join(refused)} cannot be used with --dashboard: tasks start in the dashboard with "
+                         "/rpent-task <suite> <task> <seed>, and operator lines are typed there")
+    out = ["--robot", args.robot, "--planner", args.planner, "--max-turns", str(args.max_turns),
+           "--max-episode-steps", str(args.max_episode_steps), "--policy-mode", args.policy_mode]
+    for flag, value in (("--model", args.model), ("--base-url", args.base_url), ("--libero-type", args.libero_type),
+                        ("--vla-endpoint", args.vla_endpoint), ("--sam3-endpoint", args.sam3_endpoint),
+                        ("--env-endpoint", args.env_endpoint), ("--output-dir", args.output_dir)):
+        if value is not None:
+            out += [flag, str(value)]
+    for flag, value in (("--record-trajectory", args.record_trajectory),
+                        ("--require-operator-verdict", args.require_operator_verdict)):
+        if value:
+            out.append(flag)
+    return out
+
+
+def dashboard_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``rpent --dashboard``: start (or attach to) a session process, then serve the workbench with
+    textual-serve until Ctrl+C. The session keeps running afterwards (stop it with rpent-tui --stop)."""
+    import time
+
+    from rpent.session.layout import SessionNotFound, SessionPaths, resolve_session
+    from rpent.session.process import SessionStartError, start_detached, write_session_options
+    from rpent_tui.cli import build_parser as tui_parser
+    from rpent_tui.cli import session_config_from_args
+    from rpent_tui.dashboard import TOKEN_ENV, check_bind, dashboard_command, make_server
+    from rpent_tui.services.session import SessionConfigError
+
+    token = args.dashboard_token or os.environ.get(TOKEN_ENV) or None
+    try:
+        check_bind(args.dashboard_host, token)
+        if not 0 < args.dashboard_port < 65536:
+            raise ValueError(f"--dashboard-port {args.dashboard_port} is not a TCP port (1-65535)")
+        if args.dashboard_session:
+            paths = resolve_session(args.dashboard_session)
+        else:
+            tui_args = tui_parser().parse_args(dashboard_argv(args))
+            if tui_args.output_dir is None:
+                tui_args.output_dir = Path("logs") / f"dashboard_{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
+            config = session_config_from_args(tui_args)
+            paths = SessionPaths(Path(config.output_dir).resolve())
+            if not paths.running():
+                write_session_options(paths, config)
+                start_detached(paths)
+    except (ValueError, SessionConfigError, SessionNotFound, SessionStartError, FileExistsError) as exc:
+        parser.error(str(exc))
+    print(f"rpent: session {paths.name} in {paths.root} (log {paths.log})", flush=True)
+    server = make_server(dashboard_command(paths.root), args.dashboard_host, args.dashboard_port, token,
+                         title=f"rpent {paths.name}")
+    try:
+        server.serve()
+    finally:
+        print(f"rpent: dashboard stopped; session {paths.name} keeps running "
+              f"(attach: rpent-tui --attach {paths.name}; stop: rpent-tui --stop {paths.name})", flush=True)
+    return 0
 
 
 def _leaves(exc: BaseException, kinds: tuple) -> list[BaseException]:

@@ -120,6 +120,7 @@ def run_eval(
     console: Console | None = None,
     show_progress: bool = True,
     policy: Any = None,
+    driver_factory: Any = None,
 ) -> EvalOutcome:
     """Run one evaluation (see the module docstring).
 
@@ -130,6 +131,8 @@ def run_eval(
         console: rich console for the plan, progress and summary (default: stderr).
         show_progress: draw the live progress display.
         policy: an already-open policy backend (default: :func:`open_policy` from the settings).
+        driver_factory: builds the rollout driver (default :class:`RolloutDriver`, local env worker
+            processes; ``rpent-eval --ray-address`` passes :class:`rpent.eval.ray_workers.RayRolloutDriver`).
 
     Returns:
         :class:`EvalOutcome`.
@@ -186,7 +189,8 @@ def run_eval(
             progress.on_event(event)
 
         with EvalProgress(settings.env.rollout_epoch, plan.num_trajectories, console, enabled=show_progress) as progress:
-            driver = RolloutDriver(settings, plan, policy, log_dir=run_dir, on_event=on_event, logger=log)
+            driver = (driver_factory or RolloutDriver)(settings, plan, policy, log_dir=run_dir, on_event=on_event,
+                                                       logger=log)
             timing = driver.timing
             with driver:
                 driver.run()

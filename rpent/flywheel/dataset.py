@@ -2,15 +2,27 @@
 
 Feature names and shapes follow the LIBERO LeRobot layout that RLinf's Pi0.5 SFT loader reads
 (``image``, ``wrist_image``, ``state``, ``actions``; upstream RPent's Flywheel v1 export used
-the same four, rpent_reference §5.1): images uint8 256x256x3 stored as PNG inside the parquet
-files (``use_videos=False``), state float32 [8], actions float32 [7]; fps 20 (LIBERO control
-rate), robot type ``panda``.
+the same four, rpent_reference §5.1): images uint8 256x256x3, state float32 [8], actions
+float32 [7]; fps 20 (LIBERO control rate), robot type ``panda``.
+
+Camera streams are stored either as PNG inside the parquet files (``dtype: image``, the
+default, what upstream RPent wrote; the recorded PNG files are taken as they are, see
+:func:`_copying_dataset_class`) or, with ``video=True``, as lerobot video features
+(``dtype: video``): lerobot's streaming encoder encodes each episode on the CPU while frames are
+added (codec ``libsvtav1`` = AV1 by default, or ``h264``; both are encoders inside the PyAV
+wheel). Reading video datasets back needs torchcodec plus FFmpeg's shared libraries (lerobot
+0.4.4 decodes with torchcodec; its PyAV fallback needs a torchvision VideoReader that
+torchvision 0.28 no longer has). Statistics per feature (``meta/stats.json``: min, max, mean,
+std, count, quantiles) are lerobot's own, computed per episode and aggregated by lerobot.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
+
+from PIL import Image
 
 from rpent.flywheel.lerobot_compat import import_lerobot_dataset
 from rpent.flywheel.selection import IMAGE_SHAPE, Frame
@@ -20,13 +32,73 @@ from rpent.recording.png import decode_png
 FPS = 20
 """LIBERO control frequency in env steps per second (robosuite control_freq 20)."""
 
-FEATURES = {
-    "image": {"dtype": "image", "shape": IMAGE_SHAPE, "names": ["height", "width", "channel"]},
-    "wrist_image": {"dtype": "image", "shape": IMAGE_SHAPE, "names": ["height", "width", "channel"]},
-    "state": {"dtype": "float32", "shape": (layout.STATE_DIM,), "names": ["state"]},
-    "actions": {"dtype": "float32", "shape": (layout.ACTION_DIM,), "names": ["actions"]},
-}
-"""LeRobot features of the exported dataset (see module docstring for the source of the names)."""
+VIDEO_CODECS = ("libsvtav1", "h264")
+"""Video codecs offered for ``video=True`` (CPU encoders of the PyAV wheel that lerobot 0.4.4
+accepts; ``libsvtav1`` is lerobot's default, ``h264`` encodes with libx264)."""
+
+CAMERA_KEYS = ("image", "wrist_image")
+"""Dataset keys of the two cameras (``main`` -> ``image``, ``wrist`` -> ``wrist_image``)."""
+
+
+def features(video: bool = False) -> dict:
+    """The LeRobot features of the exported dataset.
+
+    Args:
+        video: cameras as ``video`` features (encoded streams) instead of ``image`` (PNG in parquet).
+
+    Returns:
+        ``{"image", "wrist_image", "state", "actions"}`` feature dicts (dtype, shape, names).
+    """
+    cam = "video" if video else "image"
+    return {
+        "image": {"dtype": cam, "shape": IMAGE_SHAPE, "names": ["height", "width", "channel"]},
+        "wrist_image": {"dtype": cam, "shape": IMAGE_SHAPE, "names": ["height", "width", "channel"]},
+        "state": {"dtype": "float32", "shape": (layout.STATE_DIM,), "names": ["state"]},
+        "actions": {"dtype": "float32", "shape": (layout.ACTION_DIM,), "names": ["actions"]},
+    }
+
+
+FEATURES = features(video=False)
+"""LeRobot features of the PNG variant (see :func:`features`)."""
+
+
+def _open_png(path: Path) -> Image.Image:
+    """Open a recorded PNG lazily (header only; pixels are not decoded)."""
+    im = Image.open(path)
+    if im.format != "PNG":
+        im.close()
+        raise ValueError(f"{path} is {im.format}, not PNG")
+    return im
+
+
+_COPYING_CLASS = None
+
+
+def _copying_dataset_class():
+    """lerobot's ``LeRobotDataset`` whose image features take the recorded PNG file as it is.
+
+    lerobot's ``add_frame`` re-encodes every image as PNG at zlib level 6 (~0.1 s per 256x256
+    frame on this machine, half of the export's time, benchmarks/flywheel_bench.py). The
+    recorder already wrote lossless PNG files, and the export has decoded each of them once to
+    check it (``selection.image_problem``), so ``_save_image`` copies the file byte for byte when
+    it is handed a PNG opened from disk; any other image goes through lerobot's own writer. The
+    pixels are identical either way (PNG is lossless); files are larger than level 6 (the
+    recorder uses level 1). Everything else (stats, parquet embedding, metadata) is lerobot's.
+    """
+    global _COPYING_CLASS
+    if _COPYING_CLASS is None:
+        LeRobotDataset = import_lerobot_dataset()
+
+        class CopyingLeRobotDataset(LeRobotDataset):
+            def _save_image(self, image, fpath, compress_level: int = 1) -> None:  # noqa: D102
+                src = getattr(image, "filename", None)
+                if isinstance(image, Image.Image) and image.format == "PNG" and src:
+                    shutil.copyfile(src, fpath)
+                    return
+                super()._save_image(image, fpath, compress_level)
+
+        _COPYING_CLASS = CopyingLeRobotDataset
+    return _COPYING_CLASS
 
 
 class FrameLoadError(RuntimeError):
@@ -50,6 +122,8 @@ def write_lerobot_dataset(
     repo_id: str,
     robot_type: str,
     image_writer_threads: int = 0,
+    video: bool = False,
+    vcodec: str = "libsvtav1",
     on_frame: Callable[[], None] | None = None,
 ) -> dict:
     """Write ``episodes`` into a new LeRobot dataset at ``root`` (which must not exist).
@@ -60,7 +134,9 @@ def write_lerobot_dataset(
         repo_id: the dataset's repo id (local name only; nothing is uploaded).
         robot_type: LeRobot robot type (``"panda"``).
         image_writer_threads: lerobot's image writer threads (0 = encode and save each image
-            in the calling thread).
+            in the calling thread; PNG variant only, video frames go to the streaming encoder).
+        video: store the cameras as video features (see module docstring).
+        vcodec: one of :data:`VIDEO_CODECS` (with ``video``).
         on_frame: called after each frame is added (progress).
 
     Returns:
@@ -68,32 +144,42 @@ def write_lerobot_dataset(
 
     Raises:
         FileExistsError: ``root`` exists.
+        ValueError: unknown ``vcodec``.
         FrameLoadError: an image could not be decoded.
         LeRobotUnavailableError: lerobot is not importable.
     """
-    LeRobotDataset = import_lerobot_dataset()
-    ds = LeRobotDataset.create(
+    if vcodec not in VIDEO_CODECS:
+        raise ValueError(f"unknown video codec {vcodec!r}; use one of {VIDEO_CODECS}")
+    ds = _copying_dataset_class().create(
         repo_id=repo_id,
         fps=FPS,
-        features=FEATURES,
+        features=features(video),
         root=root,
         robot_type=robot_type,
-        use_videos=False,
-        image_writer_threads=image_writer_threads,
+        use_videos=video,
+        image_writer_threads=0 if video else image_writer_threads,
+        vcodec=vcodec,
+        streaming_encoding=video,
     )
     frames = 0
     tasks: list[str] = []
     try:
         for record_dir, frames_of_episode in episodes:
             for fr in frames_of_episode:
+                paths = (layout.resolve_artifact(record_dir, fr.main), layout.resolve_artifact(record_dir, fr.wrist))
                 try:
-                    main = decode_png(layout.resolve_artifact(record_dir, fr.main))
-                    wrist = decode_png(layout.resolve_artifact(record_dir, fr.wrist))
+                    # video: pixels for the encoder; PNG: the recorded file itself (copied by _save_image)
+                    main, wrist = (decode_png(p) for p in paths) if video else (_open_png(p) for p in paths)
                 except (OSError, ValueError) as e:
                     raise FrameLoadError(f"{record_dir}: action seq {fr.seq}: cannot load observation: {e}") from e
-                ds.add_frame(
-                    {"image": main, "wrist_image": wrist, "state": fr.state, "actions": fr.action, "task": fr.task}
-                )
+                try:
+                    ds.add_frame(
+                        {"image": main, "wrist_image": wrist, "state": fr.state, "actions": fr.action, "task": fr.task}
+                    )
+                finally:
+                    for im in (main, wrist):
+                        if isinstance(im, Image.Image):
+                            im.close()
                 if fr.task not in tasks:
                     tasks.append(fr.task)
                 frames += 1

@@ -1,31 +1,51 @@
-"""``export_records``: trajectory records -> LeRobot dataset ``<output-dir>/train/`` + ``report.json``.
+"""``export_records``: trajectory records -> LeRobot dataset(s) under ``<output-dir>/`` + ``report.json``.
 
-Steps: find every record under ``input_root``; refuse a mix of robots; apply the rules of
-:mod:`rpent.flywheel.selection`; write the dataset with lerobot's writer into a hidden
-temporary sibling of ``output_dir`` (``.<name>.partial-<hex>``); write ``report.json``; rename
-the temporary directory to ``output_dir``. A failed export removes the temporary directory, so
-``output_dir`` either does not exist or is complete. Input records are only read.
+Steps: remove stale build directories of the same output (a killed earlier export's, see
+:mod:`rpent.flywheel.partial`); find every record under each input root (recursively: a run
+directory, a batch results root ``<root>/<arm>/<cell>/...``, or any parent); refuse a mix of
+robots; apply rule set v1 or v2 of :mod:`rpent.flywheel.selection`; write ``train/`` (and
+``val/`` when a validation split is asked for) with lerobot's writer into a hidden build
+directory ``.<name>.partial-<hex>``; write each dataset's card (``README.md``) and
+``report.json``; rename the build directory to ``output_dir``. A failed or interrupted
+(SIGTERM, Ctrl-C) export removes the build directory, so ``output_dir`` either does not exist
+or is complete. Input records are only read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
-import secrets
 import shutil
+import signal
+import threading
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Sequence
 
 from tqdm import tqdm
 
+from rpent.flywheel import card as _card
 from rpent.flywheel import dataset as _dataset
-from rpent.flywheel.selection import ROBOT_TYPES, RunSelection, select_run
+from rpent.flywheel import partial as _partial
+from rpent.flywheel.selection import RULE_SETS, RULES_V1, ROBOT_TYPES, RunSelection, select_run
 from rpent.recording.atomic import write_json_atomic
 from rpent.recording.reader import find_record_dirs, load_record
 
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 2
+"""2: adds ``rules``, ``split``, ``val_dataset``, ``exclusion_counts``, ``stale_partials_removed``,
+per-run ``planner`` and per-episode ``sources``/``split``/``dataset_episode_index``."""
 DATASET_DIRNAME = "train"
+VAL_DATASET_DIRNAME = "val"
 REPORT_NAME = "report.json"
+
+RULES_DESCRIPTION = {
+    "v1": "product document rules: successful runs only, only VLA actions linked to a prediction with an "
+          "instruction, one episode per contiguous VLA segment, task = the VLA instruction",
+    "v2": "successful runs only, every executed action (scripted and VLA) of the successful attempt up to and "
+          "including the first step that achieves success, task = the task language; failures stay raw",
+}
 
 
 class FlywheelError(Exception):
@@ -55,28 +75,48 @@ def _check_single_robot(records, root: Path) -> str | None:
     return next(iter(by_robot), None)
 
 
+def _remove_quietly(tmp: Path) -> None:
+    """Remove the build directory with SIGTERM/SIGINT held back, so a second signal cannot stop it halfway."""
+    held = threading.current_thread() is threading.main_thread()
+    if held:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        if held:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def _build_report(
     input_root: Path,
     output_dir: Path,
     selections: list[RunSelection],
+    planners: list[str | None],
     robot: str | None,
-    dataset_info: dict | None,
-    image_writer_threads: int,
+    rules: str,
+    split: tuple[list[int], list[int]],
+    split_args: dict,
 ) -> dict:
     import rpent
 
+    train, val = split
+    where = {i: ("train", k) for k, i in enumerate(train)} | {i: ("val", k) for k, i in enumerate(val)}
     runs, exclusions = [], []
     episode_index = 0
-    for sel in selections:
+    for sel, planner in zip(selections, planners):
         rel = _rel(sel.record_dir, input_root)
         eps = []
         for ep in sel.episodes:
+            name, k = where[episode_index]
             eps.append(
                 {
                     "episode_index": episode_index,
+                    "split": name,
+                    "dataset_episode_index": k,
                     "frames": len(ep),
                     "seqs": [ep[0].seq, ep[-1].seq],
                     "tasks": list(dict.fromkeys(f.task for f in ep)),
+                    "sources": dict(Counter(f.source for f in ep)),
                 }
             )
             episode_index += 1
@@ -85,6 +125,7 @@ def _build_report(
                 "record": rel,
                 "task_id": sel.task_id,
                 "robot": sel.robot,
+                "planner": planner,
                 "exported": sel.exported,
                 "actions": sel.n_actions,
                 "frames": sum(e["frames"] for e in eps),
@@ -101,22 +142,11 @@ def _build_report(
         "input_root": str(input_root),
         "output_dir": str(output_dir),
         "robot": robot,
-        "dataset": (
-            {
-                "path": DATASET_DIRNAME,
-                "format": "LeRobot v3.0 (LeRobotDataset writer)",
-                "repo_id": dataset_info["repo_id"],
-                "robot_type": dataset_info["robot_type"],
-                "fps": _dataset.FPS,
-                "use_videos": False,
-                "features": sorted(_dataset.FEATURES),
-                "tasks": dataset_info["tasks"],
-                "image_writer_threads": image_writer_threads,
-                "validation_split": None,
-            }
-            if dataset_info
-            else None
-        ),
+        "rules": rules,
+        "rules_description": RULES_DESCRIPTION[rules],
+        "dataset": None,
+        "val_dataset": None,
+        "split": {**split_args, "train_episodes": train, "val_episodes": val},
         "counts": {
             "runs_seen": len(selections),
             "runs_exported": sum(1 for s in selections if s.exported),
@@ -124,8 +154,28 @@ def _build_report(
             "frames": frames,
             "actions_seen": sum(s.n_actions for s in selections),
         },
+        "exclusion_counts": dict(sorted(Counter(x["reason"] for x in exclusions).items())),
         "runs": runs,
         "exclusions": exclusions,
+        "stale_partials_removed": [],
+    }
+
+
+def _dataset_entry(path: str, info: dict, *, video: bool, vcodec: str, image_writer_threads: int) -> dict:
+    return {
+        "path": path,
+        "format": "LeRobot v3.0 (LeRobotDataset writer)",
+        "repo_id": info["repo_id"],
+        "robot_type": info["robot_type"],
+        "fps": _dataset.FPS,
+        "use_videos": video,
+        "vcodec": vcodec if video else None,
+        "features": sorted(_dataset.features(video)),
+        "episodes": info["episodes"],
+        "frames": info["frames"],
+        "tasks": info["tasks"],
+        "image_writer_threads": 0 if video else image_writer_threads,
+        "card": f"{path}/README.md",
     }
 
 
@@ -133,37 +183,66 @@ def export_records(
     input_root: str | Path | Sequence[str | Path],
     output_dir: str | Path,
     *,
+    rules: str = RULES_V1,
     image_writer_threads: int = 0,
+    video: bool = False,
+    vcodec: str = "libsvtav1",
+    val_fraction: float = 0.0,
+    split_seed: int = 0,
     progress: bool = True,
+    log: Callable[[str], None] | None = None,
 ) -> dict:
-    """Export the qualifying VLA frames of every record under ``input_root`` to ``output_dir``.
+    """Export the qualifying frames of every record under ``input_root`` to ``output_dir``.
 
     Args:
-        input_root: one record directory (with ``task.json``), a run directory, or any parent;
-            or a list of such paths (their records are merged; a record found twice counts once).
+        input_root: one record directory (with ``task.json``), a run directory, a batch results
+            root, or any parent (searched recursively); or a list of such paths (their records are
+            merged; a record found twice counts once).
         output_dir: new directory; gets ``train/`` (the LeRobot dataset, the directory holding
-            ``meta/info.json`` that RLinf's SFT takes as ``data.train_data_paths``) and
-            ``report.json``. When nothing qualifies only ``report.json`` is written.
+            ``meta/info.json`` that RLinf's SFT takes as ``data.train_data_paths``), ``val/`` with
+            ``val_fraction > 0`` and at least 2 episodes, and ``report.json``. When nothing
+            qualifies only ``report.json`` is written (its ``exclusions`` say why).
+        rules: ``"v1"`` (default) or ``"v2"`` (:mod:`rpent.flywheel.selection`).
         image_writer_threads: lerobot image-writer threads (0 = encode and save images one by one).
+        video: store the cameras as video (lerobot streaming encoder, CPU) instead of PNG.
+        vcodec: ``"libsvtav1"`` (AV1, default) or ``"h264"``.
+        val_fraction: share of episodes (whole episodes) put into ``val/``, in [0, 1).
+        split_seed: seed of the episode shuffle for the split.
         progress: show tqdm progress bars on stderr.
+        log: receives one-line notes (stale build directories removed, ...); default: ignored.
 
     Returns:
         the report (also written to ``<output_dir>/report.json``).
 
     Raises:
-        FlywheelError: ``output_dir`` exists, ``input_root`` is missing, negative thread count,
+        FlywheelError: ``output_dir`` exists, ``input_root`` is missing, bad argument values,
             or runs of different robots were found (nothing is written).
+        ExportInterrupted: SIGTERM/SIGINT arrived (the build directory was removed).
         FrameLoadError, LeRobotUnavailableError, OSError: writing failed (nothing is left behind).
     """
+    log = log or (lambda _msg: None)
     roots = [Path(r).absolute() for r in ([input_root] if isinstance(input_root, (str, Path)) else input_root)]
     if not roots:
         raise FlywheelError("--input-root: give at least one run or trajectory directory")
     input_root = Path(os.path.commonpath(roots)) if len(roots) > 1 else roots[0]
     output_dir = Path(output_dir).absolute()
+    if rules not in RULE_SETS:
+        raise FlywheelError(f"--rules must be one of {', '.join(RULE_SETS)}, got {rules!r}")
     if image_writer_threads < 0:
         raise FlywheelError(f"--image-writer-threads must be >= 0, got {image_writer_threads}")
+    if vcodec not in _dataset.VIDEO_CODECS:
+        raise FlywheelError(f"--vcodec must be one of {', '.join(_dataset.VIDEO_CODECS)}, got {vcodec!r}")
+    if not 0.0 <= val_fraction < 1.0:
+        raise FlywheelError(f"--val-fraction must be in [0, 1), got {val_fraction}")
     if output_dir.exists() or output_dir.is_symlink():
         raise FlywheelError(f"--output-dir {output_dir} already exists; pass a new directory (the export never overwrites)")
+    removed, live = _partial.remove_stale_partials(output_dir)
+    for r in removed:
+        log(f"removed stale build directory {r['path']} ({_partial.human_bytes(r['bytes'])}) left by an earlier "
+            "export that was killed")
+    for r in live:
+        log(f"build directory {r['path']} ({_partial.human_bytes(r['bytes'])}) belongs to a running export "
+            f"(pid {r['pid']} on {r['host']}); left alone")
     record_dirs: list[Path] = []
     for root in roots:
         try:
@@ -173,34 +252,52 @@ def export_records(
         record_dirs.extend(d for d in found if d not in record_dirs)
     records = [load_record(d) for d in tqdm(record_dirs, desc="reading records", unit="run", disable=not progress)]
     robot = _check_single_robot(records, input_root)
-    selections = [select_run(r) for r in records]
+    selections = [select_run(r, rules) for r in tqdm(records, desc="checking runs", unit="run", disable=not progress)]
+    planners = [(r.task or {}).get("planner") for r in records]
     episodes = [(s.record_dir, ep) for s in selections for ep in s.episodes]
-    n_frames = sum(len(ep) for _, ep in episodes)
+    split = _card.split_episodes(len(episodes), val_fraction, split_seed)
+    report = _build_report(input_root, output_dir, selections, planners, robot, rules, split,
+                           {"val_fraction": val_fraction, "seed": split_seed})
+    report["stale_partials_removed"] = removed
 
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output_dir.parent / f".{output_dir.name}.partial-{secrets.token_hex(4)}"
-    tmp.mkdir()
-    try:
-        info = None
-        if episodes:
-            robot_type = ROBOT_TYPES[robot]
-            repo_id = f"rpent/{output_dir.name}"
-            with tqdm(total=n_frames, desc="exporting frames", unit="frame", disable=not progress) as bar:
-                written = _dataset.write_lerobot_dataset(
-                    tmp / DATASET_DIRNAME,
-                    episodes,
-                    repo_id=repo_id,
-                    robot_type=robot_type,
-                    image_writer_threads=image_writer_threads,
-                    on_frame=lambda: bar.update(1),
-                )
-            info = {"repo_id": repo_id, "robot_type": robot_type, **written}
-        report = _build_report(input_root, output_dir, selections, robot, info, image_writer_threads)
-        write_json_atomic(tmp / REPORT_NAME, report)
-        if output_dir.exists():
-            raise FlywheelError(f"--output-dir {output_dir} appeared while exporting; nothing was written there")
-        os.rename(tmp, output_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    if not progress:
+        with contextlib.suppress(ImportError):
+            from datasets.utils.logging import disable_progress_bar
+
+            disable_progress_bar()  # lerobot's parquet embedding shows datasets' "Map" bars otherwise
+    with _partial.signals_as_interrupt():
+        tmp = _partial.make_build_dir(output_dir)
+        try:
+            if episodes:
+                robot_type = ROBOT_TYPES[robot]
+                with tqdm(total=sum(len(ep) for _, ep in episodes), desc="exporting frames", unit="frame",
+                          disable=not progress) as bar:
+                    for name, idx, key in ((DATASET_DIRNAME, split[0], "dataset"), (VAL_DATASET_DIRNAME, split[1], "val_dataset")):
+                        if not idx:
+                            continue
+                        repo_id = f"rpent/{output_dir.name}" + ("" if name == DATASET_DIRNAME else f"-{name}")
+                        written = _dataset.write_lerobot_dataset(
+                            tmp / name,
+                            [episodes[i] for i in idx],
+                            repo_id=repo_id,
+                            robot_type=robot_type,
+                            image_writer_threads=image_writer_threads,
+                            video=video,
+                            vcodec=vcodec,
+                            on_frame=lambda: bar.update(1),
+                        )
+                        report[key] = _dataset_entry(name, {"repo_id": repo_id, "robot_type": robot_type, **written},
+                                                     video=video, vcodec=vcodec, image_writer_threads=image_writer_threads)
+                for name, idx in ((DATASET_DIRNAME, split[0]), (VAL_DATASET_DIRNAME, split[1])):
+                    if idx:
+                        _card.write_dataset_card(tmp / name, report, name, idx)
+            write_json_atomic(tmp / REPORT_NAME, report)
+            if output_dir.exists():
+                raise FlywheelError(f"--output-dir {output_dir} appeared while exporting; nothing was written there")
+            with contextlib.suppress(FileNotFoundError):
+                (tmp / _partial.OWNER_FILE).unlink()
+            os.rename(tmp, output_dir)
+        except BaseException:
+            _remove_quietly(tmp)
+            raise
     return report

@@ -15,7 +15,22 @@ Rules (``shared/seeds/004``, "导出训练数据"), applied per record:
    action, and the prediction's instruction as the frame's task.
 
 A record whose files are damaged (truncated/corrupt JSONL line, line missing fields, image
-missing or not 256x256 RGB) is excluded whole: its links and contiguity cannot be trusted.
+missing, undecodable or not 256x256 RGB) is excluded whole: its links and contiguity cannot be
+trusted.
+
+These are rule set **v1** (:data:`RULES_V1`, the default). Rule set **v2** (:data:`RULES_V2`,
+upstream RPent's later rules, rpent_reference §5.1) keeps every executed action, scripted and
+VLA, of a successful run:
+
+1. Run: as v1 (``environment_success`` exactly ``true``; failed runs stay raw and are never
+   exported), plus: some action has ``terminated == true`` (the env step that achieved success).
+2. Episode: the attempt that reached the first success: from the last reset before it (env
+   ``step`` not continuing the previous line's) up to and including the first action with
+   ``terminated == true``. Earlier attempts are reported as ``failed_attempt``, actions after
+   the first success as ``after_success``; neither is exported.
+3. Frames: every action of that episode (``source`` scripted or vla) with the observation before
+   it; each needs both images (record with ``--record-observations all``), else the run is
+   excluded as ``observations_missing``. The frame's task is ``task.json``'s ``task_language``.
 """
 
 from __future__ import annotations
@@ -34,6 +49,11 @@ from rpent.recording.reader import TrajectoryRecord
 IMAGE_SHAPE = (256, 256, 3)
 """Observation image shape the export requires (LIBERO policy cameras; seed 004, issue 6)."""
 
+RULES_V1 = "v1"
+RULES_V2 = "v2"
+RULE_SETS = (RULES_V1, RULES_V2)
+"""Export rule sets (see the module docstring); chosen with ``--rules`` and written into report.json."""
+
 ROBOT_TYPES = {"libero": "panda"}
 """rpent robot package -> LeRobot ``robot_type`` (LIBERO's arm is a Franka Panda)."""
 
@@ -51,6 +71,9 @@ INVALID_ACTION_LINE = "invalid_action_line"
 INVALID_PREDICTION_LINE = "invalid_prediction_line"
 BAD_OBSERVATION = "bad_observation"
 NO_QUALIFYING_ACTIONS = "no_qualifying_actions"
+NO_SUCCESS_STEP = "no_success_step"
+OBSERVATIONS_MISSING = "observations_missing"
+NO_TASK_LANGUAGE = "no_task_language"
 # Action-level exclusion reasons.
 NOT_VLA = "not_vla"
 MISSING_LINK = "missing_link"
@@ -60,6 +83,8 @@ OTHER_TOOL_CALL = "prediction_from_other_tool_call"
 EMPTY_INSTRUCTION = "empty_instruction"
 NOT_EXECUTED = "prediction_row_not_executed"
 DUPLICATE_LINK = "duplicate_link"
+FAILED_ATTEMPT = "failed_attempt"
+AFTER_SUCCESS = "after_success"
 
 REASON_TEXT = {
     NO_TASK_JSON: "task.json is missing: the run's outcome is unknown",
@@ -74,6 +99,9 @@ REASON_TEXT = {
     INVALID_ACTION_LINE: "actions.jsonl has a line with missing or malformed fields",
     INVALID_PREDICTION_LINE: "predictions.jsonl has a line with missing or malformed fields",
     BAD_OBSERVATION: "an observation image is missing, unreadable or not 256x256 RGB",
+    NO_SUCCESS_STEP: "environment_success is true but no action has terminated=true (the success step is unknown)",
+    OBSERVATIONS_MISSING: "an action to export has no images (record with --record-observations all)",
+    NO_TASK_LANGUAGE: "task.json has no task_language (the frames' task string)",
     NO_QUALIFYING_ACTIONS: "successful run, but no action links to a valid VLA prediction",
     NOT_VLA: "not a VLA action (scripted or other source)",
     MISSING_LINK: "VLA action without pred_id/index_in_chunk",
@@ -83,19 +111,22 @@ REASON_TEXT = {
     EMPTY_INSTRUCTION: "links to a prediction with an empty instruction",
     NOT_EXECUTED: "links to a chunk row the prediction does not list as executed",
     DUPLICATE_LINK: "another action claims the same (pred_id, index_in_chunk)",
+    FAILED_ATTEMPT: "an attempt before the reset that preceded the first success (not exported)",
+    AFTER_SUCCESS: "executed after the first success (not exported)",
 }
 
 
 @dataclass
 class Frame:
-    """One training frame: the observation before an executed VLA action, the action, the instruction.
+    """One training frame: the observation before an executed action, the action, the task string.
 
     Attributes:
         seq: the action's line index in ``actions.jsonl``.
         main, wrist: record-relative PNG paths (uint8 256x256x3, VLA orientation).
         state: float32 [8] (eef pos m, axis-angle rad, gripper qpos m).
         action: float32 [7], environment units.
-        task: the VLA instruction (non-empty).
+        task: the VLA instruction (v1) or the task language (v2); non-empty.
+        source: the action's ``source`` (``vla`` or ``scripted``).
     """
 
     seq: int
@@ -104,6 +135,7 @@ class Frame:
     state: np.ndarray
     action: np.ndarray
     task: str
+    source: str = layout.SOURCE_VLA
 
 
 @dataclass
@@ -161,7 +193,8 @@ def _vector(v, dim: int) -> np.ndarray | None:
     return np.asarray(v, dtype=np.float32)
 
 
-def _check_action_line(i: int, a: dict) -> str | None:
+def check_action_line(i: int, a: dict) -> str | None:
+    """Problem of ``actions.jsonl`` line ``i`` (0-based) as one line, or None when its fields are sound."""
     if a.get("seq") != i:
         return f"line {i + 1}: seq is {a.get('seq')!r}, expected {i}"
     if not _is_int(a.get("step")):
@@ -182,7 +215,8 @@ def _check_action_line(i: int, a: dict) -> str | None:
     return None
 
 
-def _check_prediction_line(i: int, p: dict) -> str | None:
+def check_prediction_line(i: int, p: dict) -> str | None:
+    """Problem of ``predictions.jsonl`` line ``i`` (0-based) as one line, or None when its fields are sound."""
     if not isinstance(p.get("pred_id"), str) or not p["pred_id"]:
         return f"line {i + 1}: pred_id must be a non-empty string"
     if not isinstance(p.get("instruction"), str):
@@ -195,31 +229,52 @@ def _check_prediction_line(i: int, p: dict) -> str | None:
     return None
 
 
-def _image_ok(record_dir: Path, rel: str | None) -> str | None:
+def image_problem(record_dir: Path, rel: str | None) -> str | None:
+    """Why the record-relative image ``rel`` cannot be a 256x256 RGB frame (decoded fully), or None."""
     if rel is None:
         return "no image recorded (null reference)"
     try:
         path = layout.resolve_artifact(record_dir, rel)
         with Image.open(path) as im:
             size = (im.height, im.width, len(im.getbands()))
+            if im.format != "PNG":
+                return f"{rel} is {im.format}, not PNG"
             if im.mode != "RGB" or size != IMAGE_SHAPE:
                 return f"{rel} is {im.mode} {size}, expected RGB {IMAGE_SHAPE}"
-    except (OSError, ValueError) as e:
+            im.load()  # decode it all: a truncated or corrupt PNG fails here, not in the middle of the write
+    except (OSError, ValueError, SyntaxError) as e:
         return f"{rel}: {e}"
     return None
 
 
-def select_run(record: TrajectoryRecord) -> RunSelection:
-    """Apply the export rules to one record (read-only; images are checked by header, not decoded).
+def select_run(record: TrajectoryRecord, rules: str = RULES_V1) -> RunSelection:
+    """Apply the export rules ``rules`` (``"v1"`` or ``"v2"``, module docstring) to one record.
+
+    Read-only. Every image of a kept frame is decoded once to check it (an unreadable one
+    excludes the run as ``bad_observation``).
 
     Returns:
         the :class:`RunSelection`: episodes of frames to export and every exclusion with its reason.
+
+    Raises:
+        ValueError: unknown ``rules``.
     """
+    if rules not in RULE_SETS:
+        raise ValueError(f"unknown rule set {rules!r}; use one of {RULE_SETS}")
     rd = record.record_dir
     task = record.task
     sel = RunSelection(rd, (task or {}).get("robot"), str((task or {}).get("task_id") or rd.name))
     sel.n_actions = len(record.actions.records)
-    # ---- run-level rules
+    if _run_level(record, sel) is not None:
+        return sel
+    if rules == RULES_V2:
+        return _select_v2(record, sel)
+    return _select_v1(record, sel)
+
+
+def _run_level(record: TrajectoryRecord, sel: RunSelection) -> RunSelection | None:
+    """The run-level rules shared by v1 and v2: ``sel`` (run excluded, reason recorded) or None (passed)."""
+    rd, task = record.record_dir, record.task
     if task is None:
         if record.task_problem == "missing":
             return sel.exclude_run(NO_TASK_JSON, f"{rd / layout.TASK_JSON} does not exist")
@@ -243,15 +298,66 @@ def select_run(record: TrajectoryRecord) -> RunSelection:
         return sel.exclude_run(CORRUPT_PREDICTIONS_LINE, f"{p.detail} ({len(record.predictions.problems)} bad line(s))")
     actions = record.actions.records
     for i, a in enumerate(actions):
-        problem = _check_action_line(i, a)
+        problem = check_action_line(i, a)
         if problem:
             return sel.exclude_run(INVALID_ACTION_LINE, problem)
     preds = record.predictions.records
     for i, p in enumerate(preds):
-        problem = _check_prediction_line(i, p)
+        problem = check_prediction_line(i, p)
         if problem:
             return sel.exclude_run(INVALID_PREDICTION_LINE, problem)
+    return None
 
+
+def _check_images(rd: Path, sel: RunSelection, episodes: list[list[Frame]]) -> bool:
+    for ep in episodes:
+        for fr in ep:
+            for rel in (fr.main, fr.wrist):
+                problem = image_problem(rd, rel)
+                if problem:
+                    sel.exclude_run(BAD_OBSERVATION, f"action seq {fr.seq}: {problem}")
+                    return False
+    return True
+
+
+def _select_v2(record: TrajectoryRecord, sel: RunSelection) -> RunSelection:
+    rd, actions = record.record_dir, record.actions.records
+    language = (record.task or {}).get("task_language")
+    if not isinstance(language, str) or not language.strip():
+        return sel.exclude_run(NO_TASK_LANGUAGE, f"task_language={language!r}")
+    first = next((i for i, a in enumerate(actions) if a.get("terminated") is True), None)
+    if first is None:
+        return sel.exclude_run(NO_SUCCESS_STEP, f"{len(actions)} action(s), none with terminated=true")
+    start = first
+    while start > 0 and actions[start]["step"] == actions[start - 1]["step"] + 1:
+        start -= 1
+    for a in actions[start : first + 1]:
+        if a["obs"].get("main") is None or a["obs"].get("wrist") is None:
+            return sel.exclude_run(
+                OBSERVATIONS_MISSING,
+                f"action seq {a['seq']} ({a['source']}) was recorded without images "
+                f"(capture.observations={((record.task or {}).get('capture') or {}).get('observations', 'vla')!r})",
+            )
+    if start > 0:
+        sel.exclusions.append({"scope": "actions", "reason": FAILED_ATTEMPT, "detail": REASON_TEXT[FAILED_ATTEMPT],
+                               "count": start, "seqs": [[0, start - 1]]})
+    if first + 1 < len(actions):
+        sel.exclusions.append({"scope": "actions", "reason": AFTER_SUCCESS, "detail": REASON_TEXT[AFTER_SUCCESS],
+                               "count": len(actions) - first - 1, "seqs": [[first + 1, len(actions) - 1]]})
+    episode = [
+        Frame(seq=a["seq"], main=a["obs"]["main"], wrist=a["obs"]["wrist"],
+              state=np.asarray(a["obs"]["state"], dtype=np.float32), action=np.asarray(a["action"], dtype=np.float32),
+              task=language, source=a["source"])
+        for a in actions[start : first + 1]
+    ]
+    if not _check_images(rd, sel, [episode]):
+        return sel
+    sel.episodes = [episode]
+    return sel
+
+
+def _select_v1(record: TrajectoryRecord, sel: RunSelection) -> RunSelection:
+    rd, actions, preds = record.record_dir, record.actions.records, record.predictions.records
     # ---- action-level rules
     pred_count = Counter(p["pred_id"] for p in preds)
     pred_by_id = {p["pred_id"]: p for p in preds}
@@ -319,12 +425,8 @@ def select_run(record: TrajectoryRecord) -> RunSelection:
             )
         )
         prev_step = a["step"]
-    for ep in episodes:
-        for fr in ep:
-            for rel in (fr.main, fr.wrist):
-                problem = _image_ok(rd, rel)
-                if problem:
-                    return sel.exclude_run(BAD_OBSERVATION, f"action seq {fr.seq}: {problem}")
+    if not _check_images(rd, sel, episodes):
+        return sel
     if not episodes:
         return sel.exclude_run(NO_QUALIFYING_ACTIONS, f"{len(actions)} action(s), {len(preds)} prediction(s)")
     sel.episodes = episodes

@@ -13,7 +13,8 @@ product document ``shared/seeds/004``; field design ours.
     close — a killed run stays ``running``), ``environment_success`` (``true``/``false`` from the
     env's own success predicate, ``null`` = unknown; never the planner's finish claim),
     ``capture`` {``planner_messages``: ``full`` | ``tool_calls_only``, ``actions``: ``full`` |
-    ``unavailable``, ``note``: which parts are unavailable}, ``counts`` (at close), ``error``.
+    ``unavailable``, ``observations``: ``vla`` (only VLA actions carry images) | ``all`` (every
+    action does; ``--record-observations all``), ``note``: which parts are unavailable}, ``counts`` (at close), ``error``.
 
 ``planners.jsonl`` — one line per planner event, in order, ``seq`` 0,1,2,... and ``t`` (unix s)
     planner events ``{"seq","t","kind","data"}`` (kind: request, reply, text, thinking, usage, ...;
@@ -28,8 +29,9 @@ product document ``shared/seeds/004``; field design ours.
     ``seq`` is the 0-based line index; ``step`` the env step within the episode. ``pred_id`` and
     ``index_in_chunk`` are ``null`` for scripted actions. ``obs`` is the policy observation BEFORE
     the action: ``main``/``wrist`` are record-relative PNG paths ``artifacts/<cam>/<seq:06d>.png``
-    (uint8 RGB, VLA orientation, 256x256 for LIBERO; always present for VLA actions, ``null`` for
-    scripted actions recorded without images), ``state`` is inline (8 float32 values:
+    (uint8 RGB, VLA orientation, 256x256 for LIBERO; always present for VLA actions and, with
+    ``capture.observations == "all"``, for every action; ``null`` for scripted actions recorded
+    without images), ``state`` is inline (8 float32 values:
     eef pos m + axis-angle rad + gripper qpos m). Vectors are float32 values written as exact
     decimals, so reading them back with ``np.float32`` is lossless.
 

@@ -40,6 +40,13 @@ CAPTURE_UNAVAILABLE = "unavailable"
 PLANNER_CAPTURE_MODES = (CAPTURE_FULL, CAPTURE_TOOL_CALLS_ONLY)
 ACTION_CAPTURE_MODES = (CAPTURE_FULL, CAPTURE_UNAVAILABLE)
 
+OBSERVATIONS_VLA = "vla"
+OBSERVATIONS_ALL = "all"
+OBSERVATION_MODES = (OBSERVATIONS_VLA, OBSERVATIONS_ALL)
+"""Which actions carry their policy images (``capture.observations`` in ``task.json``): ``vla`` =
+VLA actions only (scripted actions are recorded with their 8-D state); ``all`` = every executed
+action (needed by the flywheel's rule set v2, which exports scripted actions too)."""
+
 ACTION_DIM = 7
 """LIBERO OSC_POSE delta action ``[dx, dy, dz, rx, ry, rz, gripper]`` (rpent_reference §3.2)."""
 STATE_DIM = 8

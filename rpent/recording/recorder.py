@@ -128,6 +128,10 @@ class TrajectoryRecorder:
         info: what the run is (:class:`TaskInfo`).
         planner_capture: ``"full"`` or ``"tool_calls_only"``; default from :func:`default_planner_capture`.
         action_capture: ``"full"`` or ``"unavailable"``; default from :func:`default_action_capture`.
+        observations: ``"vla"`` (default: only VLA actions carry images) or ``"all"`` (every action
+            is recorded with its policy images; the caller renders them). Written to ``task.json``
+            as ``capture.observations``; :meth:`record_action` refuses an action without images
+            in ``"all"`` mode.
         versions: override of ``task.json``'s ``versions`` (default :func:`collect_versions`).
         png_compress_level: zlib level of observation PNGs (0-9; default 1: fast, ~10x smaller than raw
             for rendered scenes; the export decodes them losslessly either way).
@@ -146,6 +150,7 @@ class TrajectoryRecorder:
         *,
         planner_capture: str | None = None,
         action_capture: str | None = None,
+        observations: str = layout.OBSERVATIONS_VLA,
         versions: dict | None = None,
         png_compress_level: int = 1,
         background: bool = True,
@@ -161,6 +166,9 @@ class TrajectoryRecorder:
             raise ValueError(f"planner_capture must be one of {layout.PLANNER_CAPTURE_MODES}, got {self.planner_capture!r}")
         if self.action_capture not in layout.ACTION_CAPTURE_MODES:
             raise ValueError(f"action_capture must be one of {layout.ACTION_CAPTURE_MODES}, got {self.action_capture!r}")
+        if observations not in layout.OBSERVATION_MODES:
+            raise ValueError(f"observations must be one of {layout.OBSERVATION_MODES}, got {observations!r}")
+        self.observations = observations
         if not 0 <= png_compress_level <= 9:
             raise ValueError(f"png_compress_level must be in 0..9, got {png_compress_level}")
         self._png_level = png_compress_level
@@ -197,6 +205,7 @@ class TrajectoryRecorder:
             "capture": {
                 "planner_messages": self.planner_capture,
                 "actions": self.action_capture,
+                "observations": observations,
                 "note": _capture_note(self.planner_capture, self.action_capture),
             },
             "counts": None,
@@ -447,10 +456,10 @@ class TrajectoryRecorder:
             obs_before: the policy observation the action was chosen from: ``main_image`` and
                 ``wrist_image`` uint8 [H,W,3] (VLA orientation, as ``env.policy_obs`` returns them)
                 and ``state`` float [8]. Arrays are copied; the caller may reuse its buffers.
-                Scripted actions may leave out the images (``None`` or absent; recorded as ``null``):
-                they never become training frames, and rendering two cameras every scripted step
-                costs ~0.35 s per step with CPU Mesa (measured, benchmarks/flywheel_bench.py).
-                VLA actions must carry both images.
+                Scripted actions may leave out the images (``None`` or absent; recorded as ``null``)
+                when ``observations == "vla"``: rule set v1 never exports them, and rendering two
+                cameras every scripted step costs time (measured, benchmarks/flywheel_bench.py).
+                VLA actions, and every action with ``observations == "all"``, must carry both images.
             call_id: the open tool call that executed the action.
             source: ``"vla"`` (from a VLA chunk) or ``"scripted"`` (any other controller).
             reward, terminated, truncated: what ``env.step`` returned for this action.
@@ -481,6 +490,11 @@ class TrajectoryRecorder:
         images: dict[str, np.ndarray | None] = {}
         for cam in layout.CAMERAS:
             img = obs_before.get(f"{cam}_image")
+            if img is None and self.observations == layout.OBSERVATIONS_ALL:
+                raise ValueError(
+                    f"obs_before lacks '{cam}_image'; this recorder records observations of every action "
+                    "(observations='all'): pass env.policy_obs() for scripted actions too"
+                )
             if img is None and source == layout.SOURCE_VLA:
                 raise ValueError(
                     f"obs_before lacks '{cam}_image'; VLA actions need both policy images "

@@ -51,6 +51,9 @@ class RunConfig:
         code_file: run this Python file as the policy (code mode without an LLM).
         code_timeout_s, code_max_calls: per-cell limits in code mode.
         record_trajectory: write ``trajectories/<task_id>/`` (recording issue).
+        record_observations: ``"vla"`` (default: only VLA actions carry their policy images) or
+            ``"all"`` (every executed action, scripted too: what the flywheel's rule set v2 exports;
+            costs one two-camera render per scripted step, see README "Data flywheel").
         require_operator_verdict: ``finish`` refused until an operator verdict exists.
         video: write ``episode.mp4``.
         robot: robot package (only ``libero`` exists).
@@ -77,6 +80,7 @@ class RunConfig:
     code_timeout_s: float = 120.0
     code_max_calls: int = 100
     record_trajectory: bool = False
+    record_observations: str = "vla"
     require_operator_verdict: bool = False
     video: bool = True
     robot: str = "libero"

@@ -161,7 +161,8 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
                 recorder = TrajectoryRecorder(out, TaskInfo(
                     robot=cfg.robot, suite=cfg.suite, task=cfg.task, seed=cfg.seed, task_language=info.language,
                     planner=cfg.planner, model=cfg.planner_config.model,
-                    reasoning_effort=cfg.planner_config.reasoning_effort, policy_mode=cfg.policy_mode))
+                    reasoning_effort=cfg.planner_config.reasoning_effort, policy_mode=cfg.policy_mode),
+                    observations=cfg.record_observations)
             toolkit = LiberoToolkit(env, record, vla=vla, sam3=sam3, operator=operator, recorder=recorder,
                                     on_event=emit, video=cfg.video,
                                     require_operator_verdict=cfg.require_operator_verdict)

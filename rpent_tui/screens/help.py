@@ -10,7 +10,7 @@ from textual.widgets import DataTable, Footer, Static
 
 __all__ = ["HelpScreen", "binding_rows"]
 
-INTRO = ("Keyboard only. F2 Services · F3 Run · F4 Code editor · F5 Trajectories · F6 Flywheel · "
+INTRO = ("Keyboard only. F2 Services · F3 Run · F4 Code editor · F5 Trajectories · F6 Flywheel · F7 Batch · "
          "ctrl+p command palette · ctrl+o jump to a pane · Tab/shift+Tab move focus · ctrl+q quit. "
          "Remap keys by binding id with --keymap FILE.toml. Over SSH set ESCDELAY=200.")
 

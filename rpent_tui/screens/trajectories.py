@@ -1,7 +1,9 @@
 """Trajectories screen: browse run records and recorded trajectories, step by step.
 
-Left: the runs under the logs directory (task, planner, success, steps, date) and the selected
-run's step timeline (from ``trajectories/*/actions.jsonl`` when recorded, else ``states.json``).
+Left: the runs under the logs directory (task, planner, success, steps, date), then the episodes
+of the LeRobot datasets exported there (``rpent-flywheel``; planner ``dataset``), and the selected
+run's step timeline (from ``trajectories/*/actions.jsonl`` when recorded, else ``states.json``; a
+dataset episode's frames).
 Right: the step's camera frame, its action and linked VLA prediction, and the planner transcript
 up to that step. ``p`` plays the frames (5 steps/s). Directory scans and record parsing run in
 thread workers, so the UI never blocks on disk.
@@ -21,7 +23,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Header, RichLog, Static
 
 from .base import LiveScreen
-from ..services import readers
+from ..services import datasets, readers
 from ..widgets.frames import FramePane
 from ..widgets.tables import VimDataTable
 from ..widgets.transcript import MAX_RESULT_CHARS
@@ -97,7 +99,7 @@ class TrajectoriesScreen(LiveScreen):
         self.runs: list[readers.RunSummary] = []
         self.steps: list[readers.StepRecord] = []
         self.transcript: list[dict[str, Any]] = []
-        self.current_run: Path | None = None
+        self.current_run: readers.RunSummary | None = None
         self._timer = None
 
     def compose(self) -> ComposeResult:
@@ -131,7 +133,7 @@ class TrajectoriesScreen(LiveScreen):
 
     @work(thread=True, exclusive=True, group="trajectories-scan", exit_on_error=False)
     def _scan(self, root: Path) -> None:
-        runs = readers.list_runs(root)
+        runs = readers.list_runs(root) + datasets.list_dataset_episodes(root)
         self.app.call_from_thread(self._show_runs, runs)
 
     def _show_runs(self, runs: list[readers.RunSummary]) -> None:
@@ -142,25 +144,31 @@ class TrajectoriesScreen(LiveScreen):
             table.add_row(*run_row(run), key=str(i))
         table.border_subtitle = f"{len(runs)} run(s)"
         if runs:
-            self._load(runs[0].path)
+            self._load(runs[0])
 
     @work(thread=True, exclusive=True, group="trajectories-load", exit_on_error=False)
-    def _load(self, path: Path) -> None:
+    def _load(self, run: readers.RunSummary) -> None:
+        path = run.path
         try:
-            steps = readers.step_records(path)
-            transcript = readers.read_transcript(path)
+            if isinstance(run, datasets.DatasetEpisode):
+                steps, transcript = datasets.episode_steps(path, run.episode), []
+            else:
+                steps = readers.step_records(path)
+                transcript = readers.read_transcript(path)
             error = None
-        except readers.RecordError as exc:
-            steps, transcript, error = [], [], str(exc)
-        self.app.call_from_thread(self._show_run, path, steps, transcript, error)
+        except (readers.RecordError, OSError, ValueError, KeyError, StopIteration) as exc:
+            steps, transcript, error = [], [], f"{type(exc).__name__}: {exc}"
+        self.app.call_from_thread(self._show_run, run, steps, transcript, error)
 
-    def _show_run(self, path: Path, steps: list[readers.StepRecord], transcript: list[dict[str, Any]], error: str | None) -> None:
-        self.current_run, self.steps, self.transcript = path, steps, transcript
+    def _show_run(self, run: readers.RunSummary, steps: list[readers.StepRecord], transcript: list[dict[str, Any]],
+                  error: str | None) -> None:
+        path = run.path
+        self.current_run, self.steps, self.transcript = run, steps, transcript
         table = self.query_one("#steps", DataTable)
         table.clear()
         for i, step in enumerate(steps):
             table.add_row(*step_row(step), key=str(i))
-        table.border_title = f"Steps · {path.name}"
+        table.border_title = f"Steps · {run.task_label if isinstance(run, datasets.DatasetEpisode) else path.name}"
         if error:
             self.notify(error, severity="error", title="Record")
         if steps:
@@ -178,8 +186,12 @@ class TrajectoriesScreen(LiveScreen):
             return
         step = self.steps[index]
         frame_path = step.frames.get("main") or next(iter(step.frames.values()), None)
-        png = frame_path.read_bytes() if frame_path is not None and frame_path.is_file() else None
-        self.query_one("#traj-frame", FramePane).show(png, f"step {step.step} · {frame_path.parent.name if frame_path else 'no frame'}")
+        if isinstance(frame_path, bytes):  # a dataset episode's frame (PNG bytes)
+            png, label = frame_path, "dataset"
+        else:
+            png = frame_path.read_bytes() if frame_path is not None and frame_path.is_file() else None
+            label = frame_path.parent.name if frame_path else "no frame"
+        self.query_one("#traj-frame", FramePane).show(png, f"step {step.step} · {label}")
         detail = Text()
         detail.append(f"step {step.step}  tool {step.tool or '-'}  call {step.call_id or '-'}\n", style="bold")
         if step.action:
@@ -187,6 +199,8 @@ class TrajectoriesScreen(LiveScreen):
         source = step.raw.get("source")
         if source:
             detail.append(f"source {source}\n")
+        if step.tool == "dataset":
+            detail.append(f"task {step.raw.get('task')!r}  t {step.raw.get('timestamp')}\n", style="cyan")
         if step.prediction:
             pred = step.prediction
             detail.append(f"VLA: {pred.get('instruction', '')!r} chunk {pred.get('chunk_length', '?')} "
@@ -204,9 +218,9 @@ class TrajectoriesScreen(LiveScreen):
             return
         index = int(event.row_key.value)
         if event.data_table.id == "runs" and index < len(self.runs):
-            if self.runs[index].path != self.current_run:
+            if self.runs[index] is not self.current_run:
                 self._stop_play()
-                self._load(self.runs[index].path)
+                self._load(self.runs[index])
         elif event.data_table.id == "steps":
             self._show_step(index)
 

@@ -4,7 +4,8 @@ HF paths are set before anything imports ``datasets``/``huggingface_hub`` (they 
 
 Records are built with the real ``TrajectoryRecorder`` (real files, real PNGs). A *plan* is a list
 of tool calls executed in order:
-  ``("scripted", n)``                    a scripted motion tool call of n env steps (recorded state-only)
+  ``("scripted", n)``                    a scripted motion tool call of n env steps (recorded state-only,
+                                          or with both images when ``observations="all"``)
   ``("vla", instruction, [n1, n2, ...])`` one VLA tool call querying chunks of 5 actions and
                                           executing n1, n2, ... of them (n <= 5)
   ``("reset",)``                          env reset: the step counter restarts at 0
@@ -77,13 +78,18 @@ def record_run(
     task: int = 0,
     seed: int = 0,
     obs_offset: int = 0,
+    observations: str = "vla",
+    success_seq: int | None = None,
 ) -> tuple[Path, list[TruthAction]]:
+    """Record ``plan`` (module docstring); ``success_seq``: the action whose env step reports
+    ``terminated=True`` (the first success; None: no action does)."""
     rng = np.random.default_rng(seed * 1000 + task + obs_offset)
     rec = TrajectoryRecorder(
         output_dir,
         TaskInfo(robot=robot, suite=suite, task=task, seed=seed, task_language="open the top drawer",
                  planner="scripted", model=None),
         action_capture="full",
+        observations=observations,
     )
     truth: list[TruthAction] = []
     step = 0
@@ -99,10 +105,13 @@ def record_run(
             for _ in range(item[1]):
                 obs = make_obs(k)
                 a = rng.uniform(-1, 1, 7).astype(np.float32)
-                # scripted steps are recorded state-only (no renders), as the toolkit does
-                seq = rec.record_action(a, {"state": obs["state"]}, call_id=call_id, source="scripted", reward=0.0,
-                                        terminated=False, truncated=False, step=step)
-                truth.append(TruthAction(seq, step, "scripted", None, a, None, None, obs["state"], call_id, None, None))
+                # scripted steps are recorded state-only (no renders), as the toolkit does by default
+                full = observations == "all"
+                term = len(truth) == success_seq
+                seq = rec.record_action(a, obs if full else {"state": obs["state"]}, call_id=call_id, source="scripted",
+                                        reward=float(term), terminated=term, truncated=False, step=step)
+                truth.append(TruthAction(seq, step, "scripted", None, a, obs["main_image"] if full else None,
+                                         obs["wrist_image"] if full else None, obs["state"], call_id, None, None))
                 step += 1
                 k += 1
             rec.end_tool_call(call_id, {"final_dist_m": 0.01})
@@ -114,8 +123,9 @@ def record_run(
                 pid = rec.begin_prediction(instruction, call_id, "pi0_pick", chunk)
                 for i in range(n_exec):
                     obs = make_obs(k)
+                    term = len(truth) == success_seq
                     seq = rec.record_action(chunk[i], obs, call_id=call_id, source="vla", pred_id=pid,
-                                            index_in_chunk=i, reward=0.0, terminated=False, truncated=False,
+                                            index_in_chunk=i, reward=float(term), terminated=term, truncated=False,
                                             step=step)
                     truth.append(TruthAction(seq, step, "vla", instruction, chunk[i].copy(), obs["main_image"],
                                              obs["wrist_image"], obs["state"], call_id, pid, i))

@@ -9,7 +9,8 @@
    replayed run becomes one LeRobot episode; the dataset is reopened with lerobot's
    ``LeRobotDataset`` offline and every frame is compared with the record.
 
-About 5-7 minutes on 2 CPU cores (policy renders after every recorded step).
+About 5-7 minutes on 2 CPU cores (policy renders after every recorded step); the v2 test (a scripted
+run recorded with --record-observations all, exported with --rules v2) about 5 more.
 """
 
 from __future__ import annotations
@@ -88,3 +89,39 @@ def test_replayed_vla_episode_is_exported_and_matches_the_record(tmp_path, spawn
         np.testing.assert_array_equal(frame["actions"].numpy(), np.asarray(a["action"], np.float32))
         assert frame["task"] == preds[a["pred_id"]]["instruction"]
         assert int(frame["episode_index"]) == 0 and int(frame["frame_index"]) == i
+
+
+def test_scripted_run_recorded_with_all_observations_exports_under_v2(tmp_path):
+    """Flywheel v2 on real LIBERO: a scripted run with --record-observations all is one v2 episode:
+    every action up to and including the first success, each frame equal to the record."""
+    runs = tmp_path / "runs"
+    p = _rpent(["--planner", "scripted", "--record-trajectory", "--record-observations", "all",
+                "--output-dir", str(runs / "scripted")])
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    (rec_dir,) = find_record_dirs(runs)
+    rec = load_record(rec_dir)
+    assert rec.task["capture"]["observations"] == "all" and rec.task["environment_success"] is True
+    actions = rec.actions.records
+    assert all(a["source"] == "scripted" and a["obs"]["main"] and a["obs"]["wrist"] for a in actions)
+    first = next(i for i, a in enumerate(actions) if a["terminated"])
+
+    v = subprocess.run([sys.executable, "-m", "rpent.cli.flywheel", "validate", str(runs)], capture_output=True,
+                       text=True, timeout=600)
+    assert v.returncode == 0 and "1 record(s): 1 ok, 0 with problems" in v.stdout, v.stdout[-2000:]
+    out = tmp_path / "lerobot"
+    proc = subprocess.run([sys.executable, "-m", "rpent.cli.flywheel", "--input-root", str(runs), "--output-dir",
+                           str(out), "--rules", "v2", "--no-progress"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["rules"] == "v2" and report["counts"]["episodes"] == 1 and report["counts"]["frames"] == first + 1
+    ds = import_lerobot_dataset()("rpent/e2e", root=out / "train")
+    assert len(ds) == first + 1
+    for i in range(0, first + 1, max(1, first // 10)):
+        frame = ds[i]
+        main, wrist, state = load_observation(rec_dir, actions[i]["obs"])
+        to_u8 = lambda t: (t.permute(1, 2, 0).numpy() * 255.0).round().astype(np.uint8)  # noqa: E731
+        np.testing.assert_array_equal(to_u8(frame["image"]), main)
+        np.testing.assert_array_equal(to_u8(frame["wrist_image"]), wrist)
+        np.testing.assert_array_equal(frame["state"].numpy(), state)
+        np.testing.assert_array_equal(frame["actions"].numpy(), np.asarray(actions[i]["action"], np.float32))
+        assert frame["task"] == rec.task["task_language"]

@@ -17,7 +17,6 @@ import pytest
 
 from rpent.cli.flywheel import main as flywheel_main
 from rpent.flywheel import FlywheelError, export_records
-from rpent.flywheel.dataset import FrameLoadError
 from rpent.flywheel.lerobot_compat import import_lerobot_dataset
 from rpent.recording.jsonl import read_jsonl
 
@@ -195,15 +194,20 @@ def test_existing_output_dir_and_mixed_robots_are_refused(tmp_path, capsys, reco
     assert not (tmp_path / "export2").exists()
 
 
-def test_failed_write_leaves_no_dataset(tmp_path, record_run):
-    rec_dir, _ = record_run(tmp_path / "run", [("vla", "open", [4])])
-    png = rec_dir / "artifacts" / "main" / "000002.png"
+def test_truncated_png_excludes_only_its_run_as_bad_observation(tmp_path, record_run, vla_segments):
+    bad_dir, _ = record_run(tmp_path / "runs" / "bad", [("vla", "open", [4])])
+    _, good_truth = record_run(tmp_path / "runs" / "good", [("vla", "open", [3])], obs_offset=50)
+    png = bad_dir / "artifacts" / "main" / "000002.png"
     png.write_bytes(png.read_bytes()[:200])  # header intact, pixel data cut: fails only when decoded
+    before = tree_digest(tmp_path / "runs")
     out = tmp_path / "export"
-    with pytest.raises(FrameLoadError, match="seq 2"):
-        export_records(tmp_path / "run", out, progress=False)
-    assert not out.exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"], "no temporary directory may be left"
+    report = export_records(tmp_path / "runs", out, progress=False)
+    (bad,) = exclusions(report, "bad_observation")
+    assert bad["record"].startswith("bad/") and "action seq 2" in bad["detail"] and "000002.png" in bad["detail"]
+    assert report["counts"]["runs_exported"] == 1 and report["counts"]["frames"] == 3
+    assert_dataset_matches(out / "train", vla_segments(good_truth))
+    assert tree_digest(tmp_path / "runs") == before, "the export must not modify its input"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export", "runs"], "no temporary directory may be left"
 
 
 def test_image_writer_threads_4_gives_the_same_dataset_as_0(tmp_path, record_run, vla_segments):

@@ -40,7 +40,8 @@ def test_record_layout_and_lossless_content(tmp_path):
     assert rec.record_dir == d
     task = json.loads((d / "task.json").read_text())
     assert task["status"] == "running" and task["environment_success"] is None and task["ended_at"] is None
-    assert task["capture"] == {"planner_messages": "full", "actions": "full", "note": "all parts captured"}
+    assert task["capture"] == {"planner_messages": "full", "actions": "full", "observations": "vla",
+                               "note": "all parts captured"}
     assert set(task["versions"]) == {"rpent", "python", "mujoco", "libero"}
 
     rec.record_planner_event("request", {"messages": [{"role": "user", "content": "go"}], "image": b"\x89PNG"})
@@ -234,3 +235,22 @@ def test_truncated_final_line_is_reported_not_parsed(tmp_path):
     assert [(q.line, q.reason) for q in content.problems] == [(3, "truncated")]
     p.write_bytes(b'{"a": 1}\n{"a": \n[1]\n')
     assert [q.reason for q in read_jsonl(p).problems] == ["invalid_json", "not_object"]
+
+
+def test_observations_all_records_scripted_images_and_refuses_an_action_without_them(tmp_path):
+    rec = TrajectoryRecorder(tmp_path, INFO, observations="all")
+    assert json.loads((rec.record_dir / "task.json").read_text())["capture"]["observations"] == "all"
+    rec.begin_tool_call("tc_1", "move_to", {})
+    o = obs(0)
+    seq = rec.record_action(np.zeros(7, np.float32), o, call_id="tc_1", source="scripted", reward=0.0,
+                            terminated=False, truncated=False)
+    with pytest.raises(ValueError, match="lacks 'main_image'.*observations='all'"):
+        rec.record_action(np.zeros(7, np.float32), {"state": o["state"]}, call_id="tc_1", source="scripted",
+                          reward=0.0, terminated=False, truncated=False)
+    rec.end_tool_call("tc_1", {})
+    rec.close("finished", True)
+    (line,) = lines(rec.record_dir / "actions.jsonl")
+    assert line["seq"] == seq and line["obs"]["main"] == "artifacts/main/000000.png"
+    assert (rec.record_dir / line["obs"]["wrist"]).is_file()
+    with pytest.raises(ValueError, match="observations must be one of"):
+        TrajectoryRecorder(tmp_path / "x", INFO, observations="some")

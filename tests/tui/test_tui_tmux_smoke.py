@@ -22,10 +22,11 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (apt-get install tmux)")]
 
 ROOT = Path(__file__).resolve().parents[2]
+SOCK = f"rpent-smoke-{os.getpid()}"  # a tmux server of this run only (others may run the same test)
 
 
 def tmux(*args: str, check: bool = True) -> str:
-    return subprocess.run(["tmux", "-L", "rpent-smoke", "-f", "/dev/null", *args], check=check, capture_output=True,
+    return subprocess.run(["tmux", "-L", SOCK, "-f", "/dev/null", *args], check=check, capture_output=True,
                           text=True).stdout
 
 
@@ -85,7 +86,9 @@ def start_task(session: str, args: str) -> None:
                 tmux("send-keys", "-t", session, "Enter")
                 return
             time.sleep(0.2)
-        # a key was lost while the app was busy: the input line has focus now, retype the whole command
+        # a key was lost while the app was busy: focus the input line (i), retype the whole command
+        tmux("send-keys", "-t", session, "i")
+        time.sleep(0.5)
         tmux("send-keys", "-t", session, "C-u")
         tmux("send-keys", "-t", session, "-l", f"/rpent-task {args}")
     raise AssertionError(f"could not type the task command; screen:\n{screen_text(session)}")
@@ -93,7 +96,7 @@ def start_task(session: str, args: str) -> None:
 
 def start(session: str, out: Path) -> int:
     cmd = (f"cd {ROOT} && TERM=xterm-256color MUJOCO_GL=egl ESCDELAY=50 {sys.executable} -m rpent_tui "
-           f"--planner scripted --shared none --require-operator-verdict --images halfblock "
+           f"--in-process --planner scripted --shared none --require-operator-verdict --images halfblock "
            f"--output-dir {out} --frame-interval 0.5")
     # no client is attached: the default size decides the window size, so make it 120x40 too
     tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", cmd, ";", "set-option", "-g", "default-size", "120x40")
@@ -136,6 +139,10 @@ def test_real_taskrun_verdict_trajectories_quit_and_sighup(tmp_path):
                 time.sleep(1.5)
         tmux("send-keys", "-t", "smoke", "F2")
         text = wait_screen("smoke", "env_server@0001", 30)
+        deadline = time.monotonic() + 30  # "succeeded" shows before the TaskRun's supervisor has stopped it
+        while "stopped" not in text.split("env_server@0001", 1)[1].splitlines()[0] and time.monotonic() < deadline:
+            time.sleep(0.5)
+            text = screen_text("smoke")
         assert "stopped" in text.split("env_server@0001", 1)[1].splitlines()[0]  # the TaskRun's env server is gone
         tmux("send-keys", "-t", "smoke", "F5")
         text = wait_screen("smoke", "Transcript at this step", 30)

@@ -122,7 +122,9 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         trajectory recording is on. Rendering follows "render only what is needed": a scripted
         step renders only the video frame (and is recorded with its 8-D state, no images); a
         VLA step also renders the wrist camera, because the next action of its chunk needs the
-        full policy observation it was taken from (the flywheel export's frames).
+        full policy observation it was taken from (the flywheel export's frames). With a recorder
+        in ``observations="all"`` mode (``--record-observations all``, for the flywheel's rule set
+        v2) every step renders the policy observation, scripted steps included.
 
         Args:
             action: (7,) OSC_POSE delta action (reference §3.2).
@@ -133,10 +135,13 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         """
         self.check_cancel()
         recording = self.recorder is not None
-        if recording and source == "vla":
+        observe_all = recording and getattr(self.recorder, "observations", "vla") == "all"
+        if recording and (source == "vla" or observe_all):
             observe = "policy"
         else:
             observe = "main" if self.video else None
+        if observe_all and self._policy_obs is None:
+            self.policy_obs()  # first step after start/reset: render the observation this action is taken from
         before = self._policy_obs if self._policy_obs is not None else {"state": self._state.get("state")}
         r = self.env.step(action, observe=observe)
         after = r.pop("policy_obs", None)

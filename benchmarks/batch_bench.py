@@ -1,0 +1,151 @@
+"""rpent-batch throughput and overhead on this machine.
+
+Measures, on the same cells (scripted planner, real LIBERO env servers):
+
+* baseline: the same runs started one after another as plain ``rpent`` processes (sum of their
+  wall times);
+* ``rpent-batch --parallel 1``: its wall time against that sum (the runner's overhead; target
+  <= 5 %), and, robust to the load changing between the two measurements, against the sum of the
+  wall times of its own run processes (from ``attempts.jsonl``): what the runner adds itself
+  (start-up, matrix checks, ledger, lock, manifest, report);
+* ``rpent-batch --parallel 2``: episodes per minute (and ``--parallel 1``'s).
+
+Usage::
+
+    MUJOCO_GL=egl python benchmarks/batch_bench.py [--suite libero_object] [--tasks 0-1] [--seeds 0]
+        [--max-episode-steps 60] [--skip-parallel2] [--skip-singles]
+    MUJOCO_GL=egl python benchmarks/batch_bench.py --executor ray [--ray-address HOST:PORT] [--rounds 2]
+
+``--executor ray``: the same batch with the local executor and with the Ray executor
+(``rpent-batch --ray-address``), interleaved ``--rounds`` times, ``--parallel`` runs at once; prints
+the Ray executor's overhead against the local one (target <= 10 %). Without ``--ray-address`` it
+starts a one-node Ray cluster on 127.0.0.1 for the measurement (``ray.cluster_utils.Cluster``,
+``--parallel`` CPUs) and stops it at the end; its start-up is not counted.
+
+Prints the load average (``uptime``) next to the figures: on a shared machine they are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rpent.batch.matrix import parse_index_list  # noqa: E402
+
+
+def _load() -> str:
+    return os.getloadavg().__repr__()
+
+
+def _timed(cmd: list[str]) -> float:
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    dt = time.monotonic() - t0
+    if r.returncode not in (0, 1):
+        raise SystemExit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-2000:]}")
+    return dt
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--suite", default="libero_object")
+    ap.add_argument("--tasks", default="0-1")
+    ap.add_argument("--seeds", default="0-1")
+    ap.add_argument("--max-episode-steps", type=int, default=60)
+    ap.add_argument("--skip-parallel2", action="store_true")
+    ap.add_argument("--skip-singles", action="store_true", help="no separate baseline runs (ledger-based overhead only)")
+    ap.add_argument("--executor", choices=("local", "ray"), default="local",
+                    help="ray: measure the Ray executor's overhead against the local executor")
+    ap.add_argument("--ray-address", default=None, help="existing cluster for --executor ray (default: start one)")
+    ap.add_argument("--parallel", type=int, default=1, help="runs at once for --executor ray (default 1)")
+    ap.add_argument("--rounds", type=int, default=2, help="interleaved local/ray rounds for --executor ray")
+    args = ap.parse_args()
+    if args.executor == "ray":
+        ray_overhead(args)
+        return
+    tasks, seeds = parse_index_list(args.tasks, "--tasks"), parse_index_list(args.seeds, "--seeds")
+    n = len(tasks) * len(seeds)
+    run_flags = ["--no-video", "--max-episode-steps", str(args.max_episode_steps)]
+    print(f"cells: {args.suite} tasks {tasks} seeds {seeds} ({n} episodes), {' '.join(run_flags)}; "
+          f"load before: {_load()}")
+    with tempfile.TemporaryDirectory(prefix="batch_bench_") as tmp:
+        singles = []
+        for t in ([] if args.skip_singles else tasks):
+            for s in seeds:
+                singles.append(_timed([sys.executable, "-m", "rpent.cli.main", "--suite", args.suite, "--task", str(t),
+                                       "--seed", str(s), *run_flags, "--output-dir", f"{tmp}/single_t{t}_s{s}"]))
+        base = sum(singles) or float("nan")
+        print(f"baseline, {n} plain rpent runs one after another: sum {base:.1f} s "
+              f"({', '.join(f'{x:.1f}' for x in singles)}); load {_load()}")
+        batch = [sys.executable, "-m", "rpent.cli.batch", "--suites", args.suite, "--tasks", args.tasks, "--seeds",
+                 args.seeds, "--no-progress", *run_flags]
+        p1 = _timed(batch + ["--parallel", "1", "--results-root", f"{tmp}/p1"])
+        own = sum(e["wall_s"] for e in map(json.loads, Path(f"{tmp}/p1/attempts.jsonl").read_text().splitlines())
+                  if e.get("event") == "end")
+        print(f"rpent-batch --parallel 1: {p1:.1f} s, {60 * n / p1:.2f} episodes/min; overhead vs the sum of the "
+              f"single runs above {100 * (p1 - base) / base:+.1f} % (target <= 5 %); vs the sum of its own runs' "
+              f"wall times ({own:.1f} s) {100 * (p1 - own) / own:+.1f} % ({p1 - own:.1f} s); load {_load()}")
+        if not args.skip_parallel2:
+            p2 = _timed(batch + ["--parallel", "2", "--results-root", f"{tmp}/p2"])
+            print(f"rpent-batch --parallel 2: {p2:.1f} s, {60 * n / p2:.2f} episodes/min "
+                  f"(x{p1 / p2:.2f} vs --parallel 1); load {_load()}")
+    print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+
+
+def ray_overhead(args: argparse.Namespace) -> None:
+    """Local vs Ray executor on the same batch, interleaved; medians and the overhead."""
+    import statistics
+
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # Ray node IPs on loopback (see tests/cluster/conftest.py)
+    os.environ.setdefault("RAY_agent_register_timeout_ms", "180000")
+    os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
+    tasks, seeds = parse_index_list(args.tasks, "--tasks"), parse_index_list(args.seeds, "--seeds")
+    n = len(tasks) * len(seeds)
+    cluster = None
+    address = args.ray_address
+    if address is None:
+        from ray.cluster_utils import Cluster
+
+        temp = tempfile.mkdtemp(prefix="rray_bench_", dir="/tmp")
+        t0 = time.monotonic()
+        cluster = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": args.parallel, "node_ip_address": "127.0.0.1", "include_dashboard": False,
+            "object_store_memory": 80 * 1024 * 1024, "temp_dir": temp})
+        address = cluster.address
+        print(f"one-node Ray cluster at {address} started in {time.monotonic() - t0:.1f} s (not counted)")
+    run_flags = ["--no-video", "--max-episode-steps", str(args.max_episode_steps)]
+    print(f"cells: {args.suite} tasks {tasks} seeds {seeds} ({n} episodes), --parallel {args.parallel}, "
+          f"{' '.join(run_flags)}; load before: {_load()}")
+    times: dict[str, list[float]] = {"local": [], "ray": []}
+    try:
+        with tempfile.TemporaryDirectory(prefix="batch_bench_") as tmp:
+            batch = [sys.executable, "-m", "rpent.cli.batch", "--suites", args.suite, "--tasks", args.tasks, "--seeds",
+                     args.seeds, "--no-progress", "--parallel", str(args.parallel), *run_flags]
+            for r in range(args.rounds):
+                for kind in ("local", "ray"):
+                    extra = ["--ray-address", address] if kind == "ray" else []
+                    dt = _timed(batch + ["--results-root", f"{tmp}/{kind}{r}", *extra])
+                    times[kind].append(dt)
+                    print(f"round {r + 1} {kind:5s}: {dt:.1f} s; load {_load()}")
+    finally:
+        if cluster is not None:
+            import shutil
+
+            cluster.shutdown()
+            shutil.rmtree(temp, ignore_errors=True)
+    loc, ray_ = statistics.median(times["local"]), statistics.median(times["ray"])
+    print(f"median local executor {loc:.1f} s, Ray executor {ray_:.1f} s: Ray overhead {100 * (ray_ - loc) / loc:+.1f} % "
+          f"(target <= 10 %); {60 * n / ray_:.2f} episodes/min on Ray")
+    print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+
+
+if __name__ == "__main__":
+    main()

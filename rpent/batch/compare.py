@@ -1,0 +1,148 @@
+"""``rpent-batch compare``: arm B against arm A, per task and overall.
+
+Per (suite, task) row: ``k_a/N_a`` vs ``k_b/N_b``, the difference in points (B - A), a two-sided
+Fisher exact p-value (``scipy.stats.fisher_exact``) and its Benjamini-Hochberg adjusted value
+over the task rows (``scipy.stats.false_discovery_control``); the verdict of a task row uses the
+adjusted value (many tasks, one question each: fewer false alarms in a CI gate). Overall: the
+Cochran-Mantel-Haenszel test with the tasks as strata (``rpent.batch.stats.cmh_test``), which
+respects that tasks differ in difficulty; the pooled Fisher p-value is shown next to it.
+Verdicts: ``better`` / ``worse`` (p < alpha) / ``no significant difference`` / ``no data``.
+Infra and pending cells are not in N and are shown per side, never silently dropped.
+
+The product documents' 70/100 vs 73/100 ("+3 points") gives pooled Fisher p = 0.754: no
+significant difference.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rpent.batch.matrix import Matrix
+from rpent.batch.records import ResultsRoot
+from rpent.batch.stats import bh_adjust, cmh_test, fisher_two_sided, verdict
+
+__all__ = ["load_side", "compare_counts", "compare_roots", "render_compare", "Side"]
+
+Side = dict  # {"label", "tasks": {(suite, task): {"k", "n", "infra", "pending"}}}
+
+
+def load_side(root: str | Path, arm: str | None) -> Side:
+    """Per-task counts of one arm of a results root, read from its run records.
+
+    Args:
+        root: a results root (holds ``matrix.json``).
+        arm: the arm's name; None when the root has exactly one arm.
+    Raises:
+        ValueError: no matrix.json, or ``arm`` is missing / ambiguous (names the arms).
+    """
+    rr = ResultsRoot(root)
+    if not rr.matrix_path.exists():
+        raise ValueError(f"{root} is not an rpent-batch results root (no matrix.json)")
+    matrix = Matrix.from_dict(json.loads(rr.matrix_path.read_text(encoding="utf-8")))
+    names = [a.name for a in matrix.arms]
+    if arm is None:
+        if len(names) != 1:
+            raise ValueError(f"{root} has arms {', '.join(names)}; name one with --arms A B (or --arm-a/--arm-b)")
+        arm = names[0]
+    elif arm not in names:
+        raise ValueError(f"{root} has no arm {arm!r}; arms: {', '.join(names)}")
+    cells = matrix.cells(arm)
+    states = rr.cell_states(cells)
+    tasks: dict[tuple[str, int], dict[str, int]] = {}
+    for c in cells:
+        t = tasks.setdefault((c.suite, c.task), {"k": 0, "n": 0, "infra": 0, "pending": 0})
+        s = states[c.key].status
+        if s in ("success", "failure"):
+            t["n"] += 1
+            t["k"] += s == "success"
+        else:
+            t[s] += 1
+    return {"label": f"{Path(root).name}:{arm}", "root": str(rr.root), "arm": arm, "tasks": tasks}
+
+
+def compare_counts(a: Side, b: Side, *, alpha: float = 0.05) -> dict[str, Any]:
+    """Compare two sides (see the module docstring).
+
+    Returns:
+        ``{"a", "b", "alpha", "rows": [{"suite", "task", "a": {k, n, infra, pending, rate},
+        "b": {...}, "diff_points", "p_fisher", "p_adjusted", "verdict"}], "overall": {"a", "b",
+        "diff_points", "p_cmh", "cmh_statistic", "common_odds_ratio", "p_fisher_pooled",
+        "verdict"}, "regression": bool, "warnings": [str]}``; rates are fractions, differences
+        in percentage points (B - A).
+    """
+    keys = sorted(set(a["tasks"]) | set(b["tasks"]))
+    rows, warnings = [], []
+    for key in keys:
+        ta = a["tasks"].get(key, {"k": 0, "n": 0, "infra": 0, "pending": 0})
+        tb = b["tasks"].get(key, {"k": 0, "n": 0, "infra": 0, "pending": 0})
+        ra = ta["k"] / ta["n"] if ta["n"] else None
+        rb = tb["k"] / tb["n"] if tb["n"] else None
+        diff = round(100 * (rb - ra), 3) if ra is not None and rb is not None else None
+        rows.append({"suite": key[0], "task": key[1], "a": {**ta, "rate": ra}, "b": {**tb, "rate": rb},
+                     "diff_points": diff, "p_fisher": fisher_two_sided(ta["k"], ta["n"], tb["k"], tb["n"])})
+        if key not in a["tasks"] or key not in b["tasks"]:
+            warnings.append(f"{key[0]} task {key[1]} is only in {'B' if key not in a['tasks'] else 'A'}")
+    for row, q in zip(rows, bh_adjust([r["p_fisher"] for r in rows])):
+        row["p_adjusted"] = q
+        row["verdict"] = verdict(row["diff_points"], q, alpha)
+    tot = {side: {f: sum(r[side][f] for r in rows) for f in ("k", "n", "infra", "pending")} for side in ("a", "b")}
+    for side in ("a", "b"):
+        t = tot[side]
+        t["rate"] = t["k"] / t["n"] if t["n"] else None
+        if t["infra"] or t["pending"]:
+            warnings.append(f"{side.upper()} has {t['infra']} infra-error and {t['pending']} pending cells "
+                            "outside N")
+    both = [r for r in rows if r["a"]["n"] and r["b"]["n"]]
+    cmh = cmh_test([(r["a"]["k"], r["a"]["n"], r["b"]["k"], r["b"]["n"]) for r in both])
+    diff = (round(100 * (tot["b"]["rate"] - tot["a"]["rate"]), 3)
+            if tot["a"]["rate"] is not None and tot["b"]["rate"] is not None else None)
+    overall = {"a": tot["a"], "b": tot["b"], "diff_points": diff, "p_cmh": cmh.pvalue,
+               "cmh_statistic": cmh.statistic, "common_odds_ratio": cmh.common_odds_ratio,
+               "strata_used": cmh.strata_used,
+               "p_fisher_pooled": fisher_two_sided(tot["a"]["k"], tot["a"]["n"], tot["b"]["k"], tot["b"]["n"]),
+               "verdict": verdict(diff, cmh.pvalue if both else None, alpha)}
+    regression = overall["verdict"] == "worse" or any(r["verdict"] == "worse" for r in rows)
+    return {"a": a["label"], "b": b["label"], "alpha": alpha, "rows": rows, "overall": overall,
+            "regression": regression, "warnings": warnings}
+
+
+def compare_roots(root_a: str | Path, root_b: str | Path | None, arm_a: str | None, arm_b: str | None,
+                  *, alpha: float = 0.05) -> dict[str, Any]:
+    """Load both sides (``root_b`` None: both arms from ``root_a``) and :func:`compare_counts` them."""
+    a = load_side(root_a, arm_a)
+    b = load_side(root_b if root_b is not None else root_a, arm_b)
+    return compare_counts(a, b, alpha=alpha)
+
+
+def _fmt_side(s: dict) -> str:
+    extra = "".join(f" +{s[f]} {f}" for f in ("infra", "pending") if s[f])
+    rate = "-" if s["rate"] is None else f"{100 * s['rate']:.1f}%"
+    return f"{s['k']}/{s['n']} ({rate}){extra}"
+
+
+def _fmt_p(p: float | None) -> str:
+    return "-" if p is None else (f"{p:.3g}" if p >= 1e-4 else f"{p:.1e}")
+
+
+def render_compare(result: dict[str, Any]) -> str:
+    """Markdown table of a :func:`compare_counts` result (printed by ``rpent-batch compare``)."""
+    lines = [f"A = {result['a']}    B = {result['b']}    alpha = {result['alpha']:g}", "",
+             "| suite | task | A k/N | B k/N | B - A (points) | Fisher p | BH-adjusted p | verdict |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in result["rows"]:
+        diff = "-" if r["diff_points"] is None else f"{r['diff_points']:+.1f}"
+        lines.append(f"| {r['suite']} | {r['task']} | {_fmt_side(r['a'])} | {_fmt_side(r['b'])} | {diff} | "
+                     f"{_fmt_p(r['p_fisher'])} | {_fmt_p(r['p_adjusted'])} | {r['verdict']} |")
+    o = result["overall"]
+    diff = "-" if o["diff_points"] is None else f"{o['diff_points']:+.1f}"
+    lines.append(f"| **overall** | | {_fmt_side(o['a'])} | {_fmt_side(o['b'])} | {diff} | "
+                 f"{_fmt_p(o['p_fisher_pooled'])} (pooled) | CMH {_fmt_p(o['p_cmh'])} | **{o['verdict']}** |")
+    lines += ["", f"overall: B - A = {diff} points; Cochran-Mantel-Haenszel over {o['strata_used']} task strata "
+              f"p = {_fmt_p(o['p_cmh'])} (pooled Fisher p = {_fmt_p(o['p_fisher_pooled'])}): {o['verdict']}"]
+    lines += [f"warning: {w}" for w in result["warnings"]]
+    if result["regression"]:
+        lines.append("regression: B is significantly worse than A " +
+                     ("overall" if o["verdict"] == "worse" else "on at least one task"))
+    return "\n".join(lines) + "\n"

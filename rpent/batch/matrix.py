@@ -1,0 +1,297 @@
+"""The experiment matrix: arms x suites x tasks x seeds x repeats, its cells and their keys.
+
+An **arm** is one variant of the system under test (planner / model / VLA checkpoint / policy
+mode / extra ``rpent`` flags); a **cell** is one (suite, task, seed, repeat) episode of one arm.
+Every arm runs the same cells. The matrix comes from ``rpent-batch`` flags (one arm, named
+``default`` unless ``--arm-name``) or a YAML file::
+
+    suites: [libero_goal_swap]
+    tasks: 0-9            # "0-9", "0,2,5-7", an int or a list
+    seeds: 25-34
+    repeats: 1            # episodes per (task, seed); repeat r is the same init state again
+    flags: [--max-episode-steps, "600"]   # rpent flags shared by every arm
+    arms:
+      - name: before
+        planner: api
+        model: anthropic:claude-sonnet-4-5
+        vla_checkpoint: /ckpt/pi05-before    # a VLA server is started once for this arm
+      - name: after
+        planner: api
+        model: anthropic:claude-sonnet-4-5
+        vla_checkpoint: /ckpt/pi05-after
+        flags: [--reasoning-effort, low]
+
+Cell key: ``<arm>/<suite>/t<task>/s<seed>/r<repeat>`` (stable; used in the ledger, the report
+and the executor). A results root is frozen to its matrix (``matrix.json``): resuming with a
+different matrix is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Arm", "Cell", "Matrix", "parse_index_list", "load_matrix_file", "ARM_KEYS", "RESERVED_RUN_FLAGS"]
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+#: Arm fields accepted in a YAML matrix file.
+ARM_KEYS = ("name", "planner", "model", "policy_mode", "code_file", "vla_checkpoint", "vla_endpoint",
+            "sam3_checkpoint", "sam3_endpoint", "flags", "price_in_usd_per_mtok", "price_out_usd_per_mtok")
+
+#: ``rpent`` flags the batch sets itself per cell / per arm; refused in pass-through flags.
+RESERVED_RUN_FLAGS = ("--suite", "--task", "--seed", "--output-dir", "--env-endpoint", "--vla-endpoint",
+                      "--sam3-endpoint", "-i", "--interactive", "--planner", "--model", "--policy-mode",
+                      "--code-file")
+
+
+def parse_index_list(value: Any, what: str) -> list[int]:
+    """Parse ``"0-9"``, ``"0,2,5-7"``, an int or a list of ints into a sorted unique list.
+
+    Raises:
+        ValueError: malformed text, a negative index, an empty range (names ``what``).
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{what}: expected indices like 0-9 or 0,2,5, got {value!r}")
+    if isinstance(value, int):
+        items: list[int] = [value]
+    elif isinstance(value, (list, tuple)):
+        items = []
+        for v in value:
+            items += parse_index_list(v, what)
+    elif isinstance(value, str):
+        items = []
+        for part in value.replace(" ", "").split(","):
+            m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+            if not m:
+                raise ValueError(f"{what}: cannot read {part!r} in {value!r}; write ranges like 0-9 or lists like 0,2,5")
+            lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+            if hi < lo:
+                raise ValueError(f"{what}: range {part!r} is empty; write it low-high, e.g. 0-9")
+            items += range(lo, hi + 1)
+    else:
+        raise ValueError(f"{what}: expected indices like 0-9 or 0,2,5, got {value!r}")
+    if any(i < 0 for i in items):
+        raise ValueError(f"{what}: indices must be >= 0")
+    if not items:
+        raise ValueError(f"{what}: no indices given")
+    return sorted(set(items))
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm of the experiment.
+
+    Attributes:
+        name: unique arm name (letters, digits, ``_ . -``; a directory name).
+        planner: ``rpent --planner`` (scripted, api, claude_code, codex).
+        model: ``rpent --model`` (None: the planner's default).
+        policy_mode: ``tools`` | ``code``.
+        code_file: code-mode policy file (absolute path).
+        vla_checkpoint: Pi0.5 checkpoint directory: one VLA server is started for the arm.
+        vla_endpoint: attach this running VLA instead (``[http|socket://]HOST:PORT``).
+        sam3_checkpoint, sam3_endpoint: the same for SAM3.
+        flags: extra ``rpent`` flags of this arm (after the matrix's common flags).
+        price_in_usd_per_mtok, price_out_usd_per_mtok: planner token prices (USD per million
+            input / output tokens) for the report's cost column; None: cost only where the
+            planner reports it (claude_code).
+    """
+
+    name: str = "default"
+    planner: str = "scripted"
+    model: str | None = None
+    policy_mode: str = "tools"
+    code_file: str | None = None
+    vla_checkpoint: str | None = None
+    vla_endpoint: str | None = None
+    sam3_checkpoint: str | None = None
+    sam3_endpoint: str | None = None
+    flags: tuple[str, ...] = ()
+    price_in_usd_per_mtok: float | None = None
+    price_out_usd_per_mtok: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
+            raise ValueError(f"arm name {self.name!r} is not valid: use letters, digits, '_', '.', '-'")
+        if self.vla_checkpoint and self.vla_endpoint:
+            raise ValueError(f"arm {self.name}: give vla_checkpoint or vla_endpoint, not both")
+        if self.sam3_checkpoint and self.sam3_endpoint:
+            raise ValueError(f"arm {self.name}: give sam3_checkpoint or sam3_endpoint, not both")
+        if not all(isinstance(f, str) for f in self.flags):
+            raise ValueError(f"arm {self.name}: flags must be a list of strings, e.g. [--max-turns, '50']")
+        bad = [f for f in self.flags if f.split("=", 1)[0] in RESERVED_RUN_FLAGS]
+        if bad:
+            raise ValueError(f"arm {self.name}: {bad[0]} is set by rpent-batch itself; use the arm's own keys "
+                             "(planner, model, policy_mode, code_file, vla_*, sam3_*) instead")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict (flags as a list)."""
+        d = asdict(self)
+        d["flags"] = list(self.flags)
+        return d
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One episode of one arm.
+
+    Attributes:
+        arm: arm name. suite, task, seed: the LIBERO episode (seed selects the init state).
+        repeat: 0-based repeat index (same init state again).
+    """
+
+    arm: str
+    suite: str
+    task: int
+    seed: int
+    repeat: int = 0
+
+    @property
+    def key(self) -> str:
+        """``<arm>/<suite>/t<task>/s<seed>/r<repeat>``."""
+        return f"{self.arm}/{self.suite}/t{self.task}/s{self.seed}/r{self.repeat}"
+
+    @property
+    def dir_name(self) -> str:
+        """Directory of the cell under ``runs/<arm>/``: ``<suite>_t<task>_s<seed>_r<repeat>``."""
+        return f"{self.suite}_t{self.task}_s{self.seed}_r{self.repeat}"
+
+    @classmethod
+    def from_key(cls, key: str) -> "Cell":
+        """Inverse of :attr:`key`. Raises ValueError on a malformed key."""
+        m = re.fullmatch(r"([^/]+)/([^/]+)/t(\d+)/s(\d+)/r(\d+)", key)
+        if not m:
+            raise ValueError(f"bad cell key {key!r}; expected <arm>/<suite>/t<task>/s<seed>/r<repeat>")
+        return cls(m.group(1), m.group(2), int(m.group(3)), int(m.group(4)), int(m.group(5)))
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """The frozen experiment matrix.
+
+    Attributes:
+        suites, tasks, seeds: episodes of every arm (tasks apply to every suite).
+        repeats: episodes per (suite, task, seed) (>= 1).
+        arms: the arms (names unique).
+        flags: ``rpent`` flags common to every arm (before each arm's own flags).
+    """
+
+    suites: tuple[str, ...]
+    tasks: tuple[int, ...]
+    seeds: tuple[int, ...]
+    repeats: int = 1
+    arms: tuple[Arm, ...] = (Arm(),)
+    flags: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.suites:
+            raise ValueError("no suites given: pass --suites (e.g. --suites libero_goal_swap) or 'suites:' in the matrix file")
+        if not self.tasks or not self.seeds:
+            raise ValueError("no tasks or seeds given: pass --tasks 0-9 --seeds 25-34 (or 'tasks:'/'seeds:' in the file)")
+        if self.repeats < 1:
+            raise ValueError(f"--repeats must be >= 1, got {self.repeats}")
+        if not self.arms:
+            raise ValueError("the matrix has no arms")
+        names = [a.name for a in self.arms]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"arm names must be unique; repeated: {', '.join(dup)}")
+        bad = [f for f in self.flags if f.split("=", 1)[0] in RESERVED_RUN_FLAGS]
+        if bad:
+            raise ValueError(f"{bad[0]} is set by rpent-batch itself per cell or arm; remove it from the run flags")
+
+    def cells(self, arm: str | None = None) -> list[Cell]:
+        """Every cell (of one arm, or of all arms), in arm, suite, task, seed, repeat order."""
+        return [Cell(a.name, s, t, sd, r) for a in self.arms if arm is None or a.name == arm
+                for s in self.suites for t in self.tasks for sd in self.seeds for r in range(self.repeats)]
+
+    def arm(self, name: str) -> Arm:
+        """The arm called ``name``. Raises KeyError with the known names."""
+        for a in self.arms:
+            if a.name == name:
+                return a
+        raise KeyError(f"no arm {name!r}; arms: {', '.join(a.name for a in self.arms)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict (``matrix.json``)."""
+        return {"schema_version": 1, "suites": list(self.suites), "tasks": list(self.tasks),
+                "seeds": list(self.seeds), "repeats": self.repeats, "flags": list(self.flags),
+                "arms": [a.to_dict() for a in self.arms]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Matrix":
+        """Inverse of :meth:`to_dict`. Raises ValueError/KeyError on a malformed document."""
+        arms = tuple(Arm(**{**a, "flags": tuple(a.get("flags") or ())}) for a in d["arms"])
+        return cls(tuple(d["suites"]), tuple(d["tasks"]), tuple(d["seeds"]), int(d["repeats"]), arms,
+                   tuple(d.get("flags") or ()))
+
+
+def _arm_from_yaml(raw: Any, i: int, base: Path) -> Arm:
+    if not isinstance(raw, dict):
+        raise ValueError(f"arms[{i}] must be a mapping with at least 'name'")
+    unknown = sorted(set(raw) - set(ARM_KEYS))
+    if unknown:
+        raise ValueError(f"arms[{i}]: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(ARM_KEYS)}")
+    kw = dict(raw)
+    if "name" not in kw:
+        raise ValueError(f"arms[{i}] has no 'name'")
+    kw["name"] = str(kw["name"])
+    flags = kw.get("flags") or []
+    if not isinstance(flags, list):
+        raise ValueError(f"arm {kw['name']}: flags must be a list, e.g. [--max-turns, '50']")
+    kw["flags"] = tuple(str(f) for f in flags)
+    for key in ("code_file", "vla_checkpoint", "sam3_checkpoint"):
+        if kw.get(key):
+            p = Path(str(kw[key])).expanduser()
+            kw[key] = str(p if p.is_absolute() else (base / p).resolve())
+    for key in ("price_in_usd_per_mtok", "price_out_usd_per_mtok"):
+        if kw.get(key) is not None:
+            kw[key] = float(kw[key])
+    return Arm(**kw)
+
+
+def load_matrix_file(path: str | Path) -> dict[str, Any]:
+    """Read a YAML matrix file into ``{"suites", "tasks", "seeds", "repeats", "flags", "arms"}``
+    (keys present only when the file has them; relative paths resolved against the file's folder).
+
+    Raises:
+        ValueError: unreadable YAML, unknown keys, malformed values (one line naming the fix).
+    """
+    import yaml
+
+    p = Path(path)
+    try:
+        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"matrix file {p} does not exist") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"matrix file {p} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"matrix file {p} must be a mapping with suites/tasks/seeds/arms")
+    allowed = {"suites", "tasks", "seeds", "repeats", "flags", "arms",
+               "ray"}  # ray: placement only (rpent.batch.ray_executor), not part of the matrix
+    unknown = sorted(set(doc) - allowed)
+    if unknown:
+        raise ValueError(f"matrix file {p}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+    out: dict[str, Any] = {}
+    if "suites" in doc:
+        s = doc["suites"]
+        out["suites"] = tuple([s] if isinstance(s, str) else [str(x) for x in s])
+    if "tasks" in doc:
+        out["tasks"] = tuple(parse_index_list(doc["tasks"], "tasks"))
+    if "seeds" in doc:
+        out["seeds"] = tuple(parse_index_list(doc["seeds"], "seeds"))
+    if "repeats" in doc:
+        out["repeats"] = int(doc["repeats"])
+    if "flags" in doc:
+        if not isinstance(doc["flags"], list):
+            raise ValueError(f"matrix file {p}: flags must be a list, e.g. [--max-episode-steps, '600']")
+        out["flags"] = tuple(str(f) for f in doc["flags"])
+    if "arms" in doc:
+        if not isinstance(doc["arms"], list) or not doc["arms"]:
+            raise ValueError(f"matrix file {p}: arms must be a non-empty list")
+        out["arms"] = tuple(_arm_from_yaml(a, i, p.parent.resolve()) for i, a in enumerate(doc["arms"]))
+    return out
+

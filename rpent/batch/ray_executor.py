@@ -1,0 +1,345 @@
+"""The Ray executor of ``rpent-batch`` (``--ray-address`` / ``--executor ray`` / a ``ray:`` YAML section).
+
+A second implementation of :class:`rpent.batch.executor.Executor`: each :class:`CellJob` runs as
+one Ray task, placed by the resources of ``ray.cell`` (CPUs, custom resources that pin cells to a
+node group), which starts the job's ``rpent`` command as a child process on its node exactly as
+the local executor does (own process group, stdout/stderr to the job's log, SIGTERM when the task
+dies, the job's time limit). The runner, its ledger, lock, manifest, retries and report are
+unchanged: the executor only reports exit codes and infrastructure errors.
+
+Results land under the driver's results root:
+
+* ``results: shared`` -- every node mounts the results root at the same path (NFS, a cluster
+  filesystem); the run writes its directory in place;
+* ``results: copy`` -- the run writes to node-local scratch; its directory and log come back to
+  the driver as one ``tar`` archive with the task's result and are unpacked into the job's
+  ``run_dir`` (which no other attempt uses);
+* ``results: auto`` (default) -- ``shared`` on a node that sees a marker file the driver wrote in
+  the results root, else ``copy``.
+
+Faults: Ray never re-runs a cell by itself (``max_retries=0``, a re-run must get a new run
+directory). A task whose worker or node died ends as an outcome with ``infra_error`` ("lost its
+Ray node"), so the runner retries the cell (a new attempt, a new run directory, placed wherever
+Ray finds room) and the report counts it once. ``shutdown(cancel=True)`` cancels the tasks: each
+SIGTERMs its run (which writes a cancelled record), waits, then SIGKILLs.
+
+With ``ray.replicas.vla`` / ``ray.replicas.sam3`` the executor starts replica pools on GPU nodes
+when entered and adds ``--vla-endpoint`` / ``--sam3-endpoint`` (the least-loaded replica) to each
+job that does not name one.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import secrets
+import signal
+import subprocess
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from rpent.batch.executor import CellJob, CellOutcome, register_executor
+from rpent.cluster.errors import ClusterConfigError, ClusterError
+from rpent.cluster.settings import RaySettings, parse_ray_section
+
+log = logging.getLogger("rpent.batch.ray")
+
+RESULTS_MODES = ("auto", "shared", "copy")
+MARKER_PREFIX = ".rpent_ray_visible_"
+
+
+def _stop_group(proc: subprocess.Popen, grace_s: float) -> None:
+    for sig, grace in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop_grace_s: float) -> dict[str, Any]:
+    """Body of the Ray task: run one job's command on this node (see the module docstring).
+
+    Args:
+        job: :meth:`CellJob.to_dict`.
+        marker: path of the driver's marker file (``results: auto``), or None.
+        results: ``shared``, ``copy`` or ``auto``.
+        stop_grace_s: seconds between SIGTERM and SIGKILL when the job is stopped.
+
+    Returns:
+        ``{"exit_code", "infra_error", "wall_s", "where", "archive"?: bytes (tar of run_dir + log)}``.
+    """
+    import ray
+
+    from rpent.batch.executor import _die_with_parent
+
+    where = f"{os.uname().nodename} {ray.util.get_node_ip_address()} node {ray.get_runtime_context().get_node_id()[:8]}"
+    copy = results == "copy" or (results == "auto" and not (marker and os.path.exists(marker)))
+    argv, run_dir, log_path = list(job["argv"]), job["run_dir"], job.get("log_path")
+    scratch = None
+    if copy:
+        scratch = tempfile.mkdtemp(prefix="rpent_cell_")
+        local_run = os.path.join(scratch, "run")
+        argv = [local_run if a == run_dir else a for a in argv]
+        log_path = os.path.join(scratch, "run.log") if log_path else None
+        where += " (results copied back)"
+    if log_path:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
+    t0 = time.monotonic()
+    infra = None
+    try:
+        proc = subprocess.Popen(argv, env={**os.environ, **job.get("env", {})}, cwd=job.get("cwd"),
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, preexec_fn=_die_with_parent)
+    except OSError as exc:
+        return {"exit_code": None, "infra_error": f"could not start the run on {where}: {exc}", "wall_s": 0.0,
+                "where": where}
+    finally:
+        if out is not subprocess.DEVNULL:
+            out.close()
+    limit = job.get("timeout_s")
+    try:
+        # poll in short sleeps, not one blocking wait: ray.cancel raises KeyboardInterrupt in this thread
+        # only between Python bytecodes
+        while proc.poll() is None:
+            if limit is not None and time.monotonic() - t0 > limit:
+                _stop_group(proc, stop_grace_s)
+                infra = f"run exceeded its time limit of {limit:g} s and was stopped"
+                break
+            time.sleep(0.2)
+    except BaseException:  # ray.cancel (KeyboardInterrupt) or the worker exiting: stop the run, keep its record
+        _stop_group(proc, stop_grace_s)
+        raise
+    rc = proc.returncode
+    if infra is None and rc is not None and rc < 0:
+        infra = f"run process killed by signal {signal.Signals(-rc).name}"
+    result: dict[str, Any] = {"exit_code": rc, "infra_error": infra, "wall_s": round(time.monotonic() - t0, 3),
+                              "where": where}
+    if scratch is not None:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            if os.path.isdir(os.path.join(scratch, "run")):
+                tar.add(os.path.join(scratch, "run"), arcname="run")
+            if log_path and os.path.exists(log_path):
+                tar.add(log_path, arcname="run.log")
+        result["archive"] = buf.getvalue()
+        import shutil
+
+        shutil.rmtree(scratch, ignore_errors=True)
+    return result
+
+
+def _unpack(archive: bytes, job: CellJob) -> None:
+    """Unpack a copied-back run into ``job.run_dir`` / ``job.log_path`` (tar ``data`` filter: no
+    absolute paths, links or ``..``)."""
+    run_dir = Path(job.run_dir)
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r") as tar:
+        staging = Path(tempfile.mkdtemp(prefix=".unpack_", dir=run_dir.parent if run_dir.parent.exists() else None))
+        tar.extractall(staging, filter="data")
+    src = staging / "run"
+    if src.is_dir():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for item in src.iterdir():
+            target = run_dir / item.name
+            if target.exists():  # never overwrite: keep both, the copied one marked
+                target = run_dir / f"{item.name}.copied"
+            os.replace(item, target)
+    if job.log_path and (staging / "run.log").exists():
+        Path(job.log_path).parent.mkdir(parents=True, exist_ok=True)
+        with open(job.log_path, "ab") as f:
+            f.write((staging / "run.log").read_bytes())
+    import shutil
+
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+class RayExecutor:
+    """Runs cells as Ray tasks (see the module docstring).
+
+    Args:
+        slots: cells at once (``--parallel``); refused when the cluster cannot hold that many.
+        settings: the validated ``ray`` section (address, ``cell`` resources, replicas).
+        results_root: the driver's results root (for the ``auto`` marker).
+        results: ``auto`` | ``shared`` | ``copy``.
+        stop_grace_s: seconds between SIGTERM and SIGKILL of a stopped run.
+
+    Raises:
+        ClusterConfigError (a ValueError): no node offers the cell's resources, ``slots`` above what
+            the nodes hold, replicas above the GPUs; ClusterConnectError: no cluster answered.
+    """
+
+    name = "ray"
+
+    def __init__(self, slots: int, *, settings: RaySettings, results_root: str | Path | None = None,
+                 results: str = "auto", stop_grace_s: float = 20.0):
+        from rpent.cluster.connect import connect, import_ray
+        from rpent.cluster.preflight import Demand, check_placement, live_nodes
+
+        if slots < 1:
+            raise ValueError(f"slots must be >= 1, got {slots}")
+        if results not in RESULTS_MODES:
+            raise ClusterConfigError(f"results mode {results!r} unknown; choose one of {', '.join(RESULTS_MODES)}")
+        self.slots = slots
+        self.settings = settings
+        self.results = results
+        self.stop_grace_s = stop_grace_s
+        self._owns_connection = not import_ray().is_initialized()
+        self.ray = connect(settings.address, settings.connect_timeout_s)
+        demands = [Demand("cells (--parallel)", settings.cell, slots)]
+        demands += [Demand(f"ray.replicas.{role}.count", rep.request, rep.count, " (one replica per GPU)")
+                    for role, rep in settings.replicas.items()]
+        check_placement(live_nodes(self.ray), demands)
+        self.marker: str | None = None
+        if results_root is not None and results == "auto":
+            root = Path(results_root)
+            root.mkdir(parents=True, exist_ok=True)
+            self.marker = str(root / f"{MARKER_PREFIX}{secrets.token_hex(8)}")
+            Path(self.marker).write_text("rpent-batch driver marker: nodes that see this file share the results root\n")
+        self._task = self.ray.remote(max_retries=0)(run_cell_on_node)
+        self._refs: dict[Any, tuple[CellJob, float]] = {}
+        self._pools: dict[str, Any] = {}
+        self.lost: list[dict[str, Any]] = []
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    def __enter__(self) -> RayExecutor:
+        from rpent.cluster.replicas import ReplicaPool
+
+        for role, rep in self.settings.replicas.items():
+            pool = ReplicaPool(rep, extra_env={"MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")})
+            pool.start()
+            self._pools[role] = pool
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown(cancel=True)
+
+    # -- protocol -------------------------------------------------------------------------------------
+    def submit(self, job: CellJob) -> None:
+        """Start ``job`` as a Ray task (see :class:`rpent.batch.executor.Executor`).
+
+        Raises:
+            RuntimeError: all slots busy, or a job with the same key is running.
+        """
+        if len(self._refs) >= self.slots:
+            raise RuntimeError(f"all {self.slots} slots are busy; wait() first")
+        if any(j.key == job.key for j, _ in self._refs.values()):
+            raise RuntimeError(f"cell {job.key} is already running")
+        argv = list(job.argv)
+        for role, flag in (("vla", "--vla-endpoint"), ("sam3", "--sam3-endpoint")):
+            pool = self._pools.get(role)
+            if pool is not None and flag not in argv:
+                argv += [flag, pool.endpoint_for(job.key)]
+        payload = {**job.to_dict(), "argv": argv}
+        ref = self._task.options(**self.settings.cell.ray_options()).remote(
+            payload, self.marker, self.results, self.stop_grace_s)
+        self._refs[ref] = (job, time.monotonic())
+
+    def running(self) -> list[str]:
+        """Keys of the jobs still running."""
+        return [job.key for job, _ in self._refs.values()]
+
+    def _outcome(self, ref: Any) -> CellOutcome:
+        from ray.exceptions import RayTaskError, TaskCancelledError
+
+        job, t0 = self._refs.pop(ref)
+        for pool in self._pools.values():
+            pool.release(job.key)
+        wall = round(time.monotonic() - t0, 3)
+        try:
+            res = self.ray.get(ref, timeout=60.0)
+        except TaskCancelledError:
+            return CellOutcome(job.key, None, job.run_dir, "run cancelled on its Ray node", wall, job.attempt, job.arm,
+                               "ray")
+        except RayTaskError as exc:
+            first = str(exc).strip().splitlines()[-1][:300]
+            return CellOutcome(job.key, None, job.run_dir, f"the cell's Ray task failed: {first}", wall, job.attempt,
+                               job.arm, "ray")
+        except Exception as exc:  # noqa: BLE001 - WorkerCrashedError, NodeDiedError, ObjectLostError, timeouts
+            reason = f"lost its Ray node or worker ({type(exc).__name__}); retried elsewhere as a new attempt"
+            self.lost.append({"key": job.key, "attempt": job.attempt, "error": f"{type(exc).__name__}: {exc}"[:500]})
+            log.warning("cell %s attempt %d: %s", job.key, job.attempt, reason)
+            return CellOutcome(job.key, None, job.run_dir, reason, wall, job.attempt, job.arm, "ray")
+        archive = res.pop("archive", None)
+        if archive is not None:
+            _unpack(archive, job)
+        return CellOutcome(job.key, res["exit_code"], job.run_dir, res["infra_error"], res["wall_s"], job.attempt,
+                           job.arm, res["where"])
+
+    def wait(self, timeout: float | None = None) -> list[CellOutcome]:
+        """Block until >= 1 job ended or ``timeout`` s passed; the ended jobs' outcomes, each once."""
+        if not self._refs:
+            return []
+        ready, rest = self.ray.wait(list(self._refs), num_returns=1, timeout=timeout)
+        if ready and rest:
+            more, _ = self.ray.wait(rest, num_returns=len(rest), timeout=0)
+            ready += more
+        return [self._outcome(ref) for ref in ready]
+
+    def shutdown(self, cancel: bool = True) -> None:
+        """Cancel (SIGTERM -> grace -> SIGKILL on the node) or wait for the running jobs, stop the
+        replica pools, remove the marker, disconnect if this executor connected. Idempotent."""
+        refs = list(self._refs)
+        if refs:
+            if cancel:
+                for ref in refs:
+                    self.ray.cancel(ref, force=False)
+            self.ray.wait(refs, num_returns=len(refs), timeout=self.stop_grace_s + 15.0 if cancel else None)
+            if cancel:
+                for ref in refs:
+                    try:
+                        self.ray.cancel(ref, force=True)
+                    except Exception:  # noqa: BLE001 - already finished
+                        pass
+        self._refs.clear()
+        for pool in self._pools.values():
+            pool.close()
+        self._pools = {}
+        if self.marker:
+            Path(self.marker).unlink(missing_ok=True)
+            self.marker = None
+        if self._owns_connection:
+            from rpent.cluster.connect import disconnect
+
+            disconnect()
+            self._owns_connection = False
+
+
+def ray_section_of_matrix_file(path: str | Path | None) -> dict[str, Any] | None:
+    """The ``ray`` section of a matrix YAML file (None when absent or no file)."""
+    if not path:
+        return None
+    import yaml
+
+    try:
+        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None  # the matrix loader reports unreadable files
+    section = doc.get("ray") if isinstance(doc, dict) else None
+    return section if section is not None else None
+
+
+def _factory(*, slots: int, settings: RaySettings | None = None, address: str | None = None,
+             results_root: str | Path | None = None, results: str | None = None, **options: Any) -> RayExecutor:
+    """``create_executor("ray", slots=N, settings=... | address=...)``; connection problems become ValueError
+    (the CLI's "--executor: ..." line, exit 2)."""
+    try:
+        if settings is None:
+            settings = parse_ray_section({}, address or "auto")
+        assert settings is not None
+        return RayExecutor(slots, settings=settings, results_root=results_root, results=results or settings.results, **options)
+    except ClusterConfigError:
+        raise
+    except ClusterError as exc:
+        raise ValueError(str(exc)) from None
+
+
+register_executor("ray", _factory)

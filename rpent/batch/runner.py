@@ -1,0 +1,287 @@
+"""The batch runner: run every cell of a matrix as a normal ``rpent`` run through an
+:class:`~rpent.batch.executor.Executor`, arm after arm on the arm's shared services, resume what
+is missing, retry infrastructure errors, and write the report.
+
+Per invocation, for each arm:
+
+1. read every cell's attempts from the results root (``rpent.batch.records``): cells with a valid
+   success/failure record are skipped (never run or counted twice); cells never run, interrupted
+   or with an invalid record are queued; cells that ended in an infrastructure error are queued
+   again (a new invocation retries them);
+2. start the arm's shared services once (``rpent.batch.services``), unless every cell is done;
+3. keep ``executor.slots`` runs going; each attempt gets its own run directory
+   ``runs/<arm>/<cell>/attempt-<N>`` and a "start" / "end" line in ``attempts.jsonl``; an attempt
+   that ends in an infrastructure error is queued again until it has had ``1 + max_retries``
+   attempts in this invocation; before each start, a shared service that died is restarted;
+4. after all arms (or on interruption): write ``report.json`` / ``report.md``.
+"""
+
+from __future__ import annotations
+
+import collections
+import signal
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from rpent.batch.executor import CellJob, Executor
+from rpent.batch.matrix import Arm, Cell, Matrix
+from rpent.batch.records import CellState, ResultsRoot, classify_attempt
+from rpent.batch.report import build_report, write_report
+from rpent.batch.services import ArmServices, SharedServiceError
+
+__all__ = ["BatchOptions", "BatchRunner", "run_argv", "EXIT_COMPLETE", "EXIT_INCOMPLETE", "EXIT_USAGE"]
+
+#: ``rpent-batch`` exit codes: every cell has a task outcome / some cells have none (infra errors
+#: after the retries, interrupted, a shared service failed: re-run the same command to resume) /
+#: bad input, or the results root is locked by another runner
+EXIT_COMPLETE, EXIT_INCOMPLETE, EXIT_USAGE = 0, 1, 2
+
+
+@dataclass
+class BatchOptions:
+    """How to run a matrix.
+
+    Attributes:
+        max_retries: extra attempts per cell after an infrastructure error, per invocation (>= 0).
+        cell_timeout_s: wall-clock limit of one run (s); None: none (the run's own limits apply).
+        cuda_device, transport: forwarded to the shared services.
+        progress: show the progress bar (tqdm, on stderr).
+        confidence: Wilson interval coverage of the report.
+        env: extra environment variables of every run.
+    """
+
+    max_retries: int = 2
+    cell_timeout_s: float | None = None
+    cuda_device: int | None = None
+    transport: str = "socket"
+    progress: bool = True
+    confidence: float = 0.95
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def run_argv(matrix: Matrix, arm: Arm, cell: Cell, run_dir: Path, endpoints: dict[str, str]) -> list[str]:
+    """The ``rpent`` command line of one attempt: the cell's episode, the arm's planner, model,
+    policy mode and flags after the matrix's common flags, the shared endpoints, ``--output-dir``."""
+    argv = [sys.executable, "-m", "rpent.cli.main", "--suite", cell.suite, "--task", str(cell.task),
+            "--seed", str(cell.seed), "--planner", arm.planner]
+    if arm.model:
+        argv += ["--model", arm.model]
+    if arm.policy_mode != "tools":
+        argv += ["--policy-mode", arm.policy_mode]
+    if arm.code_file:
+        argv += ["--code-file", arm.code_file]
+    argv += list(matrix.flags) + list(arm.flags)
+    if "vla" in endpoints:
+        argv += ["--vla-endpoint", endpoints["vla"]]
+    if "sam3" in endpoints:
+        argv += ["--sam3-endpoint", endpoints["sam3"]]
+    return argv + ["--output-dir", str(run_dir)]
+
+
+def _prefetch_stats() -> None:
+    try:
+        import scipy.stats  # noqa: F401
+    except ImportError:
+        pass
+
+
+class _Progress:
+    """tqdm bar over all cells with ETA and per-arm k/n in the postfix; per-cell lines otherwise."""
+
+    def __init__(self, total: int, done: int, enabled: bool, counts: dict[str, list[int]]) -> None:
+        self.counts = counts  # arm -> [k, n, infra]
+        self.bar = None
+        self.total, self.done = total, done
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=done, unit="cell", file=sys.stderr, dynamic_ncols=True,
+                            smoothing=0.1, desc="rpent-batch")
+            self._postfix()
+
+    def _postfix(self) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str("  ".join(f"{a} {k}/{n}" + (f" infra {i}" if i else "")
+                                               for a, (k, n, i) in self.counts.items()))
+
+    def line(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.write(text, file=sys.stderr)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+    def advance(self) -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update(1)
+        self._postfix()
+
+    def refresh(self) -> None:
+        self._postfix()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class BatchRunner:
+    """Runs a matrix in a results root (see the module docstring).
+
+    Args:
+        matrix: the matrix (must equal the root's ``matrix.json`` when it exists; the CLI checks).
+        root: the results root.
+        executor: the executor (entered by :meth:`run`; its ``slots`` is the parallelism).
+        options: :class:`BatchOptions`.
+        on_event: optional callback receiving ``{"kind": "attempt_started"|"attempt_ended"|
+            "arm_started"|"arm_ended"|"note", ...}`` dicts (from the runner's thread; must not block).
+    """
+
+    def __init__(self, matrix: Matrix, root: ResultsRoot, executor: Executor, options: BatchOptions,
+                 on_event: Callable[[dict], None] | None = None) -> None:
+        self.matrix = matrix
+        self.root = root
+        self.executor = executor
+        self.opts = options
+        self.on_event = on_event or (lambda e: None)
+        self.attempts_started = 0
+        self.checkpoints: dict[str, Any] = {}
+
+    def states(self) -> dict[str, CellState]:
+        """Every cell's current state, from the records."""
+        return self.root.cell_states(self.matrix.cells())
+
+    def run(self) -> tuple[int, dict[str, Any]]:
+        """Run (or resume) the whole matrix.
+
+        Returns:
+            ``(exit_code, report)``: :data:`EXIT_COMPLETE` when every cell has a task outcome,
+            else :data:`EXIT_INCOMPLETE`; the report was written to ``report.json``/``report.md``.
+        Raises:
+            KeyboardInterrupt: after stopping the running cells and writing the report (SIGINT;
+                SIGTERM is turned into the same).
+        """
+        # the report needs scipy.stats (a second or more to import): import it while the runs go
+        threading.Thread(target=_prefetch_stats, name="batch-prefetch", daemon=True).start()
+        states = self.states()
+        counts = {a.name: [0, 0, 0] for a in self.matrix.arms}
+        for st in states.values():
+            self._count(counts, st, +1)
+        todo_total = sum(1 for st in states.values() if st.decided is None)
+        progress = _Progress(len(states), len(states) - todo_total, self.opts.progress, counts)
+        previous = self._install_sigterm()
+        try:
+            with self.executor:
+                for arm in self.matrix.arms:
+                    self._run_arm(arm, states, counts, progress)
+        finally:
+            progress.close()
+            self._restore_sigterm(previous)
+            report = build_report(self.matrix, self.states(), results_root=self.root.root,
+                                  confidence=self.opts.confidence)
+            write_report(self.root.root, report)
+        complete = all(c["status"] in ("success", "failure") for c in report["cells"])
+        return (EXIT_COMPLETE if complete else EXIT_INCOMPLETE), report
+
+    # ------------------------------------------------------------------ internals
+    @staticmethod
+    def _count(counts: dict[str, list[int]], st: CellState, sign: int) -> None:
+        c = counts[st.cell.arm]
+        if st.status == "success":
+            c[0] += sign
+        if st.status in ("success", "failure"):
+            c[1] += sign
+        if st.status == "infra":
+            c[2] += sign
+
+    def _install_sigterm(self):
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def on_term(signum, frame):
+            raise KeyboardInterrupt(f"received {signal.Signals(signum).name}")
+
+        return signal.signal(signal.SIGTERM, on_term)
+
+    def _restore_sigterm(self, previous) -> None:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+    def _run_arm(self, arm: Arm, states: dict[str, CellState], counts, progress: _Progress) -> None:
+        cells = [c for c in self.matrix.cells(arm.name) if states[c.key].decided is None]
+        if not cells:
+            return
+        queue = collections.deque(cells)
+        tries: dict[str, int] = collections.Counter()
+        next_attempt = {c.key: states[c.key].next_attempt() for c in cells}
+        services = ArmServices(arm, self.root.services_dir(arm.name), cuda_device=self.opts.cuda_device,
+                               transport=self.opts.transport)
+        self.checkpoints[arm.name] = {"vla": services.vla_checkpoint, "sam3": services.sam3_checkpoint}
+        try:
+            endpoints = services.start()
+        except SharedServiceError as exc:
+            self.root.append_ledger({"event": "arm_error", "key": arm.name, "attempt": 0, "error": str(exc)})
+            progress.line(f"rpent-batch: arm {arm.name}: {exc}; its {len(cells)} remaining cells stay pending "
+                          f"(logs in {self.root.services_dir(arm.name)})")
+            self.on_event({"kind": "note", "arm": arm.name, "text": str(exc)})
+            return
+        self.on_event({"kind": "arm_started", "arm": arm.name, "endpoints": endpoints, "cells": len(cells)})
+        running: dict[str, tuple[Cell, int]] = {}
+        try:
+            while queue or running:
+                while queue and len(running) < self.executor.slots:
+                    for note in services.revive():
+                        self.root.append_ledger({"event": "service_restart", "key": arm.name, "attempt": 0,
+                                                 "note": note})
+                        progress.line(f"rpent-batch: arm {arm.name}: {note}")
+                    cell = queue.popleft()
+                    n = next_attempt[cell.key]
+                    next_attempt[cell.key] = n + 1
+                    tries[cell.key] += 1
+                    job = self._job(arm, cell, n, services.endpoints)
+                    self.root.append_ledger({"event": "start", "key": cell.key, "attempt": n, "run_dir": job.run_dir,
+                                             "argv": job.argv})
+                    self.attempts_started += 1
+                    self.executor.submit(job)
+                    running[cell.key] = (cell, n)
+                    self.on_event({"kind": "attempt_started", "key": cell.key, "attempt": n, "run_dir": job.run_dir})
+                for out in self.executor.wait(timeout=1.0):
+                    cell, n = running.pop(out.key)
+                    end = {"event": "end", "key": out.key, "attempt": n, "exit_code": out.exit_code,
+                           "infra_error": out.infra_error, "wall_s": out.wall_s, "where": out.where}
+                    res = classify_attempt(cell, n, Path(out.run_dir), end, self.root.log_path(cell, n))
+                    end["status"], end["reason"] = res.status, res.reason
+                    self.root.append_ledger(end)
+                    st = states[cell.key]
+                    self._count(counts, st, -1)
+                    st.attempts.append(res)
+                    self._count(counts, st, +1)
+                    retry = st.decided is None and tries[cell.key] <= self.opts.max_retries
+                    what = res.status + (f" ({res.reason})" if res.reason and res.status != "success" else "")
+                    if res.status in ("success", "failure"):
+                        progress.advance()
+                    elif retry:
+                        queue.append(cell)
+                        what += f"; retrying ({tries[cell.key]}/{self.opts.max_retries} retries used)"
+                    else:
+                        progress.advance()
+                        what += "; no retries left (re-run the command to try again)"
+                    progress.line(f"{cell.key} attempt {n}: {what} [{out.wall_s:.1f} s]")
+                    progress.refresh()
+                    self.on_event({"kind": "attempt_ended", "key": cell.key, "attempt": n, "status": res.status,
+                                   "reason": res.reason, "retry": retry})
+        finally:
+            if running:  # interrupted: stop the runs before the services they use
+                self.executor.shutdown(cancel=True)
+            services.stop()
+            self.on_event({"kind": "arm_ended", "arm": arm.name})
+
+    def _job(self, arm: Arm, cell: Cell, attempt: int, endpoints: dict[str, str]) -> CellJob:
+        run_dir = self.root.run_dir(cell, attempt)
+        env = {**self.opts.env, "PI05_CHECKPOINT_PATH": "", "SAM3_CHECKPOINT_PATH": ""}
+        return CellJob(key=cell.key, argv=run_argv(self.matrix, arm, cell, run_dir, endpoints), run_dir=str(run_dir),
+                       env=env, log_path=str(self.root.log_path(cell, attempt)), attempt=attempt, arm=arm.name,
+                       timeout_s=self.opts.cell_timeout_s)
+

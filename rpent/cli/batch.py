@@ -1,0 +1,332 @@
+"""``rpent-batch``: run a task x seed x arm matrix of ``rpent`` runs, resume it, report it, compare it.
+
+Examples (offline: scripted planner)::
+
+    rpent-batch --suites libero_object --tasks 0-1 --seeds 0-1 --parallel 2 --results-root results/obj --no-video
+    rpent-batch --matrix ab.yaml --parallel 2 --results-root results/ab      # arms from a YAML file
+    rpent-batch --suites libero_object --tasks 0-9 --seeds 0-4 --parallel 16 --ray-address auto \
+        --results-root /shared/results/obj                                    # cells as Ray tasks on a cluster
+    rpent-batch --results-root results/obj                                    # resume with the stored matrix
+    rpent-batch report results/obj
+    rpent-batch compare results/before results/after --fail-on-regression
+    rpent-batch compare results/ab --arms before after
+
+Unknown flags are passed to every ``rpent`` run (``--max-episode-steps 600``, ``--no-video``,
+``--max-turns 50``, ...). Exit codes of a batch: 0 every cell has a task outcome; 1 some cells
+have none (infrastructure errors after the retries, interrupted, a shared service failed: re-run
+the same command to resume); 2 bad input or the results root is in use. ``compare``: 0, or 1
+with ``--fail-on-regression`` when B is significantly worse than A overall or on a task; 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["main", "build_parser", "build_compare_parser", "matrix_from_args"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``rpent-batch`` (run) parser; unknown flags go to the runs."""
+    from rpent.batch.executor import executor_names
+
+    p = argparse.ArgumentParser(
+        prog="rpent-batch", allow_abbrev=False,
+        description="Run a task x seed x arm matrix of rpent runs on shared services, resume it, and report "
+                    "success rates with Wilson intervals. Subcommands: 'rpent-batch compare A [B]' and "
+                    "'rpent-batch report ROOT' (see their --help). Unknown flags are passed to every rpent run.",
+        epilog="Exit codes: 0 every cell has a task outcome; 1 some cells have none (re-run the same command to "
+               "resume); 2 bad input or results root in use.")
+    g = p.add_argument_group("matrix")
+    g.add_argument("--matrix", default=None, help="YAML matrix file with arms (see rpent/batch/matrix.py)")
+    g.add_argument("--suites", nargs="+", default=None, help="suites, e.g. libero_goal_swap")
+    g.add_argument("--tasks", default=None, help="task indices: 0-9, 0,2,5-7")
+    g.add_argument("--seeds", default=None, help="seeds (init states): 25-34")
+    g.add_argument("--repeats", type=int, default=None, help="episodes per (task, seed) (default 1)")
+    g = p.add_argument_group("single arm (without --matrix arms)")
+    g.add_argument("--arm-name", default="default", help="name of the arm (default 'default')")
+    g.add_argument("--planner", default=None, help="rpent --planner (default scripted)")
+    g.add_argument("--model", default=None, help="rpent --model")
+    g.add_argument("--policy-mode", choices=("tools", "code"), default=None)
+    g.add_argument("--code-file", default=None, help="code-mode policy file")
+    g.add_argument("--vla-checkpoint", default=None,
+                   help="start one Pi0.5 VLA server from this checkpoint for the arm (default $PI05_CHECKPOINT_PATH)")
+    g.add_argument("--vla-endpoint", default=None, help="attach a running VLA server for every run")
+    g.add_argument("--sam3-checkpoint", default=None, help="start one SAM3 server (default $SAM3_CHECKPOINT_PATH)")
+    g.add_argument("--sam3-endpoint", default=None, help="attach a running SAM3 server for every run")
+    g.add_argument("--price-in", type=float, default=None, help="USD per million planner input tokens (report cost)")
+    g.add_argument("--price-out", type=float, default=None, help="USD per million planner output tokens")
+    g = p.add_argument_group("execution")
+    g.add_argument("--results-root", required=True, help="results directory (resumed when it exists)")
+    g.add_argument("--parallel", type=int, default=1, help="runs at once (default 1; each has its own env server)")
+    g.add_argument("--max-retries", type=int, default=2,
+                   help="extra attempts after an infrastructure error, per cell and invocation (default 2)")
+    g.add_argument("--cell-timeout-s", type=float, default=None, help="wall-clock limit of one run (s)")
+    g.add_argument("--executor", default="local",
+                   help=f"where runs execute: {', '.join(executor_names())} or another registered executor "
+                        "(rpent/batch/<name>_executor.py; default local)")
+    g.add_argument("--ray-address", default=None, metavar="auto|ray://HOST:PORT",
+                   help="run the cells as Ray tasks on this cluster (implies --executor ray; the matrix YAML's "
+                        "'ray:' section sets resources, replicas and results mode); needs pip install -e '.[ray]'")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar (one line per finished attempt)")
+    return p
+
+
+def build_compare_parser() -> argparse.ArgumentParser:
+    """The ``rpent-batch compare`` parser."""
+    p = argparse.ArgumentParser(
+        prog="rpent-batch compare",
+        description="Compare arm B with arm A per task (Fisher exact, Benjamini-Hochberg adjusted) and overall "
+                    "(Cochran-Mantel-Haenszel over the tasks).",
+        epilog="Exit codes: 0; 1 with --fail-on-regression when B is significantly worse; 2 bad input.")
+    p.add_argument("roots", nargs="+", metavar="RESULTS", help="RESULTS_A RESULTS_B, or one root with --arms A B")
+    p.add_argument("--arms", nargs=2, metavar=("ARM_A", "ARM_B"), default=None, help="arm names (A then B)")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    p.add_argument("--fail-on-regression", action="store_true", help="exit 1 when B is significantly worse than A")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    return p
+
+
+def build_report_parser() -> argparse.ArgumentParser:
+    """The ``rpent-batch report`` parser."""
+    p = argparse.ArgumentParser(prog="rpent-batch report",
+                                description="Rebuild report.json/report.md of a results root from its run records "
+                                            "and print the table (runs nothing).")
+    p.add_argument("root", metavar="RESULTS")
+    p.add_argument("--json", action="store_true", help="print report.json instead of the table")
+    p.add_argument("--confidence", type=float, default=0.95, help="Wilson interval coverage (default 0.95)")
+    return p
+
+
+def matrix_from_args(args: argparse.Namespace, extra: list[str], stored: dict | None):
+    """Build the :class:`~rpent.batch.matrix.Matrix` from a YAML file, the flags and the stored
+    ``matrix.json`` (flags override the file; with no matrix flags at all the stored matrix is resumed).
+
+    Raises:
+        ValueError: incomplete or malformed matrix (one line with the fix).
+    """
+    from rpent.batch.matrix import Arm, Matrix, load_matrix_file, parse_index_list
+
+    given = any(v is not None for v in (args.matrix, args.suites, args.tasks, args.seeds, args.repeats,
+                                         args.planner, args.model, args.policy_mode, args.code_file,
+                                         args.vla_checkpoint, args.vla_endpoint, args.sam3_checkpoint,
+                                         args.sam3_endpoint, args.price_in, args.price_out))
+    if not given and not extra and stored is not None:
+        return Matrix.from_dict(stored)
+    doc = load_matrix_file(args.matrix) if args.matrix else {}
+    if args.suites:
+        doc["suites"] = tuple(args.suites)
+    if args.tasks is not None:
+        doc["tasks"] = tuple(parse_index_list(args.tasks, "--tasks"))
+    if args.seeds is not None:
+        doc["seeds"] = tuple(parse_index_list(args.seeds, "--seeds"))
+    if args.repeats is not None:
+        doc["repeats"] = args.repeats
+    doc["flags"] = tuple(doc.get("flags", ())) + tuple(extra)
+    single = dict(planner=args.planner, model=args.model, policy_mode=args.policy_mode,
+                  code_file=str(Path(args.code_file).resolve()) if args.code_file else None,
+                  vla_checkpoint=str(Path(args.vla_checkpoint).resolve()) if args.vla_checkpoint else None,
+                  vla_endpoint=args.vla_endpoint,
+                  sam3_checkpoint=str(Path(args.sam3_checkpoint).resolve()) if args.sam3_checkpoint else None,
+                  sam3_endpoint=args.sam3_endpoint, price_in_usd_per_mtok=args.price_in,
+                  price_out_usd_per_mtok=args.price_out)
+    if "arms" in doc:
+        if any(v is not None for v in single.values()):
+            raise ValueError("the matrix file defines arms; set planner/model/vla/sam3/prices in its arms, not as flags")
+    else:
+        doc["arms"] = (Arm(name=args.arm_name, **{k: v for k, v in single.items() if v is not None}),)
+    for key, flag in (("suites", "--suites"), ("tasks", "--tasks"), ("seeds", "--seeds")):
+        if key not in doc:
+            raise ValueError(f"no {key} given: pass {flag} (or '{key}:' in the --matrix file)")
+    return Matrix(suites=doc["suites"], tasks=doc["tasks"], seeds=doc["seeds"], repeats=doc.get("repeats", 1),
+                  arms=doc["arms"], flags=doc["flags"])
+
+
+def _check_runs(matrix) -> tuple[int | None, str]:
+    """Parse one run's command line per arm with rpent's own parser and validation, so a bad flag
+    fails here, before anything starts. Returns the (cuda_device, transport) of the runs.
+
+    Raises:
+        ValueError: the first arm whose runs rpent would refuse (the message names the arm).
+    """
+    from rpent.batch.runner import run_argv
+    from rpent.cli.main import build_parser as rpent_parser
+    from rpent.cli.main import config_from_args
+
+    cuda, transport = None, "socket"
+    for arm in matrix.arms:
+        cell = matrix.cells(arm.name)[0]
+        eps = {k: "127.0.0.1:1" for k, v in (("vla", arm.vla_endpoint), ("sam3", arm.sam3_endpoint)) if v}
+        argv = run_argv(matrix, arm, cell, Path("/nonexistent-check"), eps)[3:]
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                ns = rpent_parser().parse_args(argv)
+        except SystemExit:
+            msg = err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else "bad run flags"
+            raise ValueError(f"arm {arm.name}: the runs' flags are refused by rpent: {msg.replace('rpent: ', '')}") \
+                from None
+        try:
+            config_from_args(ns)
+            from rpent.robots.libero import suites
+
+            for s in matrix.suites:
+                for t in matrix.tasks:
+                    suites.task_info(s, t, suites.check_libero_type(ns.libero_type))
+        except ValueError as exc:
+            raise ValueError(f"arm {arm.name}: {exc}") from None
+        cuda, transport = ns.cuda_device, ns.transport
+    return cuda, transport
+
+
+def _run(argv: list[str]) -> int:
+    from rpent.batch.executor import create_executor
+    from rpent.batch.lock import RootLock, RootLockedError
+    from rpent.batch.manifest import Manifest, hash_checkpoint
+    from rpent.batch.matrix import Matrix
+    from rpent.batch.records import ResultsRoot
+    from rpent.batch.report import render_markdown
+    from rpent.batch.runner import EXIT_USAGE, BatchOptions, BatchRunner
+
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.parallel < 1 or args.max_retries < 0:
+        parser.error("--parallel must be >= 1 and --max-retries >= 0")
+    root = ResultsRoot(args.results_root)
+    stored = None
+    if root.matrix_path.exists():
+        try:
+            stored = json.loads(root.matrix_path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            parser.error(f"{root.matrix_path} is unreadable ({exc}); move it away or choose a new --results-root")
+    try:
+        matrix = matrix_from_args(args, extra, stored)
+        cuda, transport = _check_runs(matrix)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if stored is not None and Matrix.from_dict(stored).to_dict() != matrix.to_dict():
+        parser.error(f"{root.root} holds a different matrix (matrix.json); re-run with the same flags, "
+                     "or only --results-root to resume it, or choose a new --results-root")
+    root.ensure()
+    try:
+        lock = RootLock(root.lock_path).acquire()
+    except RootLockedError as exc:
+        print(f"rpent-batch: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        from rpent.recording.atomic import write_bytes_atomic
+
+        try:
+            from rpent.batch.ray_executor import ray_section_of_matrix_file
+
+            ray_section = ray_section_of_matrix_file(args.matrix)
+            if args.ray_address or ray_section or args.executor == "ray":
+                from rpent.cluster.settings import parse_ray_section
+
+                address = args.ray_address or (None if (ray_section or {}).get("address") else "auto")
+                args.executor = "ray"
+                executor = create_executor("ray", slots=args.parallel, settings=parse_ray_section(ray_section, address),
+                                           results_root=root.root)
+            else:
+                executor = create_executor(args.executor, slots=args.parallel)
+        except ValueError as exc:
+            print(f"rpent-batch: --executor: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        if stored is None:
+            write_bytes_atomic(root.matrix_path, (json.dumps(matrix.to_dict(), indent=1) + "\n").encode("utf-8"))
+        checkpoints = {}
+        for arm in matrix.arms:
+            for kind, path, ep in (("vla", arm.vla_checkpoint or os.environ.get("PI05_CHECKPOINT_PATH"),
+                                    arm.vla_endpoint),
+                                   ("sam3", arm.sam3_checkpoint or os.environ.get("SAM3_CHECKPOINT_PATH"),
+                                    arm.sam3_endpoint)):
+                if ep:
+                    checkpoints[f"{arm.name}.{kind}"] = {"endpoint": ep}
+                elif path:
+                    checkpoints[f"{arm.name}.{kind}"] = hash_checkpoint(path)
+        manifest = Manifest(root.manifest_path)
+        inv = manifest.begin(argv=["rpent-batch", *argv], matrix=matrix.to_dict(), executor=args.executor,
+                             parallel=args.parallel, max_retries=args.max_retries, checkpoints=checkpoints)
+        opts = BatchOptions(max_retries=args.max_retries, cell_timeout_s=args.cell_timeout_s, cuda_device=cuda,
+                            transport=transport, progress=not args.no_progress and sys.stderr.isatty())
+        runner = BatchRunner(matrix, root, executor, opts)
+        code = 130
+        try:
+            code, report = runner.run()
+        except KeyboardInterrupt:
+            print(f"rpent-batch: interrupted; finished cells are kept in {root.root}; re-run the same command to "
+                  "resume", file=sys.stderr)
+            return 130
+        finally:
+            inv["attempts_started"] = runner.attempts_started
+            manifest.end(inv, code)
+        print(render_markdown(report), end="")
+        print(f"rpent-batch: report in {root.root / 'report.md'} and report.json")
+        if code != 0:
+            print("rpent-batch: some cells have no task outcome (see 'infra' and 'pending'); re-run the same command "
+                  "to resume", file=sys.stderr)
+        return code
+    finally:
+        lock.release()
+
+
+def _report(argv: list[str]) -> int:
+    from rpent.batch.matrix import Matrix
+    from rpent.batch.records import ResultsRoot
+    from rpent.batch.report import build_report, render_markdown, write_report
+
+    parser = build_report_parser()
+    args = parser.parse_args(argv)
+    root = ResultsRoot(args.root)
+    if not root.matrix_path.exists():
+        parser.error(f"{args.root} is not an rpent-batch results root (no matrix.json)")
+    matrix = Matrix.from_dict(json.loads(root.matrix_path.read_text(encoding="utf-8")))
+    report = build_report(matrix, root.cell_states(matrix.cells()), results_root=root.root,
+                          confidence=args.confidence)
+    write_report(root.root, report)
+    print(json.dumps(report, indent=1) if args.json else render_markdown(report), end="\n" if args.json else "")
+    return 0
+
+
+def _compare(argv: list[str]) -> int:
+    from rpent.batch.compare import compare_roots, render_compare
+
+    parser = build_compare_parser()
+    args = parser.parse_args(argv)
+    if len(args.roots) > 2:
+        parser.error("give one results root with --arms A B, or two results roots")
+    if len(args.roots) == 1 and not args.arms:
+        parser.error("with one results root, name the arms: --arms ARM_A ARM_B")
+    if not 0 < args.alpha < 1:
+        parser.error("--alpha must be in (0, 1)")
+    arm_a, arm_b = args.arms if args.arms else (None, None)
+    try:
+        result = compare_roots(args.roots[0], args.roots[1] if len(args.roots) == 2 else None, arm_a, arm_b,
+                               alpha=args.alpha)
+    except (ValueError, KeyError) as exc:
+        parser.error(str(exc).strip("'\""))
+    print(json.dumps(result, indent=1, default=str) if args.json else render_compare(result), end="")
+    return 1 if args.fail_on_regression and result["regression"] else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``rpent-batch``; exits with the code of the module docstring."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "compare":
+        code = _compare(argv[1:])
+    elif argv and argv[0] == "report":
+        code = _report(argv[1:])
+    else:
+        if argv and argv[0] == "run":
+            argv = argv[1:]
+        code = _run(argv)
+    raise SystemExit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+"""Exceptions of :mod:`rpent.cluster`.
+
+Hierarchy::
+
+    ClusterError              base class
+    ├── ClusterConfigError    bad ``ray`` settings or a placement the cluster cannot satisfy (ValueError)
+    ├── ClusterConnectError   Ray is not installed or the cluster did not answer in time
+    └── ReplicaPoolError      no replica of a role is left (every one died and could not be restarted)
+"""
+
+from __future__ import annotations
+
+
+class ClusterError(Exception):
+    """Base class of every :mod:`rpent.cluster` error."""
+
+
+class ClusterConfigError(ClusterError, ValueError):
+    """The ``ray`` settings are malformed, or the cluster cannot place what they ask for."""
+
+
+class ClusterConnectError(ClusterError):
+    """Ray is missing (``pip install -e ".[ray]"``) or the cluster address did not answer in time."""
+
+
+class ReplicaPoolError(ClusterError):
+    """A replica pool has no live replica left (each one died and its restarts are spent)."""

@@ -1,0 +1,103 @@
+"""The dataset card (``README.md`` inside each exported LeRobot dataset) and the train/val split.
+
+The card is lerobot's own (``create_lerobot_dataset_card``: Hugging Face dataset-card front
+matter with the ``LeRobot`` tag and ``meta/info.json``), with a provenance section of ours:
+rule set, source runs (record paths relative to the input root), planners, counts per
+``source`` (scripted / vla), exclusions by reason, and the split.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+
+def split_episodes(n_episodes: int, val_fraction: float, seed: int = 0) -> tuple[list[int], list[int]]:
+    """Split episode indices ``0..n_episodes-1`` into train and val, by whole episodes.
+
+    Args:
+        n_episodes: number of episodes (>= 0).
+        val_fraction: share of episodes for val in [0, 1); the val count is
+            ``round(n * val_fraction)``, at least 1 when ``val_fraction > 0`` and ``n >= 2``, and
+            never all episodes (train keeps at least one).
+        seed: seed of the shuffle (``random.Random(seed)``), so a split is reproducible.
+
+    Returns:
+        ``(train, val)``: sorted episode indices.
+
+    Raises:
+        ValueError: ``val_fraction`` outside [0, 1).
+    """
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError(f"--val-fraction must be in [0, 1), got {val_fraction}")
+    if val_fraction == 0.0 or n_episodes < 2:
+        return list(range(n_episodes)), []
+    n_val = min(n_episodes - 1, max(1, round(n_episodes * val_fraction)))
+    order = list(range(n_episodes))
+    random.Random(seed).shuffle(order)
+    return sorted(order[n_val:]), sorted(order[:n_val])
+
+
+def provenance_markdown(report: dict, split_name: str, episode_indices: list[int]) -> str:
+    """The card's provenance section for split ``split_name`` (markdown).
+
+    Args:
+        report: the export report (``report.json`` content).
+        split_name: ``"train"`` or ``"val"``.
+        episode_indices: the report's global episode indices in this split (in dataset order).
+    """
+    eps = {e["episode_index"]: (r, e) for r in report["runs"] for e in r["episodes"]}
+    mine = [eps[i] for i in episode_indices]
+    runs = list(dict.fromkeys(r["record"] for r, _ in mine))
+    planners = Counter(r.get("planner") for r, _ in mine)
+    sources: Counter = Counter()
+    for _, e in mine:
+        sources.update(e.get("sources", {}))
+    reasons = Counter(x["reason"] for x in report["exclusions"])
+    lines = [
+        f"Exported by `rpent-flywheel` (rpent {report.get('rpent_version')}) on {report['created_at']} "
+        f"with rule set **{report['rules']}** ({report['rules_description']}).",
+        "",
+        f"- Split: `{split_name}`: {len(mine)} episode(s), {sum(e['frames'] for _, e in mine)} frame(s)"
+        + (f" (split by episode, val fraction {report['split']['val_fraction']}, seed {report['split']['seed']})"
+           if report.get("split", {}).get("val_fraction") else ""),
+        f"- Frames by action source: {json.dumps(dict(sorted(sources.items())))}",
+        f"- Planners: {json.dumps({str(k): v for k, v in sorted(planners.items(), key=lambda kv: str(kv[0]))})}",
+        f"- Robot: {report['robot']}; fps {report['dataset']['fps']}; cameras stored as "
+        + ("video (" + report["dataset"]["vcodec"] + ")" if report["dataset"]["use_videos"] else "PNG images"),
+        f"- Input root: `{report['input_root']}`; runs seen {report['counts']['runs_seen']}, "
+        f"exported {report['counts']['runs_exported']}",
+        f"- Exclusions by reason (whole export): {json.dumps(dict(sorted(reasons.items())))}",
+        "",
+        "Source runs (record directories relative to the input root):",
+        "",
+        *[f"- `{r}`" for r in runs],
+        "",
+        "The full per-run account is in `../report.json` next to this dataset.",
+    ]
+    return "\n".join(lines)
+
+
+def write_dataset_card(dataset_root: Path, report: dict, split_name: str, episode_indices: list[int]) -> Path:
+    """Write ``<dataset_root>/README.md`` with lerobot's card template and our provenance.
+
+    Raises:
+        OSError: the card cannot be written.
+        LeRobotUnavailableError: lerobot is not importable.
+    """
+    from rpent.flywheel.lerobot_compat import import_lerobot_dataset
+
+    import_lerobot_dataset()  # the torchvision shim, before lerobot.datasets.utils imports it
+    from lerobot.datasets.utils import create_lerobot_dataset_card
+
+    info = json.loads((dataset_root / "meta" / "info.json").read_text(encoding="utf-8"))
+    card = create_lerobot_dataset_card(
+        tags=["rpent", "flywheel", report.get("robot") or "robot", f"rules-{report['rules']}"],
+        dataset_info=info,
+        dataset_description=provenance_markdown(report, split_name, episode_indices),
+    )
+    path = dataset_root / "README.md"
+    card.save(str(path))
+    return path

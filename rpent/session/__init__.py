@@ -1,0 +1,11 @@
+"""The session process: a long-lived owner of the shared services, TaskRuns, operator requests and
+code cells that terminals and browsers attach to and detach from.
+
+* ``layout``  - the session directory (socket, token, state file, log) and the registry of sessions
+* ``wire``    - the protocol: length-prefixed ``rpent.rpc.codec`` frames, hello with token, model on the wire
+* ``server``  - ``SessionServer``: the session model in trio plus the Unix socket (0600) clients attach to
+* ``process`` - start a session detached (``setsid``), ``python -m rpent.session serve|stop|list``
+* ``client``  - ``RemoteSession``: the in-process ``Session`` interface over the socket (the TUI uses it)
+
+Submodules are imported on use (this package imports nothing at import time).
+"""

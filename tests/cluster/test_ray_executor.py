@@ -1,0 +1,104 @@
+"""The Ray executor against the executor protocol on the real two-node test cluster, with small real
+child processes as jobs: results shared in place or copied back, time limits, cancellation at
+shutdown (the run gets SIGTERM and can write its record), exit codes passed through."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rpent.batch.executor import CellJob, Executor, create_executor
+from rpent.cluster.settings import parse_ray_section
+
+pytest.importorskip("ray")
+
+WRITER = """
+import os, signal, sys, time
+run_dir, code, sleep_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+os.makedirs(run_dir, exist_ok=True)
+def on_term(*_):
+    open(os.path.join(run_dir, "cancelled.txt"), "w").write("SIGTERM")
+    sys.exit(2)
+signal.signal(signal.SIGTERM, on_term)
+open(os.path.join(run_dir, "record.json"), "w").write('{"ok": true}')
+open(os.path.join(run_dir, "extra_args.txt"), "w").write(" ".join(sys.argv[4:]))
+print("hello from", os.getpid(), flush=True)
+time.sleep(sleep_s)
+sys.exit(code)
+"""
+
+
+def _job(tmp_path: Path, key: str, code: int = 0, sleep_s: float = 0.0, timeout_s: float | None = None) -> CellJob:
+    run_dir = tmp_path / "runs" / key / "attempt-1"
+    return CellJob(key=key, argv=[sys.executable, "-c", WRITER, str(run_dir), str(code), str(sleep_s)],
+                   run_dir=str(run_dir), log_path=str(tmp_path / "runs" / key / "attempt-1.log"), arm="a",
+                   timeout_s=timeout_s)
+
+
+def _executor(ray_cluster, tmp_path, results: str, slots: int = 2):
+    settings = parse_ray_section({"results": results, "cell": {"num_cpus": 1}}, ray_cluster.address)
+    return create_executor("ray", slots=slots, settings=settings, results_root=tmp_path)
+
+
+def _wait_all(ex, n: int, timeout: float = 120.0):
+    outs, deadline = [], time.monotonic() + timeout
+    while len(outs) < n and time.monotonic() < deadline:
+        outs += ex.wait(timeout=5.0)
+    return {o.key: o for o in outs}
+
+
+@pytest.mark.parametrize("results", ["copy", "auto"])
+def test_runs_land_under_the_driver_root_with_exit_codes(ray_cluster, tmp_path, results):
+    with _executor(ray_cluster, tmp_path, results) as ex:
+        assert isinstance(ex, Executor) and ex.name == "ray" and ex.slots == 2
+        ex.submit(_job(tmp_path, "c0", code=0))
+        ex.submit(_job(tmp_path, "c1", code=1))
+        with pytest.raises(RuntimeError, match="slots are busy"):
+            ex.submit(_job(tmp_path, "c2"))
+        outs = _wait_all(ex, 2)
+        assert ex.running() == []
+    assert {k: (o.exit_code, o.infra_error) for k, o in outs.items()} == {"c0": (0, None), "c1": (1, None)}
+    for key in ("c0", "c1"):
+        assert (tmp_path / "runs" / key / "attempt-1" / "record.json").read_text() == '{"ok": true}'
+        assert "hello from" in (tmp_path / "runs" / key / "attempt-1.log").read_text()
+        assert ("results copied back" in outs[key].where) == (results == "copy")
+    assert not list(tmp_path.glob(".rpent_ray_visible_*"))
+
+
+def test_time_limit_and_cancellation_are_bounded_and_recorded(ray_cluster, tmp_path):
+    with _executor(ray_cluster, tmp_path, "shared") as ex:
+        ex.submit(_job(tmp_path, "slow", sleep_s=120, timeout_s=3))
+        outs = _wait_all(ex, 1, timeout=90)
+        assert "exceeded its time limit of 3 s" in outs["slow"].infra_error
+        assert (tmp_path / "runs" / "slow" / "attempt-1" / "cancelled.txt").read_text() == "SIGTERM"
+        ex.submit(_job(tmp_path, "stopped", sleep_s=300))
+        run_dir = tmp_path / "runs" / "stopped" / "attempt-1"
+        deadline = time.monotonic() + 60
+        while not (run_dir / "record.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        t0 = time.monotonic()
+    # __exit__ -> shutdown(cancel=True): the run got SIGTERM, wrote its record, and nothing waited 300 s
+    assert time.monotonic() - t0 < 60
+    assert (run_dir / "cancelled.txt").read_text() == "SIGTERM"
+
+
+def test_vla_replica_endpoints_are_added_to_jobs(ray_cluster, tmp_path):
+    """With ray.replicas.vla the executor starts the replica on the GPU node and gives each job that names
+    no VLA endpoint the least-loaded replica's (the run reaches it over the ordinary RPC endpoint)."""
+    from rpent.rpc import RpcClient
+
+    settings = parse_ray_section({"cell": {"num_cpus": 1}, "results": "shared", "replicas": {"vla": {
+        "server": "replay", "args": ["--zero"], "count": 1, "num_cpus": 0, "resources": {"gpu_node": 1},
+        "ready_timeout_s": 120}}}, ray_cluster.address)
+    with create_executor("ray", slots=1, settings=settings, results_root=tmp_path) as ex:
+        (endpoint,) = ex._pools["vla"].endpoints()
+        ex.submit(_job(tmp_path, "c0"))
+        outs = _wait_all(ex, 1)
+        assert outs["c0"].exit_code == 0
+        assert (tmp_path / "runs" / "c0" / "attempt-1" / "extra_args.txt").read_text() == f"--vla-endpoint {endpoint}"
+        with RpcClient(endpoint, timeout=10) as client:
+            assert client.call("healthz")["status"] == "ok"
+        assert ex._pools["vla"].replicas[0].clients == set()  # released when the cell ended

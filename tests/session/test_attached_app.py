@@ -1,0 +1,116 @@
+"""Pilot test of the workbench attached to a session (``AttachedApp`` over ``RemoteSession``), keys
+only: start a TaskRun, see its transcript and frames, answer the verdict modal, steer echo, quit
+asks and ``d`` detaches (the session keeps serving), a re-attached app shows the finished TaskRun
+and ``s`` in the quit dialog stops the session.
+
+The session server runs in its own thread (its own trio run, as in the session process) with the
+TUI tests' ``run_task`` stand-in; the app talks to it over the real Unix socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import trio
+
+from rpent.session.client import RemoteSession
+from rpent.session.layout import SessionPaths
+from rpent.session.server import SessionServer
+
+
+class ServerThread:
+    """A ``SessionServer`` in a thread of its own; ``stop()`` ends it."""
+
+    def __init__(self, server: SessionServer) -> None:
+        self.server = server
+        self.ready = threading.Event()
+        self.token = None
+        self.thread = threading.Thread(target=trio.run, args=(self._main,), daemon=True)
+
+    async def _main(self) -> None:
+        self.token = trio.lowlevel.current_trio_token()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.server.serve)
+            self.ready.set()
+
+    def __enter__(self):
+        self.thread.start()
+        assert self.ready.wait(30), "session server did not start"
+        return self
+
+    def __exit__(self, *exc):
+        if self.thread.is_alive():
+            try:
+                self.token.run_sync_soon(self.server.stop)
+            except trio.RunFinishedError:
+                pass
+            self.thread.join(30)
+
+
+def test_attached_app_runs_answers_detaches_reattaches_and_stops(short_tmp, png_bytes):
+    from tui_helpers import StandInRun, plain_run_config, type_text, wait_for
+
+    from rpent_tui.app import AppOptions
+    from rpent_tui.attached import AttachedApp, QuitSessionScreen
+    from rpent_tui.screens.operator import OperatorModal
+    from rpent_tui.screens.run import RunScreen
+    from rpent_tui.services.code_cells import CodeCellService
+    from rpent_tui.services.session import Session, SessionConfig
+
+    root = short_tmp / "s"
+    paths = SessionPaths(root)
+    token = paths.make_token()
+    run = StandInRun(ask=True, png=png_bytes)
+
+    def make(sink):
+        return Session(SessionConfig(output_dir=root, planner="scripted", shared_services=()), sink, run_task=run,
+                       shared_specs=[], make_run_config=plain_run_config, batch_interval_s=0.02)
+
+    server = SessionServer(paths, make, token, make_cells=CodeCellService)
+
+    async def first() -> AttachedApp:
+        app = AttachedApp(RemoteSession(paths, lambda e: None), AppOptions(image_mode="halfblock"))
+        async with app.run_test(size=(120, 40)) as pilot:
+            session = app.session
+            await wait_for(pilot, lambda: session.state == "ready", what="attached, session ready")
+            assert "attached to s" in app.session_summary()
+            await pilot.press("t")
+            await type_text(pilot, "libero_object 0 0\n")
+            await wait_for(pilot, lambda: isinstance(app.screen, OperatorModal), what="operator modal")
+            await pilot.pause(0.2)
+            assert app.screen.request.frames["main"] == png_bytes
+            await pilot.press("s")
+            await wait_for(pilot, lambda: session.current.state == "succeeded", what="TaskRun end")
+            screen = app.screen
+            assert isinstance(screen, RunScreen)
+            await pilot.pause(0.5)
+            text = "\n".join(str(line.text) for line in screen.query_one("#transcript").lines)
+            assert "move_to" in text and "I will pick up the bowl." in text
+            assert screen.query_one("#frame-main").has_frame
+            await pilot.press("ctrl+q")
+            await wait_for(pilot, lambda: isinstance(app.screen, QuitSessionScreen), what="quit dialog")
+            await pilot.press("d")
+        return app
+
+    async def second() -> AttachedApp:
+        app = AttachedApp(RemoteSession(paths, lambda e: None), AppOptions(image_mode="halfblock"))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: app.session.current is not None, what="backlog")
+            await pilot.pause(0.5)
+            assert app.session.current.state == "succeeded"
+            text = "\n".join(str(line.text) for line in app.screen.query_one("#transcript").lines)
+            assert "move_to" in text  # the backlog, re-rendered
+            await pilot.press("ctrl+q")
+            await wait_for(pilot, lambda: isinstance(app.screen, QuitSessionScreen), what="quit dialog")
+            await pilot.press("s")
+        return app
+
+    with ServerThread(server) as thread:
+        app = asyncio.run(first())
+        assert app.return_code == 0
+        assert server.status == "serving" and run.answers == [("success", "")]  # detached: still serving
+        app = asyncio.run(second())
+        assert app.return_code == 0 and app.stopped_session
+        thread.thread.join(30)
+        assert not thread.thread.is_alive() and server.status == "stopped"
