@@ -155,10 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.fps <= 0:
             parser.exit(2, "rpent-tui: error: --fps must be a positive number of repaints per second\n")
         os.environ["TEXTUAL_FPS"] = str(args.fps)
-    if not sys.stderr.isatty():
+    if not sys.stderr.isatty() and not getattr(args, "foreground", False):
         # Textual draws the whole UI on stderr: with `2> err.log` the screen would stay blank.
-        message = (f"rpent-tui: error: {STDERR_NOT_A_TERMINAL}; service and run logs are already written under "
-                   f"{config.output_dir}\n")
+        where = config.output_dir if config is not None else "the session directory"
+        message = f"rpent-tui: error: {STDERR_NOT_A_TERMINAL}; service and run logs are already written under {where}\n"
         if sys.stdout.isatty():
             sys.stdout.write(message)
         parser.exit(2, message)

@@ -46,10 +46,12 @@ class Tmux:
         self("send-keys", "-t", session, *(("-l",) if literal else ()), *keys)
 
     def start(self, session: str, out: Path, size: tuple[int, int] = (100, 30), extra: str = "") -> int:
-        """Start ``rpent-tui`` (scripted planner, no shared services, half-block images) in a new
-        session of ``size``; returns the pane's pid once the Run screen is drawn."""
+        """Start ``rpent-tui --in-process`` (scripted planner, no shared services, half-block images:
+        the session ends with the UI, so an abrupt kill must leave no process) in a new tmux session
+        of ``size``; returns the pane's pid once the Run screen is drawn."""
         cmd = (f"cd {ROOT} && TERM=xterm-256color MUJOCO_GL=egl ESCDELAY=50 {sys.executable} -m rpent_tui "
-               f"--planner scripted --shared none --images halfblock --output-dir {out} --frame-interval 0.5 {extra}")
+               f"--planner scripted --shared none --images halfblock --output-dir {out} --frame-interval 0.5 "
+               f"--in-process {extra}")
         cols, rows = size
         self("new-session", "-d", "-s", session, "-x", str(cols), "-y", str(rows), cmd, ";",
              "set-option", "-g", "default-size", f"{cols}x{rows}")
