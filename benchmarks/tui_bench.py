@@ -185,12 +185,12 @@ def parent(args: argparse.Namespace) -> int:
             return 1
         term.read(1.0)
         term.send(b"t")
+        term.wait_for(b"/rpent-task", 30)  # the input line has the focus: type only now (a busy machine lags)
         time.sleep(0.2)
         term.send(b"libero_goal 0 0\r")
         if term.wait_for(b"TaskRun 0001", 30) is None:
-            print("the TaskRun did not start", file=sys.stderr)
+            print("the TaskRun did not start; last output:", re.sub(rb"\x1b\[[0-9;?]*[a-zA-Z]", b"", term.tail).decode(errors="replace")[-1500:], file=sys.stderr)
             return 1
-        term.send(b"\x1b[Z")  # shift+tab: leave the input line
         time.sleep(2.0)  # warm-up while streaming
         term.read(0.2)
         start_bytes, t0 = term.total, time.monotonic()

@@ -40,7 +40,7 @@ from .screens.services import ServicesScreen
 from .screens.trajectories import TrajectoriesScreen
 from .services.code_cells import CodeCellService
 from .services.flywheel import FlywheelRunner
-from .services.session import OperatorPrompt, OperatorResolved, Session
+from .services.session import OperatorPrompt, OperatorResolved, Session, SessionChanged
 from .services.trio_bridge import TrioBridge, install_exit_signals
 
 __all__ = ["RpentApp", "AppOptions", "SCREEN_MODES"]
@@ -173,6 +173,9 @@ class RpentApp(App[int]):
     def on_service_event(self, message: ServiceEvent) -> None:
         """Forward to every live screen; open/close the operator modal."""
         event = message.event
+        if isinstance(event, SessionChanged):  # a TaskRun that ended takes its code-cell worker with it
+            active = self.session.active
+            self.cells.release(self.session.toolkit_for(active.id) if active is not None else None)
         if isinstance(event, OperatorPrompt):
             self._show_operator(event.run_id)
         elif isinstance(event, OperatorResolved) and self._operator_modal is not None:
@@ -196,6 +199,10 @@ class RpentApp(App[int]):
 
         def closed(_answer: str | None) -> None:
             self._operator_modal = None
+            # never hand the keys back to a text box: s/f/t/o/x must act after a verdict
+            if isinstance(self.screen, RunScreen):
+                self.call_after_refresh(lambda: self.screen.query_one("#transcript").focus()
+                                        if isinstance(self.screen, RunScreen) else None)
 
         self.push_screen(modal, closed)
         return True
@@ -206,14 +213,15 @@ class RpentApp(App[int]):
         return run is not None and self._show_operator(run.id)
 
     def session_summary(self) -> str:
-        """One line for screen subtitles: session state and the current TaskRun."""
+        """One line for screen subtitles (the status bar): session state, the current TaskRun and the
+        image renderer of the camera panes (``sixel``, ``kitty``, ``halfblock`` or ``none``)."""
         run = self.session.current
         text = f"session {self.session.state} · {self.session.config.planner}"
         if self.session.config.model:
             text += f" {self.session.config.model}"
         if run is not None:
             text += f" · TaskRun {run.id} {run.command.display()} {run.state}"
-        return text
+        return text + f" · images {self.options.image_mode}"
 
     # -- trio helpers --------------------------------------------------------------------------------
     def run_in_trio(self, fn: Callable[..., Awaitable[Any]], *args: Any, description: str = "task", **kwargs: Any) -> None:

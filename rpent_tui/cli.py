@@ -15,7 +15,8 @@ Then, on the Run screen (F3): ``/rpent-task libero_goal 0 0``. ``--env-endpoint`
 (every TaskRun needs a fresh, owned env server). Images: ``--images auto|sixel|kitty|halfblock|none``
 (``auto`` queries the terminal before the UI starts; force a mode over slow SSH links).
 Exit status: 0 on quit, 128+N when stopped by signal N (SIGHUP 129, SIGTERM 143), 1 on a crash,
-2 on bad options.
+2 on bad options or when stderr is not a terminal (the UI is drawn on stderr; ``2> file`` is
+refused with a one-line message on stdout and stderr).
 """
 
 from __future__ import annotations
@@ -28,7 +29,11 @@ import time
 import tomllib
 from pathlib import Path
 
-__all__ = ["build_parser", "main", "session_config_from_args"]
+__all__ = ["build_parser", "main", "session_config_from_args", "STDERR_NOT_A_TERMINAL"]
+
+#: Why ``rpent-tui`` refuses to start when stderr is redirected (issue 12 defect 5).
+STDERR_NOT_A_TERMINAL = ("stderr is not a terminal (the UI is drawn on stderr, so '2> file' would leave a blank "
+                         "screen); run rpent-tui without redirecting stderr")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -135,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     """Parse flags, resolve the image mode (before Textual owns the terminal), run the app."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    from .services.images import ImageModeError, resolve_image_mode
+    from .services.images import ImageModeError, prepare_textual_image, query_terminal, resolve_image_mode
     from .services.session import Session, SessionConfigError, default_shared_specs
 
     if args.list or args.stop is not None:
@@ -150,8 +155,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.fps <= 0:
             parser.exit(2, "rpent-tui: error: --fps must be a positive number of repaints per second\n")
         os.environ["TEXTUAL_FPS"] = str(args.fps)
-    if image_mode != "none":
-        import textual_image.widget  # noqa: F401 - queries the cell size now, before Textual reads stdin
+    if not sys.stderr.isatty() and not getattr(args, "foreground", False):
+        # Textual draws the whole UI on stderr: with `2> err.log` the screen would stay blank.
+        where = config.output_dir if config is not None else "the session directory"
+        message = f"rpent-tui: error: {STDERR_NOT_A_TERMINAL}; service and run logs are already written under {where}\n"
+        if sys.stdout.isatty():
+            sys.stdout.write(message)
+        parser.exit(2, message)
+    # one terminal query, before Textual reads stdin (late replies would eat the operator's keys)
+    info = query_terminal() if image_mode in ("sixel", "kitty") else None
+    prepare_textual_image(image_mode, info)
 
     from .app import AppOptions, RpentApp
 

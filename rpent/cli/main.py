@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     import trio
 
     from rpent.planners.steering import Steering
-    from rpent.run import EXIT_ERROR, run_task
+    from rpent.run import EXIT_ERROR, EXIT_SUCCESS, run_task
     from rpent.run.config import default_output_dir
     from rpent.robots.libero.toolkit import NoOperator, TerminalOperator
     from rpent.services import Supervisor
@@ -312,11 +312,16 @@ def main(argv: list[str] | None = None) -> int:
               f"error={outcome['error']}")
         print(f"rpent: exploration record in {cfg.output_dir} (explore.json)")
         return _exit(0 if outcome["solved"] else (EXIT_ERROR if outcome["error"] else 1))
-    if outcome.environment_success:
+    if outcome.exit_code == EXIT_SUCCESS:
         verdict = "SUCCESS"
     else:
         verdict = "ERROR" if outcome.exit_code == EXIT_ERROR else "NOT SOLVED"
-    basis = "" if verdict == "ERROR" else " (environment predicate)"
+    basis = "" if verdict == "ERROR" else (" (operator verdict)" if outcome.verdict_required
+                                           else " (environment predicate)")
+    if outcome.label in ("aborted", "cancelled"):
+        verdict = outcome.label.upper()
+    if outcome.disagreement:
+        basis += f" [disagreement: {outcome.disagreement}]"
     print(f"rpent: {verdict}{basis} | finish={outcome.finish} | error={outcome.error} | "
           f"env_steps={outcome.env_steps} | elapsed={outcome.stats.get('elapsed_s')}s")
     print(f"rpent: run record in {outcome.output_dir}")

@@ -24,6 +24,10 @@ from rpent.planners.base import Finish, PlannerConfig, PlannerResult, PlannerSta
 __all__ = ["ScriptedPlanner"]
 
 
+#: Pick-and-place attempts when the operator answers ``continue``.
+MAX_ATTEMPTS = 3
+
+
 class _Stop(Exception):
     """The run must end now (interrupt, timeout)."""
 
@@ -62,9 +66,15 @@ class ScriptedPlanner:
             messages.append({"role": "assistant", "content": [{"type": "text", "text": text}]})
             emit("text", {"text": text})
 
+        def ignore_operator_lines() -> None:
+            for line in steering.drain() if steering is not None else []:
+                messages.append({"role": "user", "content": [{"type": "text", "text": line}], "source": "operator"})
+                say(f"The scripted planner cannot use operator text; ignored: {line!r}")
+
         def call(name: str, args: dict) -> dict:
-            if steering is not None and getattr(steering, "stop_requested", None) and steering.stop_requested():
-                raise _Stop("interrupted by operator")
+            ignore_operator_lines()
+            if steering is not None and steering.stop_requested:
+                raise _Stop(steering.stop_reason or "interrupted by operator")
             if self.config.timeout_s is not None and time.monotonic() - t0 > self.config.timeout_s:
                 raise _Stop(f"scripted planner timed out after {self.config.timeout_s:g}s")
             if stats.tool_calls >= self.config.max_turns * 4:
@@ -84,16 +94,17 @@ class ScriptedPlanner:
             emit("tool_result", {"call_id": call_id, "name": name, "result": clean, "is_error": "error" in res,
                                  "elapsed_s": round(time.monotonic() - t, 3)})
             if res.get("code") == "tool_cancelled":
-                raise _Stop("interrupted by operator")
+                raise _Stop((steering.stop_reason if steering is not None else None) or "interrupted by operator")
             return res
 
+        remove_listener = steering.add_interrupt_listener(toolkit.cancel) if steering is not None else (lambda: None)
         try:
             view = call("view_env_state", {})
             language = view.get("task_language") or ""
             goal = strategy.parse_instruction(language)
             if isinstance(goal, strategy.Unsupported):
                 say(f"I cannot do this instruction with scripted motions: {goal.reason}")
-                self._finish(call, result, "unsupported", goal.reason)
+                self._finish_or_give_up(call, result, "unsupported", goal.reason)
                 return self._done(result, t0)
             say(f"Plan: pick '{goal.object_phrase}' and place it {goal.relation} '{goal.target_phrase}'.")
             estimates = {}
@@ -102,7 +113,7 @@ class ScriptedPlanner:
                 if not seg.get("found") or not seg.get("object_estimate"):
                     why = seg.get("reason") or seg.get("world_error") or seg.get("error") or "not found"
                     say(f"Could not localise the {role} '{phrase}': {why}")
-                    self._finish(call, result, "failure", f"could not localise the {role} '{phrase}': {why}")
+                    self._finish_or_give_up(call, result, "failure", f"could not localise the {role} '{phrase}': {why}")
                     return self._done(result, t0)
                 estimates[role] = strategy.ObjectEstimate(**seg["object_estimate"])
             def relocate(_state: dict) -> "strategy.ObjectEstimate | None":
@@ -110,17 +121,30 @@ class ScriptedPlanner:
                 est = seg.get("object_estimate") if seg.get("found") else None
                 return strategy.ObjectEstimate(**est) if est else None
 
-            outcome = strategy.pick_and_place(_ToolExecutor(call), estimates["object"], estimates["target"],
-                                              goal.relation, relocate=relocate)
-            solved = toolkit.solved()
-            if solved:
-                say("The environment reports success.")
-                self._finish(call, result, "success", f"placed the {goal.object_phrase} {goal.relation} the "
-                                                      f"{goal.target_phrase}")
+            for attempt in range(1, MAX_ATTEMPTS + 1):
+                if attempt > 1:
+                    say(f"The operator says the task is not done; attempt {attempt} of {MAX_ATTEMPTS} from the "
+                        "current scene.")
+                    for role, phrase in (("object", goal.object_phrase), ("target", goal.target_phrase)):
+                        seg = call("segment", {"prompt": phrase})
+                        if seg.get("found") and seg.get("object_estimate"):
+                            estimates[role] = strategy.ObjectEstimate(**seg["object_estimate"])
+                outcome = strategy.pick_and_place(_ToolExecutor(call), estimates["object"], estimates["target"],
+                                                  goal.relation, relocate=relocate)
+                solved = toolkit.solved()
+                if solved:
+                    say("The environment reports success.")
+                    status, summary = "success", (f"placed the {goal.object_phrase} {goal.relation} the "
+                                                  f"{goal.target_phrase}")
+                else:
+                    reason = outcome.get("reason") or "task predicate not satisfied"
+                    say(f"Pick-and-place ended at stage '{outcome.get('stage')}' without success: {reason}")
+                    status, summary = "failure", f"stopped at {outcome.get('stage')}: {reason}"
+                if self._finish(call, result, status, summary) != "continue":
+                    break
             else:
-                reason = outcome.get("reason") or "task predicate not satisfied"
-                say(f"Pick-and-place ended at stage '{outcome.get('stage')}' without success: {reason}")
-                self._finish(call, result, "failure", f"stopped at {outcome.get('stage')}: {reason}")
+                result.error = f"the operator asked to continue after {MAX_ATTEMPTS} attempts; the script has no other plan"
+                result.stop_reason = "end_turn"
         except _Stop as stop:
             result.error = str(stop)
             result.stop_reason = "timeout" if "timed out" in str(stop) else "interrupted"
@@ -129,26 +153,46 @@ class ScriptedPlanner:
             result.error = f"scripted planner failed: {type(exc).__name__}: {exc}"
             result.stop_reason = "error"
             result.error_kind = "internal"
+        finally:
+            remove_listener()
+        ignore_operator_lines()
         return self._done(result, t0)
 
+    @classmethod
+    def _finish_or_give_up(cls, call, result: PlannerResult, status: str, summary: str) -> None:
+        """Finish where the script has no second attempt: a ``continue`` verdict is recorded as such."""
+        if cls._finish(call, result, status, summary) == "continue":
+            result.error = f"the operator asked to continue, but the scripted planner has no other plan ({summary})"
+            result.stop_reason = "end_turn"
+
     @staticmethod
-    def _finish(call, result: PlannerResult, status: str, summary: str) -> None:
+    def _finish(call, result: PlannerResult, status: str, summary: str) -> str:
+        """Finish (asking for the operator's verdict first when required). Returns ``finished``,
+        ``continue`` (the operator wants another attempt), ``ended`` (the operator's failure/abort
+        ended the episode) or ``error``."""
         res = call("finish", {"status": status, "summary": summary})
         if not res.get("_finish") and "request_operator_verdict" in str(res.get("error", "")):
             # the real-robot rule: a person must judge before finish is accepted
             verdict = call("request_operator_verdict", {"question": f"I am about to finish with status "
                                                                    f"'{status}': {summary}. Is the task done?"})
-            if verdict.get("status") == "continue" or "error" in verdict:
-                result.error = f"operator verdict: {verdict.get('status') or verdict.get('error')}"
-                result.stop_reason = "error" if "error" in verdict else "end_turn"
-                return
-            res = call("finish", {"status": status, "summary": f"{summary} (operator: {verdict.get('status')})"})
+            answer = verdict.get("status")
+            if "error" in verdict:
+                result.error, result.stop_reason = f"operator verdict: {verdict['error']}", "error"
+                return "error"
+            if answer == "continue":
+                return "continue"
+            if verdict.get("_finish"):  # failure / abort: the operator ended the episode
+                result.finish = Finish(status=str(answer), summary=str(verdict.get("summary", "")))
+                result.stop_reason = "finished"
+                return "ended"
+            res = call("finish", {"status": status, "summary": summary})
         if res.get("_finish"):
             result.finish = Finish(status=status, summary=summary)
             result.stop_reason = "finished"
-        else:
-            result.error = f"finish refused: {res.get('error')}"
-            result.stop_reason = "error"
+            return "finished"
+        result.error = f"finish refused: {res.get('error')}"
+        result.stop_reason = "error"
+        return "error"
 
     @staticmethod
     def _done(result: PlannerResult, t0: float) -> PlannerResult:

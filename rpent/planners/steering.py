@@ -13,6 +13,11 @@ Text commands (the same in the terminal and the TUI input box), see :meth:`submi
 ``/help`` lists them, ``/quit`` cancels the running tool and ends the run,
 ``/interrupt`` cancels the running tool and lets the model continue (with any queued
 lines), anything else is queued as an operator line.
+
+Recording: :meth:`Steering.add_event_listener` receives one dict per operator input
+(``{"t": s since the epoch, "kind": "operator_line" | "interrupt" | "stop", "text" | "reason"}``);
+the run layer writes them to the run record (``steering.jsonl`` and the transcript), so
+steering and interrupts are on record for every planner.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ class Steering:
         self._stop_reason: str | None = None
         self._interrupt_seq = 0
         self._listeners: list[Callable[[], None]] = []
+        self._event_listeners: list[Callable[[dict], None]] = []
 
     # -- operator side -------------------------------------------------------------------
     def send(self, line: str) -> None:
@@ -64,6 +70,7 @@ class Steering:
         with self._cond:
             self._lines.append(text)
             self._cond.notify_all()
+        self._record({"kind": "operator_line", "text": text})
 
     def interrupt(self, stop: bool = False, reason: str = "interrupted by operator") -> None:
         """Cancel the running tool call now (every registered listener is called).
@@ -79,6 +86,7 @@ class Steering:
                 self._stop_reason = reason
             listeners = list(self._listeners)
             self._cond.notify_all()
+        self._record({"kind": "stop" if stop else "interrupt", "reason": reason})
         for fn in listeners:
             try:
                 fn()
@@ -120,6 +128,29 @@ class Steering:
                     self._listeners.remove(fn)
 
         return remove
+
+    def add_event_listener(self, fn: Callable[[dict], None]) -> Callable[[], None]:
+        """Register ``fn(event)`` for every operator input (see the module docstring); returns an
+        unregister function. ``fn`` runs on the sending thread and must not block."""
+        with self._cond:
+            self._event_listeners.append(fn)
+
+        def remove() -> None:
+            with self._cond:
+                if fn in self._event_listeners:
+                    self._event_listeners.remove(fn)
+
+        return remove
+
+    def _record(self, event: dict) -> None:
+        event = {"t": time.time(), **event}
+        with self._cond:
+            listeners = list(self._event_listeners)
+        for fn in listeners:
+            try:
+                fn(event)
+            except Exception:  # recording must never block steering
+                pass
 
     def drain(self) -> list[str]:
         """Remove and return the queued operator lines (oldest first)."""

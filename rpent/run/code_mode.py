@@ -35,7 +35,15 @@ def solve_code_mode(cfg, toolkit, info, record, steering, on_event) -> PlannerRe
         if cfg.code_file:
             result = PlannerResult(stats=PlannerStats())
             on_event("text", {"text": f"running --code-file {cfg.code_file} as one code-policy cell"})
-            cell = run_code_file(runner, cfg.code_file)
+            # an operator interrupt or /quit stops the cell (its running tool at the next env-step boundary)
+            remove = steering.add_interrupt_listener(runner.interrupt) if steering is not None else (lambda: None)
+            try:
+                cell = run_code_file(runner, cfg.code_file)
+            finally:
+                remove()
+            if steering is not None and steering.pending:
+                on_event("text", {"text": "a --code-file policy cannot use operator text; the lines are recorded "
+                                          "as undelivered"})
             summary = {k: cell.get(k) for k in ("index", "stdout", "stderr", "exception", "value", "timed_out",
                                                  "budget_exhausted", "finished", "env_steps", "moved")}
             result.messages = [{"role": "tool", "name": "python", "tool_call_id": f"cell_{cell.get('index')}",
@@ -45,7 +53,10 @@ def solve_code_mode(cfg, toolkit, info, record, steering, on_event) -> PlannerRe
             if finished:
                 result.finish = Finish(status=finished.get("status", ""), summary=finished.get("summary", ""))
                 result.stop_reason = "finished"
-            if cell.get("exception"):
+            if cell.get("interrupted"):
+                result.error = (steering.stop_reason if steering is not None else None) or "interrupted by operator"
+                result.stop_reason = "interrupted"
+            elif cell.get("exception"):
                 exc = cell["exception"]
                 result.error = f"policy code raised {exc.get('type')}: {exc.get('message')}"
             elif cell.get("timed_out"):

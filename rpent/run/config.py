@@ -10,7 +10,8 @@ from typing import Any
 
 from rpent.planners.base import PlannerConfig
 
-__all__ = ["RunConfig", "RunOutcome", "default_output_dir", "EXIT_SUCCESS", "EXIT_TASK_FAILED", "EXIT_ERROR"]
+__all__ = ["RunConfig", "RunOutcome", "default_output_dir", "run_label", "verdict_disagreement", "RUN_LABELS",
+           "EXIT_SUCCESS", "EXIT_TASK_FAILED", "EXIT_ERROR"]
 
 #: ``rpent`` exit codes: the environment's success predicate held / the run ended without
 #: success / the run could not complete (bad arguments, service or planner error).
@@ -98,6 +99,60 @@ class RunConfig:
         return self.sam3_checkpoint or os.environ.get("SAM3_CHECKPOINT_PATH") or None
 
 
+#: A run's label (``RunOutcome.label``, ``taskrun.json`` ``state``).
+RUN_LABELS = ("succeeded", "failed", "aborted", "cancelled", "error")
+
+
+def run_label(*, environment_success: bool, verdict: str | None, verdict_required: bool, stop_reason: str,
+              error: str | None) -> str:
+    """The run's label, by the rule of the README ("Operator verdicts").
+
+    * ``stop_reason == "cancelled"`` (Ctrl-C, a TUI task switch): ``cancelled``.
+    * With a required verdict (``--require-operator-verdict``, the real-robot rule): ``succeeded``
+      only when the operator's final verdict is ``success``; ``failure`` -> ``failed``; ``abort``
+      -> ``aborted``; no final verdict -> ``cancelled`` (operator stop/``/quit``), ``error`` or
+      ``failed``. The environment predicate is recorded next to it, never substituted.
+    * Without: the environment's predicate decides (``succeeded``); else an operator ``abort``
+      -> ``aborted``; an operator stop -> ``cancelled``; a planner/service error -> ``error``;
+      otherwise ``failed``.
+
+    Args:
+        environment_success: the env's success predicate at the end.
+        verdict: the operator's last final answer (``success|failure|abort``) or None.
+        verdict_required: whether ``finish`` needed an operator verdict.
+        stop_reason: the planner's stop reason, or ``cancelled`` / ``error`` from the run layer.
+        error: the run's one-line error, or None.
+    Returns:
+        one of :data:`RUN_LABELS`.
+    """
+    if stop_reason == "cancelled":
+        return "cancelled"
+    if verdict_required:
+        if verdict == "success":
+            return "succeeded"
+    elif environment_success:
+        return "succeeded"
+    if verdict == "abort":
+        return "aborted"
+    if verdict == "failure":
+        return "failed"
+    if stop_reason == "interrupted":
+        return "cancelled"
+    if error and stop_reason in ("error", "service_error"):
+        return "error"
+    return "failed"
+
+
+def verdict_disagreement(environment_success: bool, verdict: str | None) -> str | None:
+    """A one-line note when the operator's final verdict (``success``/``failure``) and the env
+    predicate disagree (simulation), else None."""
+    if verdict == "success" and not environment_success:
+        return "operator said success; environment predicate: not satisfied"
+    if verdict == "failure" and environment_success:
+        return "operator said failure; environment predicate: satisfied"
+    return None
+
+
 @dataclass
 class RunOutcome:
     """How a run ended.
@@ -111,6 +166,11 @@ class RunOutcome:
         output_dir: the run directory.
         stats: planner stats (turns, tool calls, tokens, requests, elapsed_s).
         env_steps: env steps executed.
+        operator_verdict: the operator's last final verdict ``{"answer", "notes", "time",
+            "asked_by", "request_id", "question", "evidence_step"}`` or None.
+        verdict_required: ``finish`` needed an operator verdict (``--require-operator-verdict``).
+        label: :func:`run_label` (empty until the run layer finalised the outcome).
+        disagreement: :func:`verdict_disagreement` note, or None.
     """
 
     environment_success: bool = False
@@ -120,10 +180,19 @@ class RunOutcome:
     output_dir: str = ""
     stats: dict[str, Any] = field(default_factory=dict)
     env_steps: int = 0
+    operator_verdict: dict | None = None
+    verdict_required: bool = False
+    label: str = ""
+    disagreement: str | None = None
 
     @property
     def exit_code(self) -> int:
-        """:data:`EXIT_SUCCESS` / :data:`EXIT_TASK_FAILED` / :data:`EXIT_ERROR`."""
+        """:data:`EXIT_SUCCESS` (label ``succeeded``; before labelling: the env predicate) /
+        :data:`EXIT_TASK_FAILED` / :data:`EXIT_ERROR`."""
+        if self.label:
+            if self.label == "succeeded":
+                return EXIT_SUCCESS
+            return EXIT_ERROR if self.label == "error" else EXIT_TASK_FAILED
         if self.environment_success:
             return EXIT_SUCCESS
         return EXIT_ERROR if self.error and self.stop_reason in ("error", "service_error") else EXIT_TASK_FAILED

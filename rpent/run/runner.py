@@ -19,15 +19,17 @@ Order of work in :func:`run_task`:
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable
 
 import trio
 
-from rpent.run.config import RunConfig, RunOutcome, default_output_dir
+from rpent.run.config import RunConfig, RunOutcome, default_output_dir, run_label, verdict_disagreement
 from rpent.run.record import RunRecord, run_tag
 
 __all__ = ["run_task", "env_service_spec", "RUN_LOGGER"]
@@ -127,6 +129,8 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
     t0 = time.monotonic()
     outcome = RunOutcome(output_dir=str(out))
     holder: dict = {}  # the planner's result, kept even when the run is cancelled while it returns
+    holder["steering"] = steering_log = []
+    stop_recording = _record_steering(steering, out, steering_log, emit)
     toolkit = recorder = None
     clients: list = []
     emit({"kind": "status", "state": "starting", "detail": f"{cfg.suite} task {cfg.task} seed {cfg.seed}"})
@@ -166,6 +170,7 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
             toolkit = (toolkit_cls or LiberoToolkit)(env, record, vla=vla, sam3=sam3, operator=operator, recorder=recorder,
                                     on_event=emit, video=cfg.video,
                                     require_operator_verdict=cfg.require_operator_verdict)
+            toolkit.asker = "code_file" if cfg.code_file else cfg.planner
             return toolkit
 
         await trio.to_thread.run_sync(build)
@@ -183,7 +188,8 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
         result = holder.get("result")
         if _is_cancellation(exc):
             _take_result(outcome, result)
-            outcome.error, outcome.stop_reason = "run cancelled (interrupted)", "cancelled"
+            reason = getattr(steering, "stop_reason", None)  # e.g. "replaced by TaskRun 0003" from the TUI
+            outcome.error, outcome.stop_reason = f"run cancelled ({reason or 'interrupted'})", "cancelled"
             raise
         if not isinstance(exc, Exception):
             raise
@@ -197,16 +203,39 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
         log.debug("run failure traceback", exc_info=True)
     finally:
         with trio.CancelScope(shield=True):
+            stop_recording()
             await trio.to_thread.run_sync(lambda: _finalize(cfg, info, record, toolkit, recorder,
                                                            holder.get("result"), outcome, t0, clients,
-                                                           holder.get("memory")))
+                                                           steering=steering, steering_log=steering_log,
+                                                           memory=holder.get("memory")))
             logging.getLogger("rpent").removeHandler(handler)
             handler.close()
-            state = "cancelled" if outcome.stop_reason == "cancelled" else (
-                "succeeded" if outcome.environment_success else ("error" if outcome.exit_code == 2 else "failed"))
-            emit({"kind": "status", "state": state, "detail": outcome.error or ""})
+            detail = "; ".join(x for x in (outcome.error, outcome.disagreement and f"disagreement: {outcome.disagreement}")
+                              if x)
+            emit({"kind": "status", "state": outcome.label, "detail": detail})
             emit({"kind": "finished", "outcome": outcome.to_dict()})
     return outcome
+
+
+def _record_steering(steering, out: Path, log_list: list, emit) -> Callable[[], None]:
+    """Write every operator input of ``steering`` (lines, interrupts, stops) to
+    ``<out>/steering.jsonl`` as it happens (so a crash keeps it), to ``log_list`` (the
+    transcript's ``steering`` list) and as ``{"kind": "steering", ...}`` run events.
+    Returns the unregister function (no-op without steering)."""
+    add = getattr(steering, "add_event_listener", None)
+    if not callable(add):
+        return lambda: None
+    path = out / "steering.jsonl"
+    lock = threading.Lock()
+
+    def on_input(event: dict) -> None:
+        with lock:
+            log_list.append(dict(event))
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(event, ensure_ascii=False) + "\n")
+        emit({"kind": "steering", **event})
+
+    return add(on_input)
 
 
 def _take_result(outcome: RunOutcome, result) -> None:
@@ -287,12 +316,15 @@ async def _run_policy(cfg, toolkit, info, record, steering, emit, recorder, hold
             except TypeError:
                 steering.interrupt()
 
+    returned: list[bool] = []  # the planner returned by itself: nothing to stop (and nothing to record)
+
     async with trio.open_nursery() as nursery:
         async def watch() -> None:
             try:
                 await trio.sleep_forever()
             finally:
-                stop_planner()
+                if not returned:
+                    stop_planner()
 
         def solve_and_keep() -> PlannerResult:
             holder["result"] = solve()
@@ -301,6 +333,7 @@ async def _run_policy(cfg, toolkit, info, record, steering, emit, recorder, hold
         nursery.start_soon(watch)
         try:
             await trio.to_thread.run_sync(solve_and_keep)
+            returned.append(True)
         finally:
             nursery.cancel_scope.cancel()
 
@@ -319,10 +352,12 @@ def _read_memory(cfg, holder: dict) -> str:
     return ctx.prompt_section()
 
 
-def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome, t0: float, clients,
+def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome, t0: float, clients, *,
+              steering=None, steering_log: list | None = None,
               memory: dict | None = None) -> None:
     """Write everything that must exist after any run (blocking; runs on a worker thread)."""
     success = False
+    verdicts: list = []
     if toolkit is not None:
         try:
             success = toolkit.solved()
@@ -334,7 +369,18 @@ def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome,
         except Exception:  # noqa: BLE001
             log.exception("closing the episode video failed")
         outcome.env_steps = int(toolkit.current_state().get("steps", 0))
+        # the finish the toolkit accepted (the planner's or the operator's verdict), never a refused one
+        accepted = getattr(toolkit, "finish_result", None)
+        outcome.finish = dict(accepted) if accepted else None
+        outcome.operator_verdict = getattr(toolkit, "operator_verdict_record", None)
+        verdicts = list(getattr(toolkit, "operator_verdicts", []) or [])
     outcome.environment_success = success
+    outcome.verdict_required = bool(cfg.require_operator_verdict)
+    answer = (outcome.operator_verdict or {}).get("answer")
+    outcome.label = run_label(environment_success=success, verdict=answer, verdict_required=outcome.verdict_required,
+                              stop_reason=outcome.stop_reason, error=outcome.error)
+    outcome.disagreement = verdict_disagreement(success, answer)
+    undelivered = steering.drain() if steering is not None and hasattr(steering, "drain") else []
     elapsed = time.monotonic() - t0
     stats = dict(outcome.stats)
     stats["elapsed_s"] = round(elapsed, 3)
@@ -347,6 +393,9 @@ def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome,
         "planner": cfg.planner, "model": cfg.planner_config.model, "policy_mode": cfg.policy_mode,
         "elapsed_s": round(elapsed, 3), "finish": outcome.finish, "error": outcome.error,
         "stop_reason": outcome.stop_reason, "environment_success": success, "env_steps": outcome.env_steps,
+        "label": outcome.label, "operator_verdict": outcome.operator_verdict, "verdict_required": outcome.verdict_required,
+        "disagreement": outcome.disagreement, "operator_verdicts": verdicts, "steering": list(steering_log or []),
+        "undelivered_operator_lines": undelivered,
         "stats": stats, "messages": result.messages if result is not None else [],
     }
     if memory is not None:
@@ -365,8 +414,9 @@ def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome,
             c.close()
         except Exception:  # noqa: BLE001
             pass
-    log.info("run %s ended: environment_success=%s finish=%s error=%s env_steps=%d elapsed=%.1fs", record.tag,
-             success, outcome.finish, outcome.error, outcome.env_steps, elapsed)
+    log.info("run %s ended: environment_success=%s label=%s operator_verdict=%s finish=%s error=%s env_steps=%d "
+             "elapsed=%.1fs", record.tag, success, outcome.label, answer, outcome.finish, outcome.error,
+             outcome.env_steps, elapsed)
 
 
 def _safe(on_event):

@@ -43,9 +43,19 @@ def format_cell_result(result: dict[str, Any]) -> list[Text]:
         if result.get(key) not in (None, ""):
             lines.append(Text.assemble((f"── {key}: ", "bold dim"), (str(result[key]), "green")))
     for key in ("error", "exception", "traceback"):
-        if result.get(key):
-            lines.append(Text(f"── {key}", style="bold red"))
-            lines.extend(Text(line, style="red") for line in str(result[key]).rstrip("\n").splitlines())
+        value = result.get(key)
+        if not value:
+            continue
+        lines.append(Text(f"── {key}", style="bold red"))
+        if isinstance(value, dict):  # the runner's {"type", "message", "traceback", ...}: readable, not a dict repr
+            head = ": ".join(str(value[k]) for k in ("type", "message") if value.get(k))
+            text = "\n".join(x for x in (head, str(value.get("traceback") or "")) if x)
+            rest = {k: v for k, v in value.items() if k not in ("type", "message", "traceback")}
+            if rest:
+                text += "\n" + " · ".join(f"{k}={v}" for k, v in rest.items())
+        else:
+            text = str(value)
+        lines.extend(Text(line, style="red") for line in text.rstrip("\n").splitlines())
     extra = {k: v for k, v in result.items()
              if k not in ("stdout", "stderr", "value", "result", "finish", "error", "exception", "traceback")
              and isinstance(v, (int, float, str, bool))}
@@ -78,7 +88,7 @@ class EditorScreen(LiveScreen):
                 output = RichLog(wrap=True, markup=False, max_lines=2000, min_width=20, id="cell-output")
                 output.border_title = "Output"
                 yield output
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self._set_meters(0.0, 0)

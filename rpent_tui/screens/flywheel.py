@@ -34,6 +34,7 @@ class FlywheelScreen(LiveScreen):
         Binding("ctrl+x", "stop", "Stop export", id="export-stop", tooltip="Stop the running export"),
         Binding("ctrl+u", "reload", "Reload runs", id="export-reload"),
         Binding("ctrl+a", "select_all", "All runs", id="export-select-all"),
+        Binding("ctrl+n", "select_none", "No runs", id="export-select-none", tooltip="Clear the selection"),
     ]
 
     def compose(self) -> ComposeResult:
@@ -56,7 +57,7 @@ class FlywheelScreen(LiveScreen):
                 report = VimDataTable(id="fw-report", cursor_type="row")
                 report.border_title = "report.json"
                 yield report
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def _default_output(self) -> Path:
         """``<session>/exports/lerobot_NNN``: the first that does not exist (rpent-flywheel needs a new dir)."""
@@ -90,6 +91,10 @@ class FlywheelScreen(LiveScreen):
             selection.add_option((label, str(run.path), str(run.path) in chosen))
         if runs and selection.highlighted is None:
             selection.highlighted = 0  # so space toggles at once
+
+    def action_select_none(self) -> None:
+        """Clear the run selection."""
+        self.query_one("#fw-runs", SelectionList).deselect_all()
 
     def action_select_all(self) -> None:
         """Select every listed run."""

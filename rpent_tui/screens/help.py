@@ -50,7 +50,7 @@ class HelpScreen(ModalScreen[None]):
             for row in binding_rows(self.target):
                 table.add_row(*row)
             yield table
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def action_dismiss_help(self) -> None:
         """Close the help."""

@@ -40,7 +40,7 @@ class JumpScreen(ModalScreen[Widget | None]):
             yield Static("[b]Jump to[/b]")
             for key, widget in self.targets.items():
                 yield Static(Text.assemble((f" {key} ", "reverse"), " ", _label(widget)))
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_key(self, event: events.Key) -> None:
         if event.character and event.character in self.targets:

@@ -4,6 +4,10 @@ Keys (issue 9): ``s`` success, ``f`` failure, ``c`` continue, ``a`` abort, ``d``
 only the request's own choices are active. ``n`` focuses the notes box (Enter returns to the keys).
 Esc hides the modal without answering; ``o`` on the Run screen reopens it. The answer goes to
 ``Session.reply_operator`` and is logged to the TaskRun's ``operator_tui.jsonl`` by the operator.
+
+Frames: the request's own camera labels as the toolkit sends them (LIBERO: ``agentview`` and
+``wrist``, :func:`rpent.robots.libero.toolkit.operator.evidence_frames`), at most two panes, the
+main camera first.
 """
 
 from __future__ import annotations
@@ -56,20 +60,26 @@ class OperatorModal(ModalScreen[str | None]):
             title = "Scene reset requested" if req.kind == "scene_reset" else "Operator verdict requested"
             yield Static(Text.assemble((f"{title} · TaskRun {self.run_id} · {req.id}\n", "bold"), req.prompt), id="op-prompt")
             with Horizontal(id="op-frames"):
-                for label in ("main", "wrist"):
-                    yield FramePane(f"{label} camera", self.image_mode if req.frames.get(label) else "none",
-                                    id=f"op-frame-{label}")
+                labels = self.frame_labels()
+                for label in labels:
+                    yield FramePane(f"{label} camera", self.image_mode, id=f"op-frame-{label}")
+                if not labels:
+                    yield Static("this request carries no camera frames", id="op-no-frames")
             keys = "  ".join(f"[{ANSWER_KEYS.get(c, '?')}] {c}" for c in req.choices)
             yield Static(Text(keys + "   [n] notes   [Esc] later", style="bold"), id="op-choices")
             yield Input(placeholder="optional notes: press n, type, Enter returns to the answer keys",
                         disabled=True, id="op-notes")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
+
+    def frame_labels(self) -> list[str]:
+        """Labels of the frames shown: the main camera (``main``/``agentview``) first, at most two."""
+        order = {"main": 0, "agentview": 0, "wrist": 1}
+        labels = [k for k, v in self.request.frames.items() if v]
+        return sorted(labels, key=lambda k: (order.get(k, 2), labels.index(k)))[:2]
 
     def on_mount(self) -> None:
-        for label in ("main", "wrist"):
-            png = self.request.frames.get(label)
-            if png:
-                self.query_one(f"#op-frame-{label}", FramePane).show(png, label)
+        for label in self.frame_labels():
+            self.query_one(f"#op-frame-{label}", FramePane).show(self.request.frames[label], label)
         self.set_focus(None)  # answer keys work at once; n focuses the notes
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

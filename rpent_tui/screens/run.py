@@ -2,7 +2,9 @@
 
 The input line takes ``/rpent-task <suite> <task> <seed>`` (with completion) to start a TaskRun,
 ``/interrupt``, ``/quit``, ``/help``, or plain text that steers the planner at its next turn
-boundary. Esc interrupts the planner's current tool call (also ``/interrupt``). Everything shown
+boundary. Esc interrupts the planner's current tool call (also ``/interrupt``); in the input line
+the first Esc leaves it. After Enter the focus returns to the transcript, so the screen's keys
+act at once (``i`` types again). Everything shown
 is read from the session's ``TaskRunView``; run events arrive in batches (<= ~12/s).
 """
 
@@ -28,8 +30,11 @@ from ..widgets.transcript import TranscriptView
 
 __all__ = ["RunScreen", "CommandSuggester", "counters_text"]
 
+#: More events than this waiting for a hidden Run screen: redraw from the model instead of appending.
+CATCH_UP_MAX_EVENTS = 2000
+
 STATE_STYLE = {"starting": "yellow", "running": "cyan", "succeeded": "bold green", "failed": "bold red",
-               "cancelled": "dim", "error": "bold red"}
+               "aborted": "bold magenta", "cancelled": "dim", "error": "bold red"}
 
 
 class CommandSuggester(Suggester):
@@ -71,9 +76,9 @@ class RunScreen(LiveScreen):
     BINDINGS = [
         Binding("escape", "interrupt", "Interrupt", id="run-interrupt", tooltip="Interrupt the planner's current tool call"),
         Binding("i", "focus_message", "Message", id="run-message", tooltip="Type a message or a /command"),
-        Binding("t", "new_task", "New task", id="run-new-task", tooltip="Start a TaskRun: /rpent-task <suite> <task> <seed>"),
+        Binding("t", "new_task", "Task", id="run-new-task", tooltip="Start a TaskRun: /rpent-task <suite> <task> <seed>"),
         Binding("o", "operator", "Operator", id="run-operator", tooltip="Answer the pending operator request"),
-        Binding("x", "cancel_task", "Cancel task", id="run-cancel", tooltip="Cancel the running TaskRun"),
+        Binding("x", "cancel_task", "Cancel", id="run-cancel", tooltip="Cancel the running TaskRun"),
     ]
 
     def __init__(self) -> None:
@@ -84,6 +89,9 @@ class RunScreen(LiveScreen):
         self._pending: list[dict[str, Any]] = []
         self._repainted_at = 0.0
         self._repaint_timer = None
+        self._confirm_replace: str | None = None
+        self._stale = False
+        self._transcript_width: int | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -94,11 +102,12 @@ class RunScreen(LiveScreen):
             with Vertical(id="run-side"):
                 yield Static("", id="counters")
                 yield StepTimeline(id="timeline")
-                yield FramePane("main camera", self.app.options.image_mode, id="frame-main")
-                yield FramePane("wrist camera", self.app.options.image_mode, id="frame-wrist")
+                with Horizontal(id="run-frames"):
+                    yield FramePane("main camera", self.app.options.image_mode, id="frame-main")
+                    yield FramePane("wrist camera", self.app.options.image_mode, id="frame-wrist")
         yield Input(placeholder="/rpent-task <suite> <task> <seed> · text steers the planner · Esc interrupts",
-                    suggester=CommandSuggester(), select_on_focus=False, id="message")
-        yield Footer()
+                    suggester=CommandSuggester(), select_on_focus=False, compact=True, id="message")
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.render_all()
@@ -114,6 +123,7 @@ class RunScreen(LiveScreen):
         transcript.clear()
         if run is not None:
             transcript.add_events(run.transcript)
+        transcript.scroll_end(animate=False)
         self._render_side(run, frames=True)
 
     def _render_side(self, run: TaskRunView | None, frames: bool) -> None:
@@ -124,8 +134,15 @@ class RunScreen(LiveScreen):
         self.sub_title = self.app.session_summary()
 
     def handle_service_event(self, event: Any) -> None:
-        """Apply a session event (called by the app for every live screen)."""
+        """Apply a session event (called by the app for every live screen). While another screen is
+        shown nothing is drawn: events wait in ``_pending`` and are applied after this screen is
+        shown again (so streaming runs cost a hidden Run screen nothing, and screen switches stay fast)."""
         run = self.app.session.current
+        if not self.is_current:
+            self._stale = True
+            if isinstance(event, RunEvents) and run is not None and event.run_id == run.id == self._shown_run:
+                self._pending.extend(e for e in event.events if e.get("kind") != "planner" or e.get("event") != "usage")
+            return
         if isinstance(event, SessionChanged):
             if (run.id if run else None) != self._shown_run:
                 self.render_all()
@@ -142,6 +159,28 @@ class RunScreen(LiveScreen):
                     self._repaint()
                 else:
                     self._repaint_timer = self.set_timer(wait, self._repaint)
+
+    def on_resize(self) -> None:
+        """A new width re-wraps the transcript from the model (a RichLog keeps lines wrapped at the
+        width they were written with), following the end again."""
+        width = self.query_one(TranscriptView).size.width
+        if self._transcript_width not in (None, width):
+            self.call_after_refresh(self.render_all)
+        self._transcript_width = width
+
+    def on_screen_resume(self) -> None:
+        """Shown again: catch up with what arrived while hidden, right after the first paint."""
+        if self._stale:
+            self._stale = False
+            self.call_after_refresh(self._catch_up)
+
+    def _catch_up(self) -> None:
+        run = self.app.session.current
+        if (run.id if run else None) != self._shown_run or len(self._pending) > CATCH_UP_MAX_EVENTS:
+            self.render_all()  # a new TaskRun, or so much happened that a redraw from the model is cheaper
+        else:
+            self._repaint()
+            self._show_frames()
 
     def _repaint(self) -> None:
         """Apply the pending run events to the panes (at most every ``repaint_interval_s``): a scrolling
@@ -179,11 +218,21 @@ class RunScreen(LiveScreen):
     # -- input ---------------------------------------------------------------------------------
     @on(Input.Submitted, "#message")
     def submit(self, event: Input.Submitted) -> None:
-        """Start a task, run a steering command, or queue a message."""
+        """Start a task, run a steering command, or queue a message; then hand the keys back to the
+        screen (focus on the transcript), so ``t``, ``o``, ``x``, ``i`` act at once. A new task while
+        one runs needs a second Enter (it replaces the running TaskRun)."""
         line = event.value
         try:
             parsed = parse_input(line)
             if isinstance(parsed, TaskCommand):
+                active = self.app.session.active
+                if active is not None and self._confirm_replace != line.strip():
+                    self._confirm_replace = line.strip()
+                    self.notify(f"TaskRun {active.id} ({active.command.display()}) is still {active.state}: press "
+                                f"Enter again to replace it with {parsed.display()}, or edit the line",
+                                severity="warning", title="Replace the running task?")
+                    return
+                self._confirm_replace = None
                 run = self.app.session.start_task(parsed)
                 self.notify(f"Task selected: {parsed.display()} (TaskRun {run.id})")
                 self.render_all()
@@ -196,6 +245,12 @@ class RunScreen(LiveScreen):
             self.notify(str(exc), severity="error", title="Input")
             return
         event.input.value = ""
+        self.query_one(TranscriptView).focus()
+
+    @on(Input.Changed, "#message")
+    def _edited(self, event: Input.Changed) -> None:
+        if self._confirm_replace is not None and event.value.strip() != self._confirm_replace:
+            self._confirm_replace = None
 
     def action_focus_message(self) -> None:
         """Focus the input line."""
@@ -209,7 +264,11 @@ class RunScreen(LiveScreen):
         box.focus()
 
     def action_interrupt(self) -> None:
-        """Interrupt the planner's current tool call (Esc)."""
+        """Interrupt the planner's current tool call (Esc). In the input line, Esc first leaves it
+        (focus on the transcript; a second Esc interrupts)."""
+        if isinstance(self.focused, Input):
+            self.query_one(TranscriptView).focus()
+            return
         result = self.app.session.interrupt()
         self.notify("interrupt sent" if result == "accepted" else "nothing to interrupt",
                     severity="information" if result == "accepted" else "warning")

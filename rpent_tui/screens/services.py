@@ -21,6 +21,9 @@ from ..widgets.tables import VimDataTable
 
 __all__ = ["ServicesScreen", "format_uptime", "service_row"]
 
+#: Shown while the session has no service yet.
+EMPTY_HINT = ("no services yet: shared VLA/SAM3 start with the session (--vla-endpoint, --sam3-endpoint or the "
+              "checkpoint variables); each TaskRun starts its own env server (env_server@NNNN)")
 COLUMNS = ("Service", "Scope", "State", "Endpoint", "PID", "Uptime", "Last error")
 STATE_STYLE = {"ready": "green", "starting": "yellow", "pending": "dim", "failed": "bold red", "stopped": "dim"}
 
@@ -65,11 +68,12 @@ class ServicesScreen(LiveScreen):
         log = LogView(self.app.export_dir, id="service-log")
         log.border_title = "Log"
         yield log
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         table = self.query_one("#services", DataTable)
-        table.add_columns(*COLUMNS)
+        for label in COLUMNS:  # keyed by label: the uptime tick updates its cells by column key
+            table.add_column(label, key=label)
         self.refresh_table()
         self.set_interval(1.0, self._tick_uptime)
         table.focus()
@@ -94,6 +98,7 @@ class ServicesScreen(LiveScreen):
         names = list(self.app.session.services)
         for name in names:
             table.add_row(*service_row(self.app.session.services[name], now), key=name)
+        table.border_subtitle = ("" if names else EMPTY_HINT)
         if keep in names:
             table.move_cursor(row=names.index(keep), animate=False)
         if names and self.query_one(LogView).source_name != (keep or names[0]):

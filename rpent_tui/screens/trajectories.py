@@ -33,11 +33,20 @@ __all__ = ["TrajectoriesScreen", "run_row", "step_row", "transcript_lines"]
 PLAY_FPS = 5.0
 
 
+#: Colour of each TaskRun outcome in the run list.
+OUTCOME_STYLE = {"succeeded": "green", "failed": "red", "aborted": "magenta", "cancelled": "yellow", "error": "red",
+                 "running": "cyan", "starting": "cyan"}
+
+
 def run_row(run: readers.RunSummary) -> tuple[str, ...]:
-    """Cells of one run (markup)."""
-    success = {True: "[green]yes[/]", False: "[red]no[/]", None: "-"}[run.success]
-    return (run.task_label, run.planner or "-", success, "-" if run.steps is None else str(run.steps),
-            run.date.strftime("%Y-%m-%d %H:%M") if run.date else "-")
+    """Cells of one run (markup): the outcome is the TaskRun's own state (succeeded, failed, aborted,
+    cancelled, error) when it has one, else the environment's predicate (env solved / not solved)."""
+    if run.state:
+        outcome = f"[{OUTCOME_STYLE.get(run.state, 'white')}]{run.state}[/]"
+    else:
+        outcome = {True: "[green]env solved[/]", False: "[red]not solved[/]", None: "-"}[run.success]
+    return (run.task_label, run.planner or "-", outcome, "-" if run.steps is None else str(run.steps),
+            run.date.strftime("%Y-%m-%d %H:%M:%S") if run.date else "-")
 
 
 def step_row(step: readers.StepRecord) -> tuple[str, ...]:
@@ -109,10 +118,10 @@ class TrajectoriesScreen(LiveScreen):
                 log = RichLog(wrap=True, markup=False, max_lines=500, min_width=20, id="step-transcript")
                 log.border_title = "Transcript at this step"
                 yield log
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
-        self.query_one("#runs", DataTable).add_columns("Task", "Planner", "Success", "Steps", "Date")
+        self.query_one("#runs", DataTable).add_columns("Task", "Planner", "Outcome", "Steps", "Date")
         self.query_one("#steps", DataTable).add_columns("Step", "Tool", "Action", "Flags")
         self.query_one("#runs", DataTable).focus()
         self.action_reload()
@@ -199,7 +208,8 @@ class TrajectoriesScreen(LiveScreen):
         self.query_one("#step-detail", Static).update(detail)
         log = self.query_one("#step-transcript", RichLog)
         log.clear()
-        for line in transcript_lines(readers.transcript_until(self.transcript, step.call_id)):
+        initial = index == 0 and not step.call_id  # step 0: before any tool call, not the end of the run
+        for line in transcript_lines(readers.transcript_until(self.transcript, step.call_id, initial=initial)):
             log.write(line)
 
     # -- events ----------------------------------------------------------------------------------

@@ -109,6 +109,19 @@ class CodeCellService:
         self._counter: CountingToolkit | None = None
         self.busy = False
 
+    def release(self, keep_toolkit: Any = None) -> bool:
+        """End the cell runner (and its worker process) unless it belongs to ``keep_toolkit`` (the
+        running TaskRun's) or a cell is running; call when a TaskRun ends, so no worker outlives its
+        TaskRun. Returns True when a runner was closed."""
+        if self._runner is None or self.busy or (keep_toolkit is not None and self._key is not None
+                                                 and self._key[0] == id(keep_toolkit)):
+            return False
+        runner, self._runner, self._key, self._counter = self._runner, None, None, None
+        close = getattr(runner, "close", None)
+        if callable(close):
+            close()
+        return True
+
     async def run_cell(self, toolkit: Any, output_dir: Path, source: str, *,
                        timeout_s: float = DEFAULT_TIMEOUT_S, max_calls: int = DEFAULT_MAX_CALLS) -> dict[str, Any]:
         """Run ``source`` as one cell; return the result dict (also posted as ``CellFinished``).

@@ -390,8 +390,18 @@ def step_frames(run_dir: str | Path) -> dict[str, dict[int, Path]]:
     return out
 
 
-def transcript_until(entries: list[dict[str, Any]], call_id: str | None) -> list[dict[str, Any]]:
-    """The transcript entries up to and including the tool result of ``call_id`` (all if not found)."""
+def transcript_until(entries: list[dict[str, Any]], call_id: str | None, *,
+                     initial: bool = False) -> list[dict[str, Any]]:
+    """The transcript entries up to and including the tool result of ``call_id`` (all if not found).
+    ``initial=True`` (step 0, the observation before any tool call): the entries before the first
+    tool call."""
+    if initial:
+        for i, entry in enumerate(entries):
+            content = entry.get("content")
+            if entry.get("role") == "tool" or (isinstance(content, list) and any(
+                    isinstance(b, dict) and b.get("type") == "tool_use" for b in content)):
+                return entries[:i]
+        return entries
     if not call_id:
         return entries
     last = None

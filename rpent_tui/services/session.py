@@ -47,6 +47,7 @@ __all__ = [
     "OperatorPrompt",
     "OperatorResolved",
     "atomic_write_json",
+    "one_line_error",
 ]
 
 #: The seed's reason (rpent_reference.md §2.3, shared/seeds 000), verbatim.
@@ -56,7 +57,7 @@ ENV_ENDPOINT_REFUSED = (
 #: Service states shown in the Services screen (issue 9).
 SERVICE_STATES = ("pending", "starting", "ready", "failed", "stopped")
 #: TaskRun states (rpent_reference.md §7 ``task_state`` plus ``error`` from the run layer).
-TERMINAL_TASK_STATES = ("succeeded", "failed", "cancelled", "error")
+TERMINAL_TASK_STATES = ("succeeded", "failed", "aborted", "cancelled", "error")
 #: Lines of each service's log kept in memory for the log pane (the full log stays on disk).
 LOG_RING_LINES = 5000
 #: Poll period (s) for log tails and supervisor state (4 Hz, the reference's batched log cadence).
@@ -69,6 +70,23 @@ class SessionConfigError(ValueError):
 
 class SessionNotReady(RuntimeError):
     """A TaskRun was requested while the shared services are not ready (starting or failed)."""
+
+
+def one_line_error(exc: BaseException) -> str:
+    """One line for the screen: the leaf errors of ``exc`` (trio nurseries wrap errors in exception
+    groups; the operator must see the run layer's own message, never ``ExceptionGroup: ...``)."""
+    def leaves(e: BaseException) -> list[BaseException]:
+        if isinstance(e, BaseExceptionGroup):
+            return [leaf for sub in e.exceptions for leaf in leaves(sub)]
+        return [e]
+
+    parts = []
+    for leaf in leaves(exc):
+        text = (str(leaf).strip().splitlines() or [""])[0]
+        # the run layer's refusals are complete sentences; other errors keep their type as a hint
+        parts.append(text if isinstance(leaf, (FileExistsError, ValueError)) and text
+                     else f"{type(leaf).__name__}: {text}".rstrip(": "))
+    return "; ".join(dict.fromkeys(parts))
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
@@ -217,6 +235,7 @@ class TaskRunView:
         tokens_in / tokens_out / tool_calls: planner usage counters.
         outcome: the run layer's outcome dict once finished.
         operator: the pending operator request, if any.
+        replaced_by: id of the TaskRun that replaced this one (a new task while it ran).
     """
 
     id: str
@@ -237,6 +256,7 @@ class TaskRunView:
     error: str | None = None
     operator: OperatorRequest | None = None
     cancel_requested: bool = False
+    replaced_by: str | None = None
     planner: str | None = None
     model: str | None = None
 
@@ -301,6 +321,11 @@ class TaskRunView:
             "tool_calls": self.tool_calls,
             "steps": len(self.timeline),
             "environment_success": (self.outcome or {}).get("environment_success"),
+            "operator_verdict": (self.outcome or {}).get("operator_verdict"),
+            "verdict_required": (self.outcome or {}).get("verdict_required"),
+            "disagreement": (self.outcome or {}).get("disagreement"),
+            "finish": (self.outcome or {}).get("finish"),
+            "replaced_by": self.replaced_by,
             "error": self.error,
             "outcome": self.outcome,
         }
@@ -659,11 +684,11 @@ class Session:
         if self.state != "ready":
             raise SessionNotReady("shared services are still starting; try again when they are ready")
         previous = self.active
+        run_id, output_dir = self._claim_run_dir(command)
         if previous is not None:
-            self.cancel_task(previous.id, reason=f"replaced by {command.display()}")
-        run_id = f"{len(self.runs) + 1:04d}"
-        run = TaskRunView(id=run_id, command=command,
-                          output_dir=self.output_dir / "tasks" / f"{run_id}_{command.slug}",
+            previous.replaced_by = run_id
+            self.cancel_task(previous.id, reason=f"replaced by TaskRun {run_id} ({command.display()})")
+        run = TaskRunView(id=run_id, command=command, output_dir=output_dir,
                           planner=self.config.planner, model=self.config.model)
         self.runs.append(run)
         self._done[run_id] = trio.Event()
@@ -672,6 +697,25 @@ class Session:
         self._changed()
         return run
 
+    def _claim_run_dir(self, command: TaskCommand) -> tuple[str, Path]:
+        """The next TaskRun id and its new, empty record directory (created here, so no TaskRun ever
+        writes into another's directory): ids continue after the highest ``NNNN_*`` already under
+        ``<output_dir>/tasks/`` (a reused ``--output-dir``) and this session's own runs."""
+        tasks = self.output_dir / "tasks"
+        tasks.mkdir(parents=True, exist_ok=True)
+        taken = [int(p.name[:4]) for p in tasks.iterdir() if p.name[:4].isdigit()]
+        taken += [int(r.id) for r in self.runs if r.id.isdigit()]
+        n = max(taken, default=0) + 1
+        while True:
+            run_id = f"{n:04d}"
+            path = tasks / f"{run_id}_{command.slug}"
+            try:
+                path.mkdir()
+            except FileExistsError:  # another session claimed it a moment ago
+                n += 1
+                continue
+            return run_id, path
+
     def cancel_task(self, run_id: str, reason: str = "cancelled by the operator") -> bool:
         """Cancel TaskRun ``run_id`` (no-op if finished). Returns True if a cancel was requested."""
         run = self.run_by_id(run_id)
@@ -679,6 +723,12 @@ class Session:
             return False
         run.cancel_requested = True
         run.detail = reason
+        steering = self._steering.get(run_id)
+        if steering is not None:  # the reason reaches the run record (steering.jsonl, transcript error)
+            try:
+                steering.interrupt(stop=True, reason=reason)
+            except TypeError:
+                steering.interrupt()
         operator = self._operators.get(run_id)
         if operator is not None:
             operator.cancel()
@@ -747,7 +797,6 @@ class Session:
                                on_resolved=lambda req, rep: self._operator_event(run.id, req, rep))
         self._operators[run.id] = operator
         try:
-            run.output_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_json(run.output_dir / "taskrun.json", run.record())
             with scope:
                 steering = self._make_steering()
@@ -772,7 +821,7 @@ class Session:
                 self._finish(run, outcome)
         except Exception as exc:  # noqa: BLE001 - a failed TaskRun must not end the session
             run.state = "error"
-            run.error = f"{type(exc).__name__}: {exc}"
+            run.error = one_line_error(exc)
             run.detail = run.error
         finally:
             operator.cancel()
@@ -818,13 +867,19 @@ class Session:
         run.error = data.get("error") or None
         if run.error:
             run.detail = str(run.error)
-        # The env's own success predicate decides (never the planner's finish claim), as in rpent.run.
+        # The run layer's label (README "Operator verdicts": the env predicate, or the operator's
+        # verdict when one is required); never the planner's finish claim.
+        label = data.get("label")
         if run.cancel_requested:
             run.state = "cancelled"
+        elif label in TERMINAL_TASK_STATES:
+            run.state = label
         elif data.get("environment_success"):
             run.state = "succeeded"
         else:
             run.state = "error" if run.error and data.get("stop_reason") == "error" else "failed"
+        if data.get("disagreement") and "disagreement" not in run.detail:
+            run.detail = f"{run.detail + '; ' if run.detail else ''}disagreement: {data['disagreement']}"
 
     def _operator_event(self, run_id: str, request: OperatorRequest, reply: OperatorReply | None) -> None:
         run = self.run_by_id(run_id)

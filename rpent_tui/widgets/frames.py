@@ -5,6 +5,11 @@ The widget class is chosen once from the resolved ``--images`` mode (``services.
 ``HalfcellImage`` (plain coloured text: works in every terminal and in SVG snapshots), ``none``
 -> a text placeholder. The panes are fixed-size and re-rendered only when a new frame arrives
 (reference §3: sixel flickers when scrolled, so image panes stay static).
+
+Size: the picture takes the largest size that fits the whole pane at the image's aspect ratio
+(textual-image's ``auto`` x ``auto`` sizing, with the terminal's cell size in pixels; half-blocks
+draw two square pixels per cell), centred; the caption (step) is the pane's bottom border title,
+so no row is lost to it.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from PIL import Image as PILImage
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widget import Widget
-from textual.widgets import Label, Static
+from textual.widgets import Static
 
 __all__ = ["FramePane", "image_widget_class", "decode_png"]
 
@@ -59,10 +64,10 @@ class FramePane(Vertical):
     """
 
     DEFAULT_CSS = """
-    FramePane { height: 1fr; border: round $panel-lighten-2; border-title-color: $text-muted; }
-    FramePane > .frame-image { width: auto; height: 1fr; max-width: 100%; }
+    FramePane { height: 1fr; border: round $panel-lighten-2; border-title-color: $text-muted;
+                border-subtitle-color: $text-muted; align: center middle; }
+    FramePane > .frame-image { width: auto; height: auto; }
     FramePane > #frame-placeholder { width: 1fr; height: 1fr; content-align: center middle; color: $text-muted; }
-    FramePane > #frame-caption { height: 1; color: $text-muted; }
     """
 
     def __init__(self, title: str, mode: str, *, id: str | None = None) -> None:
@@ -78,11 +83,10 @@ class FramePane(Vertical):
             image.display = False
             yield image
         yield Static("no frame yet" if self._cls is not None else "images off (--images none)", id="frame-placeholder")
-        yield Label("", id="frame-caption")
 
     def show(self, png: bytes | None, caption: str = "") -> None:
-        """Display ``png`` (None clears) with a one-line caption."""
-        self.query_one("#frame-caption", Label).update(caption)
+        """Display ``png`` (None clears) with a one-line caption (the bottom border title)."""
+        self.border_subtitle = caption
         if self._cls is None:
             return
         image = self.query_one(".frame-image")

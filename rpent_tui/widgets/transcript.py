@@ -15,7 +15,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import RichLog
 
-__all__ = ["TranscriptView", "render_event", "MAX_RESULT_CHARS"]
+__all__ = ["TranscriptView", "render_event", "summarize_result", "MAX_RESULT_CHARS", "RESULT_FIELDS"]
 
 #: Tool results and arguments are cut to this many characters in the pane (full text is in the run record).
 MAX_RESULT_CHARS = 400
@@ -29,6 +29,30 @@ def _compact(value: Any, limit: int = MAX_RESULT_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+#: Result fields an operator reads, in this order (the full result is in the run record's transcript).
+RESULT_FIELDS = ("error", "reached", "final_dist_m", "steps_used", "found", "success", "status", "code")
+
+
+def summarize_result(result: Any) -> str | None:
+    """``reached yes · final_dist_m 0.004 · steps_used 12`` from a tool result's key fields, or None
+    when it has none of ``RESULT_FIELDS`` (the pane then shows its compact JSON)."""
+    if not isinstance(result, Mapping):
+        return None
+    parts = []
+    for key in RESULT_FIELDS:
+        if key not in result or result[key] is None:
+            continue
+        value = result[key]
+        if isinstance(value, bool):
+            value = "yes" if value else "no"
+        elif isinstance(value, float):
+            value = f"{value:.4g}"
+        elif key == "error":
+            value = str(value).replace("\n", " ")[:MAX_RESULT_CHARS]
+        parts.append(f"{key} {value}")
+    return " · ".join(parts) if parts else None
+
+
 def render_event(event: Mapping[str, Any]) -> Text | None:
     """One transcript line for a run event (None for events the transcript does not show)."""
     kind = event.get("kind")
@@ -38,8 +62,14 @@ def render_event(event: Mapping[str, Any]) -> Text | None:
     if kind == "finished":
         outcome = event.get("outcome") or {}
         ok = outcome.get("environment_success")
+        label = outcome.get("label") or ""
+        verdict = (outcome.get("operator_verdict") or {}).get("answer")
         return Text.assemble(("■ finished  ", "bold"),
-                             ("environment success" if ok else "environment not solved", "bold green" if ok else "bold red"),
+                             (f"{label}  " if label else "", "bold green" if label == "succeeded" else "bold red"),
+                             (f"operator: {verdict}  " if verdict else "", "bold magenta"),
+                             ("environment success" if ok else "environment not solved", "green" if ok else "red"),
+                             (f"  disagreement: {outcome['disagreement']}" if outcome.get("disagreement") else "",
+                              "bold yellow"),
                              (f"  {outcome.get('error')}" if outcome.get("error") else "", "red"))
     if kind == "operator_request":
         event = {"event": "request", **event}
@@ -56,8 +86,11 @@ def render_event(event: Mapping[str, Any]) -> Text | None:
     if sub == "tool_result":
         result = event.get("result")
         is_error = isinstance(result, Mapping) and "error" in result
+        summary = summarize_result(result)
+        name = str(event.get("name") or "")
         return Text.assemble(("← ", "bold red" if is_error else "bold green"),
-                             (_compact(result), "red" if is_error else "green"))
+                             (f"{name}: " if name else "", "bold red" if is_error else "bold green"),
+                             (summary if summary is not None else _compact(result), "red" if is_error else "green"))
     if sub == "request":
         choices = "/".join(event.get("choices") or [])
         return Text.assemble(("? operator: ", "bold magenta"), (str(event.get("prompt", "")), "magenta"),

@@ -43,6 +43,8 @@ def test_task_verdict_with_notes_then_quit_stops_everything(tmp_path, png_bytes)
             await type_text(pilot, "bowl is on the plate\n")
             await pilot.press("s")
             await wait_for(pilot, lambda: app.session.current.finished, what="TaskRun end")
+            await pilot.pause(0.2)
+            assert app.focused is not None and app.focused.id == "transcript"  # no focus trap after a verdict
             run_view = app.session.current
             assert run_view.state == "succeeded"
             assert run.answers == [("success", "bowl is on the plate")]
@@ -73,15 +75,24 @@ def test_steer_interrupt_and_replace_a_running_task(tmp_path):
             await pilot.press("t")
             await type_text(pilot, "libero_goal 0 0\n")
             await wait_for(pilot, lambda: app.session.current and app.session.current.transcript, what="run events")
+            assert app.focused.id == "transcript"  # Enter handed the keys back to the screen
+            await pilot.press("i")
             await type_text(pilot, "grasp the bowl by its rim\n")
             assert steerings[0].drain() == ["grasp the bowl by its rim"]
+            assert app.focused.id == "transcript"
+            await pilot.press("i", "escape")  # Esc in the input line only leaves it
+            assert app.focused.id == "transcript" and steerings[0].interrupt_count == 0
             await pilot.press("escape")
             assert steerings[0].interrupt_count == 1
+            await pilot.press("i")
             await type_text(pilot, "/rpent-task libero_object 2 5\n")
+            await pilot.pause(0.2)
+            assert len(app.session.runs) == 1  # a running task is not replaced without confirmation
+            assert any("press Enter again to replace" in n.message for n in app._notifications)
+            await pilot.press("enter")
             await wait_for(pilot, lambda: len(app.session.runs) == 2 and app.session.runs[0].finished, what="replacement")
             first, second = app.session.runs
-            assert first.state == "cancelled" and second.id == "0002"
-            await pilot.press("shift+tab")  # leave the input line: single-letter keys act again
+            assert first.state == "cancelled" and second.id == "0002" and first.replaced_by == "0002"
             assert app.focused.id == "transcript"
             await pilot.press("x")  # cancel the second (hanging) run
             await wait_for(pilot, lambda: second.finished, what="cancel")
@@ -90,6 +101,33 @@ def test_steer_interrupt_and_replace_a_running_task(tmp_path):
             await type_text(pilot, "/rpent-task libero_nope 1 0\n")
             notes = [n.message for n in app._notifications]
             assert any("unsupported suite 'libero_nope'" in m for m in notes)
+            await pilot.press("ctrl+q")
+
+    asyncio.run(main())
+
+
+def test_resize_rewraps_the_transcript_and_keeps_following(tmp_path):
+    run = StandInRun(hang=True)
+    app = make_app(tmp_path, run)
+
+    async def main():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: app.session.state == "ready", what="shared services")
+            await pilot.press("t")
+            await type_text(pilot, "libero_goal 0 0\n")
+            await wait_for(pilot, lambda: app.session.current and len(app.session.current.transcript) >= 3,
+                           what="run events")
+            for i in range(60):
+                app.session.current.transcript.append({"kind": "planner", "event": "text",
+                                                       "text": f"line {i}: " + "a long planner sentence " * 4})
+            app.screen.render_all()
+            await pilot.pause(0.3)
+            await pilot.resize_terminal(80, 24)
+            await pilot.pause(0.8)
+            view = app.screen.query_one("#transcript")
+            width = view.scrollable_content_region.width
+            assert max(line.cell_length for line in view.lines) <= width  # re-wrapped, not clipped
+            assert view.is_vertical_scroll_end  # still following the end
             await pilot.press("ctrl+q")
 
     asyncio.run(main())

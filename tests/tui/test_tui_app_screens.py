@@ -113,6 +113,12 @@ def test_editor_runs_the_buffer_as_a_code_policy_cell_with_meters(tmp_path):
             assert [c[0] for c in toolkit.calls] == ["echo", "echo", "echo"]
             cell = app.session.current.output_dir / "code_policy"
             assert sorted(p.name for p in cell.iterdir())[:2] == ["cell_001.json", "cell_001.py"]
+            worker = app.cells._runner._worker.proc
+            assert worker.poll() is None
+            await pilot.press("f3", "x")  # the TaskRun ends: its code-cell worker must not outlive it
+            await wait_for(pilot, lambda: app.session.current.finished, what="TaskRun end")
+            await wait_for(pilot, lambda: worker.poll() is not None, timeout=20, what="cell worker exit")
+            assert app.cells._runner is None
             await pilot.press("ctrl+q")
 
     asyncio.run(main())
@@ -210,3 +216,39 @@ def test_help_jump_and_palette_by_keys(tmp_path):
             await pilot.press("ctrl+q")
 
     asyncio.run(main())
+
+
+def test_services_uptime_ticks_and_empty_screen_explains_env_servers(tmp_path):
+    app = make_app(tmp_path, StandInRun(), start_mode="services")
+
+    async def main():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: app.session.state == "ready", what="shared services")
+            table = app.screen.query_one("#services")
+            await wait_for(pilot, lambda: table.row_count == 1, what="vla row")
+            first = str(table.get_cell("vla", "Uptime"))
+            await pilot.pause(2.2)
+            assert str(table.get_cell("vla", "Uptime")) != first  # the uptime column ticks
+            await pilot.press("ctrl+q")
+
+    asyncio.run(main())
+    empty = make_app(tmp_path / "empty", StandInRun(), shared=(), start_mode="services")
+
+    async def main_empty():
+        async with empty.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: empty.session.state == "ready", what="session")
+            await pilot.pause(0.2)
+            assert "each TaskRun starts its own env server" in empty.screen.query_one("#services").border_subtitle
+            await pilot.press("ctrl+q")
+
+    asyncio.run(main_empty())
+
+
+def test_cell_errors_are_readable_lines_not_a_dict():
+    from rpent_tui.screens.editor import format_cell_result
+
+    lines = [t.plain for t in format_cell_result({"exception": {
+        "type": "ZeroDivisionError", "message": "division by zero",
+        "traceback": "Traceback (most recent call last):\n  File \"cell_002.py\", line 1\nZeroDivisionError"}})]
+    assert lines[:3] == ["── exception", "ZeroDivisionError: division by zero", "Traceback (most recent call last):"]
+    assert not any("\\n" in line or "{'type'" in line for line in lines)

@@ -61,3 +61,15 @@ def test_service_layer_imports_no_textual():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_redirected_stderr_is_refused_with_one_line(tmp_path):
+    """Issue 12 defect 5: ``rpent-tui ... 2> err.log`` drew a blank screen (Textual draws on stderr)."""
+    with open(tmp_path / "err.log", "w") as err:
+        proc = subprocess.run([sys.executable, "-m", "rpent_tui", "--planner", "scripted", "--shared", "none",
+                               "--images", "none", "--output-dir", str(tmp_path / "s")],
+                              stdout=subprocess.PIPE, stderr=err, text=True, timeout=60)
+    assert proc.returncode == 2
+    lines = (tmp_path / "err.log").read_text().splitlines()
+    assert len(lines) == 1 and "stderr is not a terminal" in lines[0] and "2> file" in lines[0]
+    assert not (tmp_path / "s" / "tasks").exists()  # nothing started

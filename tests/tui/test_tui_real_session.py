@@ -1,7 +1,9 @@
 """A real session in Pilot: real Supervisor, real ``rpent.run.run_task`` with the scripted planner on
 LIBERO (fresh MuJoCo env server), driven by key presses; then the Services and Trajectories screens
-show it. With ``RPENT_TUI_SCREENSHOTS=<dir>`` an SVG of every screen (120x40) is saved there — the
-``screenshots/`` of the repository come from this test.
+show it. The session requires the operator's verdict, so the verdict window opens with the
+toolkit's real camera frames and is answered with ``s``. With ``RPENT_TUI_SCREENSHOTS=<dir>`` an SVG
+of every screen (120x40, and ``*_100x30.svg``) is saved there — the ``screenshots/`` of the
+repository come from this test.
 
 Slow (~1 min): ``MUJOCO_GL=egl pytest -m slow tests/tui/test_tui_real_session.py``.
 """
@@ -9,22 +11,28 @@ Slow (~1 min): ``MUJOCO_GL=egl pytest -m slow tests/tui/test_tui_real_session.py
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 
 import pytest
 
 from rpent_tui.app import AppOptions, RpentApp
+from rpent_tui.screens.operator import OperatorModal
+from rpent_tui.widgets.frames import FramePane
 from rpent_tui.services.session import Session, SessionConfig
 from tui_helpers import type_text, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
-def test_real_scripted_taskrun_on_libero(tmp_path, monkeypatch):
+@pytest.mark.parametrize("size", [(120, 40), (100, 30)], ids=["120x40", "100x30"])
+def test_real_scripted_taskrun_on_libero(tmp_path, monkeypatch, size):
     monkeypatch.setenv("MUJOCO_GL", os.environ.get("MUJOCO_GL", "egl"))
     shots = os.environ.get("RPENT_TUI_SCREENSHOTS")
-    config = SessionConfig(output_dir=tmp_path / "session", planner="scripted", shared_services=())
+    suffix = "" if size == (120, 40) else f"_{size[0]}x{size[1]}"
+    config = SessionConfig(output_dir=tmp_path / "session", planner="scripted", shared_services=(),
+                           run_options={"require_operator_verdict": True})
     app = RpentApp(lambda sink: Session(config, sink), AppOptions(image_mode="halfblock", frame_interval_s=0.5))
     saved: list[Path] = []
 
@@ -35,13 +43,13 @@ def test_real_scripted_taskrun_on_libero(tmp_path, monkeypatch):
                 widget.cursor_blink = False
             app.clear_notifications()
             await pilot.pause(0.3)
-            path = Path(shots) / f"{name}.svg"
+            path = Path(shots) / f"{name}{suffix}.svg"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(app.export_screenshot(title=f"rpent-tui {name}"), encoding="utf-8")
             saved.append(path)
 
     async def main():
-        async with app.run_test(size=(120, 40)) as pilot:
+        async with app.run_test(size=size) as pilot:
             await wait_for(pilot, lambda: app.session.state == "ready", what="session")
             await pilot.press("t")
             await type_text(pilot, "libero_object 0 0\n")
@@ -54,10 +62,18 @@ def test_real_scripted_taskrun_on_libero(tmp_path, monkeypatch):
             await shot(pilot, "services")
             await pilot.press("f3")
             await shot(pilot, "run")
+            # the scripted planner asks for the verdict before finish: the window shows the real frames
+            await wait_for(pilot, lambda: isinstance(app.screen, OperatorModal), timeout=240, what="verdict window")
+            await pilot.pause(0.5)
+            panes = [(p.border_title, p.has_frame) for p in app.screen.query(FramePane)]
+            assert panes == [("agentview camera", True), ("wrist camera", True)], panes
+            await shot(pilot, "operator_verdict")
+            await pilot.press("s")
             await wait_for(pilot, lambda: app.session.current.finished, timeout=240, what="TaskRun end")
             run = app.session.current
             assert run.state == "succeeded", run.detail
             assert run.outcome["environment_success"] is True
+            assert run.outcome["operator_verdict"]["answer"] == "success"
             await wait_for(pilot, lambda: app.session.services["env_server@0001"].state == "stopped", timeout=30,
                            what="the TaskRun's env server stopped")
             await pilot.pause(1.0)
@@ -78,4 +94,7 @@ def test_real_scripted_taskrun_on_libero(tmp_path, monkeypatch):
 
     asyncio.run(main())
     record = tmp_path / "session" / "tasks" / "0001_libero_object_t0_s0"
-    assert (record / "states.json").is_file() and '"state": "succeeded"' in (record / "taskrun.json").read_text()
+    taskrun = json.loads((record / "taskrun.json").read_text())
+    assert (record / "states.json").is_file() and taskrun["state"] == "succeeded"
+    assert taskrun["operator_verdict"]["answer"] == "success" and taskrun["environment_success"] is True
+    assert taskrun["disagreement"] is None

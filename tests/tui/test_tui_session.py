@@ -104,8 +104,9 @@ def test_new_task_during_a_run_cancels_the_old_one(tmp_path):
         return first, second
 
     first, second = trio.run(main)
-    assert first.state == "cancelled" and "replaced by libero_object task 2 seed 5" in first.detail
-    assert json.loads((first.output_dir / "taskrun.json").read_text())["state"] == "cancelled"
+    assert first.state == "cancelled" and "replaced by TaskRun 0002" in first.detail
+    first_record = json.loads((first.output_dir / "taskrun.json").read_text())
+    assert first_record["state"] == "cancelled" and first_record["replaced_by"] == "0002"
     assert second.id == "0002" and second.state == "succeeded"
     assert second.output_dir.name == "0002_libero_object_t2_s5"
     assert session.services["env_server@0001"].state == "stopped"
@@ -128,3 +129,50 @@ def test_failed_shared_service_makes_the_session_fatal(tmp_path):
     assert "exit" in vla.last_error.lower() or "code 1" in vla.last_error
     assert "error: checkpoint not found (test)" in list(vla.lines)
     assert session.input_mode == "disabled"
+
+
+class RaisingRun:
+    """run_task stand-in that fails like the run layer refusing a directory, inside a nursery (as the
+    Session's own nurseries wrap it)."""
+
+    async def __call__(self, config, supervisor, *, operator, steering=None, on_event=None):
+        async with trio.open_nursery():
+            raise FileExistsError(f"{config['output_dir']} already holds a run record (states.json); refusing to "
+                                  "overwrite it. Choose a new --output-dir (or omit it for a fresh timestamped one).")
+
+
+def _one_run(session, command):
+    async def main():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(session.run)
+            run = session.start_task(command)
+            with trio.fail_after(30):
+                await session.wait_run(run.id)
+            nursery.cancel_scope.cancel()
+        return run
+
+    return trio.run(main)
+
+
+def test_reused_output_dir_never_overwrites_an_earlier_taskrun(tmp_path):
+    """Issue 12 defect 2: ids restarted at 0001 in each session, so a second session in the same
+    --output-dir wrote into the first session's TaskRun directory."""
+    first = _one_run(make_session(tmp_path, StandInRun(), shared=())[0], TaskCommand("libero_object", 0, 0))
+    before = (first.output_dir / "taskrun.json").read_bytes()
+    assert json.loads(before)["state"] == "succeeded"
+    second = _one_run(make_session(tmp_path, StandInRun(), shared=())[0], TaskCommand("libero_object", 0, 0))
+    assert (first.id, second.id) == ("0001", "0002")
+    assert second.output_dir.name == "0002_libero_object_t0_s0" and second.output_dir != first.output_dir
+    assert (first.output_dir / "taskrun.json").read_bytes() == before  # untouched
+    assert json.loads((second.output_dir / "taskrun.json").read_text())["state"] == "succeeded"
+
+
+def test_run_layer_refusal_reaches_the_screen_as_one_clean_line(tmp_path):
+    session, _ = make_session(tmp_path, RaisingRun(), shared=())
+    run = _one_run(session, TaskCommand("libero_object", 0, 0))
+    assert run.state == "error"
+    assert "ExceptionGroup" not in run.error and "sub-exception" not in run.error
+    assert run.error.startswith(str(run.output_dir)) and "Choose a new --output-dir" in run.error
+    assert "\n" not in run.error
+    record = json.loads((run.output_dir / "taskrun.json").read_text())
+    assert record["state"] == "error" and record["error"] == run.error

@@ -62,8 +62,20 @@ def canned_app(root: Path, start_mode: str = "run") -> RpentApp:
                                      logs_dir=Path("logs")))
 
 
-def verdict_request() -> OperatorRequest:
-    """A verdict request with frames, for the operator modal snapshot."""
+FRAMES = Path(__file__).with_name("frames")
+
+
+def verdict_request(tmp: Path = Path("verdict_evidence")) -> OperatorRequest:
+    """A verdict request whose frames come the way the real LIBERO toolkit sends them: real camera
+    frames of libero_object task 0 seed 0 (captured by the toolkit, 128 px) stored as step
+    artifacts by the real ``RunRecord`` and read back by ``evidence_frames`` (labels ``agentview``,
+    ``wrist``), for the operator modal snapshot."""
+    from rpent.robots.libero.toolkit.operator import evidence_frames
+    from rpent.run.record import RunRecord
+
+    record = RunRecord(tmp, "object_t0_s0", allow_existing=True)
+    artifacts = {f"{cam}.png": (FRAMES / f"{cam}_libero_object_t0_s0.png").read_bytes() for cam in ("agentview", "wrist")}
+    idx = record.add_step({"terminated": False, "truncated": False, "success": False, "env_steps": 0}, artifacts)
     return OperatorRequest(id="op-0001", kind="verdict", prompt="Is the black bowl on the plate?",
                            choices=("success", "failure", "continue", "abort"),
-                           frames={"main": png(gradient(2, 128)), "wrist": png(gradient(5, 128))}, created_at=0.0)
+                           frames=evidence_frames(record, idx), created_at=0.0)

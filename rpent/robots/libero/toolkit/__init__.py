@@ -81,6 +81,8 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         self.video = video
         self.require_operator_verdict = require_operator_verdict
         self.operator_verdict: str | None = None
+        self.operator_verdict_record: dict | None = None
+        self.operator_verdicts: list[dict] = []
         self._segment_n = 0
         self._seg_lock = threading.Lock()
         self._call_id: str | None = None

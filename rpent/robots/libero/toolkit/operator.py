@@ -6,9 +6,20 @@ frames) -> (answer, notes)``, blocking, called from the toolkit's thread. Choice
 -> ``success | failure | continue | abort``; a scene reset -> ``done | abort`` (RPent reference
 §3.3, §7). Every request and answer is appended to ``operator_events.jsonl``.
 
-``finish`` never decides success: the run's success is the environment's predicate. With
-``require_operator_verdict`` (the real-robot rule, usable in simulation) ``finish`` is refused
-until an operator verdict exists.
+``finish`` never decides success on its own. With ``require_operator_verdict`` (the real-robot
+rule, usable in simulation) ``finish`` is refused until the operator gave a final verdict
+(``success``, ``failure`` or ``abort``); the run's label then follows the operator (README,
+"Operator verdicts"). The verdict answers mean:
+
+* ``success``: recorded; the planner may now ``finish``.
+* ``failure`` / ``abort``: recorded, and the episode ends at once (the tool result carries
+  ``_finish``; the toolkit's ``finish_result`` is the operator's, ``by: "operator"``).
+* ``continue``: the task is not done; the planner keeps working (an earlier final verdict is
+  withdrawn) and must ask again before ``finish``.
+
+Every answer is kept in :attr:`OperatorTools.operator_verdicts` as ``{"answer", "notes", "time"
+(s since the epoch), "asked_by", "request_id", "question", "evidence_step"}``; the last final
+one is :attr:`operator_verdict_record` (the run layer writes it to the transcript).
 """
 
 from __future__ import annotations
@@ -24,7 +35,8 @@ from pydantic import Field
 
 from rpent.toolkit.registry import tool
 
-__all__ = ["Operator", "TerminalOperator", "NoOperator", "OperatorTools", "VERDICT_CHOICES", "RESET_CHOICES"]
+__all__ = ["Operator", "TerminalOperator", "NoOperator", "OperatorTools", "VERDICT_CHOICES", "RESET_CHOICES",
+           "FINAL_VERDICTS", "evidence_frames"]
 
 VERDICT_CHOICES = ("success", "failure", "continue", "abort")
 RESET_CHOICES = ("done", "abort")
@@ -75,8 +87,33 @@ class TerminalOperator:
                 self.stream_out.write(f"  invalid operator response {answer!r}\n")
 
 
+def evidence_frames(record, step_idx: int) -> dict[str, bytes]:
+    """The camera frames an operator request shows: ``{"agentview": png, "wrist": png}`` of step
+    ``step_idx`` of ``record`` (a :class:`rpent.run.record.RunRecord`; 256 px PNGs, natural
+    orientation). Cameras without a stored frame are left out."""
+    frames = {}
+    for cam in ("agentview", "wrist"):
+        path = record.artifact_path(f"{cam}.png", step_idx)
+        if path.exists():
+            frames[cam] = path.read_bytes()
+    return frames
+
+
+#: Verdict answers that end the operator's judgement (``continue`` does not).
+FINAL_VERDICTS = ("success", "failure", "abort")
+
+
 class OperatorTools:
-    """Mixin of :class:`rpent.robots.libero.toolkit.LiberoToolkit`: finish and operator requests."""
+    """Mixin of :class:`rpent.robots.libero.toolkit.LiberoToolkit`: finish and operator requests.
+
+    Attributes (set by the toolkit's ``__init__``): ``operator_verdict`` (the last final answer
+    or None), ``operator_verdict_record`` (its full record), ``operator_verdicts`` (every answer,
+    ``continue`` included), ``asker`` (who asks: the planner kind, set by the run layer).
+    """
+
+    operator_verdict: str | None = None
+    operator_verdict_record: dict | None = None
+    asker: str = "planner"
 
     def _operator_event(self, event: dict) -> None:
         event = {"t": time.time(), **event}
@@ -87,11 +124,7 @@ class OperatorTools:
     def _ask(self, kind: str, prompt: str, choices: tuple[str, ...]) -> tuple[str, str, str]:
         rid = f"op_{uuid.uuid4().hex[:8]}"
         idx = len(self.record.steps) - 1
-        frames = {}
-        for cam in ("agentview", "wrist"):
-            p = self.record.artifact_path(f"{cam}.png", idx)
-            if p.exists():
-                frames[cam] = p.read_bytes()
+        frames = evidence_frames(self.record, idx)
         self._operator_event({"id": rid, "kind": "request", "request_kind": kind, "prompt": prompt,
                               "choices": list(choices), "evidence_step": idx})
         self._emit({"kind": "operator_request", "id": rid, "request_kind": kind, "prompt": prompt,
@@ -108,9 +141,13 @@ class OperatorTools:
                summary: Annotated[str, Field(description="what was done and why you stop")] = "") -> dict:
         """End the task. The environment's own success predicate decides success; your status
         is recorded as a claim. May be refused (then continue working)."""
+        if self.finish_result is not None and self.finish_result.get("by") == "operator":
+            return {"error": f"finish refused: the episode already ended by the operator's verdict "
+                             f"({self.finish_result['status']})", "code": "episode_over"}
         if self.require_operator_verdict and self.operator_verdict is None:
-            return {"error": "finish refused; request_operator_verdict first"}
-        self.finish_result = {"status": status, "summary": summary}
+            return {"error": "finish refused; request_operator_verdict first (finish needs the operator's "
+                             "final verdict: success, failure or abort)"}
+        self.finish_result = {"status": status, "summary": summary, "by": "planner"}
         out = {"_finish": True, "status": status, "summary": summary,
                "environment_success": self.solved()}
         if self.operator_verdict is not None:
@@ -120,12 +157,26 @@ class OperatorTools:
     @tool(readonly=True)
     def request_operator_verdict(self, question: Annotated[str, Field(min_length=1, description="what the operator should judge")]) -> dict:
         """Ask the human operator to judge the current scene. Blocks until answered. Returns
-        status (success | failure | continue | abort), operator_notes, evidence_step."""
+        status (success | failure | continue | abort), operator_notes, evidence_step. ``failure``
+        and ``abort`` end the episode; ``continue`` means keep working and ask again later."""
         rid, answer, notes = self._ask("verdict", question, VERDICT_CHOICES)
-        if answer in ("success", "failure", "abort"):
-            self.operator_verdict = answer
-        return {"status": answer, "operator_notes": notes, "request_id": rid,
-                "evidence_step": len(self.record.steps) - 1, "operator_aborted": answer == "abort"}
+        evidence = len(self.record.steps) - 1
+        verdict = {"answer": answer, "notes": notes, "time": time.time(), "asked_by": self.asker,
+                   "request_id": rid, "question": question, "evidence_step": evidence}
+        self.operator_verdicts.append(verdict)
+        out = {"status": answer, "operator_notes": notes, "request_id": rid, "evidence_step": evidence,
+               "operator_aborted": answer == "abort"}
+        if answer in FINAL_VERDICTS:
+            self.operator_verdict, self.operator_verdict_record = answer, verdict
+        else:  # continue: not done; an earlier final verdict no longer holds
+            self.operator_verdict = self.operator_verdict_record = None
+            out["instruction"] = ("the operator says the task is not done: keep working, then ask for a "
+                                  "verdict again before finish")
+        if answer in ("failure", "abort"):
+            summary = f"ended by the operator's verdict: {answer}" + (f" ({notes})" if notes else "")
+            self.finish_result = {"status": answer, "summary": summary, "by": "operator"}
+            out.update(_finish=True, summary=summary)
+        return out
 
     @tool()
     def request_scene_reset(self, reason: Annotated[str, Field(min_length=1)],

@@ -1,0 +1,175 @@
+"""Operator workflows of the real ``rpent-tui`` in tmux at 100x30, keyboard only, asserted on the
+run record files as well as on the screen (issue 12). Each TaskRun is real: the scripted planner
+on LIBERO libero_object task 0 seed 0 with a fresh env server.
+
+Default run: Esc interrupts the scripted planner's motion (record: ``cancelled``, the cancelled
+``move_to`` step, ``steering.jsonl``), then an abrupt tmux kill leaves no child process.
+Slow (``pytest -m slow tests/tui/test_tui_tmux_workflows.py``, ~1-2 min each on 2 cores): the
+verdicts f / c then s / a under ``--require-operator-verdict``, ``/quit``, a second task
+replacing the first (confirmed with a second Enter), and a reused ``--output-dir``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import pytest
+
+from tui_tmux import Tmux, alive, descendants, records, wait_gone
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (apt-get install tmux)")
+
+TASK = "libero_object 0 0"
+DIR = "0001_libero_object_t0_s0"
+VERDICT = "--require-operator-verdict"
+
+
+@pytest.fixture
+def tmux(request):
+    server = Tmux(f"rpent-wf-{request.node.name[:40]}".replace("[", "-").replace("]", ""))
+    server.kill()
+    yield server
+    server.kill()
+
+
+def _wait_end(tmux, session, run_id="0001", timeout=300):
+    return tmux.wait(session, f"TaskRun {run_id} ", timeout) and _wait_state(tmux, session, run_id, timeout)
+
+
+def _wait_state(tmux, session, run_id, timeout):
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:
+        text = tmux.screen(session)
+        for state in ("succeeded", "failed", "aborted", "cancelled", "error"):
+            if f"TaskRun {run_id} {state}" in text:
+                return state
+        time.sleep(0.5)
+    raise AssertionError(f"TaskRun {run_id} did not end in {timeout}s; screen:\n{text}")
+
+
+def _answer_verdict(tmux, session, key, timeout=300):
+    tmux.wait(session, "Operator verdict requested", timeout)
+    screen = tmux.screen(session)
+    assert "agentview camera" in screen and "wrist camera" in screen  # the real frames are shown
+    tmux.keys(session, key)
+    deadline = time.monotonic() + 10
+    while "Operator verdict requested" in tmux.screen(session) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def test_esc_interrupts_the_motion_and_a_tmux_kill_leaves_no_orphans(tmux, tmp_path):
+    out = tmp_path / "session"
+    pane = tmux.start("wf", out)
+    screen = tmux.screen("wf")
+    assert "f1" in screen and "Help" in screen and "images halfblock" in screen  # footer help, renderer named
+    tmux.start_task("wf", TASK)
+    tmux.wait("wf", "move_to", 180)
+    tmux.keys("wf", "Escape")  # focus is back on the transcript after Enter: Esc interrupts at once
+    assert _wait_state(tmux, "wf", "0001", 120) == "cancelled"
+    taskrun, tr = records(out / "tasks" / DIR)
+    assert taskrun["state"] == "cancelled" and tr["stop_reason"] == "interrupted" and tr["label"] == "cancelled"
+    steps = json.loads((out / "tasks" / DIR / "states.json").read_text())["steps"]
+    assert [s["result"].get("code") for s in steps if (s.get("command") or {}).get("action") == "move_to"] == \
+        ["tool_cancelled"]
+    events = [json.loads(line) for line in (out / "tasks" / DIR / "steering.jsonl").read_text().splitlines()]
+    assert [e["kind"] for e in events] == ["interrupt"]
+    everything = {p for p in descendants(pane) | {pane} if alive(p)}
+    tmux.kill()  # abrupt: the terminal goes away (SIGHUP)
+    assert not wait_gone(everything), "processes left after the tmux kill"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("keys, state, answers", [
+    (["f"], "failed", ["failure"]),
+    (["c", "s"], "succeeded", ["continue", "success"]),
+    (["a"], "aborted", ["abort"]),
+], ids=["failure", "continue-then-success", "abort"])
+def test_verdicts_decide_the_taskrun_on_record(tmux, tmp_path, keys, state, answers):
+    out = tmp_path / "session"
+    tmux.start("wf", out, extra=VERDICT)
+    tmux.start_task("wf", TASK)
+    for key in keys:
+        _answer_verdict(tmux, "wf", key)
+    assert _wait_state(tmux, "wf", "0001", 300) == state
+    taskrun, tr = records(out / "tasks" / DIR)
+    assert taskrun["state"] == state and tr["label"] == state
+    assert [v["answer"] for v in tr["operator_verdicts"]] == answers
+    assert taskrun["operator_verdict"]["answer"] == answers[-1] and taskrun["operator_verdict"]["asked_by"] == "scripted"
+    if state != "succeeded":  # the operator's verdict ended the episode; no planner finish was accepted
+        assert tr["finish"]["by"] == "operator"
+    tools = [b["name"] for m in tr["messages"] if m["role"] == "assistant" for b in m["content"]
+             if b["type"] == "tool_use"]
+    assert tools.count("request_operator_verdict") == len(keys)
+    if "c" in keys:  # continue: the planner kept working (a second attempt) before asking again
+        first, second = [i for i, t in enumerate(tools) if t == "request_operator_verdict"]
+        assert "segment" in tools[first:second]
+    tmux.keys("wf", "C-q")
+
+
+@pytest.mark.slow
+def test_quit_command_ends_the_run_cleanly(tmux, tmp_path):
+    out = tmp_path / "session"
+    tmux.start("wf", out)
+    tmux.start_task("wf", TASK)
+    tmux.wait("wf", "move_to", 180)
+    tmux.keys("wf", "i")
+    tmux.keys("wf", "/quit", literal=True)
+    tmux.keys("wf", "Enter")
+    assert _wait_state(tmux, "wf", "0001", 120) == "cancelled"
+    assert "TypeError" not in tmux.screen("wf")
+    taskrun, tr = records(out / "tasks" / DIR)
+    assert tr["error"] == "operator quit" and taskrun["state"] == "cancelled"
+    assert [e["kind"] for e in tr["steering"]] == ["stop"]
+    tmux.keys("wf", "C-q")
+
+
+@pytest.mark.slow
+def test_second_task_replaces_the_first_after_confirmation(tmux, tmp_path):
+    out = tmp_path / "session"
+    pane = tmux.start("wf", out)
+    tmux.start_task("wf", TASK)
+    tmux.wait("wf", "segment", 180)
+    tmux.keys("wf", "i")
+    tmux.keys("wf", "/rpent-task libero_object 1 0", literal=True)
+    tmux.keys("wf", "Enter")
+    tmux.wait("wf", "Enter again", 20)  # not replaced without confirmation
+    assert not (out / "tasks" / "0002_libero_object_t1_s0").exists()
+    tmux.keys("wf", "Enter")
+    tmux.wait("wf", "TaskRun 0002", 60)
+    first, _ = records(out / "tasks" / DIR) if (out / "tasks" / DIR / "transcript_object_t0_s0.json").exists() \
+        else (json.loads((out / "tasks" / DIR / "taskrun.json").read_text()), None)
+    deadline = time.monotonic() + 60
+    while first["state"] not in ("cancelled",) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        first = json.loads((out / "tasks" / DIR / "taskrun.json").read_text())
+    assert first["state"] == "cancelled" and first["replaced_by"] == "0002"
+    tr = json.loads((out / "tasks" / DIR / "transcript_object_t0_s0.json").read_text())
+    assert "replaced by TaskRun 0002" in tr["error"]
+    children = {p for p in descendants(pane) if alive(p)}
+    tmux.keys("wf", "C-q")
+    assert not wait_gone(children), "child processes left after quit"
+
+
+@pytest.mark.slow
+def test_reused_output_dir_continues_the_taskrun_ids(tmux, tmp_path):
+    out = tmp_path / "session"
+    tmux.start("wf", out)
+    tmux.start_task("wf", TASK)
+    tmux.wait("wf", "move_to", 180)
+    tmux.keys("wf", "x")  # cancel; the record stays
+    _wait_state(tmux, "wf", "0001", 60)
+    tmux.keys("wf", "C-q")
+    time.sleep(3)
+    before = (out / "tasks" / DIR / "taskrun.json").read_bytes()
+    tmux.start("wf2", out)  # the README's own `--output-dir logs/tui`, used again
+    tmux.start_task("wf2", TASK)
+    tmux.wait("wf2", "TaskRun 0002", 60)
+    assert (out / "tasks" / "0002_libero_object_t0_s0").is_dir()
+    assert (out / "tasks" / DIR / "taskrun.json").read_bytes() == before
+    assert "ExceptionGroup" not in tmux.screen("wf2")
+    tmux.keys("wf2", "x")
+    _wait_state(tmux, "wf2", "0002", 60)
+    tmux.keys("wf2", "C-q")
