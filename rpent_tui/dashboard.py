@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DashboardServer", "TOKEN_ENV", "check_bind", "dashboard_command"]
+__all__ = ["TOKEN_ENV", "check_bind", "dashboard_command"]
 
 #: Environment variable holding the dashboard token.
 TOKEN_ENV = "RPENT_DASHBOARD_TOKEN"

@@ -185,6 +185,21 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         pass
 
 
+
+def stop_process_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """Stop a job started with ``start_new_session=True``: SIGTERM its process group, wait
+    ``grace_s`` seconds, then SIGKILL the group and wait up to 5 s. A group already gone is fine."""
+    for sig, grace in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
 class LocalExecutor:
     """Runs each job as a child process of this machine (``subprocess.Popen``), at most ``slots``
     at once, each in its own process group (so its env server goes with it).
@@ -277,16 +292,7 @@ class LocalExecutor:
 
     def _stop(self, proc: subprocess.Popen) -> None:
         """SIGTERM the job's process group, wait ``stop_grace_s``, then SIGKILL it."""
-        for sig, grace in ((signal.SIGTERM, self.stop_grace_s), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                pass
-            try:
-                proc.wait(timeout=grace)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        stop_process_group(proc, self.stop_grace_s)
 
     def shutdown(self, cancel: bool = True) -> None:
         """Stop (``cancel``: SIGTERM to every job at once, ``stop_grace_s``, then SIGKILL) or wait

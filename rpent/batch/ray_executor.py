@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rpent.batch.executor import CellJob, CellOutcome, register_executor
+from rpent.batch.executor import CellJob, CellOutcome, register_executor, stop_process_group
 from rpent.cluster.errors import ClusterConfigError, ClusterError
 from rpent.cluster.settings import RaySettings, parse_ray_section
 
@@ -50,19 +50,6 @@ log = logging.getLogger("rpent.batch.ray")
 
 RESULTS_MODES = ("auto", "shared", "copy")
 MARKER_PREFIX = ".rpent_ray_visible_"
-
-
-def _stop_group(proc: subprocess.Popen, grace_s: float) -> None:
-    for sig, grace in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop_grace_s: float) -> dict[str, Any]:
@@ -112,12 +99,12 @@ def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop
         # only between Python bytecodes
         while proc.poll() is None:
             if limit is not None and time.monotonic() - t0 > limit:
-                _stop_group(proc, stop_grace_s)
+                stop_process_group(proc, stop_grace_s)
                 infra = f"run exceeded its time limit of {limit:g} s and was stopped"
                 break
             time.sleep(0.2)
     except BaseException:  # ray.cancel (KeyboardInterrupt) or the worker exiting: stop the run, keep its record
-        _stop_group(proc, stop_grace_s)
+        stop_process_group(proc, stop_grace_s)
         raise
     rc = proc.returncode
     if infra is None and rc is not None and rc < 0:

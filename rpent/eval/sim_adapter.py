@@ -39,7 +39,6 @@ class EvalSim:
         cuda_device: int | None = None,
         continue_after_success: bool = True,
     ):
-        from rpent.robots.libero import suites
         from rpent.robots.libero.sim import LiberoSim
 
         self.sim = LiberoSim(

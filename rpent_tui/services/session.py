@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 import trio
 
-from .batching import Batcher, LineSplitter
+from .batching import Batcher
 from .commands import TaskCommand
 from .operator import OperatorReply, OperatorRequest, TuiOperator
 
