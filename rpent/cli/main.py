@@ -25,7 +25,7 @@ from pathlib import Path
 
 __all__ = ["main", "build_parser", "config_from_args"]
 
-PLANNERS = ("scripted", "api", "claude_code", "codex")
+PLANNERS = ("scripted", "api", "claude_code", "codex", "flash")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,8 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = p.add_argument_group("planner")
     g.add_argument("--planner", default="scripted", choices=PLANNERS,
-                   help="scripted (offline, no LLM), api (anthropic:/openai:/openai-chat: models), claude_code, codex "
-                        "(default scripted)")
+                   help="scripted (offline, no LLM), api (anthropic:/openai:/openai-chat: models), claude_code, codex, "
+                        "flash (replays a flash plan of the task, no LLM; see rpent-flash) (default scripted)")
     g.add_argument("--model", default=None,
                    help="api: provider:id, e.g. anthropic:claude-sonnet-4-5, openai:gpt-5, openai-chat:glm-4.6; "
                         "claude_code/codex: bare id")
@@ -60,8 +60,28 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--reasoning-effort", choices=("none", "low", "medium", "high", "xhigh"), default=None)
     g.add_argument("--no-images", action="store_true", help="never send image bytes (text-only models)")
     g.add_argument("--claude-code-max-budget-usd", type=float, default=None)
+    g.add_argument("--flash-dir", default=None,
+                   help="flash only: directory of <cell>_plan.json/_anchors.json (default $RPENT_FLASH_DIR, "
+                        "else <memory dir>/<robot>/flash)")
     g.add_argument("-i", "--interactive", action="store_true",
                    help="type operator lines during the run (delivered at the next turn); /help, /quit")
+
+    g = p.add_argument_group("task memory")
+    g.add_argument("--memory-dir", nargs="?", const="", default=None, metavar="DIR",
+                   help="read the task memory <DIR>/<robot>/ (MEMORY.md + relevant leaves, manifest-checked, "
+                        "read-only) into the planner prompt; without DIR: $RPENT_MEMORY_DIR, else ./memory. "
+                        "Ignored in code mode. With --planner flash, plans come from <DIR>/<robot>/flash")
+
+    g.add_argument("--explore", action="store_true",
+                   help="explore the cell: sessions of attempts (reset tool), drafts into the memory inbox, "
+                        "merged when solved (needs a memory dir; default ./memory)")
+    g.add_argument("--explore-sessions", type=int, default=3, help="explore: fresh planner+toolkit sessions (default 3)")
+    g.add_argument("--explore-attempts-per-session", type=int, default=5,
+                   help="explore: attempts (resets) per session, 0 = unlimited (default 5)")
+    g.add_argument("--auto-merge-memory", dest="auto_merge_memory", action="store_true", default=True,
+                   help="explore: merge the inbox into the corpus after a solved exploration (default)")
+    g.add_argument("--no-auto-merge-memory", dest="auto_merge_memory", action="store_false",
+                   help="explore: leave the drafts in the inbox (merge later with rpent-memory merge)")
 
     g = p.add_argument_group("policy mode")
     g.add_argument("--policy-mode", choices=("tools", "code"), default="tools",
@@ -127,6 +147,8 @@ def config_from_args(args: argparse.Namespace):
         raise ValueError("--max-episode-steps must be >= 1")
     if args.base_url and args.planner != "api":
         raise ValueError("--base-url is for --planner api only (claude_code/codex read ANTHROPIC_BASE_URL / CODEX_BASE_URL)")
+    if args.flash_dir and args.planner != "flash":
+        raise ValueError("--flash-dir is for --planner flash only")
     if args.planner == "api":
         # model prefix and key are checked before anything starts (no env server, no run directory)
         from rpent.planners.api.model_spec import resolve_provider
@@ -139,7 +161,18 @@ def config_from_args(args: argparse.Namespace):
     if args.policy_mode == "code":
         from rpent.policy.compat import check_code_mode_options
 
-        check_code_mode_options(args.planner, code_file=args.code_file)
+        check_code_mode_options(args.planner, explore=args.explore, code_file=args.code_file)
+    if args.explore:
+        if args.planner == "flash":
+            raise ValueError("Flash Mode is evaluation-only; remove --explore")
+        if args.explore_sessions < 1:
+            raise ValueError("--explore-sessions must be greater than 0")
+        if args.explore_attempts_per_session < 0:
+            raise ValueError("--explore-attempts-per-session must be >= 0 (0 = unlimited)")
+        if args.interactive:
+            raise ValueError("--explore does not support -i/--interactive; drop one of them")
+        if args.memory_dir is None:
+            args.memory_dir = ""  # the default location
     from rpent.rpc import parse_endpoint
 
     for flag in ("env_endpoint", "vla_endpoint", "sam3_endpoint"):
@@ -151,12 +184,24 @@ def config_from_args(args: argparse.Namespace):
                 raise ValueError(f"--{flag.replace('_', '-')}: {exc}") from None
     if args.code_timeout_s <= 0 or args.code_max_calls < 1:
         raise ValueError("--code-timeout-s must be > 0 and --code-max-calls >= 1")
+    memory_dir = None
+    if args.memory_dir is not None:
+        from rpent.memory.layout import corpus_dir, default_memory_dir
+
+        memory_dir = str(args.memory_dir or default_memory_dir())
+        if args.planner == "flash" and not args.flash_dir:
+            args.flash_dir = str(corpus_dir(memory_dir, args.robot) / "flash")
+        elif args.policy_mode != "code" and args.planner != "flash" and not args.explore:
+            from rpent.memory.context import load_context
+
+            load_context(memory_dir, args.robot, args.suite, args.task)  # refuse a bad corpus before starting
     from rpent.planners.base import resolve_timeout_s
 
     timeout = resolve_timeout_s(args.planner, args.planner_timeout_s, interactive=args.interactive)
     pc = PlannerConfig(model=args.model, base_url=args.base_url, max_turns=args.max_turns,
                        max_tokens=args.max_tokens, timeout_s=timeout, reasoning_effort=args.reasoning_effort,
-                       no_images=args.no_images, max_budget_usd=args.claude_code_max_budget_usd)
+                       no_images=args.no_images, max_budget_usd=args.claude_code_max_budget_usd,
+                       flash_dir=args.flash_dir)
     pc.validate()
     return RunConfig(suite=args.suite, task=args.task, seed=args.seed, libero_type=args.libero_type,
                      max_episode_steps=args.max_episode_steps, planner=args.planner, planner_config=pc,
@@ -166,7 +211,7 @@ def config_from_args(args: argparse.Namespace):
                      code_max_calls=args.code_max_calls, record_trajectory=args.record_trajectory,
                      record_observations=args.record_observations,
                      require_operator_verdict=args.require_operator_verdict, video=not args.no_video,
-                     robot=args.robot)
+                     robot=args.robot, memory_dir=memory_dir if args.planner != "flash" else None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,6 +243,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if cfg.output_dir is None:
         cfg.output_dir = str(default_output_dir(cfg.suite, cfg.task, cfg.seed))
+    elif args.explore and (Path(cfg.output_dir) / "explore.json").exists():
+        print(f"rpent: {cfg.output_dir} already holds an exploration (explore.json); refusing to overwrite it. "
+              "Choose a new --output-dir.", file=sys.stderr)
+        return _exit(EXIT_ERROR)
     elif (Path(cfg.output_dir) / "states.json").exists():
         print(f"rpent: {cfg.output_dir} already holds a run record (states.json); refusing to overwrite it. "
               "Choose a new --output-dir (or omit it for a fresh timestamped one).", file=sys.stderr)
@@ -224,6 +273,16 @@ def main(argv: list[str] | None = None) -> int:
                         return
 
             async def run() -> None:
+                if args.explore:
+                    from rpent.explore import ExploreOptions, run_explore
+
+                    opts = ExploreOptions(sessions=args.explore_sessions,
+                                          attempts_per_session=args.explore_attempts_per_session,
+                                          auto_merge=args.auto_merge_memory)
+                    result.append(await run_explore(cfg, opts, operator=operator, steering=steering,
+                                                    verbose=args.verbose))
+                    nursery.cancel_scope.cancel()
+                    return
                 async with Supervisor(log_dir=cfg.output_dir) as sup:
                     result.append(await run_task(cfg, sup, operator=operator, steering=steering,
                                                  verbose=args.verbose))
@@ -247,6 +306,12 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"rpent: error: {type(errors[0]).__name__}: {errors[0]}", file=sys.stderr)
         return _exit(EXIT_ERROR)
+    if args.explore:
+        print(f"rpent: exploration of {outcome['cell']}: solved={outcome['solved']} sessions={len(outcome['sessions'])} "
+              f"archived attempts={len(outcome['attempts_archived'])} merged={bool(outcome['merged'])} "
+              f"error={outcome['error']}")
+        print(f"rpent: exploration record in {cfg.output_dir} (explore.json)")
+        return _exit(0 if outcome["solved"] else (EXIT_ERROR if outcome["error"] else 1))
     if outcome.exit_code == EXIT_SUCCESS:
         verdict = "SUCCESS"
     else:

@@ -258,6 +258,8 @@ class PlannerConfig:
         cwd: working directory for the SDK CLIs (default: a fresh temp dir).
         max_retries: retries per request on 429/5xx/connection errors (api).
         env: extra environment for the SDK CLIs (overrides ``os.environ``).
+        flash_dir: ``--flash-dir`` (flash): where ``<cell>_plan.json`` / ``_anchors.json`` are
+            read; None = ``$RPENT_FLASH_DIR``, else ``<memory dir>/<robot>/flash``.
     """
 
     model: str | None = None
@@ -274,6 +276,7 @@ class PlannerConfig:
     cwd: str | Path | None = None
     max_retries: int = 4
     env: dict[str, str] = field(default_factory=dict)
+    flash_dir: str | Path | None = None
 
     def validate(self) -> None:
         """Check ranges shared by all backends.
@@ -332,6 +335,7 @@ PLANNER_BACKENDS: dict[str, str] = {
     "api": "rpent.planners.api:ApiPlanner",
     "claude_code": "rpent.planners.claude_code:ClaudeCodePlanner",
     "codex": "rpent.planners.codex:CodexPlanner",
+    "flash": "rpent.flash.replay:FlashPlanner",
     "scripted": "rpent.planners.scripted:ScriptedPlanner",
 }
 """Planner name -> ``"module:Class"``, imported on first use."""

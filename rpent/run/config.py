@@ -37,7 +37,7 @@ class RunConfig:
         suite, task, seed: the LIBERO episode (seed selects the init state).
         libero_type: ``standard`` | ``pro`` | None (``$LIBERO_TYPE``, default pro).
         max_episode_steps: env steps before truncation.
-        planner: ``scripted`` | ``api`` | ``claude_code`` | ``codex``.
+        planner: ``scripted`` | ``api`` | ``claude_code`` | ``codex`` | ``flash``.
         planner_config: model, limits and provider options for the planner.
         output_dir: run directory (None: :func:`default_output_dir`).
         env_endpoint, vla_endpoint, sam3_endpoint: attach to running services instead of
@@ -58,6 +58,9 @@ class RunConfig:
         video: write ``episode.mp4``.
         robot: robot package (only ``libero`` exists).
         user_message: replaces the rendered first user message (the operator edited it, ``-i``).
+        memory_dir: task-memory root (``--memory-dir``): the planner prompt gets ``MEMORY.md``
+            and the relevant leaves of ``<memory_dir>/<robot>/`` (read-only, manifest-checked;
+            :mod:`rpent.memory.context`); None = no memory. Code mode ignores it.
     """
 
     suite: str
@@ -85,6 +88,7 @@ class RunConfig:
     video: bool = True
     robot: str = "libero"
     user_message: str | None = None
+    memory_dir: str | Path | None = None
 
     def resolved_vla_model_path(self) -> str | None:
         """``vla_model_path`` or ``$PI05_CHECKPOINT_PATH`` (None when neither is set)."""

@@ -306,11 +306,16 @@ class RunRecord:
         return path
 
     def recipe_commands(self) -> list[dict]:
-        """Commands of non-error motion steps plus successful ``segment`` calls, in step order
-        (reference §6.1 recipe rule)."""
+        """Commands of non-error motion steps plus successful ``segment`` calls, in step order,
+        after the last scene reset (reference §6.1 recipe rule: the trace covers only steps after
+        the last ``reset``)."""
         with self._lock:
             out = []
             for s in self.steps:
+                if (s.get("command") or {}).get("action") in ("reset", "request_scene_reset") \
+                        and "error" not in (s.get("result") or {}):
+                    out = []
+                    continue
                 cmd, res = s.get("command"), s.get("result") or {}
                 if cmd and "error" not in res:
                     out.append(dict(cmd))

@@ -94,7 +94,8 @@ def _setup_run_log(out: Path, verbose: bool) -> logging.Handler:
 
 
 async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
-                   on_event: Callable[[dict], None] | None = None, verbose: bool = False) -> RunOutcome:
+                   on_event: Callable[[dict], None] | None = None, verbose: bool = False,
+                   toolkit_cls: type | None = None, system_prompt: str | None = None) -> RunOutcome:
     """Run one task end to end (see the module docstring).
 
     Args:
@@ -105,6 +106,8 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
         steering: :class:`rpent.planners.steering.Steering` for operator lines and interrupts.
         on_event: receives run events (docs/interfaces.md "Run layer"); must not block.
         verbose: DEBUG-level ``run.log``.
+        toolkit_cls: a :class:`LiberoToolkit` subclass to build instead (exploration's).
+        system_prompt: replaces the rendered tool-mode system prompt (exploration's own prompt).
     Returns:
         :class:`RunOutcome`. Errors of services, planners and tools are reported in it, never
         raised; only bad arguments raise.
@@ -164,7 +167,7 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
                     reasoning_effort=cfg.planner_config.reasoning_effort, policy_mode=cfg.policy_mode,
                     init_state_id=env.meta.get("init_state_id"), init_state_sha256=env.meta.get("init_state_sha256")),
                     observations=cfg.record_observations)
-            toolkit = LiberoToolkit(env, record, vla=vla, sam3=sam3, operator=operator, recorder=recorder,
+            toolkit = (toolkit_cls or LiberoToolkit)(env, record, vla=vla, sam3=sam3, operator=operator, recorder=recorder,
                                     on_event=emit, video=cfg.video,
                                     require_operator_verdict=cfg.require_operator_verdict)
             toolkit.asker = "code_file" if cfg.code_file else cfg.planner
@@ -174,7 +177,7 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
         # the in-process handle, for hosts that run code-policy cells against this run (the TUI editor)
         emit({"kind": "toolkit", "toolkit": toolkit})
         emit({"kind": "status", "state": "running", "detail": info.language})
-        await _run_policy(cfg, toolkit, info, record, steering, emit, recorder, holder)
+        await _run_policy(cfg, toolkit, info, record, steering, emit, recorder, holder, system_prompt)
         result = holder.get("result")
         _take_result(outcome, result)
         if result is not None and result.error:
@@ -203,7 +206,8 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
             stop_recording()
             await trio.to_thread.run_sync(lambda: _finalize(cfg, info, record, toolkit, recorder,
                                                            holder.get("result"), outcome, t0, clients,
-                                                           steering=steering, steering_log=steering_log))
+                                                           steering=steering, steering_log=steering_log,
+                                                           memory=holder.get("memory")))
             logging.getLogger("rpent").removeHandler(handler)
             handler.close()
             detail = "; ".join(x for x in (outcome.error, outcome.disagreement and f"disagreement: {outcome.disagreement}")
@@ -268,7 +272,8 @@ def _dead_services(supervisor) -> str:
     return "; ".join(parts)
 
 
-async def _run_policy(cfg, toolkit, info, record, steering, emit, recorder, holder: dict) -> None:
+async def _run_policy(cfg, toolkit, info, record, steering, emit, recorder, holder: dict,
+                      system_prompt: str | None = None) -> None:
     """Run the planner (or code policy) on a worker thread, interruptible by trio cancellation.
     The result lands in ``holder["result"]`` as soon as the planner returns, so a cancellation that
     arrives while the thread finishes still keeps the transcript."""
@@ -286,14 +291,20 @@ async def _run_policy(cfg, toolkit, info, record, steering, emit, recorder, hold
     if cfg.policy_mode == "code" or cfg.code_file:
         from rpent.run.code_mode import solve_code_mode
 
+        if cfg.memory_dir is not None:
+            holder["memory"] = {"ignored": "code mode reads no task memory"}
+            log.info("--memory-dir ignored: code mode reads no task memory")
+
         solve = lambda: solve_code_mode(cfg, toolkit, info, record, steering, planner_event)  # noqa: E731
     else:
         from rpent.planners.base import create_planner
 
         cfg.planner_config.output_dir = cfg.planner_config.output_dir or record.dir
         planner = create_planner(cfg.planner, cfg.planner_config)
-        system = prompts.system_prompt(require_operator_verdict=cfg.require_operator_verdict,
-                                       vla_available=toolkit.vla is not None)
+        system = system_prompt or prompts.system_prompt(require_operator_verdict=cfg.require_operator_verdict,
+                                                        vla_available=toolkit.vla is not None)
+        if cfg.memory_dir is not None:
+            system += _read_memory(cfg, holder)
         user = cfg.user_message or prompts.task_message(cfg.suite, cfg.task, cfg.seed, info.language)
         solve = lambda: planner.solve(system, user, toolkit, steering=steering, on_event=planner_event)  # noqa: E731
 
@@ -327,8 +338,23 @@ async def _run_policy(cfg, toolkit, info, record, steering, emit, recorder, hold
             nursery.cancel_scope.cancel()
 
 
+def _read_memory(cfg, holder: dict) -> str:
+    """The memory section of the system prompt; notes what was read in ``holder["memory"]``.
+
+    Raises:
+        rpent.memory.corpus.MemoryCorpusError: no corpus, manifest mismatch, invalid leaf.
+    """
+    from rpent.memory.context import load_context
+
+    ctx = load_context(cfg.memory_dir, cfg.robot, cfg.suite, cfg.task)
+    holder["memory"] = ctx.audit()
+    log.info("task memory %s: read %s", ctx.corpus, ", ".join(rel for rel, _ in ctx.files))
+    return ctx.prompt_section()
+
+
 def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome, t0: float, clients, *,
-              steering=None, steering_log: list | None = None) -> None:
+              steering=None, steering_log: list | None = None,
+              memory: dict | None = None) -> None:
     """Write everything that must exist after any run (blocking; runs on a worker thread)."""
     success = False
     verdicts: list = []
@@ -372,6 +398,8 @@ def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome,
         "undelivered_operator_lines": undelivered,
         "stats": stats, "messages": result.messages if result is not None else [],
     }
+    if memory is not None:
+        transcript["memory"] = memory
     record.write_transcript(transcript)
     if success and cfg.policy_mode == "tools" and not cfg.code_file:
         record.write_recipe(record.recipe_commands())

@@ -1,0 +1,283 @@
+"""The ``flash`` planner: replay a flash plan with re-localised anchors, no LLM (reference §6.4).
+
+For each plan step, in order:
+
+* ``locate``: ``segment(prompt=<anchor prompt>, camera=<camera>)`` on the live scene; the
+  anchor's live estimate is the mask's ``object_estimate``; when the mask has too few valid
+  world points, the box is back-projected with ``back_project`` (region mode, low resolution)
+  and its ``center_xyz`` is used. The first observation of an anchor that cannot be found
+  ends the replay with ``finish(status="failure")`` and the named reason
+  ``flash_anchor_not_found``; a later re-observation (e.g. the wrist look) that fails keeps
+  the earlier one.
+* ``tool``: the recorded command; a bound waypoint becomes ``live_center_xy + offset_xy``
+  with the recorded z (m, world frame); a recorded ``target_yaw`` turns with the anchor's
+  grasp axis (folded to +/- pi/2; only when both footprints are elongated). A tool error ends
+  the replay with ``flash_step_failed``.
+
+The run ends with ``finish(status="success")`` iff the environment's predicate holds. A plan
+that is missing or unreadable is a named error (``flash_plan_missing``,
+``flash_anchors_missing``, ``flash_plan_invalid``) in ``PlannerResult.error``, never a crash.
+Token counts stay 0.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+import uuid
+from pathlib import Path
+
+from rpent.flash.files import FlashFileError, find_plan, load_flash
+from rpent.planners.base import Finish, PlannerConfig, PlannerResult, PlannerStats
+
+__all__ = ["FlashPlanner", "FLASH_DIR_ENV", "default_flash_dir", "grasp_axis"]
+
+FLASH_DIR_ENV = "RPENT_FLASH_DIR"
+"""Environment variable naming the flash directory when the config gives none."""
+
+
+def default_flash_dir() -> Path:
+    """``$RPENT_FLASH_DIR``, else ``<default memory dir>/libero/flash`` (:func:`rpent.memory.default_memory_dir`)."""
+    env = os.environ.get(FLASH_DIR_ENV)
+    if env:
+        return Path(env)
+    from rpent.memory.layout import corpus_dir
+
+    return corpus_dir(None, "libero") / "flash"
+
+
+def grasp_axis(est: dict) -> float | None:
+    """Grasp axis of an object estimate (rad), or None for a round footprint.
+
+    The rule of :func:`rpent.robots.libero.strategy.plan_grasp`: a ridge closes along the
+    ridge (axis = ridge_yaw - pi/2); else the major axis when major/minor >= ``round_ratio``.
+    """
+    from rpent.robots.libero.strategy import StrategyParams
+
+    if est.get("ridge_yaw") is not None:
+        return float(est["ridge_yaw"]) - math.pi / 2
+    major, minor = float(est.get("major_extent") or 0.0), float(est.get("minor_extent") or 0.0)
+    if minor > 1e-6 and major / minor >= StrategyParams().round_ratio:
+        return float(est["major_yaw"])
+    return None
+
+
+def _fold(angle: float) -> float:
+    """Fold an axis difference into [-pi/2, pi/2) (axes are undirected)."""
+    return (angle + math.pi / 2) % math.pi - math.pi / 2
+
+
+class _Stop(Exception):
+    pass
+
+
+class _Failure(Exception):
+    """The replay cannot continue; ``code`` names why."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+class FlashPlanner:
+    """Replays ``<cell>_plan.json`` (see module docstring).
+
+    Args:
+        config: ``flash_dir`` (else :func:`default_flash_dir`), ``timeout_s``; other options
+            are ignored (no model).
+    """
+
+    name = "flash"
+
+    def __init__(self, config: PlannerConfig | None = None) -> None:
+        self.config = config or PlannerConfig()
+
+    def flash_dir(self) -> Path:
+        """The directory the plan is read from."""
+        d = getattr(self.config, "flash_dir", None)
+        return Path(d) if d else default_flash_dir()
+
+    def solve(self, system_prompt: str, user_message: str, toolkit, *, steering=None, on_event=None) -> PlannerResult:
+        """Replay the plan of the toolkit's task; never raises (see :class:`PlannerResult`)."""
+        t0 = time.monotonic()
+        stats = PlannerStats()
+        messages: list[dict] = [{"role": "system", "content": [{"type": "text", "text": system_prompt}]},
+                                {"role": "user", "content": [{"type": "text", "text": user_message}],
+                                 "source": "task"}]
+        result = PlannerResult(messages=messages, stats=stats)
+
+        def emit(kind: str, payload: dict) -> None:
+            if on_event is not None:
+                try:
+                    on_event(kind, payload)
+                except Exception:  # noqa: BLE001
+                    pass
+
+        def say(text: str) -> None:
+            messages.append({"role": "assistant", "content": [{"type": "text", "text": text}]})
+            emit("text", {"text": text})
+
+        def call(name: str, args: dict) -> dict:
+            if steering is not None and getattr(steering, "stop_requested", None) and steering.stop_requested():
+                raise _Stop("interrupted by operator")
+            if self.config.timeout_s is not None and time.monotonic() - t0 > self.config.timeout_s:
+                raise _Stop(f"flash planner timed out after {self.config.timeout_s:g}s")
+            call_id = f"call_{uuid.uuid4().hex[:12]}"
+            messages.append({"role": "assistant", "content": [{"type": "tool_use", "id": call_id, "name": name,
+                                                                 "input": args}]})
+            emit("tool_call", {"name": name, "args": args, "call_id": call_id})
+            stats.tool_calls += 1
+            t = time.monotonic()
+            res = toolkit.execute(name, args, call_id)
+            clean = {k: v for k, v in res.items() if k != "_images"}
+            messages.append({"role": "tool", "name": name, "tool_call_id": call_id, "content": clean,
+                             "is_error": "error" in res, "images": len(res.get("_images") or [])})
+            emit("tool_result", {"call_id": call_id, "name": name, "result": clean, "is_error": "error" in res,
+                                 "elapsed_s": round(time.monotonic() - t, 3)})
+            if res.get("code") == "tool_cancelled":
+                raise _Stop("interrupted by operator")
+            return res
+
+        try:
+            suite, task, seed = _identity(toolkit, user_message)
+            flash_dir = self.flash_dir()
+            cell = find_plan(flash_dir, suite, task)
+            plan, anchors = load_flash(flash_dir, cell)
+            say(f"Flash replay of {cell} ({len(plan['steps'])} steps) from {flash_dir} on {suite} task {task} "
+                f"seed {seed}.")
+            self._replay(plan, anchors, call, say, toolkit)
+            solved = toolkit.solved()
+            if solved:
+                self._finish(call, result, "success", f"flash replay of {cell}: the environment reports success")
+            else:
+                self._finish(call, result, "failure", f"flash_not_solved: replayed all steps of {cell} but the "
+                                                      "task predicate does not hold")
+        except FlashFileError as exc:
+            say(str(exc))
+            result.error, result.stop_reason, result.error_kind = str(exc), "error", "internal"
+        except _Failure as exc:
+            say(str(exc))
+            self._finish(call, result, "failure", str(exc))
+        except _Stop as stop:
+            result.error = str(stop)
+            result.stop_reason = "timeout" if "timed out" in str(stop) else "interrupted"
+            result.error_kind = result.stop_reason if result.stop_reason == "timeout" else "interrupted"
+        except Exception as exc:  # noqa: BLE001 — planners report, never raise
+            result.error = f"flash planner failed: {type(exc).__name__}: {exc}"
+            result.stop_reason, result.error_kind = "error", "internal"
+        stats.elapsed_s = round(time.monotonic() - t0, 3)
+        return result
+
+    # ------------------------------------------------------------------ replay
+    def _replay(self, plan: dict, anchors_doc: dict, call, say, toolkit) -> None:
+        anchors = {a["id"]: a for a in anchors_doc["anchors"]}
+        live: dict[str, dict[int, dict]] = {aid: {} for aid in anchors}  # anchor -> observation -> estimate
+        for i, step in enumerate(plan["steps"]):
+            aid = step.get("anchor")
+            if step["op"] == "locate":
+                anchor = anchors[aid]
+                k = int(step["observation"])
+                est = self._locate(call, anchor["prompt"], step.get("camera") or "agentview")
+                if est is None:
+                    if not live[aid]:
+                        raise _Failure("flash_anchor_not_found", f"anchor {aid} '{anchor['prompt']}' was not found "
+                                                                 f"by segment on the {step.get('camera')} camera")
+                    say(f"Re-observation {k} of '{anchor['prompt']}' on {step.get('camera')} failed; keeping "
+                        "the earlier one.")
+                    continue
+                live[aid][k] = est
+                continue
+            args = self._args(plan["steps"], i, anchors, live)
+            res = call(step["tool"], args)
+            if "error" in res:
+                raise _Failure("flash_step_failed", f"step {i} ({step['tool']}) failed: {res['error']}")
+            after = (res.get("state_after") or {})
+            if after.get("success") or after.get("terminated") or after.get("truncated"):
+                break  # the episode is over; finish reports the predicate
+
+    def _args(self, steps: list[dict], i: int, anchors: dict, live: dict) -> dict:
+        """The live arguments of tool step ``i`` (anchored, interpolated between anchored
+        neighbours, or as recorded)."""
+        step = steps[i]
+        args = dict(step.get("args") or {})
+        if step.get("anchor") is not None:
+            return self._rebuild(args, step, anchors[step["anchor"]], live[step["anchor"]])
+        interp = step.get("interp")
+        if interp and isinstance(args.get("xyz"), list):
+            prev, nxt, t = int(interp[0]), int(interp[1]), float(interp[2])
+            a = self._args(steps, prev, anchors, live)["xyz"]
+            b = self._args(steps, nxt, anchors, live)["xyz"]
+            args["xyz"] = [round(a[0] + t * (b[0] - a[0]), 5), round(a[1] + t * (b[1] - a[1]), 5),
+                           float(args["xyz"][2])]
+        return args
+
+    @staticmethod
+    def _rebuild(args: dict, step: dict, anchor: dict, live: dict[int, dict]) -> dict:
+        """Anchored waypoint: live estimate of the step's observation (or the latest earlier one,
+        corrected by the recorded difference between the two observations)."""
+        k = int(step["observation"])
+        ref = anchor["observations"][k]["estimate"]
+        if not live:
+            raise _Failure("flash_anchor_not_found", f"anchor {anchor['id']} '{anchor['prompt']}' was never "
+                                                     "localised before a step that needs it")
+        j = k if k in live else max((x for x in live if x <= k), default=min(live))
+        base_ref = anchor["observations"][j]["estimate"]
+        cur = live[j]
+        # position of the recorded observation k in the live scene
+        cx = cur["center"][0] + (ref["center"][0] - base_ref["center"][0])
+        cy = cur["center"][1] + (ref["center"][1] - base_ref["center"][1])
+        if step.get("offset_xy") is not None and isinstance(args.get("xyz"), list):
+            dx, dy = step["offset_xy"]
+            args["xyz"] = [round(cx + dx, 5), round(cy + dy, 5), float(args["xyz"][2])]
+        if args.get("target_yaw") is not None:
+            a_ref, a_live = grasp_axis(base_ref), grasp_axis(cur)
+            if a_ref is not None and a_live is not None:
+                args["target_yaw"] = round(float(args["target_yaw"]) + _fold(a_live - a_ref), 5)
+        return args
+
+    @staticmethod
+    def _locate(call, prompt: str, camera: str) -> dict | None:
+        """Live estimate of an anchor: ``segment``'s object estimate, else ``back_project`` of its box."""
+        seg = call("segment", {"prompt": prompt, "camera": camera})
+        if "error" in seg or not seg.get("found"):
+            return None
+        if seg.get("object_estimate"):
+            return dict(seg["object_estimate"])
+        box = seg.get("box")
+        if not box:
+            return None
+        x0, y0, x1, y1 = box
+        bp = call("back_project", {"row_range": [y0, y1], "col_range": [x0, x1], "camera": camera,
+                                   "step": seg.get("step", -1), "resolution": "low"})
+        if "error" in bp or not bp.get("center_xyz"):
+            return None
+        c = bp["center_xyz"]
+        return {"center": c, "top_z": c[2], "bottom_z": c[2], "major_yaw": 0.0, "major_extent": 0.0,
+                "minor_extent": 0.0, "ridge_yaw": None, "source": "back_project_box"}
+
+    @staticmethod
+    def _finish(call, result: PlannerResult, status: str, summary: str) -> None:
+        res = call("finish", {"status": status, "summary": summary})
+        if res.get("_finish"):
+            result.finish = Finish(status=status, summary=summary)
+            result.stop_reason = "finished"
+        else:
+            result.error = f"finish refused: {res.get('error')}"
+            result.stop_reason = "error"
+
+
+_IDENT = re.compile(r"suite (\S+?), task (\d+), seed (\d+)")
+
+
+def _identity(toolkit, user_message: str) -> tuple[str, int, int]:
+    """(suite, task, seed) of the live episode: the env server's meta, else the task message."""
+    meta = getattr(getattr(toolkit, "env", None), "meta", None) or {}
+    if all(k in meta for k in ("suite", "task", "seed")):
+        return str(meta["suite"]), int(meta["task"]), int(meta["seed"])
+    m = _IDENT.search(user_message)
+    if not m:
+        raise FlashFileError("flash_plan_missing", "cannot tell the suite and task of this episode (no env meta, "
+                                                   "no 'suite S, task T, seed N' in the task message)")
+    return m.group(1), int(m.group(2)), int(m.group(3))

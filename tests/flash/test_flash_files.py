@@ -1,0 +1,126 @@
+"""Flash files without a simulator: generation from an audit + recipe, named errors, the
+anchored-waypoint arithmetic of the replay, and the ``rpent-flash`` CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from rpent.flash.files import FlashFileError, find_plan, load_flash
+from rpent.flash.generate import FlashGenerateError, generate
+from rpent.flash.replay import FlashPlanner
+
+
+def _est(x, y, yaw=0.0, major=0.08, minor=0.04):
+    return {"center": [x, y, 0.04], "top_z": 0.08, "bottom_z": 0.0, "major_yaw": yaw, "major_extent": major,
+            "minor_extent": minor, "ridge_yaw": None, "source": "sim_oracle_agentview_mask"}
+
+
+def _run(tmp_path, solved=True):
+    """A small solved run: locate object and target, grasp, carry in two hops, release."""
+    calls = [
+        ("segment", {"prompt": "soup"}, {"found": True, "object": "soup_1", "object_estimate": _est(-0.1, -0.2)}),
+        ("segment", {"prompt": "basket"}, {"found": True, "object": "basket_1", "object_estimate": _est(0.0, 0.25, 0, 0.15, 0.15)}),
+        ("move_to", {"xyz": [-0.1, -0.2, 0.16], "target_yaw": 0.1}, {"reached": True}),
+        ("move_to", {"xyz": [9.0, 9.0, 9.0]}, {"error": "refused"}),  # an error: not in the recipe
+        ("rotate_wrist", {"target_yaw": 0.1}, {"final_yaw": 0.1}),
+        ("set_gripper", {"gripper": 1.0}, {"gripper": 1.0}),
+        ("move_to", {"xyz": [-0.05, 0.025, 0.25]}, {"reached": True}),  # mid-transport: between anchors
+        ("move_to", {"xyz": [0.01, 0.26, 0.25]}, {"reached": True}),
+        ("release", {}, {}),
+        ("finish", {"status": "success", "summary": "ok"}, {"_finish": True}),
+    ]
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Task"}], "source": "task"}]
+    recipe = []
+    for i, (name, args, res) in enumerate(calls):
+        messages.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"c{i}", "name": name,
+                                                           "input": args}]})
+        messages.append({"role": "tool", "name": name, "tool_call_id": f"c{i}", "content": res,
+                         "is_error": "error" in res})
+        if name not in ("segment", "finish") and "error" not in res:
+            recipe.append({"action": name, **args})
+    doc = {"suite": "libero_object", "task": 4, "seed": 0, "task_language": "put the soup in the basket",
+           "planner": "api", "model": "m", "environment_success": solved, "messages": messages}
+    (tmp_path / "transcript_object_t4_s0.json").write_text(json.dumps(doc))
+    (tmp_path / "object_t4_s0_recipe.jsonl").write_text("".join(json.dumps(c) + "\n" for c in recipe))
+    return tmp_path / "transcript_object_t4_s0.json", tmp_path / "object_t4_s0_recipe.jsonl"
+
+
+def test_generate_binds_waypoints_to_anchors(tmp_path):
+    audit, recipe = _run(tmp_path)
+    plan_p, anchors_p = generate(audit, recipe, tmp_path / "flash")
+    assert plan_p.name == "object_t4_s0_plan.json" and anchors_p.name == "object_t4_s0_anchors.json"
+    plan, anchors = load_flash(tmp_path / "flash", "object_t4_s0")
+    assert [a["prompt"] for a in anchors["anchors"]] == ["soup", "basket"]
+    ops = [(s["op"], s.get("tool"), s.get("anchor")) for s in plan["steps"]]
+    assert ops == [("locate", None, "a0"), ("locate", None, "a1"), ("tool", "move_to", "a0"),
+                   ("tool", "rotate_wrist", "a0"), ("tool", "set_gripper", None), ("tool", "move_to", None),
+                   ("tool", "move_to", "a1"), ("tool", "release", None)]
+    assert plan["steps"][2]["offset_xy"] == [0.0, 0.0]
+    assert plan["steps"][6]["offset_xy"] == [0.01, 0.01]
+    assert plan["steps"][5]["interp"] == [2, 6, pytest.approx(0.5, abs=0.02)]
+    assert plan["source"]["planner"] == "api" and plan["task_language"] == "put the soup in the basket"
+
+
+def test_rebuilt_waypoints_follow_moved_anchors(tmp_path):
+    audit, recipe = _run(tmp_path)
+    generate(audit, recipe, tmp_path / "flash")
+    plan, anchors = load_flash(tmp_path / "flash", "object_t4_s0")
+    by_id = {a["id"]: a for a in anchors["anchors"]}
+    # the live scene: the soup moved +5 cm in x and turned by 0.3 rad; the basket moved -4 cm in y
+    live = {"a0": {0: _est(-0.05, -0.2, yaw=0.3)}, "a1": {0: _est(0.0, 0.21, 0, 0.15, 0.15)}}
+    planner = FlashPlanner()
+    grasp = planner._args(plan["steps"], 2, by_id, live)
+    assert grasp["xyz"] == [pytest.approx(-0.05), pytest.approx(-0.2), 0.16]
+    assert grasp["target_yaw"] == pytest.approx(0.4)  # turned with the object's grasp axis
+    place = planner._args(plan["steps"], 6, by_id, live)
+    assert place["xyz"][:2] == [pytest.approx(0.01), pytest.approx(0.22)]
+    mid = planner._args(plan["steps"], 5, by_id, live)
+    assert mid["xyz"][0] == pytest.approx((grasp["xyz"][0] + place["xyz"][0]) / 2, abs=2e-3)
+    assert mid["xyz"][2] == 0.25
+    # a round object keeps the recorded yaw; an axis flip by ~pi is folded, not a half turn
+    live_flip = {"a0": {0: _est(-0.1, -0.2, yaw=math.pi - 0.05)}, "a1": live["a1"]}
+    assert planner._args(plan["steps"], 2, by_id, live_flip)["target_yaw"] == pytest.approx(0.05)
+
+
+def test_generate_refuses_unsolved_and_mismatched_runs(tmp_path):
+    audit, recipe = _run(tmp_path, solved=False)
+    with pytest.raises(FlashGenerateError, match="not solved"):
+        generate(audit, recipe, tmp_path / "flash")
+    audit, recipe = _run(tmp_path)
+    recipe.write_text(recipe.read_text() + json.dumps({"action": "move_to", "xyz": [1, 2, 3]}) + "\n")
+    with pytest.raises(FlashGenerateError, match="no matching successful call"):
+        generate(audit, recipe, tmp_path / "flash")
+    assert not (tmp_path / "flash").exists()
+
+
+def test_missing_and_broken_files_are_named(tmp_path):
+    with pytest.raises(FlashFileError) as e:
+        find_plan(tmp_path / "nope", "libero_object", 4)
+    assert e.value.code == "flash_plan_missing"
+    tmp_path.joinpath("flash").mkdir()
+    with pytest.raises(FlashFileError, match="object_t4_s<seed>_plan.json"):
+        find_plan(tmp_path / "flash", "libero_object", 4)
+    audit, recipe = _run(tmp_path)
+    generate(audit, recipe, tmp_path / "flash")
+    (tmp_path / "flash" / "object_t4_s0_plan.json").rename(tmp_path / "flash" / "object_t4_s2_plan.json")
+    (tmp_path / "flash" / "object_t4_s0_anchors.json").unlink()
+    assert find_plan(tmp_path / "flash", "libero_object", 4) == "object_t4_s2"  # any seed of the task
+    with pytest.raises(FlashFileError) as e:
+        load_flash(tmp_path / "flash", "object_t4_s2")
+    assert e.value.code == "flash_anchors_missing"
+
+
+def test_cli_generate(tmp_path):
+    audit, recipe = _run(tmp_path)
+    p = subprocess.run([sys.executable, "-m", "rpent.cli.flash", "generate", "--audit", str(tmp_path), "--recipe",
+                        str(recipe), "--destination", str(tmp_path / "f")], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "f" / "object_t4_s0_plan.json").is_file()
+    p = subprocess.run([sys.executable, "-m", "rpent.cli.flash", "generate", "--audit", str(tmp_path / "x.json"),
+                        "--recipe", str(recipe), "--destination", str(tmp_path / "f")], capture_output=True, text=True)
+    assert p.returncode == 2 and "x.json does not exist" in p.stderr and "Traceback" not in p.stderr

@@ -1,0 +1,74 @@
+"""Flash end to end on the real LIBERO simulator: the scripted planner solves libero_object task 0
+seed 0, ``rpent-flash generate`` turns its run into flash files, and ``rpent --planner flash``
+replays them on seed 3 (another init state) with no LLM; a missing plan and an anchor that
+cannot be found end with named failures in the run record. ~25 s + ~15 s per run on an idle
+2-core machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+TAG0 = "object_t0_s0"
+
+
+def _rpent(args: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rpent.cli.main", "--suite", "libero_object", "--task", "0",
+                           "--no-video", *args], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, MUJOCO_GL="egl"))
+
+
+@pytest.fixture(scope="module")
+def flash_dir(tmp_path_factory):
+    base = tmp_path_factory.mktemp("flash")
+    run = base / "scripted_s0"
+    p = _rpent(["--seed", "0", "--planner", "scripted", "--output-dir", str(run)])
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    g = subprocess.run([sys.executable, "-m", "rpent.cli.flash", "generate", "--audit",
+                        str(run / f"transcript_{TAG0}.json"), "--recipe", str(run / f"{TAG0}_recipe.jsonl"),
+                        "--destination", str(base / "plans")], capture_output=True, text=True)
+    assert g.returncode == 0, g.stderr
+    return base / "plans"
+
+
+def test_flash_replays_a_seed0_plan_on_another_seed(flash_dir, tmp_path):
+    out = tmp_path / "replay"
+    p = _rpent(["--seed", "3", "--planner", "flash", "--flash-dir", str(flash_dir), "--output-dir", str(out)])
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    tr = json.loads((out / "transcript_object_t0_s3.json").read_text())
+    assert tr["planner"] == "flash" and tr["seed"] == 3
+    assert tr["environment_success"] is True and tr["error"] is None
+    assert tr["finish"]["status"] == "success" and TAG0 in tr["finish"]["summary"]
+    stats = tr["stats"]
+    assert stats["total_input_tokens"] == stats["total_output_tokens"] == stats["requests"] == 0
+    calls = [b for m in tr["messages"] if m["role"] == "assistant" for b in m["content"] if b["type"] == "tool_use"]
+    segs = [c["input"] for c in calls if c["name"] == "segment"]
+    assert {"prompt": "alphabet soup", "camera": "agentview"} in segs and {"prompt": "basket", "camera": "agentview"} in segs
+    # the anchored waypoints were rebuilt from this scene's segment results, not copied
+    tool_results = {m["tool_call_id"]: m["content"] for m in tr["messages"] if m["role"] == "tool"}
+    soup = next(tool_results[c["id"]] for c in calls if c["name"] == "segment" and c["input"]["prompt"] == "alphabet soup")
+    first_move = next(c["input"] for c in calls if c["name"] == "move_to")
+    assert first_move["xyz"][:2] == pytest.approx(soup["object_estimate"]["center"][:2], abs=1e-3)
+    assert (out / "object_t0_s3_recipe.jsonl").is_file()
+
+
+def test_missing_plan_and_lost_anchor_are_named_failures(flash_dir, tmp_path):
+    p = _rpent(["--seed", "1", "--planner", "flash", "--flash-dir", str(tmp_path / "empty"), "--output-dir",
+                str(tmp_path / "missing")])
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    tr = json.loads((tmp_path / "missing" / "transcript_object_t0_s1.json").read_text())
+    assert tr["error"].startswith("flash_plan_missing:") and tr["environment_success"] is False
+    # an anchor whose prompt matches nothing in the scene
+    lost = tmp_path / "lost"
+    lost.mkdir()
+    for f in flash_dir.iterdir():
+        (lost / f.name).write_text(f.read_text().replace('"alphabet soup"', '"purple unicorn"'))
+    p = _rpent(["--seed", "1", "--planner", "flash", "--flash-dir", str(lost), "--output-dir", str(tmp_path / "r")])
+    assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]
+    tr = json.loads((tmp_path / "r" / "transcript_object_t0_s1.json").read_text())
+    assert tr["finish"]["status"] == "failure" and tr["error"] is None
+    assert tr["finish"]["summary"].startswith("flash_anchor_not_found: anchor a0 'purple unicorn'")
