@@ -95,7 +95,13 @@ def _err(msg: str) -> None:
 def _run_export(args: argparse.Namespace) -> int:
     from rpent.flywheel.export import FlywheelError, export_records
     from rpent.flywheel.partial import ExportInterrupted
+    from rpent.cli.paths import check_output_dir
 
+    try:
+        check_output_dir(args.output_dir, "--output-dir")
+    except ValueError as e:
+        _err(f"error: {e}")
+        return 2
     try:
         report = export_records(
             args.input_root,

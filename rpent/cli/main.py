@@ -137,8 +137,10 @@ def config_from_args(args: argparse.Namespace):
     from rpent.planners.base import PlannerConfig
     from rpent.run import RunConfig
 
-    if args.output_dir and os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
-        raise ValueError(f"--output-dir {args.output_dir} exists and is not a directory; choose a new directory")
+    if args.output_dir:
+        from rpent.cli.paths import check_output_dir
+
+        check_output_dir(args.output_dir, "--output-dir")
     if args.task < 0:
         raise ValueError("--task must be >= 0")
     if args.seed < 0:
@@ -228,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
 
         suites.task_info(cfg.suite, cfg.task, suites.check_libero_type(cfg.libero_type))
     except ValueError as exc:  # includes the planners' PlannerConfigError (bad --model, missing key)
-        parser.error(str(exc))
+        print(f"rpent: error: {exc}", file=sys.stderr)  # one line: the flags parsed, their values do not fit
+        return _exit(2)  # EXIT_ERROR (rpent.run.config), imported below with the run layer
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(message)s",
                         stream=sys.stdout)
     for noisy in ("httpx", "httpcore", "anthropic", "openai", "PIL"):

@@ -246,8 +246,7 @@ class RunRecord:
             doc["episode"] = self.episode
         doc["run_artifacts"] = self.run_artifacts
         doc["steps"] = self.steps
-        if self.failed_calls:
-            doc["failed_calls"] = self.failed_calls
+        doc["failed_calls"] = self.failed_calls  # always present (empty when no call failed)
         write_bytes_atomic(self.dir / "states.json", dumps_json(doc).encode("utf-8"))
 
     # ------------------------------------------------------------------ video

@@ -187,6 +187,11 @@ def test_existing_output_dir_and_mixed_robots_are_refused(tmp_path, capsys, reco
     assert flywheel_main(["--input-root", str(tmp_path / "runs"), "--output-dir", str(out), "--no-progress"]) == 2
     assert "already exists" in capsys.readouterr().err
     assert list(out.iterdir()) == []
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    assert flywheel_main(["--input-root", str(tmp_path / "runs"), "--output-dir", str(blocker / "sub"),
+                          "--no-progress"]) == 2
+    assert f"({blocker} is a file)" in capsys.readouterr().err
 
     record_run(tmp_path / "runs" / "b", [("vla", "open", [2])], robot="robocasa365", suite="robocasa_kitchen")
     with pytest.raises(FlywheelError, match="different robots.*libero.*robocasa365"):

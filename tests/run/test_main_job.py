@@ -53,6 +53,7 @@ def test_scripted_episode_succeeds_and_leaves_full_record(tmp_path):
     assert "set_gripper" in tools and "release" in tools
     states = json.loads((out / "states.json").read_text())
     steps = states["steps"]
+    assert states["failed_calls"] == []  # always present; empty when no call failed
     assert steps[0]["step_idx"] == 0 and steps[-1]["success"] is True
     for name in ("agentview.png", "agentview_policy.png", "agentview_depth.npz", "agentview_world.npz",
                  "agentview_seg.npz", "agentview_metadata.json", "wrist.png", "wrist_world.npz"):
@@ -95,6 +96,17 @@ def test_bad_cli_arguments(args, needle, tmp_path):
     p = _rpent(*args, "--output-dir", str(tmp_path / "r"), timeout=120)
     assert p.returncode == 2, p.stdout + p.stderr
     assert needle in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_output_dir_under_a_file_is_refused_in_one_line(tmp_path):
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    p = _rpent("--suite", "libero_object", "--task", "0", "--output-dir", str(blocker / "sub"), timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr.strip().splitlines() == [
+        f"rpent: error: --output-dir {blocker / 'sub'} cannot be a directory ({blocker} is a file); choose a new directory"]
+    assert blocker.read_text() == "x"
 
 
 def test_killed_env_server_keeps_record_and_leaves_no_orphans(tmp_path):
