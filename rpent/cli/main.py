@@ -271,7 +271,9 @@ def main(argv: list[str] | None = None) -> int:
                 # SIGTERM/SIGHUP (e.g. an SSH drop): cancel the run; the record is still written
                 with trio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
                     async for signum in signals:
-                        print(f"rpent: received {signal.Signals(signum).name}; stopping the run", file=sys.stderr)
+                        name = signal.Signals(signum).name
+                        print(f"rpent: received {name}; stopping the run", file=sys.stderr)
+                        steering.interrupt(stop=True, reason=f"received {name}")  # the record names the signal
                         nursery.cancel_scope.cancel()
                         return
 

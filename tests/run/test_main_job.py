@@ -185,3 +185,36 @@ def test_planner_ending_without_finish_records_stop_reason_and_error(tmp_path):
     assert tr["error"] == ("the planner stopped without calling finish: the model ended its turn "
                            "(stop_reason end_turn)")
     assert "\n" not in tr["error"] and tr["error"] in p.stdout + p.stderr
+
+
+def test_sigterm_records_a_cancelled_run_that_names_the_signal(tmp_path):
+    """SIGTERM (an SSH drop, a batch runner stopping its runs) ends `rpent` with exit 2 and a record
+    that says the run was cancelled by that signal, not by an operator."""
+    out = tmp_path / "term"
+    proc = subprocess.Popen(RPENT + ["--suite", "libero_object", "--task", "0", "--planner", "scripted", "--no-video",
+                                     "--output-dir", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, MUJOCO_GL="egl"))
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:  # wait for the first recorded step: the robot is moving
+            try:
+                if json.loads((out / "states.json").read_text())["steps"]:
+                    break
+            except (FileNotFoundError, json.JSONDecodeError, KeyError):
+                pass
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        else:
+            pytest.fail("the run never recorded a step")
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 2, err
+    assert "received SIGTERM" in err
+    tr = json.loads((out / "transcript_object_t0_s0.json").read_text())
+    assert tr["stop_reason"] == "cancelled"
+    assert "received SIGTERM" in tr["error"] and "operator" not in tr["error"], tr["error"]
+    assert tr["environment_success"] is False
