@@ -40,7 +40,11 @@ def load_side(root: str | Path, arm: str | None) -> Side:
     rr = ResultsRoot(root)
     if not rr.matrix_path.exists():
         raise ValueError(f"{root} is not an rpent-batch results root (no matrix.json)")
-    matrix = Matrix.from_dict(json.loads(rr.matrix_path.read_text(encoding="utf-8")))
+    try:
+        matrix = Matrix.from_dict(json.loads(rr.matrix_path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"{rr.matrix_path} is unreadable ({type(exc).__name__}); restore it or re-run the batch "
+                         "into a new results root") from None
     names = [a.name for a in matrix.arms]
     if arm is None:
         if len(names) != 1:
@@ -95,12 +99,17 @@ def compare_counts(a: Side, b: Side, *, alpha: float = 0.05) -> dict[str, Any]:
             warnings.append(f"{side.upper()} has {t['infra']} infra-error and {t['pending']} pending cells "
                             "outside N")
     both = [r for r in rows if r["a"]["n"] and r["b"]["n"]]
+    one_sided = len(rows) - len(both)
     cmh = cmh_test([(r["a"]["k"], r["a"]["n"], r["b"]["k"], r["b"]["n"]) for r in both])
     diff = (round(100 * (tot["b"]["rate"] - tot["a"]["rate"]), 3)
             if tot["a"]["rate"] is not None and tot["b"]["rate"] is not None else None)
     overall = {"a": tot["a"], "b": tot["b"], "diff_points": diff, "p_cmh": cmh.pvalue,
                "cmh_statistic": cmh.statistic, "common_odds_ratio": cmh.common_odds_ratio,
                "strata_used": cmh.strata_used,
+               # tasks left out of the CMH test: no episodes on one side, or no variation (every episode
+               # of both sides a success, or every one a failure, or fewer than 2 episodes)
+               "strata_dropped_one_sided": one_sided,
+               "strata_dropped_uninformative": len(both) - cmh.strata_used,
                "p_fisher_pooled": fisher_two_sided(tot["a"]["k"], tot["a"]["n"], tot["b"]["k"], tot["b"]["n"]),
                "verdict": verdict(diff, cmh.pvalue if both else None, alpha)}
     regression = overall["verdict"] == "worse" or any(r["verdict"] == "worse" for r in rows)
@@ -139,8 +148,17 @@ def render_compare(result: dict[str, Any]) -> str:
     diff = "-" if o["diff_points"] is None else f"{o['diff_points']:+.1f}"
     lines.append(f"| **overall** | | {_fmt_side(o['a'])} | {_fmt_side(o['b'])} | {diff} | "
                  f"{_fmt_p(o['p_fisher_pooled'])} (pooled) | CMH {_fmt_p(o['p_cmh'])} | **{o['verdict']}** |")
-    lines += ["", f"overall: B - A = {diff} points; Cochran-Mantel-Haenszel over {o['strata_used']} task strata "
-              f"p = {_fmt_p(o['p_cmh'])} (pooled Fisher p = {_fmt_p(o['p_fisher_pooled'])}): {o['verdict']}"]
+    dropped = []
+    if o.get("strata_dropped_uninformative"):
+        dropped.append(f"{o['strata_dropped_uninformative']} without information: every episode on both sides a "
+                       "success, or every one a failure")
+    if o.get("strata_dropped_one_sided"):
+        dropped.append(f"{o['strata_dropped_one_sided']} without episodes on one side")
+    n_dropped = (o.get("strata_dropped_uninformative") or 0) + (o.get("strata_dropped_one_sided") or 0)
+    why = f" ({n_dropped} dropped: {'; '.join(dropped)})" if dropped else ""
+    lines += ["", f"overall: B - A = {diff} points; Cochran-Mantel-Haenszel over {o['strata_used']} informative "
+              f"task strata{why} p = {_fmt_p(o['p_cmh'])} (pooled Fisher p = {_fmt_p(o['p_fisher_pooled'])}): "
+              f"{o['verdict']}"]
     lines += [f"warning: {w}" for w in result["warnings"]]
     if result["regression"]:
         lines.append("regression: B is significantly worse than A " +

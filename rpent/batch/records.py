@@ -164,11 +164,13 @@ def classify_attempt(cell: Cell, attempt: int, run_dir: Path, end: dict | None,
         res.reason = executor_error or (f"run process exited with code {res.exit_code} without writing its record"
                                         f"{f'; see {log_path}' if log_path else ''}")
         return res
+    reading = transcript
     try:
         doc = _read_json(transcript)
-        states = _read_json(run_dir / "states.json") if (run_dir / "states.json").exists() else None
+        reading = run_dir / "states.json"
+        states = _read_json(reading) if reading.exists() else None
     except (OSError, ValueError) as exc:
-        res.status, res.reason = "invalid", f"unreadable record: {type(exc).__name__}: {exc}"
+        res.status, res.reason = "invalid", f"unreadable record {reading}: {type(exc).__name__}: {exc}"
         return res
     problem = _record_problem(cell, doc, states)
     if problem:

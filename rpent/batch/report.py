@@ -121,6 +121,8 @@ def build_report(matrix: Matrix, states: dict[str, CellState], *, results_root: 
                 "run_dir": (d or last).run_dir if (d or last) else None,
                 "reason": (d.reason if d else (last.reason if last else None)),
                 "infra_errors": [a.reason for a in st.infra_attempts()],
+                "invalid_attempts": [{"attempt": a.attempt, "reason": a.reason} for a in st.attempts
+                                     if a.status == "invalid"],
             })
     return {"schema_version": 1, "results_root": str(results_root),
             "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "confidence": confidence,
@@ -171,10 +173,22 @@ def render_markdown(report: dict[str, Any]) -> str:
                      f"{o['pending']} | {_num(o['median_wall_s'], '{:.1f}')} | {_num(o['median_env_steps'])} |")
     infra_cells = [c for c in report["cells"] if c["infra_errors"]]
     if infra_cells:
-        lines += ["", "## infrastructure errors", "", "| cell | status | attempts | last error |", "|---|---|---|---|"]
+        lines += ["", "## infrastructure errors", "",
+                  "Cells with at least one attempt that ended in an infrastructure error. The final status is the "
+                  "cell's outcome: `infra` means it has none yet; `success`/`failure` means a retry decided it.", "",
+                  "| cell | final status | infra attempts / attempts | latest infra error |", "|---|---|---|---|"]
         for c in infra_cells:
             err = (c["infra_errors"][-1] or "").replace("|", "\\|")[:160]
-            lines.append(f"| {c['key']} | {c['status']} | {c['attempts']} | {err} |")
+            lines.append(f"| {c['key']} | {c['status']} | {len(c['infra_errors'])}/{c['attempts']} | {err} |")
+    bad = [(c, a) for c in report["cells"] for a in c.get("invalid_attempts", ())]
+    if bad:
+        lines += ["", "## unreadable run records", "",
+                  "Attempts whose run record is unreadable or inconsistent: not counted; a cell with no task "
+                  "outcome is re-run on resume.", "",
+                  "| cell | attempt | final status | problem |", "|---|---|---|---|"]
+        for c, a in bad:
+            why = (a["reason"] or "").replace("|", "\\|")[:240]
+            lines.append(f"| {c['key']} | {a['attempt']} | {c['status']} | {why} |")
     return "\n".join(lines) + "\n"
 
 

@@ -213,6 +213,11 @@ class BatchRunner:
         cells = [c for c in self.matrix.cells(arm.name) if states[c.key].decided is None]
         if not cells:
             return
+        for c in cells:
+            last = states[c.key].attempts[-1] if states[c.key].attempts else None
+            if last is not None and last.status == "invalid":
+                progress.line(f"rpent-batch: re-running {c.key}: the record of attempt {last.attempt} is unreadable "
+                              f"({last.reason})")
         queue = collections.deque(cells)
         tries: dict[str, int] = collections.Counter()
         next_attempt = {c.key: states[c.key].next_attempt() for c in cells}

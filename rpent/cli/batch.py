@@ -184,6 +184,28 @@ def _check_runs(matrix) -> tuple[int | None, str]:
     return cuda, transport
 
 
+def _not_a_directory(path: Path) -> Path | None:
+    """``path`` or its nearest existing ancestor when that is not a directory (None when fine)."""
+    for p in (path, *path.parents):
+        if p.exists():
+            return None if p.is_dir() else p
+    return None
+
+
+def _load_matrix(parser: argparse.ArgumentParser, root):
+    """The root's ``matrix.json`` as a Matrix; a missing or unreadable file is a one-line usage error."""
+    from rpent.batch.matrix import Matrix
+
+    if not root.matrix_path.is_file():
+        parser.error(f"{root.root} is not an rpent-batch results root (no matrix.json)")
+    try:
+        return Matrix.from_dict(json.loads(root.matrix_path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        detail = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+        parser.error(f"{root.matrix_path} is unreadable ({detail}); restore it or re-run the batch into a new "
+                     "--results-root")
+
+
 def _run(argv: list[str]) -> int:
     from rpent.batch.executor import create_executor
     from rpent.batch.lock import RootLock, RootLockedError
@@ -197,7 +219,18 @@ def _run(argv: list[str]) -> int:
     args, extra = parser.parse_known_args(argv)
     if args.parallel < 1 or args.max_retries < 0:
         parser.error("--parallel must be >= 1 and --max-retries >= 0")
+    if args.cell_timeout_s is not None and not args.cell_timeout_s > 0:
+        parser.error(f"--cell-timeout-s must be > 0 seconds, got {args.cell_timeout_s:g} (leave it out for no limit)")
+    if args.repeats is not None and args.repeats < 1:
+        parser.error(f"--repeats must be >= 1, got {args.repeats}")
+    for flag, v in (("--price-in", args.price_in), ("--price-out", args.price_out)):
+        if v is not None and not v >= 0:
+            parser.error(f"{flag} must be >= 0 USD per million tokens, got {v:g}")
     root = ResultsRoot(args.results_root)
+    blocker = _not_a_directory(root.root)
+    if blocker is not None:
+        parser.error(f"--results-root {args.results_root}: {blocker} is a file, not a directory; "
+                     "choose another --results-root")
     stored = None
     if root.matrix_path.exists():
         try:
@@ -212,7 +245,11 @@ def _run(argv: list[str]) -> int:
     if stored is not None and Matrix.from_dict(stored).to_dict() != matrix.to_dict():
         parser.error(f"{root.root} holds a different matrix (matrix.json); re-run with the same flags, "
                      "or only --results-root to resume it, or choose a new --results-root")
-    root.ensure()
+    try:
+        root.ensure()
+    except OSError as exc:
+        parser.error(f"--results-root {args.results_root} cannot be created ({exc.strerror or exc}); "
+                     "choose another --results-root")
     try:
         lock = RootLock(root.lock_path).acquire()
     except RootLockedError as exc:
@@ -276,16 +313,15 @@ def _run(argv: list[str]) -> int:
 
 
 def _report(argv: list[str]) -> int:
-    from rpent.batch.matrix import Matrix
     from rpent.batch.records import ResultsRoot
     from rpent.batch.report import build_report, render_markdown, write_report
 
     parser = build_report_parser()
     args = parser.parse_args(argv)
+    if not 0 < args.confidence < 1:
+        parser.error(f"--confidence must be in (0, 1), e.g. 0.95; got {args.confidence:g}")
     root = ResultsRoot(args.root)
-    if not root.matrix_path.exists():
-        parser.error(f"{args.root} is not an rpent-batch results root (no matrix.json)")
-    matrix = Matrix.from_dict(json.loads(root.matrix_path.read_text(encoding="utf-8")))
+    matrix = _load_matrix(parser, root)
     report = build_report(matrix, root.cell_states(matrix.cells()), results_root=root.root,
                           confidence=args.confidence)
     write_report(root.root, report)
@@ -303,7 +339,7 @@ def _compare(argv: list[str]) -> int:
     if len(args.roots) == 1 and not args.arms:
         parser.error("with one results root, name the arms: --arms ARM_A ARM_B")
     if not 0 < args.alpha < 1:
-        parser.error("--alpha must be in (0, 1)")
+        parser.error(f"--alpha must be in (0, 1), e.g. 0.05; got {args.alpha:g}")
     arm_a, arm_b = args.arms if args.arms else (None, None)
     try:
         result = compare_roots(args.roots[0], args.roots[1] if len(args.roots) == 2 else None, arm_a, arm_b,
