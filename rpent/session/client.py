@@ -108,6 +108,11 @@ class RemoteCells:
         """True while the session runs a cell (from the latest delta)."""
         return bool(self._session.cell_busy)
 
+    def release(self, keep_toolkit: Any = None) -> bool:
+        """Nothing to release here: the session process ends its own cell worker when a TaskRun ends
+        (``SessionServer``). Returns False (no runner was closed by this client)."""
+        return False
+
     async def run_cell(self, toolkit: Any, output_dir: Path, source: str, *, timeout_s: float, max_calls: int) -> None:
         """Start ``source`` as a cell in the session (``toolkit``/``output_dir`` are the session's own).
 

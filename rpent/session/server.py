@@ -115,6 +115,10 @@ class SessionServer:
 
     def _on_event(self, event: Any) -> None:
         name = type(event).__name__
+        if name == "SessionChanged" and self.cells is not None and self.session is not None:
+            # a TaskRun that ended takes its code-cell worker with it (as in the in-process app)
+            active = self.session.active
+            self.cells.release(self.session.toolkit_for(active.id) if active is not None else None)
         if name == "RunEvents":
             live = self._live.setdefault(event.run_id, [])
             for ev in event.events:

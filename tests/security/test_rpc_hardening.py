@@ -213,7 +213,7 @@ def test_a_thousand_fuzzed_frames_leave_the_server_serving_and_small(spawn_serve
                 pass
     _alive(server.endpoint)
     assert _rss(pid) - before_rss < 64 * 1024**2
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 20  # a loaded 2-core CI machine can take seconds to schedule the exits
     while _threads(pid) > before_threads + 2 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _threads(pid) <= before_threads + 2, "connection threads outlived their fuzzed connections"
