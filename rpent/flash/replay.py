@@ -120,8 +120,8 @@ class FlashPlanner:
             emit("text", {"text": text})
 
         def call(name: str, args: dict) -> dict:
-            if steering is not None and getattr(steering, "stop_requested", None) and steering.stop_requested():
-                raise _Stop("interrupted by operator")
+            if steering is not None and steering.stop_requested:  # a property of Steering, as in the scripted planner
+                raise _Stop(steering.stop_reason or "interrupted by operator")
             if self.config.timeout_s is not None and time.monotonic() - t0 > self.config.timeout_s:
                 raise _Stop(f"flash planner timed out after {self.config.timeout_s:g}s")
             call_id = f"call_{uuid.uuid4().hex[:12]}"
@@ -137,7 +137,7 @@ class FlashPlanner:
             emit("tool_result", {"call_id": call_id, "name": name, "result": clean, "is_error": "error" in res,
                                  "elapsed_s": round(time.monotonic() - t, 3)})
             if res.get("code") == "tool_cancelled":
-                raise _Stop("interrupted by operator")
+                raise _Stop((steering.stop_reason if steering is not None else None) or "interrupted by operator")
             return res
 
         try:
