@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tui_tmux import alive, descendants
+
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (apt-get install tmux)")]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,34 +45,6 @@ def wait_screen(session: str, needle: str, timeout: float) -> str:
             return text
         time.sleep(0.5)
     raise AssertionError(f"{needle!r} not on screen after {timeout}s; screen:\n{text}")
-
-
-def descendants(pid: int) -> set[int]:
-    """Every live descendant of ``pid`` (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    out, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.add(child)
-            todo.append(child)
-    return out
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def start_task(session: str, args: str) -> None:
