@@ -20,9 +20,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.suggester import Suggester
-from textual.widgets import Footer, Header, Input, Static
+from textual.widgets import Header, Input, Static
 
 from .base import LiveScreen
+from ..widgets.footer import StableFooter
 from ..services.commands import (TASK_COMMAND, CommandError, SteerMessage, TaskCommand, completions, parse_input,
                                  suites_ready)
 from ..services.session import RunEvents, SessionChanged, SessionNotReady, TaskRunView
@@ -115,7 +116,7 @@ class RunScreen(LiveScreen):
                     yield FramePane("wrist camera", self.app.options.image_mode, id="frame-wrist")
         yield Input(placeholder="/rpent-task <suite> <task> <seed> · text steers the planner · Esc interrupts",
                     suggester=CommandSuggester(), select_on_focus=False, compact=True, id="message")
-        yield Footer(compact=True, show_command_palette=False)
+        yield StableFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.render_all()
