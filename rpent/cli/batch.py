@@ -7,6 +7,7 @@ Examples (offline: scripted planner)::
     rpent-batch --suites libero_object --tasks 0-9 --seeds 0-4 --parallel 16 --ray-address auto \
         --results-root /shared/results/obj                                    # cells as Ray tasks on a cluster
     rpent-batch --results-root results/obj                                    # resume with the stored matrix
+    rpent-batch --robot metaworld --suites mt10 --tasks 0-9 --seeds 0 --results-root results/mt10 --no-video
     rpent-batch report results/obj
     rpent-batch compare results/before results/after --fail-on-regression
     rpent-batch compare results/ab --arms before after
@@ -173,11 +174,12 @@ def _check_runs(matrix) -> tuple[int | None, str]:
                 from None
         try:
             config_from_args(ns)
-            from rpent.robots.libero import suites
+            from rpent.robots.registry import get_robot
 
+            robot = get_robot(ns.robot)  # the runs' --robot (a pass-through flag, default libero)
             for s in matrix.suites:
                 for t in matrix.tasks:
-                    suites.task_info(s, t, suites.check_libero_type(ns.libero_type))
+                    robot.task_info(s, t, ns.libero_type)
         except ValueError as exc:
             raise ValueError(f"arm {arm.name}: {exc}") from None
         cuda, transport = ns.cuda_device, ns.transport

@@ -159,6 +159,8 @@ def config_from_args(args: argparse.Namespace):
     if args.planner not in robot.planners:
         raise ValueError(f"--planner {args.planner} cannot drive --robot {args.robot}; use one of: "
                          f"{', '.join(robot.planners)}")
+    if args.env_endpoint is None and hasattr(robot, "env_python"):
+        robot.env_python(args)  # its own interpreter must exist before anything starts
     if args.seed < 0:
         raise ValueError("--seed must be >= 0")
     if args.max_episode_steps < 1:

@@ -52,8 +52,9 @@ from rpent.rpc.cli import add_server_args, serve_from_args
 
 __all__ = ["EnvServer", "SimThread", "main", "build_parser", "POLICY_IMAGE_SIZE", "VIDEO_SIZE"]
 
-#: Edge (px) of ``policy_obs`` images and of ``observe="main"`` video frames.
-POLICY_IMAGE_SIZE = 224
+#: Edge (px) of ``policy_obs`` images (the trajectory recorder's / flywheel export's 256x256) and of
+#: ``observe="main"`` video frames.
+POLICY_IMAGE_SIZE = 256
 VIDEO_SIZE = 224
 
 
@@ -118,7 +119,8 @@ class EnvServer(RpcServer):
         return call
 
     def policy_obs(self) -> dict:
-        """``{"main_image", "wrist_image": uint8[224,224,3] natural orientation, "state": float32[4]}``."""
+        """``{"main_image", "wrist_image": uint8[256,256,3] natural orientation (no VLA mirroring for this
+        robot), "state": float32[4]}``."""
         from rpent.robots.metaworld.sim import MAIN_CAMERA, WRIST_CAMERA
 
         s = POLICY_IMAGE_SIZE
@@ -189,6 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: check the task, build the simulator, serve until shutdown."""
     args = build_parser().parse_args(argv)
+    import os
+
+    os.environ.setdefault("MUJOCO_GL", "egl")  # headless offscreen rendering (before mujoco is imported)
     from rpent.robots.metaworld import tasks
 
     try:

@@ -21,8 +21,9 @@ Conventions (metaworld 3.1.1, ``SawyerXYZEnv``):
   object 1 pos [4:7] + quat (wxyz) [7:11], object 2 pos [11:14] + quat [14:18], the previous
   step's [0:18] at [18:36], goal xyz [36:39].
 * state (the robot's proprioception, recorded and exported): float32[4] = obs[0:4].
-* success: ``info["success"]`` of the environment's own ``evaluate_state``; Meta-World never
-  terminates, the episode is truncated after ``max_episode_steps`` (<= ``max_path_length`` 500).
+* success: ``info["success"]`` of the environment's own ``evaluate_state``. The episode
+  terminates at the first success (what metaworld's ``AutoTerminateOnSuccessWrapper`` does, and
+  LIBERO's rule) and is truncated after ``max_episode_steps`` (<= ``max_path_length`` 500).
 * world frame: MuJoCo's, z up, the robot base at the origin looking along +y, metres.
 
 Rendering: MuJoCo's own :class:`mujoco.Renderer` (EGL with ``MUJOCO_GL=egl``) on the env's
@@ -57,6 +58,10 @@ WRIST_CAMERA = "gripperPOV"
 CAMERAS = ("corner", "corner2", "corner3", "corner4", "topview", "gripperPOV", "behindGripper")
 #: Cameras whose MuJoCo render is upside down in natural orientation (see module docstring).
 ROTATE_180 = frozenset({"corner"})
+#: Rendering is done without shadows, reflections and skybox: on Mesa's software EGL (this
+#: project's CI and 2-core VM) a 224 px ``corner`` frame takes 1.7 s with shadows and 0.26 s
+#: without (load 15; ``mujoco.Renderer`` defaults otherwise).
+RENDER_NOTE = "no shadows, reflections or skybox"
 #: Largest render edge (px).
 MAX_RENDER = 1024
 
@@ -89,11 +94,8 @@ class MetaWorldSim:
             raise ValueError(f"max_episode_steps must be 1..500 (Meta-World's max_path_length), got {max_episode_steps}")
         self.info, self.seed, self.max_episode_steps = info, seed, max_episode_steps
         self._mujoco = mujoco
-        bench = metaworld.MT1(info.name, seed=BENCHMARK_SEED)
-        self.variant = seed % len(bench.train_tasks)
-        task_obj = bench.train_tasks[self.variant]
-        self.env = bench.train_classes[info.name]()
-        self.env.set_task(task_obj)
+        self.variant = seed % N_VARIANTS
+        self.env = _variant_env(info.name, self.variant)
         self.env._partially_observable = False  # the goal is part of the observation (MT benchmarks' override)
         self.env.max_path_length = 500
         rand_vec = np.asarray(self.env._last_rand_vec, dtype=np.float64)
@@ -108,11 +110,14 @@ class MetaWorldSim:
     # ------------------------------------------------------------------ identity
     def meta(self) -> dict:
         """``{robot, suite, task, seed, max_episode_steps, env_name, task_language, task_variant,
-        n_task_variants, benchmark_seed, rand_vec_sha256, metaworld, mujoco, cameras}``."""
+        n_task_variants, benchmark_seed, rand_vec_sha256, init_state_id (= task_variant),
+        init_state_sha256 (= rand_vec_sha256), metaworld, mujoco, cameras}``."""
         return {"robot": "metaworld", "suite": self.info.suite, "task": self.info.task, "seed": self.seed,
                 "max_episode_steps": self.max_episode_steps, "env_name": self.info.name,
                 "task_language": self.info.language, "task_variant": self.variant, "n_task_variants": N_VARIANTS,
                 "benchmark_seed": BENCHMARK_SEED, "rand_vec_sha256": self.rand_vec_sha256,
+                # the run layer's generic names for the episode's initial placement (LIBERO: init state)
+                "init_state_id": self.variant, "init_state_sha256": self.rand_vec_sha256,
                 "main_camera": MAIN_CAMERA, "wrist_camera": WRIST_CAMERA, "cameras": list(CAMERAS),
                 **self._versions}
 
@@ -122,7 +127,7 @@ class MetaWorldSim:
         obs, _ = self.env.reset()
         self._obs = np.asarray(obs, dtype=np.float64)
         self._steps, self._success, self._truncated, self._reward = 0, False, False, 0.0
-        self._ever_success = False
+        self._terminated = False
         return self.robot_obs()
 
     def step(self, action: Any) -> dict:
@@ -131,23 +136,24 @@ class MetaWorldSim:
         Args:
             action: float[4] in [-1, 1] (values outside are clipped, as Meta-World's action space).
         Returns:
-            ``{"obs": robot_obs(), "reward", "terminated" (always False), "truncated", "success", "steps"}``.
+            ``{"obs": robot_obs(), "reward", "terminated" (= success), "truncated", "success", "steps"}``.
         Raises:
             ValueError: wrong shape or non-finite values; the episode is already truncated.
         """
         a = np.asarray(action, dtype=np.float64).reshape(-1)
         if a.shape != (4,) or not np.all(np.isfinite(a)):
             raise ValueError(f"action must be 4 finite numbers [dx, dy, dz, grip], got shape {a.shape}")
-        if self._truncated:
-            raise ValueError(f"episode is over (truncated at step {self._steps}); reset first")
+        if self._truncated or self._terminated:
+            why = "truncated" if self._truncated else "terminated with the task solved"
+            raise ValueError(f"episode is over ({why} at step {self._steps}); reset first")
         obs, reward, _term, _trunc, info = self.env.step(np.clip(a, -1.0, 1.0).astype(np.float32))
         self._obs = np.asarray(obs, dtype=np.float64)
         self._steps += 1
         self._reward = float(reward)
         self._success = bool(info.get("success", False))
-        self._ever_success = self._ever_success or self._success
-        self._truncated = self._steps >= self.max_episode_steps
-        return {"obs": self.robot_obs(), "reward": self._reward, "terminated": False,
+        self._terminated = self._success
+        self._truncated = self._steps >= self.max_episode_steps and not self._terminated
+        return {"obs": self.robot_obs(), "reward": self._reward, "terminated": self._terminated,
                 "truncated": self._truncated, "success": self._success, "steps": self._steps}
 
     def expert_action(self) -> np.ndarray:
@@ -159,8 +165,8 @@ class MetaWorldSim:
     def status(self) -> dict:
         """``{steps, terminated, truncated, success, done, reward}``; ``success`` is the
         environment's predicate after the last step."""
-        return {"steps": self._steps, "terminated": False, "truncated": self._truncated, "success": self._success,
-                "done": self._truncated, "reward": self._reward}
+        return {"steps": self._steps, "terminated": self._terminated, "truncated": self._truncated,
+                "success": self._success, "done": self._truncated or self._terminated, "reward": self._reward}
 
     def success(self) -> bool:
         """The environment's success predicate of the latest step (False before the first)."""
@@ -189,7 +195,11 @@ class MetaWorldSim:
     def _renderer(self, height: int, width: int):
         key = (height, width)
         if key not in self._renderers:
-            self._renderers[key] = self._mujoco.Renderer(self.env.model, height, width)
+            r = self._mujoco.Renderer(self.env.model, height, width)
+            flags = self._mujoco.mjtRndFlag
+            for flag in (flags.mjRND_SHADOW, flags.mjRND_REFLECTION, flags.mjRND_SKYBOX):
+                r.scene.flags[flag] = False  # see RENDER_NOTE
+            self._renderers[key] = r
         return self._renderers[key]
 
     def render_camera(self, camera: str, height: int, width: int, depth: bool = False,
@@ -309,6 +319,40 @@ class MetaWorldSim:
         env, self.env = getattr(self, "env", None), None
         if env is not None:
             env.close()
+
+
+def _variant_env(name: str, variant: int):
+    """The env of goal variant ``variant`` of task ``name``, equal to
+    ``metaworld.MT1(name, seed=BENCHMARK_SEED).train_tasks[variant]`` set on a fresh env.
+
+    ``MT1`` draws all 50 variants (50 resets of a throw-away env, ~1 s idle, 15 s on a loaded
+    2-core VM); this replays the same draws up to ``variant`` only: metaworld's
+    ``_make_tasks`` seeds numpy's global RNG with the benchmark seed, builds the env, unfreezes
+    its random vector and resets once per variant; we do the same ``variant + 1`` times, keep the
+    last ``_last_rand_vec``, and restore the global RNG state as ``_make_tasks`` does.
+    ``tests/robots/metaworld`` checks the result against ``MT1`` itself.
+    """
+    import metaworld
+    from metaworld import env_dict
+
+    cls = env_dict.ALL_V3_ENVIRONMENTS[name]
+    kwargs = dict(env_dict.ML1_ARGS_KWARGS[name]["kwargs"])
+    del kwargs["task_id"]
+    state = np.random.get_state()
+    np.random.seed(BENCHMARK_SEED)
+    try:
+        env = cls()
+        env._freeze_rand_vec = False
+        env._set_task_called = True
+        env._set_task_inner(**kwargs)
+        for _ in range(variant + 1):
+            env.reset()
+        rand_vec = np.array(env._last_rand_vec, copy=True)
+    finally:
+        np.random.set_state(state)
+    data = dict(kwargs, rand_vec=rand_vec, env_cls=cls, partially_observable=False)
+    env.set_task(metaworld._encode_task(name, data))  # frozen from now on: every reset restores this variant
+    return env
 
 
 def _dist_version(name: str) -> str | None:

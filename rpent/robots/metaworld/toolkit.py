@@ -20,7 +20,8 @@ the robot base at the origin facing +y.
 After every stateful tool a step is captured into the run record (``agentview.png`` = camera
 ``corner``, ``wrist.png`` = camera ``gripperPOV``, 256 px, natural orientation;
 ``agentview_seg.npz`` body ids; ``*_metadata.json`` camera model), as in the LIBERO toolkit;
-``episode.mp4`` gets one 224 px main-camera frame per env step.
+``episode.mp4`` gets one 224 px main-camera frame every :data:`VIDEO_EVERY` env steps (80 Hz
+control, 20 fps video: the video plays in real time).
 """
 
 from __future__ import annotations
@@ -46,11 +47,15 @@ HAND_HIGH = np.array([0.5, 1.0, 0.5])
 #: Proportional gain of ``move_to`` (action = gain * error in m, clipped to [-1, 1]); the gain the
 #: Meta-World expert policies use (``metaworld.policies.action.move(..., p=10)`` and up to 25).
 GAIN = 10.0
+#: Env steps per episode video frame: Meta-World steps are 12.5 ms (80 Hz) and ``episode.mp4``
+#: plays at 20 fps, so every 4th step gives a real-time video (and a quarter of the renders).
+VIDEO_EVERY = 4
 #: Edge (px) of the per-step renders.
 CAPTURE_SIZE = 256
 #: Episode keys of ``env.get_env_meta`` copied to ``states.json`` ``episode``.
 EPISODE_KEYS = ("robot", "suite", "task", "seed", "max_episode_steps", "env_name", "task_variant",
-                "n_task_variants", "benchmark_seed", "rand_vec_sha256", "metaworld", "mujoco")
+                "n_task_variants", "benchmark_seed", "rand_vec_sha256", "init_state_id", "init_state_sha256",
+                "metaworld", "mujoco")
 _ALLOWED_AFTER_END = ("request_scene_reset",)
 
 
@@ -119,6 +124,8 @@ class MetaWorldToolkit(OperatorTools, Toolkit):
             return f"episode is over (finish was called at step {steps}); no further robot motion"
         if self._state.get("truncated"):
             return f"episode is over (truncated at step {steps}); call finish"
+        if self._state.get("terminated"):
+            return f"episode is over (terminated at step {steps} with the task solved); call finish"
         return None
 
     def env_step(self, action: Any, *, expert: bool = False) -> dict:
@@ -134,7 +141,8 @@ class MetaWorldToolkit(OperatorTools, Toolkit):
         if observe_all and self._state.get("_policy_obs") is None:
             self._state["_policy_obs"] = self.env.policy_obs()
         before = self._state.get("_policy_obs") or {"state": self._state.get("state")}
-        observe = "policy" if observe_all else ("main" if self.video else None)
+        video_frame = self.video and (int(self._state.get("steps", 0)) + 1) % VIDEO_EVERY == 0
+        observe = "policy" if observe_all else ("main" if video_frame else None)
         r = self.env.step(np.asarray(action, dtype=np.float64), observe=observe, expert=expert)
         after = r.pop("policy_obs", None)
         if recording:
@@ -143,16 +151,19 @@ class MetaWorldToolkit(OperatorTools, Toolkit):
                                         terminated=bool(r["terminated"]), truncated=bool(r["truncated"]),
                                         step=int(r["steps"]) - 1)
         frame = after["main_image"] if after is not None else r.pop("frame", None)
-        if self.video and frame is not None:
+        if video_frame and frame is not None:
             self.record.add_video_frame(np.asarray(frame, dtype=np.uint8))
         self._state = {**r.pop("obs"), **r, "_policy_obs": after}
         return self._state
+
+    def _ended(self) -> bool:
+        return bool(self._state.get("truncated") or self._state.get("terminated"))
 
     def _summary(self) -> dict:
         s = self._state
         return {"hand_pos": _round(s.get("hand_pos", [0, 0, 0])), "gripper_opening": round(float(s.get("gripper_opening", 0)), 4),
                 "env_steps": int(s.get("steps", 0)), "success": bool(s.get("success")),
-                "truncated": bool(s.get("truncated"))}
+                "terminated": bool(s.get("terminated")), "truncated": bool(s.get("truncated"))}
 
     # ------------------------------------------------------------------ motion tools
     @tool()
@@ -185,7 +196,7 @@ class MetaWorldToolkit(OperatorTools, Toolkit):
         used = 0
         for _ in range(max_steps):
             err = target - np.asarray(self._state["hand_pos"], dtype=np.float64)
-            if np.linalg.norm(err) < tol or self._state.get("truncated"):
+            if np.linalg.norm(err) < tol or self._ended():
                 break
             self.env_step(np.concatenate([np.clip(GAIN * err, -1.0, 1.0), [self._grip]]))
             used += 1
@@ -206,27 +217,25 @@ class MetaWorldToolkit(OperatorTools, Toolkit):
         self._grip = 1.0 if closed else -1.0
         hold = np.asarray(self._state["hand_pos"], dtype=np.float64)
         for _ in range(steps):
-            if self._state.get("truncated"):
+            if self._ended():
                 break
             err = hold - np.asarray(self._state["hand_pos"], dtype=np.float64)
             self.env_step(np.concatenate([np.clip(GAIN * err, -1.0, 1.0), [self._grip]]))
         return {"gripper_command": self._grip, **self._summary()}
 
     @tool()
-    def expert_policy(self, max_steps: Annotated[int, Field(ge=1, le=500, description="env steps at most")] = 500,
-                      stop_on_success: bool = True) -> dict:
+    def expert_policy(self, max_steps: Annotated[int, Field(ge=1, le=500, description="env steps at most")] = 500
+                      ) -> dict:
         """Run Meta-World's scripted expert policy for this task (metaworld.policies, the
         benchmark's own hand-written controller) closed loop inside the env server, one action per
-        env step, until the environment reports success (with stop_on_success), max_steps, or the
-        episode's step limit. Returns success, the env steps used and the final hand position."""
+        env step, until the environment reports success (the episode terminates there), max_steps,
+        or the episode's step limit. Returns success, the env steps used and the final hand position."""
         used = 0
         nxt = self.env.expert_action()
-        while used < max_steps and not self._state.get("truncated"):
+        while used < max_steps and not self._ended():
             state = self.env_step(nxt, expert=True)
             nxt = state.pop("expert_action")
             used += 1
-            if stop_on_success and state.get("success"):
-                break
         self._grip = float(np.sign(nxt[3])) if nxt[3] != 0 else self._grip
         return {"policy": f"metaworld expert ({self.env.meta.get('env_name')})", "steps_used": used, **self._summary()}
 
@@ -336,7 +345,7 @@ class MetaWorldToolkit(OperatorTools, Toolkit):
                  "success": bool(status["success"]), "env_steps": int(status["steps"])}
         idx = self.record.add_step(state, artifacts, command=command, result=result, elapsed_s=elapsed_s,
                                    call_id=self._call_id if command is not None else None)
-        self._emit({"kind": "step", "step": idx, "env_steps": state["env_steps"], "terminated": False,
+        self._emit({"kind": "step", "step": idx, "env_steps": state["env_steps"], "terminated": state["terminated"],
                     "truncated": state["truncated"], "success": state["success"], "tool": (command or {}).get("action")})
         self._emit({"kind": "frames", "step": idx, "main": artifacts["agentview.png"], "wrist": artifacts["wrist.png"]})
         return self.record.steps[idx]["step_idx"]
@@ -344,7 +353,8 @@ class MetaWorldToolkit(OperatorTools, Toolkit):
     def step_view(self, idx: int) -> dict:
         """``view_env_state`` of a recorded step, with the main and wrist images."""
         s = self.record.steps[idx]
-        view = {"step": idx, "env_steps": s.get("env_steps"), "truncated": s["truncated"], "success": s["success"],
+        view = {"step": idx, "env_steps": s.get("env_steps"), "terminated": s["terminated"], "truncated": s["truncated"],
+                "success": s["success"],
                 "state": {k: s["state"][k] for k in ("hand_pos", "gripper_opening", "object_pos", "object2_pos",
                                                      "goal_pos") if k in s["state"]},
                 "task_language": self.env.meta.get("task_language"), "artifacts": s["artifacts"]}
