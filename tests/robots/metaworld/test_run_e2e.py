@@ -15,8 +15,9 @@ from tests.robots.metaworld.conftest import needs_metaworld
 pytestmark = needs_metaworld
 
 
-def test_main_job_records_and_exports_a_sawyer_episode(tmp_path):
-    run = tmp_path / "run"
+def _main_job(run):
+    """``rpent --robot metaworld ... --record-trajectory --record-observations all``; checks the run record
+    and the trajectory record, returns the actions.jsonl lines."""
     out = subprocess.run([sys.executable, "-m", "rpent.cli.main", "--robot", "metaworld", "--suite", "mt10",
                           "--task", "reach-v3", "--seed", "0", "--record-trajectory", "--record-observations", "all",
                           "--output-dir", str(run)], capture_output=True, text=True, cwd=REPO, timeout=280)
@@ -39,6 +40,18 @@ def test_main_job_records_and_exports_a_sawyer_episode(tmp_path):
     lines = [json.loads(x) for x in (rec / "actions.jsonl").read_text().splitlines()]
     assert len(lines) == transcript["env_steps"] and all(len(a["action"]) == 4 for a in lines)
     assert all(len(a["obs"]["state"]) == 4 and a["obs"]["main"] for a in lines) and lines[-1]["terminated"] is True
+    return lines
+
+
+def test_main_job_records_a_sawyer_episode(tmp_path):
+    _main_job(tmp_path / "run")
+
+
+@pytest.mark.slow
+def test_main_job_exports_a_sawyer_dataset(tmp_path):
+    """The flywheel export of a Meta-World run (slow: lerobot's writer, ~1 min on a loaded VM)."""
+    run = tmp_path / "run"
+    lines = _main_job(run)
     # the flywheel export: a LeRobot dataset of robot type sawyer with 4-D state/actions at 80 fps
     ds = tmp_path / "ds"
     exp = subprocess.run([sys.executable, "-m", "rpent.cli.flywheel", "export", "--input-root", str(run),
@@ -49,11 +62,9 @@ def test_main_job_records_and_exports_a_sawyer_episode(tmp_path):
     assert info["robot_type"] == "sawyer" and info["fps"] == 80
     assert info["features"]["state"]["shape"] == [4] and info["features"]["actions"]["shape"] == [4]
     assert info["total_frames"] == len(lines)
-    from lerobot.datasets.lerobot_dataset import LeRobotDataset  # lerobot's own reader
-
     from rpent.flywheel.lerobot_compat import import_lerobot_dataset
 
-    import_lerobot_dataset()
+    LeRobotDataset = import_lerobot_dataset()  # lerobot's own reader
     frame = LeRobotDataset("rpent/ds", root=ds / "train")[0]
     assert tuple(frame["state"].shape) == (4,) and tuple(frame["actions"].shape) == (4,)
     assert frame["task"] == "reach the goal position with the gripper"
