@@ -103,3 +103,40 @@ def test_server_refuses_unknown_task_with_one_line():
                           "--task", "assembly", "--port", "0"], capture_output=True, text=True, cwd=REPO,
                          env={**server_env(), "PATH": "/usr/bin:/bin"}, timeout=120)
     assert out.returncode == 2 and "no Meta-World task 'assembly' in mt10" in out.stderr
+
+
+def test_toolkit_motion_perception_and_episode_end(mw_server, tmp_path):
+    """The planner's tools against the real server: move_to reaches a world-frame target (m), the
+    gripper closes, segment finds the hand, errors are results, the record holds every step."""
+    from rpent.robots.metaworld.env_client import MetaWorldEnvClient
+    from rpent.robots.metaworld.toolkit import MetaWorldToolkit
+    from rpent.run.record import RunRecord
+
+    env = MetaWorldEnvClient(mw_server.endpoint)
+    record = RunRecord(tmp_path / "run", "mt10_t0_s3")
+    tk = MetaWorldToolkit(env, record, video=False)
+    try:
+        start = tk.current_state()["hand_pos"]
+        target = [float(start[0]) + 0.05, float(start[1]) + 0.03, float(start[2]) - 0.04]
+        r = tk.execute("move_to", {"x": target[0], "y": target[1], "z": target[2], "max_steps": 60})
+        assert "error" not in r, r
+        assert r["error_m"] < 0.01 and np.allclose(r["hand_pos"], target, atol=0.01)
+        assert r["state_after"]["step"] == 1 and len(r["_images"]) == 2
+        g = tk.execute("set_gripper", {"closed": True, "steps": 10})
+        assert g["gripper_opening"] < tk.record.steps[0]["state"]["gripper_opening"]
+        seg = tk.execute("segment", {"name": "hand"})
+        assert seg["source"] == "sim_oracle" and seg["pixels"] > 0 and "hand" in seg["bodies"]
+        assert (record.dir / "segment_00.json").exists() or any(record.dir.glob("segment_00.json/*"))
+        cam = tk.execute("render_camera", {"camera": "topview", "size": 128})
+        assert cam["_images"][0]["png"][:4] == b"\x89PNG"
+        bad = tk.execute("move_to", {"x": "left"})
+        assert bad["error"].startswith("bad arguments for move_to")
+        done = tk.execute("finish", {"status": "stuck", "summary": "test"})
+        assert done["_finish"] is True and done["environment_success"] is False
+        refused = tk.execute("move_delta", {"dz": 0.05})
+        assert refused["code"] == "episode_over"
+        states = record.steps
+        assert len(states) == 3 and [s.get("command", {}).get("action") for s in states[1:]] == ["move_to", "set_gripper"]
+    finally:
+        tk.close()
+        env.close()
