@@ -159,6 +159,10 @@ def config_from_args(args: argparse.Namespace):
     if args.planner not in robot.planners:
         raise ValueError(f"--planner {args.planner} cannot drive --robot {args.robot}; use one of: "
                          f"{', '.join(robot.planners)}")
+    for kind in ("vla", "sam3"):
+        if getattr(args, f"{kind}_endpoint") and kind not in getattr(robot, "services", ("vla", "sam3")):
+            raise ValueError(f"--{kind}-endpoint: --robot {args.robot} has no tools that use a {kind.upper()} service; "
+                             "remove it")
     if args.env_endpoint is None and hasattr(robot, "env_python"):
         robot.env_python(args)  # its own interpreter must exist before anything starts
     if args.seed < 0:

@@ -10,7 +10,8 @@ An adapter (duck-typed, see :class:`rpent.robots.libero.robot.LiberoRobot` and
 
 * ``name`` (``--robot``), ``robot_type`` (LeRobot robot type: ``panda``, ``sawyer``),
   ``default_suite``, ``offline_planner`` (the planner ``rpent`` uses when ``--planner`` is not given),
-  ``planners`` (the planner names that can drive its toolkit);
+  ``planners`` (the planner names that can drive its toolkit), ``default_max_episode_steps``,
+  ``services`` (the shared services its toolkit uses: ``("vla", "sam3")`` or ``()``);
 * ``resolve_task(suite, task) -> (suite, int)``: a CLI ``--task`` (index or name) to the suite's
   task index; ``task_info(suite, task, variant) -> object with .language``; both raise ValueError
   with the fix;

@@ -132,12 +132,16 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
              cfg.task, cfg.seed, cfg.planner, cfg.planner_config.model, cfg.policy_mode, out)
     try:
         env_svc = await supervisor.start(env_service_spec(cfg))
-        vla_spec, sam3_spec = vla_service_spec(cfg), sam3_service_spec(cfg)
+        shared = getattr(robot, "services", ("vla", "sam3"))  # the shared services its toolkit can use
+        vla_spec = vla_service_spec(cfg) if "vla" in shared else None
+        sam3_spec = sam3_service_spec(cfg) if "sam3" in shared else None
         vla_svc = await supervisor.start(vla_spec) if vla_spec else None
         sam3_svc = await supervisor.start(sam3_spec) if sam3_spec else None
-        if vla_svc is None:
+        if not shared:
+            log.info("robot %s uses no VLA / SAM3 services", cfg.robot)
+        elif vla_svc is None:
             log.info("pi0_pick and pi0_doubled are left out: no VLA configured (--vla-endpoint or PI05_CHECKPOINT_PATH)")
-        if sam3_svc is None:
+        if shared and sam3_svc is None:
             log.info("segment answers from the simulator's instance segmentation: no SAM3 configured "
                      "(--sam3-endpoint or SAM3_CHECKPOINT_PATH)")
 

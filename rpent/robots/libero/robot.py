@@ -20,6 +20,8 @@ class LiberoRobot:
     default_suite = None  # --suite is required
     offline_planner = "scripted"
     default_max_episode_steps = 10000
+    #: Shared services its toolkit uses (the run layer starts only these).
+    services = ("vla", "sam3")
     planners = ("scripted", "api", "claude_code", "codex", "flash")
     #: The env server runs in the main environment unless --env-python says otherwise.
     default_env_python = None

@@ -34,6 +34,8 @@ class MetaWorldRobot:
     default_suite = "mt50"
     offline_planner = "expert"
     default_max_episode_steps = 500  # Meta-World's max_path_length
+    #: Shared services its toolkit uses: none (no VLA / SAM3 tools; segment is MuJoCo's own).
+    services = ()
     planners = ("expert", "api", "claude_code", "codex")
 
     def resolve_task(self, suite: str | None, task) -> tuple[str, int]:

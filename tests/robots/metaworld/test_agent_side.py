@@ -76,6 +76,7 @@ def test_cli_refuses_bad_metaworld_flags(tmp_path):
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     cases = [(["--task", "nope"], "no Meta-World task 'nope'"),
              (["--task", "0", "--planner", "scripted"], "--planner scripted cannot drive --robot metaworld"),
+             (["--task", "0", "--vla-endpoint", "127.0.0.1:9"], "has no tools that use a VLA service"),
              (["--task", "0", "--env-python", str(tmp_path / "missing" / "python")],
               "scripts/install_metaworld.sh")]
     for extra, message in cases:
