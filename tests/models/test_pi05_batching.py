@@ -83,3 +83,52 @@ def test_different_keys_run_in_separate_calls():
     b.close()
     assert out == {i: i for i in range(4)}
     assert all(len({x % 2 for x in call}) == 1 for call in seen)
+
+
+class _Handle:
+    """A launched 'GPU' call: finishes on its own timer thread, like a CUDA event."""
+
+    def __init__(self, items, seconds, log):
+        self.items = items
+        self.ready = threading.Event()
+        log.append(("launch", list(items), time.perf_counter()))
+        threading.Timer(seconds, self.ready.set).start()
+
+    def result(self):
+        self.ready.wait(10)
+        if "bad" in self.items:
+            raise ValueError("bad request in batch")
+        return [i * 10 for i in self.items]
+
+
+def test_pipelined_mode_launches_the_next_batch_while_one_runs():
+    log = []
+    in_flight = []
+    peak = []
+
+    def launch(items):
+        h = _Handle(items, 0.05, log)
+        in_flight.append(h)
+        peak.append(sum(not x.ready.is_set() for x in in_flight))
+        return h
+
+    b = DynamicBatcher(lambda items: pytest.fail("process must not be called in pipelined mode"), window_s=0.002,
+                       max_batch=4, launch=launch, max_in_flight=2)
+    results = {}
+    barrier = threading.Barrier(8)
+
+    def client(i):
+        barrier.wait()
+        for r in range(3):
+            results[(i, r)] = b.submit(i * 100 + r)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+    [t.start() for t in threads]
+    [t.join(20) for t in threads]
+    assert results == {(i, r): (i * 100 + r) * 10 for i in range(8) for r in range(3)}
+    assert max(peak) == 2  # a second batch was launched while the first still ran, never a third
+    assert b.batches_run == len(log) and sum(b.batch_sizes) == 24
+    with pytest.raises(ValueError, match="bad request"):  # a failing call fails its own items only
+        b.submit("bad")
+    assert b.submit(7) == 70
+    b.close()

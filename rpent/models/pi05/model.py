@@ -26,6 +26,8 @@ and 9.2e-3 in bf16 (lerobot keeps SigLIP in float32; we run it in bf16), largest
 
 from __future__ import annotations
 
+import os
+
 import torch
 from torch import nn
 
@@ -51,6 +53,10 @@ class Pi05Model(nn.Module):
         cfg: dimensions, action horizon and number of flow steps.
         vision: :class:`SiglipEncoder`; backbone: :class:`GemmaBackbone`; expert: :class:`GemmaExpert`.
     """
+
+    #: Run flow step 0 of the expert on a second CUDA stream alongside the prefix (CUDA only; the
+    #: benchmark's A/B switch, ``RPENT_PI05_OVERLAP=0`` turns it off).
+    overlap_first_step = os.environ.get("RPENT_PI05_OVERLAP", "1") != "0"
 
     def __init__(self, cfg: Pi05Config):
         super().__init__()
@@ -153,12 +159,44 @@ class Pi05Model(nn.Module):
             key_mask = torch.cat([prefix_valid, torch.ones(b, hz, dtype=torch.bool, device=dev)], 1)[:, None, None, :]
         g = cfg.backbone
         kv = torch.empty((g.depth, 2, b, 1, lp + hz, g.head_dim), dtype=prefix.dtype, device=dev)
-        self.backbone.fill_prefix_cache(prefix, rope_tables(pos, g.head_dim, g.rope_theta),
-                                        None if prefix_valid is None else key_mask[..., :lp], kv)
         srope = rope_tables(n_valid + torch.arange(hz, device=dev)[None, :], g.head_dim, g.rope_theta)
         n = self.expert.num_flow_steps
         dt = -1.0 / n
         x = noise.to(device=dev, dtype=torch.float32)
-        for s in range(n):
+        prefix_rope = rope_tables(pos, g.head_dim, g.rope_theta)
+        prefix_mask = None if prefix_valid is None else key_mask[..., :lp]
+        first = 0
+        if self.overlap_first_step and dev.type == "cuda" and len(self.expert.layers) == g.depth:
+            # Flow step 0, layer i needs only backbone layer i's K/V: run it on a side stream as soon as
+            # they are written, hidden behind the (compute-bound) prefix. Same ops, same results.
+            main = torch.cuda.current_stream(dev)
+            side = self._side_stream(dev)
+            side.wait_stream(main)
+            with torch.cuda.stream(side):
+                state = list(self.expert.begin_step(x, 0))
+            events = []
+
+            def on_layer_kv(i):
+                ev = torch.cuda.Event()
+                ev.record(main)
+                events.append(ev)
+                with torch.cuda.stream(side):
+                    side.wait_event(ev)
+                    state[:] = self.expert.layer_step(i, state[0], state[1], 0, kv, lp, srope, key_mask)
+
+            self.backbone.fill_prefix_cache(prefix, prefix_rope, prefix_mask, kv, on_layer_kv)
+            with torch.cuda.stream(side):
+                v0 = self.expert.action_out(state[1]).float()
+            main.wait_stream(side)
+            x = x + dt * v0
+            first = 1
+        else:
+            self.backbone.fill_prefix_cache(prefix, prefix_rope, prefix_mask, kv)
+        for s in range(first, n):
             x = x + dt * self.expert.velocity(x, s, kv, lp, srope, key_mask)
         return x
+
+    def _side_stream(self, dev: torch.device) -> "torch.cuda.Stream":
+        if getattr(self, "_side", None) is None:
+            self._side = torch.cuda.Stream(device=dev)
+        return self._side
