@@ -10,7 +10,6 @@ previous path, plus a kernel-level GPU profile (grouped) of the best variant.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import statistics
 import sys
@@ -43,17 +42,6 @@ def timed(fn, iters, warmup=3):
     return statistics.median(ts)
 
 
-@contextlib.contextmanager
-def sdpa(backend):
-    if backend is None or not torch.cuda.is_available():
-        yield
-        return
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    with sdpa_kernel([getattr(SDPBackend, backend)]):
-        yield
-
-
 def profile_grouped(runner, x, top=30):
     from torch.profiler import ProfilerActivity, profile
 
@@ -76,6 +64,7 @@ def main():
     ap.add_argument("--prompt-tokens", type=int, default=16)
     ap.add_argument("--batches", default="1,8,16")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--best-env", default=None, help="write the best attention tiles as shell exports here")
     args = ap.parse_args()
     dev, dt = default_device_dtype(None)
     cfg = (tiny_config() if args.tiny else full_config()).replace(action_horizon=10, num_flow_steps=5)
@@ -89,60 +78,58 @@ def main():
 
     x1 = inputs(1)
     res = {"gpu": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu"}
-    # name, skinny, overlap, sdpa backend, blas
-    variants = [("previous (cuBLAS, no overlap)", False, False, None, None), ("skinny", True, False, None, None),
-                ("overlap", False, True, None, None), ("skinny+overlap", True, True, None, None),
-                ("skinny+overlap+cudnn_sdpa", True, True, "CUDNN_ATTENTION", None),
-                ("skinny+overlap+cublaslt", True, True, None, "cublaslt")]
+    # name, skinny, overlap, attention (BM, keys per split, BN, stages); the first row is the previous path
+    prev_attn = (fused.ATTN_BM, fused.ATTN_KEYS_PER_SPLIT, fused.ATTN_BN, fused.ATTN_STAGES)
+    variants = [("previous (no overlap)", False, False, prev_attn), ("overlap", False, True, prev_attn),
+                ("overlap+skinny", True, True, prev_attn)]
+    for a in ((16, 64, 64, 1), (16, 64, 32, 2), (32, 64, 64, 1), (16, 32, 32, 1), (32, 128, 64, 2), (16, 128, 64, 2),
+              (64, 64, 64, 1)):
+        variants.append((f"overlap+attn{a}", False, True, a))
     ref = None
     best = None
-    for name, sk, ov, be, blas in variants:
+    for name, sk, ov, at in variants:
         try:
             fused.disable_op("skinny", not sk)
             Pi05Model.overlap_first_step = ov
-            if blas and dev.type == "cuda":
-                torch.backends.cuda.preferred_blas_library(blas)
+            fused.ATTN_BM, fused.ATTN_KEYS_PER_SPLIT, fused.ATTN_BN, fused.ATTN_STAGES = at
             runner = Pi05Runner(model)
-            with sdpa(be):
-                out = runner.run(*x1)
-                ms = timed(lambda: runner.run(*x1), args.iters)
+            out = runner.run(*x1)
+            ms = timed(lambda: runner.run(*x1), args.iters)
             d = 0.0 if ref is None else float(np.abs(out - ref).max())
             if ref is None:
                 ref = out
-            res[name] = {"b1_ms": ms, "max_abs_diff_vs_previous": d, "skinny": fused.skinny_choices()}
+            res[name] = {"b1_ms": ms, "max_abs_diff_vs_previous": d}
             print(f"  {name:34s} B=1 {ms:7.2f} ms   max|diff| vs previous {d:.2e}", flush=True)
             if best is None or ms < best[1]:
-                best = (name, ms, sk, ov, be, blas)
+                best = (name, ms, sk, ov, at)
             del runner
         except Exception as exc:  # noqa: BLE001
             res[name] = {"error": repr(exc)}
             print(f"  {name}: FAILED {exc!r}", flush=True)
-        finally:
-            if blas and dev.type == "cuda":
-                torch.backends.cuda.preferred_blas_library("default")
     print("  skinny choices:", json.dumps(fused.skinny_choices()))
-    name, _, sk, ov, be, blas = best
-    fused.disable_op("skinny", not sk)
-    Pi05Model.overlap_first_step = ov
+    name, _, sk, ov, at = best
     for b in [int(v) for v in args.batches.split(",") if int(v) > 1]:
         xb = inputs(b)
-        for label, s2, o2 in (("previous", False, False), ("best", sk, ov)):
+        for label, s2, o2, a2 in (("previous", False, False, prev_attn), ("best", sk, ov, at)):
             fused.disable_op("skinny", not s2)
             Pi05Model.overlap_first_step = o2
+            fused.ATTN_BM, fused.ATTN_KEYS_PER_SPLIT, fused.ATTN_BN, fused.ATTN_STAGES = a2
             runner = Pi05Runner(model)
-            with sdpa(be if label == "best" else None):
-                ms = timed(lambda: runner.run(*xb), max(5, args.iters // 4))
+            ms = timed(lambda: runner.run(*xb), max(5, args.iters // 4))
             res[f"b{b}_{label}"] = ms
             print(f"  B={b:<2} {label:8s} {ms:7.2f} ms ({ms / b:.2f} ms/sample)", flush=True)
             del runner
     if dev.type == "cuda":
         fused.disable_op("skinny", not sk)
+        fused.ATTN_BM, fused.ATTN_KEYS_PER_SPLIT, fused.ATTN_BN, fused.ATTN_STAGES = at
         Pi05Model.overlap_first_step = False  # profile: sequential, so per-kernel times are not overlapped
         runner = Pi05Runner(model, use_cuda_graphs=False)
-        with sdpa(be):
-            runner.run(*x1)
-            res["profile"] = profile_grouped(runner, x1)
+        runner.run(*x1)
+        res["profile"] = profile_grouped(runner, x1)
     print(f"best: {name} {best[1]:.2f} ms")
+    if args.best_env:  # for the next benchmark of the same call: the best attention tiles as env overrides
+        Path(args.best_env).write_text("export RPENT_PI05_ATTN_BM={} RPENT_PI05_ATTN_SPLIT={} RPENT_PI05_ATTN_BN={} "
+                                       "RPENT_PI05_ATTN_STAGES={} RPENT_PI05_SKINNY={}\n".format(*at, int(sk)))
     if args.out:
         Path(args.out).write_text(json.dumps(res, indent=1, default=str))
 

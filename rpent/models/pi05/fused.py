@@ -17,6 +17,8 @@ Ops (shapes for one layer; D width, d head dim, H query heads, F MLP width):
   the precomputed (1 + weight); ``add_`` first adds the residual branch and returns both.
 * :func:`ada_rms_norm` / :func:`gated_add_ada_rms_norm`: the expert's adaRMS ``x_hat * (1 + scale) + shift``;
   ``gated_add_`` first does the gated residual ``x + y * gate``.
+* :func:`layer_norm` / :func:`add_layer_norm`: SigLIP's LayerNorm (weight and bias, fp32 statistics),
+  ``add_`` first adds the residual branch and returns both (one kernel instead of an add and a norm).
 * :func:`rope_qkv_to_cache`: fused q/k/v projection output [B, L, (H+2) d] -> RoPE'd queries [B, L, H, d]
   and RoPE'd K / plain V written straight into the K/V cache rows.
 * :func:`geglu`: [.., 2F] (gate | up) -> gelu_tanh(gate) * up [.., F].
@@ -40,13 +42,18 @@ _ENABLED = os.environ.get("RPENT_PI05_FUSED", "1") != "0"
 _FORCE_ON_CPU = False  # tests: run the Triton kernels on CPU tensors under TRITON_INTERPRET=1
 _KERNELS = None  # the triton_kernels module, False when Triton cannot be imported
 _DISABLED_OPS: set[str] = set(filter(None, os.environ.get("RPENT_PI05_FUSED_OFF", "").split(",")))
+if os.environ.get("RPENT_PI05_SKINNY", "0") != "1":
+    # opt-in: on the H200 the tuned skinny kernel won only the expert's gate_up projection and the batch-1
+    # latency did not move (10.51 vs 10.47 ms, benchmarks/vla_variants.py), while tuning costs start-up time
+    _DISABLED_OPS.add("skinny")
 #: Names of the ops with a Triton kernel (for :func:`disable_op` / ``RPENT_PI05_FUSED_OFF=op1,op2``).
-OPS = ("norm", "rope", "geglu", "attention", "skinny")
+OPS = ("norm", "rope", "geglu", "attention", "skinny", "layernorm")
 
 #: Keys per split of :func:`mqa_decode_attention` and its tile sizes (BM query rows, BN keys).
-ATTN_KEYS_PER_SPLIT = 128
-ATTN_BM = 16
-ATTN_BN = 64
+ATTN_KEYS_PER_SPLIT = int(os.environ.get("RPENT_PI05_ATTN_SPLIT", "128"))
+ATTN_BM = int(os.environ.get("RPENT_PI05_ATTN_BM", "16"))
+ATTN_BN = int(os.environ.get("RPENT_PI05_ATTN_BN", "64"))
+ATTN_STAGES = int(os.environ.get("RPENT_PI05_ATTN_STAGES", "1"))
 
 
 def set_enabled(flag: bool) -> None:
@@ -205,6 +212,31 @@ def gated_add_ada_rms_norm(x: torch.Tensor, y: torch.Tensor, gate: torch.Tensor,
     return x, torch.addcmul(shift, F.rms_norm(x, (x.shape[-1],), None, eps), scale1p)
 
 
+def _ln_launch(x, y, w, b, eps, want_x):
+    d = x.shape[-1]
+    xc = x.contiguous()
+    h = torch.empty_like(xc)
+    xo = torch.empty_like(xc) if want_x else h
+    _kernels().layer_norm_kernel[(xc.numel() // d,)](
+        xc, y.contiguous() if y is not None else xc, w, b, xo, h, d, eps, HAS_RES=y is not None, BLOCK_D=_p2(d))
+    return xo, h
+
+
+def layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float) -> torch.Tensor:
+    """LayerNorm of x [.., D] with weight/bias [D] (``F.layer_norm``); statistics in float32."""
+    if _use(x, "layernorm"):
+        return _ln_launch(x, None, w, b, eps, False)[1]
+    return F.layer_norm(x, (x.shape[-1],), w, b, eps)
+
+
+def add_layer_norm(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Residual then LayerNorm: returns (x + y, layer_norm(x + y)), both [.., D] in x's dtype."""
+    if _use(x, "layernorm"):
+        return _ln_launch(x, y, w, b, eps, True)
+    x = x + y
+    return x, F.layer_norm(x, (x.shape[-1],), w, b, eps)
+
+
 # --------------------------------------------------------------------------- MLP
 
 
@@ -268,7 +300,7 @@ def mqa_decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_
         qc, ks, vs, mask, part_o, part_m, part_l, rows, lk, nsplit, qc.stride(0), ks.stride(0), ks.stride(1),
         vs.stride(0), vs.stride(1), mask.stride(0), 1.0 / math.sqrt(d),
         HAS_MASK=key_mask is not None, KEYS_PER_SPLIT=ATTN_KEYS_PER_SPLIT, D=d, BM=ATTN_BM, BN=ATTN_BN,
-        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", num_warps=4, num_stages=1)
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", num_warps=4, num_stages=ATTN_STAGES)
     out = torch.empty((b, rows, d), dtype=q.dtype, device=q.device)
     kk.attn_combine_kernel[(rows, b)](part_o, part_m, part_l, out, rows, nsplit, D=d, NS_P2=_p2(nsplit))
     return out.view(b, lq, h * d)

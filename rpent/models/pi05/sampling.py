@@ -39,12 +39,24 @@ class _Graph:
         self.graph, self.images, self.ids, self.mask, self.noise, self.out = graph, images, ids, mask, noise, out
 
 
+class _NoLock:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NO_LOCK = _NoLock()
+
+
 class PendingRun:
     """A model call in flight (:meth:`Pi05Runner.launch`): :meth:`result` waits for it (releasing the GIL)
     and returns float32 [B, H, 32]. ``parts`` are (pinned host tensor, CUDA event) pairs, or ready arrays."""
 
-    def __init__(self, parts: list):
+    def __init__(self, parts: list, cuda_lock: threading.Lock | None = None):
         self._parts = parts
+        self._cuda_lock = cuda_lock
 
     def done(self) -> bool:
         """Whether every part has finished on the GPU (never blocks)."""
@@ -55,8 +67,10 @@ class PendingRun:
         outs = []
         for out, ev in self._parts:
             if ev is not None:
-                ev.synchronize()
-                out = out.numpy().copy()  # the pinned block goes back to the caching host allocator
+                # no CUDA call of this (results) thread may overlap a graph capture on the launching thread
+                with self._cuda_lock or _NO_LOCK:
+                    ev.synchronize()
+                    out = out.numpy().copy()  # the pinned block goes back to the caching host allocator
             outs.append(out)
         self._parts = [(o, None) for o in outs]
         return outs[0] if len(outs) == 1 else np.concatenate(outs, 0)
@@ -93,6 +107,7 @@ class Pi05Runner:
         self._graphs: OrderedDict[tuple, _Graph] = OrderedDict()
         self._pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         self._lock = threading.Lock()
+        self._cuda_lock = threading.Lock()  # held while capturing; PendingRun.result takes it around its CUDA calls
         self.graph_captures = 0
         self._tuned: dict[int, dict] = {}
 
@@ -139,7 +154,7 @@ class Pi05Runner:
             return PendingRun([
                 self._launch(images[i:i + self.max_batch], token_ids[i:i + self.max_batch], noise[i:i + self.max_batch])
                 for i in range(0, b, self.max_batch)
-            ])
+            ], self._cuda_lock)
 
     def _text(self, token_ids: list[np.ndarray], rows: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         lens = [len(t) for t in token_ids]
@@ -201,6 +216,10 @@ class Pi05Runner:
         return self.model.sample_actions(img, ids, noise, mask)
 
     def _capture(self, key: tuple, ids: torch.Tensor, mask: torch.Tensor | None) -> _Graph:
+        with self._cuda_lock:
+            return self._capture_locked(key, ids, mask)
+
+    def _capture_locked(self, key: tuple, ids: torch.Tensor, mask: torch.Tensor | None) -> _Graph:
         rows, view_shape, t, masked = key
         dev = self.device
         s_img = torch.zeros((rows, *view_shape), dtype=torch.uint8, device=dev)
@@ -214,7 +233,7 @@ class Pi05Runner:
                 self._sample(s_img, s_ids, s_noise, s_mask)
         torch.cuda.current_stream(dev).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._pool):
+        with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
             out = self._sample(s_img, s_ids, s_noise, s_mask)
         g = _Graph(graph, s_img, s_ids, s_mask, s_noise, out)
         self._graphs[key] = g

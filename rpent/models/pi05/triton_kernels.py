@@ -185,3 +185,24 @@ def skinny_linear_kernel(x_ptr, w_ptr, out_ptr, M, N, K, stride_xm, stride_om, F
         acc = g * tl.sigmoid(z) * u
     tl.store(out_ptr + rm[:, None] * stride_om + rn[None, :], acc.to(out_ptr.dtype.element_ty),
              mask=mm[:, None] & nm[None, :])
+
+
+@triton.jit
+def layer_norm_kernel(x_ptr, y_ptr, w_ptr, b_ptr, xout_ptr, h_ptr, D, eps,
+                      HAS_RES: tl.constexpr, BLOCK_D: tl.constexpr):
+    """One row per program: optional residual ``x + y`` (written, rounded to the output dtype), then
+    LayerNorm ``(x - mean) * rsqrt(var + eps) * w + b`` with statistics in fp32 (SigLIP)."""
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK_D)
+    m = offs < D
+    x = tl.load(x_ptr + row * D + offs, mask=m, other=0.0).to(tl.float32)
+    if HAS_RES:
+        y = tl.load(y_ptr + row * D + offs, mask=m, other=0.0).to(tl.float32)
+        xr = (x + y).to(xout_ptr.dtype.element_ty)
+        tl.store(xout_ptr + row * D + offs, xr, mask=m)
+        x = xr.to(tl.float32)
+    mean = tl.sum(x, axis=0) / D
+    xc = tl.where(m, x - mean, 0.0)
+    inv = tl.rsqrt(tl.sum(xc * xc, axis=0) / D + eps)
+    h = xc * inv * tl.load(w_ptr + offs, mask=m, other=0.0).to(tl.float32) + tl.load(b_ptr + offs, mask=m, other=0.0).to(tl.float32)
+    tl.store(h_ptr + row * D + offs, h.to(h_ptr.dtype.element_ty), mask=m)

@@ -141,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-batch", type=int, default=8,
                     help="largest batch per model call (default 8: with 16 closed-loop clients two alternating batches of 8 "
                          "overlap request handling with GPU work; measured 123 vs 89 inferences/s for 16 on an H200)")
+    ap.add_argument("--no-precompile", action="store_true",
+                    help="compile the Triton kernels after loading the checkpoint instead of in a child process during the load")
     ap.add_argument("--no-pipeline", action="store_true",
                     help="wait for each batch before gathering the next (the pre-pipelining baseline of benchmarks/vla_bench.py)")
     ap.add_argument("--no-cuda-graphs", action="store_true", help="run the sampler eagerly (baseline)")
@@ -213,7 +215,8 @@ def load_policy(args: argparse.Namespace) -> "Pi05Policy":
     path = args.model_path or os.environ.get(CHECKPOINT_ENV)
     try:
         return Pi05Policy.from_checkpoint(path, args.embodiment, args.tokenizer_path, device,
-                                          state_in_prompt=args.state_in_prompt, use_cuda_graphs=graphs, log=_log, **overrides)
+                                          state_in_prompt=args.state_in_prompt, use_cuda_graphs=graphs, log=_log,
+                                          precompile=graphs and not args.no_precompile, **overrides)
     except (ValueError, RuntimeError, OSError) as exc:
         _log(f"cannot load the checkpoint: {exc}")
         raise SystemExit(2) from None
@@ -227,6 +230,11 @@ def main(argv: list[str] | None = None) -> None:
     policy = load_policy(args)
     meta = policy.metadata()
     if policy.model.device.type == "cuda":
+        from rpent.models.pi05 import precompile
+
+        waited = precompile.wait(getattr(policy, "precompile_proc", None))
+        if waited is not None:
+            _log(f"waited {waited:.1f} s for the Triton precompile child after loading the weights")
         t1 = time.perf_counter()
         for side in sorted({meta["image_size"], 256}):  # the model size and LIBERO's 256 px policy views
             policy.runner.warmup(meta["num_views"], (side, side))
