@@ -59,7 +59,6 @@ class Pi05Policy:
         self.runner = Pi05Runner(model, use_cuda_graphs=use_cuda_graphs)
         self.source = source
         self.layout = layout
-        self.precompile_proc = None  # child compiling the Triton kernels during a checkpoint load (from_checkpoint)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -75,15 +74,11 @@ class Pi05Policy:
         state_in_prompt: str = "auto",
         use_cuda_graphs: bool = True,
         log=None,
-        precompile: bool = False,
     ) -> "Pi05Policy":
         """Load a checkpoint directory (openpi or lerobot layout); see the module docstring.
 
         Args:
             log: callable(str) for the OK/MISS list and load timings (default: print to stderr).
-            precompile: on CUDA, compile the Triton kernels in a child process while the weights load
-                (:mod:`rpent.models.pi05.precompile`); the child is in ``policy.precompile_proc`` and the
-                caller waits for it (``precompile.wait``) before warming up.
 
         Raises:
             rpent.models.pi05.checkpoint.CheckpointError, ConfigCheckError, NormStatsError, TokenizerError.
@@ -98,11 +93,6 @@ class Pi05Policy:
         settings = resolve_settings(embodiment, action_horizon, n_exec, num_flow_steps, state_in_prompt, ckpt_cfg)
         cfg = config_from_checkpoint(path, action_horizon=settings.action_horizon, num_flow_steps=settings.num_flow_steps)
         dev, dtype = default_device_dtype(device)
-        proc = None
-        if precompile and dev.type == "cuda":
-            from rpent.models.pi05 import precompile as pre
-
-            proc = pre.start(cfg, str(dev), settings.preset.num_views, tuple(sorted({cfg.vision.image_size, 256})))
         t0 = time.perf_counter()
         tensors, layout = load_checkpoint_tensors(path, cfg, dev, dtype)
         model = Pi05Model.from_checkpoint_tensors(cfg, tensors)
@@ -114,7 +104,6 @@ class Pi05Policy:
         log(f"normalization ({modes.source}): {norm_stats.describe()}")
         processor = Pi05Processor(settings.preset, norm_stats, tokenizer, settings.discrete_state_input, cfg.max_action_dim)
         policy = cls(model, processor, settings, use_cuda_graphs, source=str(report.directory), layout=layout)
-        policy.precompile_proc = proc
         return policy
 
     @classmethod

@@ -2,16 +2,16 @@
 
 A cold start pays for reading the weights (disk -> GPU) and for compiling the fused Triton kernels
 (:mod:`rpent.models.pi05.triton_kernels`) the first time the sampler runs. The two are independent, so
-:func:`start` launches ``python -m rpent.models.pi05.precompile`` in a child process: it builds a model
-of the same dimensions with random weights on the same GPU, runs the sampler once eagerly per image
-size (B=1, the warm-up shapes), and exits. Triton writes every compiled kernel to its on-disk cache
+the server calls :func:`start` first thing: ``python -m rpent.models.pi05.precompile`` in a child
+process builds a model of the checkpoint's dimensions with *uninitialised* weights on the same GPU
+(no file read, no random numbers), runs the sampler once eagerly per image size (B=1, the warm-up
+shapes), and exits. Triton writes every compiled kernel to its on-disk cache
 (``TRITON_CACHE_DIR``, inherited), so the server's own warm-up finds them there instead of compiling.
 The server waits for the child (:func:`wait`) before its warm-up; a failing child only costs the
 overlap (the server then compiles as before). The child needs a second copy of the weights' GPU memory
 for a few seconds (6.7 GB full size in bf16); ``--no-precompile`` turns it off.
 
-    python -m rpent.models.pi05.precompile --paligemma-variant gemma_2b --action-expert-variant gemma_300m \\
-        --action-horizon 10 --num-flow-steps 5 --views 2 --sizes 224,256 --device cuda:0
+    python -m rpent.models.pi05.precompile --model-path CKPT_DIR --embodiment libero --sizes 224,256 --device cuda:0
 """
 
 from __future__ import annotations
@@ -23,13 +23,18 @@ import sys
 import time
 
 
-def start(cfg, device: str, views: int, sizes: tuple[int, ...], prompt_tokens: int = 16) -> subprocess.Popen | None:
-    """Launch the child for ``cfg`` (a :class:`Pi05Config`) on ``device``; None when it cannot start.
+def start(model_path: str, embodiment: str, device: str, sizes: tuple[int, ...] | None = None, action_horizon: int | None = None,
+          n_exec: int | None = None, num_flow_steps: int | None = None, prompt_tokens: int = 16) -> subprocess.Popen | None:
+    """Launch the child for the checkpoint at ``model_path`` (it reads only ``config.json`` and resolves the
+    dimensions, horizon and flow steps as :meth:`Pi05Policy.from_checkpoint` does) on ``device``; None
+    when it cannot start. Start it first thing: its interpreter and torch import overlap the caller's.
+    ``sizes``: image sides to run (default: the model's and 256, the server's warm-up sizes).
     Its output goes to this process's stderr."""
-    cmd = [sys.executable, "-m", "rpent.models.pi05.precompile", "--paligemma-variant", cfg.paligemma_variant,
-           "--action-expert-variant", cfg.action_expert_variant, "--action-horizon", str(cfg.action_horizon),
-           "--num-flow-steps", str(cfg.num_flow_steps), "--views", str(views), "--sizes", ",".join(map(str, sizes)),
-           "--prompt-tokens", str(prompt_tokens), "--device", device]
+    cmd = [sys.executable, "-m", "rpent.models.pi05.precompile", "--model-path", str(model_path), "--embodiment", embodiment,
+           "--sizes", ",".join(map(str, sizes)) if sizes else "auto", "--prompt-tokens", str(prompt_tokens), "--device", device]
+    for flag, v in (("--action-horizon", action_horizon), ("--n-exec", n_exec), ("--num-flow-steps", num_flow_steps)):
+        if v is not None:
+            cmd += [flag, str(v)]
     try:
         return subprocess.Popen(cmd, stdout=sys.stderr, stderr=sys.stderr, env=dict(os.environ))
     except OSError:
@@ -53,12 +58,12 @@ def wait(proc: subprocess.Popen | None, timeout_s: float = 120.0) -> float | Non
 def main(argv: list[str] | None = None) -> None:
     """Child entry point (see the module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--paligemma-variant", default="gemma_2b")
-    ap.add_argument("--action-expert-variant", default="gemma_300m")
-    ap.add_argument("--action-horizon", type=int, required=True)
-    ap.add_argument("--num-flow-steps", type=int, required=True)
-    ap.add_argument("--views", type=int, default=2)
-    ap.add_argument("--sizes", default="224")
+    ap.add_argument("--model-path", required=True)
+    ap.add_argument("--embodiment", default="libero")
+    ap.add_argument("--action-horizon", type=int, default=None)
+    ap.add_argument("--n-exec", type=int, default=None)
+    ap.add_argument("--num-flow-steps", type=int, default=None)
+    ap.add_argument("--sizes", default="auto", help="image sides, comma-separated (auto: the model's and 256)")
     ap.add_argument("--prompt-tokens", type=int, default=16)
     ap.add_argument("--device", default="cuda:0")
     args = ap.parse_args(argv)
@@ -66,17 +71,24 @@ def main(argv: list[str] | None = None) -> None:
     import numpy as np
     import torch
 
-    from rpent.models.pi05.config import Pi05Config
+    from rpent.models.pi05.checkpoint import config_from_checkpoint, expected_tensor_shapes, read_checkpoint_config
     from rpent.models.pi05.model import Pi05Model, default_device_dtype
     from rpent.models.pi05.sampling import Pi05Runner
+    from rpent.models.pi05.settings import resolve_settings
 
-    cfg = Pi05Config.from_variants(args.paligemma_variant, args.action_expert_variant,
-                                   action_horizon=args.action_horizon, num_flow_steps=args.num_flow_steps)
+    settings = resolve_settings(args.embodiment, args.action_horizon, args.n_exec, args.num_flow_steps, "auto",
+                                read_checkpoint_config(args.model_path))
+    cfg = config_from_checkpoint(args.model_path, action_horizon=settings.action_horizon, num_flow_steps=settings.num_flow_steps)
     dev, dtype = default_device_dtype(args.device)
-    model = Pi05Model.random(cfg, dev, dtype, seed=0)
+    # uninitialised weights of the right shapes: only the kernels' shapes and dtypes matter here
+    tensors = {k: torch.empty(shape, device=dev, dtype=dtype) for k, shape in expected_tensor_shapes(cfg).items()}
+    model = Pi05Model.from_checkpoint_tensors(cfg, tensors)
+    del tensors
     runner = Pi05Runner(model, use_cuda_graphs=False)
-    for side in (int(s) for s in args.sizes.split(",")):
-        runner.run(np.zeros((1, args.views, side, side, 3), dtype=np.uint8), [np.ones(args.prompt_tokens, dtype=np.int64)],
+    views = settings.preset.num_views
+    sizes = sorted({cfg.vision.image_size, 256}) if args.sizes == "auto" else [int(v) for v in args.sizes.split(",")]
+    for side in sizes:
+        runner.run(np.zeros((1, views, side, side, 3), dtype=np.uint8), [np.ones(args.prompt_tokens, dtype=np.int64)],
                    np.zeros((1, cfg.action_horizon, cfg.max_action_dim), dtype=np.float32))
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)

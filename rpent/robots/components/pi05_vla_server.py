@@ -215,8 +215,7 @@ def load_policy(args: argparse.Namespace) -> "Pi05Policy":
     path = args.model_path or os.environ.get(CHECKPOINT_ENV)
     try:
         return Pi05Policy.from_checkpoint(path, args.embodiment, args.tokenizer_path, device,
-                                          state_in_prompt=args.state_in_prompt, use_cuda_graphs=graphs, log=_log,
-                                          precompile=graphs and not args.no_precompile, **overrides)
+                                          state_in_prompt=args.state_in_prompt, use_cuda_graphs=graphs, log=_log, **overrides)
     except (ValueError, RuntimeError, OSError) as exc:
         _log(f"cannot load the checkpoint: {exc}")
         raise SystemExit(2) from None
@@ -227,14 +226,23 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     t0 = time.perf_counter()
     check_args(args)
-    policy = load_policy(args)
+    child = None
+    path = args.model_path or os.environ.get(CHECKPOINT_ENV)
+    if not (args.random_weights or args.cpu or args.no_cuda_graphs or args.no_fused_kernels or args.no_precompile) and path:
+        from rpent.models.pi05 import precompile  # torch-free: the child's start overlaps our torch import and load
+
+        child = precompile.start(path, args.embodiment, f"cuda:{args.cuda_device}", None, args.action_horizon, args.n_exec,
+                                 args.num_flow_steps)
+    try:
+        policy = load_policy(args)
+    finally:
+        if child is not None:
+            from rpent.models.pi05 import precompile
+
+            waited = precompile.wait(child)
+            _log(f"waited {waited:.1f} s for the Triton precompile child after loading the weights (exit {child.returncode})")
     meta = policy.metadata()
     if policy.model.device.type == "cuda":
-        from rpent.models.pi05 import precompile
-
-        waited = precompile.wait(getattr(policy, "precompile_proc", None))
-        if waited is not None:
-            _log(f"waited {waited:.1f} s for the Triton precompile child after loading the weights")
         t1 = time.perf_counter()
         for side in sorted({meta["image_size"], 256}):  # the model size and LIBERO's 256 px policy views
             policy.runner.warmup(meta["num_views"], (side, side))
