@@ -495,12 +495,9 @@ def main() -> None:
             write_random_checkpoint(cfg, d, dtype)
             print(f"  wrote random checkpoint to {d} in {time.perf_counter() - t0:.1f} s")
             # a fresh Triton cache: the cold start includes compiling the fused kernels, as on a new machine;
-            # the baseline (same run) compiles them after the load instead of in a child during it
-            # last, a restart on a machine that ran the server before: the Triton cache the first run filled
+            # then a restart on a machine that ran the server before (the Triton cache the first run filled)
             first_cache = tempfile.mkdtemp(prefix="triton_cold_")
-            for name, extra, cache in (("from_disk", [], first_cache),
-                                       ("from_disk_no_precompile", ["--no-precompile"], tempfile.mkdtemp(prefix="triton_cold_")),
-                                       ("from_disk_warm_triton_cache", [], first_cache)):
+            for name, extra, cache in (("from_disk", [], first_cache), ("from_disk_warm_triton_cache", [], first_cache)):
                 results[f"page_cache_{name}"] = drop_page_cache(args)
                 bench_server(["--model-path", str(d)] + common + extra + (["--cpu"] if device.type == "cpu" else []), name, args,
                              results, env_extra={"TRITON_CACHE_DIR": cache})

@@ -132,3 +132,21 @@ def test_pipelined_mode_launches_the_next_batch_while_one_runs():
         b.submit("bad")
     assert b.submit(7) == 70
     b.close()
+
+
+def test_pipelined_mode_merges_small_groups_while_the_gpu_is_busy():
+    log = []
+    b = DynamicBatcher(lambda items: items, window_s=0.001, max_batch=4, launch=lambda items: _Handle(items, 0.3, log))
+    results = {}
+
+    def client(i, delay):
+        time.sleep(delay)
+        results[i] = b.submit(i)
+
+    # item 0 starts a long batch; items 1-4 arrive in two groups while it runs, 50 ms apart
+    threads = [threading.Thread(target=client, args=(i, d)) for i, d in ((0, 0.0), (1, 0.05), (2, 0.05), (3, 0.1), (4, 0.1))]
+    [t.start() for t in threads]
+    [t.join(10) for t in threads]
+    b.close()
+    assert results == {i: i * 10 for i in range(5)}
+    assert [sorted(items) for _, items, _ in log] == [[0], [1, 2, 3, 4]]  # one full batch, not [1, 2] + [3, 4]

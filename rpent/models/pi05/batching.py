@@ -11,7 +11,9 @@ Pipelined mode (``launch`` given, e.g. :meth:`Pi05Policy.launch_prepared`): the 
 *launches* batches (the GPU work is queued on one CUDA stream), at most ``max_in_flight`` at a time,
 and a second thread waits for each launched batch and hands out its results. So the next batch is
 gathered, staged and queued while the current one runs, and the GPU does not idle between batches
-while results are delivered and the next requests are decoded (16 closed-loop clients on an H200:
+while results are delivered and the next requests are decoded. While a batch is in flight the worker
+gathers until the next one is full (``max_batch`` rows) or the in-flight work is done, so clients
+that drifted into small groups (8 = 5 + 3) are merged back into full batches (16 closed-loop clients on an H200:
 see ``benchmarks/vla_bench.py``).
 """
 
@@ -57,6 +59,8 @@ class DynamicBatcher:
         self._launch = launch
         self._slots = threading.Semaphore(max(1, max_in_flight))
         self._done_q: queue.Queue = queue.Queue()
+        self._count_lock = threading.Lock()
+        self._in_flight = 0  # launched batches whose results are not delivered yet (pipelined mode)
         self._initializer = initializer
         self._ready: Future = Future()
         self.window_s = window_s
@@ -109,6 +113,21 @@ class DynamicBatcher:
     def _collect(self, first) -> list:
         batch = [first]
         rows = first[1]
+        if self._launch is not None and self._in_flight > 0:
+            # the GPU has queued work: keep gathering until the batch is full or the GPU runs dry, so
+            # clients that drifted into small groups merge into full batches again
+            while rows < self.max_batch and self._in_flight > 0:
+                try:
+                    nxt = self._q.get(timeout=0.0005)
+                except queue.Empty:
+                    continue
+                if nxt is None:
+                    self._q.put(None)
+                    return batch
+                batch.append(nxt)
+                rows += nxt[1]
+            if rows >= self.max_batch:
+                return batch
         expected = max(self._recent)
         start = time.monotonic()
         deadline = start + self.window_s
@@ -161,6 +180,8 @@ class DynamicBatcher:
                     self._slots.acquire()
                     try:
                         handle = self._launch([e[0] for e in live])
+                        with self._count_lock:
+                            self._in_flight += 1
                     except BaseException as exc:  # noqa: BLE001 - handed to each waiting client
                         self._slots.release()
                         for e in live:
@@ -198,6 +219,8 @@ class DynamicBatcher:
                     e[3].set_exception(exc)
                 continue
             finally:
+                with self._count_lock:
+                    self._in_flight -= 1
                 self._slots.release()
             self.batches_run += 1
             self.batch_sizes.append(sum(e[1] for e in live))

@@ -141,8 +141,6 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-batch", type=int, default=8,
                     help="largest batch per model call (default 8: with 16 closed-loop clients two alternating batches of 8 "
                          "overlap request handling with GPU work; measured 123 vs 89 inferences/s for 16 on an H200)")
-    ap.add_argument("--no-precompile", action="store_true",
-                    help="compile the Triton kernels after loading the checkpoint instead of in a child process during the load")
     ap.add_argument("--no-pipeline", action="store_true",
                     help="wait for each batch before gathering the next (the pre-pipelining baseline of benchmarks/vla_bench.py)")
     ap.add_argument("--no-cuda-graphs", action="store_true", help="run the sampler eagerly (baseline)")
@@ -226,21 +224,7 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     t0 = time.perf_counter()
     check_args(args)
-    child = None
-    path = args.model_path or os.environ.get(CHECKPOINT_ENV)
-    if not (args.random_weights or args.cpu or args.no_cuda_graphs or args.no_fused_kernels or args.no_precompile) and path:
-        from rpent.models.pi05 import precompile  # torch-free: the child's start overlaps our torch import and load
-
-        child = precompile.start(path, args.embodiment, f"cuda:{args.cuda_device}", None, args.action_horizon, args.n_exec,
-                                 args.num_flow_steps)
-    try:
-        policy = load_policy(args)
-    finally:
-        if child is not None:
-            from rpent.models.pi05 import precompile
-
-            waited = precompile.wait(child)
-            _log(f"waited {waited:.1f} s for the Triton precompile child after loading the weights (exit {child.returncode})")
+    policy = load_policy(args)
     meta = policy.metadata()
     if policy.model.device.type == "cuda":
         t1 = time.perf_counter()
