@@ -26,6 +26,13 @@ model B=1 10.5 ms graph / 15.6 ms graph without fused kernels / 44.4 ms eager; B
 162 / 100 (eager) inferences/s; cold start 6.6 s (random weights) / 12.5 s (6.7 GB from disk, cold
 Triton cache); lerobot eager 174.8 ms, compiled 34.0 ms after a 195 s warm-up; parity vs lerobot max
 |diff| 4.8e-7 (fp32) / 9.2e-3 (bf16).
+
+Re-measured 2026-12-01 (issue 20; ``--random-weights --iters 40 --requests-per-client 40 --transport socket
+--skip-eager-server --cold-start-from-disk --drop-caches --verbose``): model B=1 9.47 ms (10.35 ms with flow
+step 0 after the prefix, same run), B=16 75.5 ms; socket e2e B=1 11.57 ms; 16 clients 197.6 inferences/s
+pipelined vs 165.6 with ``--no-pipeline`` (same run); cold start from disk with the page cache dropped
+19.3 s (empty Triton cache) / 13.0 s (Triton cache of the previous start). lerobot's own
+``compile_model=True`` path: ``benchmarks/vla_lerobot_compile.py``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ The kernels compute in float32 and round once per output, so they differ from th
 rounds intermediates to bf16) only by bf16 rounding; ``tests/models/test_pi05_fused.py`` checks each
 kernel against its reference under ``TRITON_INTERPRET=1``, and ``benchmarks/vla_bench.py`` on the GPU
 (H200, full size, bf16: relative L2 error 2-3e-3 per op; 1.0e-2 max |diff| in normalised actions).
-Measured on an H200 (B=1, 2 views, T=16, H=10, N=5, CUDA graph): 15.6 ms -> 10.5 ms, 3064 -> 1580 kernels.
+Measured on an H200 (B=1, 2 views, T=16, H=10, N=5, CUDA graph): 15.6 ms -> 10.5 ms, 3064 -> 1580 kernels
+(2026-12-01, with the SigLIP add+LayerNorm kernel, the re-tiled attention and the step-0 overlap of
+:mod:`rpent.models.pi05.model`: 15.2 ms -> 9.47 ms).
 
 Ops (shapes for one layer; D width, d head dim, H query heads, F MLP width):
 

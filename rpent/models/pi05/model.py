@@ -10,6 +10,10 @@ Sampling (openpi ``PI0Pytorch.sample_actions`` semantics; reference section 1.2)
    all action tokens (bidirectional inside the chunk); the prefix cache is reused, never recomputed.
 4. The result is the normalised action chunk [B, H, 32] (float32).
 
+On CUDA, flow step 0 of expert layer i runs on a second stream as soon as backbone layer i has written
+its K/V (``overlap_first_step``): the latency-bound expert kernels fill the GPU beside the compute-bound
+prefix. Same ops, same results (max |diff| 0 against the sequential order); H200 B=1: 9.47 vs 10.35 ms.
+
 Prompt length: callers pass exactly the tokens of the prompt (no padding to max_token_len=200). Masked
 padding keys contribute nothing to attention and take no RoPE position, so padding only costs compute:
 the exact-length prefix gives the same numbers as openpi's padded one up to float rounding

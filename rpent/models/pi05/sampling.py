@@ -16,6 +16,10 @@ Shapes:
 
 Without CUDA (or with ``use_cuda_graphs=False``) the same code runs eagerly; that is the "plain eager"
 baseline of ``benchmarks/vla_bench.py``.
+
+:meth:`Pi05Runner.launch` starts a call without waiting for it (pinned staging buffers, asynchronous
+copies, an event per call): the server's batch worker gathers and queues the next batch while one runs
+(:mod:`rpent.models.pi05.batching`, pipelined mode); :meth:`Pi05Runner.run` is ``launch(...).result()``.
 """
 
 from __future__ import annotations
