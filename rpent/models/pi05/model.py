@@ -30,6 +30,7 @@ and 9.2e-3 in bf16 (lerobot keeps SigLIP in float32; we run it in bf16), largest
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
@@ -61,6 +62,9 @@ class Pi05Model(nn.Module):
     #: Run flow step 0 of the expert on a second CUDA stream alongside the prefix (CUDA only; the
     #: benchmark's A/B switch, ``RPENT_PI05_OVERLAP=0`` turns it off).
     overlap_first_step = os.environ.get("RPENT_PI05_OVERLAP", "1") != "0"
+    #: Tests: run the same interleaved order (backbone layer i, then step-0 expert layer i) on the CPU,
+    #: without streams, to check it against the sequential order.
+    interleave_on_cpu = False
 
     def __init__(self, cfg: Pi05Config):
         super().__init__()
@@ -170,28 +174,32 @@ class Pi05Model(nn.Module):
         prefix_rope = rope_tables(pos, g.head_dim, g.rope_theta)
         prefix_mask = None if prefix_valid is None else key_mask[..., :lp]
         first = 0
-        if self.overlap_first_step and dev.type == "cuda" and len(self.expert.layers) == g.depth:
+        cuda = dev.type == "cuda"
+        if self.overlap_first_step and (cuda or self.interleave_on_cpu) and len(self.expert.layers) == g.depth:
             # Flow step 0, layer i needs only backbone layer i's K/V: run it on a side stream as soon as
             # they are written, hidden behind the (compute-bound) prefix. Same ops, same results.
-            main = torch.cuda.current_stream(dev)
-            side = self._side_stream(dev)
-            side.wait_stream(main)
-            with torch.cuda.stream(side):
+            main = torch.cuda.current_stream(dev) if cuda else None
+            side = self._side_stream(dev) if cuda else None
+            on_side = (lambda: torch.cuda.stream(side)) if cuda else contextlib.nullcontext
+            if cuda:
+                side.wait_stream(main)
+            with on_side():
                 state = list(self.expert.begin_step(x, 0))
-            events = []
 
             def on_layer_kv(i):
-                ev = torch.cuda.Event()
-                ev.record(main)
-                events.append(ev)
-                with torch.cuda.stream(side):
-                    side.wait_event(ev)
+                if cuda:
+                    ev = torch.cuda.Event()
+                    ev.record(main)
+                with on_side():
+                    if cuda:
+                        side.wait_event(ev)
                     state[:] = self.expert.layer_step(i, state[0], state[1], 0, kv, lp, srope, key_mask)
 
             self.backbone.fill_prefix_cache(prefix, prefix_rope, prefix_mask, kv, on_layer_kv)
-            with torch.cuda.stream(side):
+            with on_side():
                 v0 = self.expert.action_out(state[1]).float()
-            main.wait_stream(side)
+            if cuda:
+                main.wait_stream(side)
             x = x + dt * v0
             first = 1
         else:
