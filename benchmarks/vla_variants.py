@@ -79,10 +79,11 @@ def main():
     x1 = inputs(1)
     res = {"gpu": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu"}
     # name, skinny, overlap, attention (BM, keys per split, BN, stages); the first row is the previous path
-    prev_attn = (fused.ATTN_BM, fused.ATTN_KEYS_PER_SPLIT, fused.ATTN_BN, fused.ATTN_STAGES)
+    prev_attn = (16, 128, 64, 1)  # the tiles before the 2026-12-01 sweep
+    now_attn = (fused.ATTN_BM, fused.ATTN_KEYS_PER_SPLIT, fused.ATTN_BN, fused.ATTN_STAGES)
     variants = [("previous (no overlap)", False, False, prev_attn), ("overlap", False, True, prev_attn),
-                ("overlap+skinny", True, True, prev_attn)]
-    for a in ((16, 64, 64, 1), (16, 64, 32, 2), (32, 64, 64, 1), (16, 32, 32, 1), (32, 128, 64, 2), (16, 128, 64, 2),
+                ("overlap+skinny", True, True, prev_attn), (f"defaults: overlap+attn{now_attn}", False, True, now_attn)]
+    for a in ((16, 64, 64, 1), (16, 32, 32, 2), (16, 64, 32, 2), (32, 64, 64, 1), (16, 32, 32, 1), (32, 128, 64, 2), (16, 128, 64, 2),
               (64, 64, 64, 1)):
         variants.append((f"overlap+attn{a}", False, True, a))
     ref = None
