@@ -64,6 +64,7 @@ def main():
     ap.add_argument("--prompt-tokens", type=int, default=16)
     ap.add_argument("--batches", default="1,8,16")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--grid-batch", type=int, default=0, help="also time every variant at this batch size")
     ap.add_argument("--best-env", default=None, help="write the best attention tiles as shell exports here")
     args = ap.parse_args()
     dev, dt = default_device_dtype(None)
@@ -88,6 +89,7 @@ def main():
         variants.append((f"overlap+attn{a}", False, True, a))
     ref = None
     best = None
+    grid_inputs = inputs(args.grid_batch) if args.grid_batch else None
     for name, sk, ov, at in variants:
         try:
             fused.disable_op("skinny", not sk)
@@ -100,7 +102,12 @@ def main():
             if ref is None:
                 ref = out
             res[name] = {"b1_ms": ms, "max_abs_diff_vs_previous": d}
-            print(f"  {name:34s} B=1 {ms:7.2f} ms   max|diff| vs previous {d:.2e}", flush=True)
+            extra = ""
+            if args.grid_batch:
+                xg = grid_inputs
+                res[name][f"b{args.grid_batch}_ms"] = mg = timed(lambda: runner.run(*xg), max(5, args.iters // 4))
+                extra = f"   B={args.grid_batch} {mg:7.2f} ms"
+            print(f"  {name:34s} B=1 {ms:7.2f} ms   max|diff| vs previous {d:.2e}{extra}", flush=True)
             if best is None or ms < best[1]:
                 best = (name, ms, sk, ov, at)
             del runner

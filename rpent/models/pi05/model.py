@@ -62,6 +62,9 @@ class Pi05Model(nn.Module):
     #: Run flow step 0 of the expert on a second CUDA stream alongside the prefix (CUDA only; the
     #: benchmark's A/B switch, ``RPENT_PI05_OVERLAP=0`` turns it off).
     overlap_first_step = os.environ.get("RPENT_PI05_OVERLAP", "1") != "0"
+    #: ... only up to this batch size: at larger batches the expert is no longer latency-bound and the
+    #: side stream only competes with the prefix (``RPENT_PI05_OVERLAP_MAX_BATCH``).
+    overlap_max_batch = int(os.environ.get("RPENT_PI05_OVERLAP_MAX_BATCH", "16"))
     #: Tests: run the same interleaved order (backbone layer i, then step-0 expert layer i) on the CPU,
     #: without streams, to check it against the sequential order.
     interleave_on_cpu = False
@@ -175,7 +178,8 @@ class Pi05Model(nn.Module):
         prefix_mask = None if prefix_valid is None else key_mask[..., :lp]
         first = 0
         cuda = dev.type == "cuda"
-        if self.overlap_first_step and (cuda or self.interleave_on_cpu) and len(self.expert.layers) == g.depth:
+        if (self.overlap_first_step and b <= self.overlap_max_batch and (cuda or self.interleave_on_cpu)
+                and len(self.expert.layers) == g.depth):
             # Flow step 0, layer i needs only backbone layer i's K/V: run it on a side stream as soon as
             # they are written, hidden behind the (compute-bound) prefix. Same ops, same results.
             main = torch.cuda.current_stream(dev) if cuda else None
