@@ -1,8 +1,10 @@
-"""``rpent``: run an agent on one LIBERO / LIBERO-PRO task end to end.
+"""``rpent``: run an agent on one LIBERO / LIBERO-PRO or Meta-World task end to end.
 
-Example (offline: no API key, no GPU, no downloads)::
+Examples (offline: no API key, no GPU, no downloads)::
 
     rpent --robot libero --suite libero_object --task 0 --seed 0 --planner scripted
+    rpent --robot metaworld --suite mt10 --task pick-place-v3 --seed 0   # expert planner; env server
+                                                                         # under .venv-metaworld/bin/python
 
 Dashboard (a session that outlives SSH, served to browsers; see ``rpent_tui.dashboard``)::
 
@@ -32,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``rpent`` argument parser (imports no simulator, no SDK)."""
     p = argparse.ArgumentParser(
         prog="rpent",
-        description="Run an LLM (or scripted) planner on a LIBERO / LIBERO-PRO task through robot tools, "
+        description="Run an LLM (or scripted) planner on a LIBERO / LIBERO-PRO or Meta-World task through robot tools, "
                     "and leave a complete run record.",
         epilog="Exit codes: 0 success (environment predicate), 1 task not solved, 2 error.",
     )
