@@ -20,7 +20,11 @@ Results land under the driver's results root:
 Faults: Ray never re-runs a cell by itself (``max_retries=0``, a re-run must get a new run
 directory). A task whose worker or node died ends as an outcome with ``infra_error`` ("lost its
 Ray node"), so the runner retries the cell (a new attempt, a new run directory, placed wherever
-Ray finds room) and the report counts it once. ``shutdown(cancel=True)`` cancels the tasks: each
+Ray finds room) and the report counts it once. When no live node offers the cell's resources any
+more (the only node of a node group died), Ray would queue the cells forever: after
+``ray.preflight_wait_s`` seconds without such a node every pending cell ends with an
+``infra_error`` naming the resources and the live nodes, so the batch ends (cells without an
+outcome stay "infra"; re-running the command resumes them) instead of hanging. ``shutdown(cancel=True)`` cancels the tasks: each
 SIGTERMs its run (which writes a cancelled record), waits, then SIGKILLs.
 
 With ``ray.replicas.vla`` / ``ray.replicas.sam3`` the executor starts replica pools on GPU nodes
@@ -50,6 +54,8 @@ log = logging.getLogger("rpent.batch.ray")
 
 RESULTS_MODES = ("auto", "shared", "copy")
 MARKER_PREFIX = ".rpent_ray_visible_"
+NODE_CHECK_S = 2.0
+"""Seconds between checks that some live node still offers the cells' resources (while cells run)."""
 
 
 def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop_grace_s: float) -> dict[str, Any]:
@@ -161,7 +167,9 @@ class RayExecutor:
 
     Raises:
         ClusterConfigError (a ValueError): no node offers the cell's resources, ``slots`` above what
-            the nodes hold, replicas above the GPUs; ClusterConnectError: no cluster answered.
+            the nodes hold, replicas above the GPUs; ClusterBusyError (a ClusterConfigError): they
+            would fit but other jobs hold the resources (after ``ray.preflight_wait_s``);
+            ClusterConnectError: no cluster answered.
     """
 
     name = "ray"
@@ -169,7 +177,7 @@ class RayExecutor:
     def __init__(self, slots: int, *, settings: RaySettings, results_root: str | Path | None = None,
                  results: str = "auto", stop_grace_s: float = 20.0):
         from rpent.cluster.connect import connect, import_ray
-        from rpent.cluster.preflight import Demand, check_placement, live_nodes
+        from rpent.cluster.preflight import Demand, preflight
 
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
@@ -184,7 +192,14 @@ class RayExecutor:
         demands = [Demand("cells (--parallel)", settings.cell, slots)]
         demands += [Demand(f"ray.replicas.{role}.count", rep.request, rep.count, " (one replica per GPU)")
                     for role, rep in settings.replicas.items()]
-        check_placement(live_nodes(self.ray), demands)
+        try:
+            preflight(self.ray, demands, wait_s=settings.preflight_wait_s)
+        except BaseException:
+            if self._owns_connection:
+                from rpent.cluster.connect import disconnect
+
+                disconnect()
+            raise
         self.marker: str | None = None
         if results_root is not None and results == "auto":
             root = Path(results_root)
@@ -195,6 +210,8 @@ class RayExecutor:
         self._refs: dict[Any, tuple[CellJob, float]] = {}
         self._pools: dict[str, Any] = {}
         self.lost: list[dict[str, Any]] = []
+        self._no_node_since: float | None = None
+        self._last_node_check = 0.0
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def __enter__(self) -> RayExecutor:
@@ -262,14 +279,62 @@ class RayExecutor:
                            job.arm, res["where"])
 
     def wait(self, timeout: float | None = None) -> list[CellOutcome]:
-        """Block until >= 1 job ended or ``timeout`` s passed; the ended jobs' outcomes, each once."""
+        """Block until >= 1 job ended or ``timeout`` s passed; the ended jobs' outcomes, each once.
+
+        With ``timeout=None`` it still returns when no live node offers the cells' resources any more
+        (those jobs end with an ``infra_error``; see the module docstring)."""
         if not self._refs:
             return []
-        ready, rest = self.ray.wait(list(self._refs), num_returns=1, timeout=timeout)
-        if ready and rest:
-            more, _ = self.ray.wait(rest, num_returns=len(rest), timeout=0)
-            ready += more
-        return [self._outcome(ref) for ref in ready]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            step = NODE_CHECK_S if deadline is None else max(0.0, min(NODE_CHECK_S, deadline - time.monotonic()))
+            ready, rest = self.ray.wait(list(self._refs), num_returns=1, timeout=step)
+            if ready:
+                if rest:
+                    more, _ = self.ray.wait(rest, num_returns=len(rest), timeout=0)
+                    ready += more
+                return [self._outcome(ref) for ref in ready]
+            stranded = self._stranded()
+            if stranded or (deadline is not None and time.monotonic() >= deadline):
+                return stranded
+
+    def _stranded(self) -> list[CellOutcome]:
+        """Outcomes of every running job once no live node has offered ``ray.cell``'s resources for
+        ``ray.preflight_wait_s`` seconds (checked every :data:`NODE_CHECK_S` s); else []."""
+        from rpent.cluster.preflight import live_nodes, node_capacity
+
+        now = time.monotonic()
+        if now - self._last_node_check < NODE_CHECK_S:
+            return []
+        self._last_node_check = now
+        nodes = live_nodes(self.ray, with_available=False)
+        if any(node_capacity(n.resources, self.settings.cell) > 0 for n in nodes):
+            self._no_node_since = None
+            return []
+        listing = "; ".join(n.describe() for n in nodes) or "none"
+        if self._no_node_since is None:
+            self._no_node_since = now
+            log.warning("no live Ray node offers %s (live nodes: %s); waiting up to %.0f s for one",
+                        self.settings.cell.describe(), listing, self.settings.preflight_wait_s)
+        waited = now - self._no_node_since
+        if waited < self.settings.preflight_wait_s:
+            return []
+        reason = (f"no live Ray node offers the cell's {self.settings.cell.describe()} any more (live nodes: {listing}); "
+                  f"gave up after {waited:.0f} s (ray.preflight_wait_s); add such a node and re-run to resume")
+        outs = []
+        for ref in list(self._refs):
+            try:
+                self.ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001 - already failed with its node
+                pass
+            job, t0 = self._refs.pop(ref)
+            for pool in self._pools.values():
+                pool.release(job.key)
+            self.lost.append({"key": job.key, "attempt": job.attempt, "error": reason})
+            log.warning("cell %s attempt %d: %s", job.key, job.attempt, reason)
+            outs.append(CellOutcome(job.key, None, job.run_dir, reason, round(now - t0, 3), job.attempt, job.arm,
+                                    "ray"))
+        return outs
 
     def shutdown(self, cancel: bool = True) -> None:
         """Cancel (SIGTERM -> grace -> SIGKILL on the node) or wait for the running jobs, stop the

@@ -56,8 +56,11 @@ class LocalCluster:
 
     def add_gpu_node(self):
         """Add a node with 1 CPU, 1 GPU and ``gpu_node`` (also used to replace a killed one)."""
-        node = self.cluster.add_node(num_cpus=1, num_gpus=1, resources={"gpu_node": 1}, node_ip_address="127.0.0.1",
-                                     object_store_memory=OBJECT_STORE_BYTES)
+        return self.add_node(num_cpus=1, num_gpus=1, resources={"gpu_node": 1})
+
+    def add_node(self, **resources):
+        """Add a node on 127.0.0.1 with ``resources`` (``num_cpus``, ``num_gpus``, ``resources``) and wait for it."""
+        node = self.cluster.add_node(**resources, node_ip_address="127.0.0.1", object_store_memory=OBJECT_STORE_BYTES)
         self.cluster.wait_for_nodes()
         return node
 

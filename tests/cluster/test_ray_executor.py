@@ -43,6 +43,14 @@ def _executor(ray_cluster, tmp_path, results: str, slots: int = 2):
     return create_executor("ray", slots=slots, settings=settings, results_root=tmp_path)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def _wait_all(ex, n: int, timeout: float = 120.0):
     outs, deadline = [], time.monotonic() + timeout
     while len(outs) < n and time.monotonic() < deadline:
@@ -102,3 +110,48 @@ def test_vla_replica_endpoints_are_added_to_jobs(ray_cluster, tmp_path):
         with RpcClient(endpoint, timeout=10) as client:
             assert client.call("healthz")["status"] == "ok"
         assert ex._pools["vla"].replicas[0].clients == set()  # released when the cell ended
+
+
+def test_a_node_killed_under_a_running_cell_is_reported_once_and_never_hangs(ray_cluster, tmp_path):
+    """A third node (the only one with ``sim_node``) runs a cell; its raylet and processes are killed
+    (SIGKILL, no graceful drain): the cell ends once, as an infra error "lost its Ray node", and its run
+    process is gone, not left running as an orphan; a cell submitted afterwards, which no live node can
+    hold any more, ends with an infra error naming the resources after ray.preflight_wait_s instead of
+    waiting forever."""
+    node = ray_cluster.add_node(num_cpus=1, resources={"sim_node": 1})
+    settings = parse_ray_section({"cell": {"num_cpus": 1, "resources": {"sim_node": 1}}, "results": "shared",
+                                  "preflight_wait_s": 3}, ray_cluster.address)
+    try:
+        with create_executor("ray", slots=1, settings=settings, results_root=tmp_path) as ex:
+            ex.submit(_job(tmp_path, "lost", sleep_s=300))
+            run_dir = tmp_path / "runs" / "lost" / "attempt-1"
+            deadline = time.monotonic() + 120
+            while not (run_dir / "record.json").exists() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert (run_dir / "record.json").exists(), "the cell never started on the sim node"
+            ray_cluster.cluster.remove_node(node, allow_graceful=False)
+            node = None
+            t0 = time.monotonic()
+            outs = []
+            while not outs and time.monotonic() - t0 < 120:
+                outs = ex.wait(timeout=5.0)
+            assert [o.key for o in outs] == ["lost"], outs
+            assert outs[0].exit_code is None and "lost its Ray node or worker" in outs[0].infra_error
+            assert ex.wait(timeout=1.0) == [] and ex.running() == []  # reported once
+            # the run on the dead node does not live on as an orphan (Ray kills a dead worker's children)
+            pid = int((tmp_path / "runs" / "lost" / "attempt-1.log").read_text().split("hello from")[1].split()[0])
+            deadline = time.monotonic() + 30
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert not _alive(pid), f"the run (pid {pid}) outlived its node"
+
+            ex.submit(_job(tmp_path, "stranded", sleep_s=0))
+            t1 = time.monotonic()
+            outs = _wait_all(ex, 1, timeout=60)
+            assert time.monotonic() - t1 < 30
+            assert "no live Ray node offers the cell's {CPU: 1, sim_node: 1} any more" in outs["stranded"].infra_error
+            assert "gave up after" in outs["stranded"].infra_error
+            assert not (tmp_path / "runs" / "stranded").exists()  # it never ran anywhere
+    finally:
+        if node is not None:
+            ray_cluster.cluster.remove_node(node, allow_graceful=False)
