@@ -20,7 +20,11 @@ Usage::
 (``rpent-batch --ray-address``), interleaved ``--rounds`` times, ``--parallel`` runs at once; prints
 the Ray executor's overhead against the local one (target <= 10 %). Without ``--ray-address`` it
 starts a one-node Ray cluster on 127.0.0.1 for the measurement (``ray.cluster_utils.Cluster``,
-``--parallel`` CPUs) and stops it at the end; its start-up is not counted.
+``--parallel`` CPUs) and stops it at the end; its start-up is not counted. Rounds alternate which
+executor goes first; besides the wall times it prints what each batch added on top of its runs'
+own wall times (from ``attempts.jsonl``: start-up, connection, task start, report), which the
+load on a shared machine disturbs far less than the runs themselves. Both executors' runs get the
+same ``OMP_NUM_THREADS`` (default 1: Ray would otherwise set it in its workers only).
 
 Prints the load average (``uptime``) next to the figures: on a shared machine they are noisy.
 """
@@ -105,6 +109,9 @@ def ray_overhead(args: argparse.Namespace) -> None:
     import statistics
 
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # Ray node IPs on loopback (see tests/cluster/conftest.py)
+    # Ray sets OMP_NUM_THREADS=<the task's CPUs> in its workers when it is unset, and the runs inherit it:
+    # give both executors' runs the same value so only the executor differs
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("RAY_agent_register_timeout_ms", "180000")
     os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
     tasks, seeds = parse_index_list(args.tasks, "--tasks"), parse_index_list(args.seeds, "--seeds")
@@ -125,6 +132,14 @@ def ray_overhead(args: argparse.Namespace) -> None:
                     "object_store_memory": 80 * 1024 * 1024, "temp_dir": temp})
                 break
             except Exception as exc:  # noqa: BLE001 - Ray raises several types for a failed start
+                import psutil
+
+                for proc in psutil.process_iter(["cmdline"]):  # the failed start's GCS server etc.
+                    try:
+                        if temp in " ".join(proc.info["cmdline"] or []):
+                            proc.kill()
+                    except (psutil.NoSuchProcess, psutil.AccessDenied):
+                        pass
                 shutil.rmtree(temp, ignore_errors=True)
                 print(f"Ray cluster start failed ({type(exc).__name__}: {str(exc)[:200]}); "
                       f"{'retrying' if attempt < 2 else 'giving up'}", flush=True)
@@ -135,7 +150,7 @@ def ray_overhead(args: argparse.Namespace) -> None:
         print(f"one-node Ray cluster at {address} started in {time.monotonic() - t0:.1f} s (not counted)", flush=True)
     run_flags = ["--no-video", "--max-episode-steps", str(args.max_episode_steps)]
     print(f"cells: {args.suite} tasks {tasks} seeds {seeds} ({n} episodes), --parallel {args.parallel}, "
-          f"{' '.join(run_flags)}; {_uptime()}", flush=True)
+          f"{' '.join(run_flags)}; OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} for both; {_uptime()}", flush=True)
     times: dict[str, list[float]] = {"local": [], "ray": []}
     added: dict[str, list[float]] = {"local": [], "ray": []}
     ratios: list[float] = []

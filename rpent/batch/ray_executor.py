@@ -29,7 +29,11 @@ SIGTERMs its run (which writes a cancelled record), waits, then SIGKILLs.
 
 With ``ray.replicas.vla`` / ``ray.replicas.sam3`` the executor starts replica pools on GPU nodes
 when entered and adds ``--vla-endpoint`` / ``--sam3-endpoint`` (the least-loaded replica) to each
-job that does not name one.
+job that does not name one. A cell that ends without a task outcome (an exit code other than 0/1,
+or an infra error) has its replicas checked (:meth:`ReplicaPool.report_failure`): a dead one is
+restarted or dropped from the pool, logged with its reason and kept in :attr:`RayExecutor.replica_events`,
+so later cells get a live endpoint. When a role has no replica left, the cells submitted after
+that end at once with an ``infra_error`` naming it (they stay resumable).
 """
 
 from __future__ import annotations
@@ -131,6 +135,14 @@ def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop
     return result
 
 
+def warm_up() -> str:
+    """Body of the warm-up task: nothing but what :func:`run_cell_on_node` imports (the worker process
+    that runs it is kept by Ray and reused for the cells)."""
+    from rpent.batch.executor import _die_with_parent  # noqa: F401 - imported for its cost
+
+    return os.uname().nodename
+
+
 def _unpack(archive: bytes, job: CellJob) -> None:
     """Unpack a copied-back run into ``job.run_dir`` / ``job.log_path`` (tar ``data`` filter: no
     absolute paths, links or ``..``)."""
@@ -164,6 +176,8 @@ class RayExecutor:
         results_root: the driver's results root (for the ``auto`` marker).
         results: ``auto`` | ``shared`` | ``copy``.
         stop_grace_s: seconds between SIGTERM and SIGKILL of a stopped run.
+        warm_up_workers: submit ``slots`` no-op tasks with the cells' resources at construction, so
+            the Ray worker processes (reused by the cell tasks) start while the driver prepares.
 
     Raises:
         ClusterConfigError (a ValueError): no node offers the cell's resources, ``slots`` above what
@@ -175,7 +189,7 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, slots: int, *, settings: RaySettings, results_root: str | Path | None = None,
-                 results: str = "auto", stop_grace_s: float = 20.0):
+                 results: str = "auto", stop_grace_s: float = 20.0, warm_up_workers: bool = True):
         from rpent.cluster.connect import connect, import_ray
         from rpent.cluster.preflight import Demand, preflight
 
@@ -201,17 +215,21 @@ class RayExecutor:
                 disconnect()
             raise
         self.marker: str | None = None
-        if results_root is not None and results == "auto":
-            root = Path(results_root)
-            root.mkdir(parents=True, exist_ok=True)
-            self.marker = str(root / f"{MARKER_PREFIX}{secrets.token_hex(8)}")
-            Path(self.marker).write_text("rpent-batch driver marker: nodes that see this file share the results root\n")
+        self._results_root = Path(results_root) if results_root is not None and results == "auto" else None
         self._task = self.ray.remote(max_retries=0)(run_cell_on_node)
+        # start the Ray worker processes the first cells will run in now (a Python + Ray start-up each,
+        # seconds on a loaded node) instead of when the first cells are submitted
+        warm = self.ray.remote(max_retries=0)(warm_up)
+        self._warm_refs = [warm.options(**settings.cell.ray_options()).remote() for _ in range(slots if warm_up_workers
+                                                                                                 else 0)]
         self._refs: dict[Any, tuple[CellJob, float]] = {}
         self._pools: dict[str, Any] = {}
         self.lost: list[dict[str, Any]] = []
         self._no_node_since: float | None = None
         self._last_node_check = 0.0
+        self._done: list[CellOutcome] = []
+        self._closed_events: list[dict[str, Any]] = []
+        self._used: dict[str, dict[str, str]] = {}  # cell key -> role -> replica endpoint it was given
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def __enter__(self) -> RayExecutor:
@@ -237,11 +255,27 @@ class RayExecutor:
             raise RuntimeError(f"all {self.slots} slots are busy; wait() first")
         if any(j.key == job.key for j, _ in self._refs.values()):
             raise RuntimeError(f"cell {job.key} is already running")
+        from rpent.cluster.errors import ClusterError
+
         argv = list(job.argv)
+        used: dict[str, str] = {}
         for role, flag in (("vla", "--vla-endpoint"), ("sam3", "--sam3-endpoint")):
             pool = self._pools.get(role)
             if pool is not None and flag not in argv:
-                argv += [flag, pool.endpoint_for(job.key)]
+                try:
+                    used[role] = pool.endpoint_for(job.key)
+                except ClusterError as exc:  # no replica left: the cell cannot run; resumable later
+                    for p in self._pools.values():
+                        p.release(job.key)
+                    self._done.append(CellOutcome(job.key, None, job.run_dir, f"not started: {exc}", 0.0, job.attempt,
+                                                  job.arm, "ray"))
+                    return
+                argv += [flag, used[role]]
+        self._used[job.key] = used
+        if self._results_root is not None and self.marker is None:
+            self._results_root.mkdir(parents=True, exist_ok=True)
+            self.marker = str(self._results_root / f"{MARKER_PREFIX}{secrets.token_hex(8)}")
+            Path(self.marker).write_text("rpent-batch driver marker: nodes that see this file share the results root\n")
         payload = {**job.to_dict(), "argv": argv}
         ref = self._task.options(**self.settings.cell.ray_options()).remote(
             payload, self.marker, self.results, self.stop_grace_s)
@@ -250,6 +284,27 @@ class RayExecutor:
     def running(self) -> list[str]:
         """Keys of the jobs still running."""
         return [job.key for job, _ in self._refs.values()]
+
+    @property
+    def replica_events(self) -> list[dict[str, Any]]:
+        """Restart / drop decisions of every replica pool (``ReplicaPool.events``), oldest first."""
+        live = [e for pool in self._pools.values() for e in pool.events]
+        return sorted([*self._closed_events, *live], key=lambda e: e["time"])
+
+    def _check_replicas(self, out: CellOutcome) -> None:
+        """After a cell ended without a task outcome, check the replicas it used (restart or drop a dead one)."""
+        from rpent.cluster.errors import ClusterError
+
+        used = self._used.pop(out.key, {})
+        if out.exit_code in (0, 1) and out.infra_error is None:
+            return
+        for role, endpoint in used.items():
+            try:
+                self._pools[role].report_failure(
+                    endpoint, f"cell {out.key} attempt {out.attempt} ended with exit code {out.exit_code}"
+                              + (f" ({out.infra_error})" if out.infra_error else ""))
+            except ClusterError as exc:
+                log.warning("%s", exc)
 
     def _outcome(self, ref: Any) -> CellOutcome:
         from ray.exceptions import RayTaskError, TaskCancelledError
@@ -283,6 +338,9 @@ class RayExecutor:
 
         With ``timeout=None`` it still returns when no live node offers the cells' resources any more
         (those jobs end with an ``infra_error``; see the module docstring)."""
+        if self._done:
+            done, self._done = self._done, []
+            return done
         if not self._refs:
             return []
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -293,7 +351,10 @@ class RayExecutor:
                 if rest:
                     more, _ = self.ray.wait(rest, num_returns=len(rest), timeout=0)
                     ready += more
-                return [self._outcome(ref) for ref in ready]
+                outs = [self._outcome(ref) for ref in ready]
+                for out in outs:
+                    self._check_replicas(out)
+                return outs
             stranded = self._stranded()
             if stranded or (deadline is not None and time.monotonic() >= deadline):
                 return stranded
@@ -352,7 +413,9 @@ class RayExecutor:
                     except Exception:  # noqa: BLE001 - already finished
                         pass
         self._refs.clear()
+        self._warm_refs = []
         for pool in self._pools.values():
+            self._closed_events += pool.events
             pool.close()
         self._pools = {}
         if self.marker:

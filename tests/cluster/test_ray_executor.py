@@ -155,3 +155,39 @@ def test_a_node_killed_under_a_running_cell_is_reported_once_and_never_hangs(ray
     finally:
         if node is not None:
             ray_cluster.cluster.remove_node(node, allow_graceful=False)
+
+
+def test_a_dead_replica_is_restarted_then_dropped_between_cells(ray_cluster, tmp_path):
+    """The VLA replica dies; the cell using it fails (exit 2): the executor checks the replica, restarts
+    it (logged reason, in replica_events) and the next cell gets the new endpoint; after the second death
+    (restarts spent) it is dropped and the next cell ends at once as an infra error naming the pool."""
+    import ray
+
+    settings = parse_ray_section({"cell": {"num_cpus": 1}, "results": "shared", "replicas": {"vla": {
+        "server": "replay", "args": ["--zero"], "count": 1, "num_cpus": 0, "resources": {"gpu_node": 1},
+        "max_restarts": 1, "ready_timeout_s": 120}}}, ray_cluster.address)
+    with create_executor("ray", slots=1, settings=settings, results_root=tmp_path) as ex:
+        pool = ex._pools["vla"]
+        (first,) = pool.endpoints()
+        for key in ("dies-1", "dies-2"):
+            actor = pool.replicas[0].actor
+            ray.kill(actor, no_restart=True)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:  # ray.kill is asynchronous: wait until it no longer answers
+                try:
+                    ray.get(actor.alive.remote(), timeout=5)
+                except Exception:  # noqa: BLE001 - RayActorError: gone
+                    break
+                time.sleep(0.5)
+            ex.submit(_job(tmp_path, key, code=2))  # the run could not reach its replica
+            assert _wait_all(ex, 1)[key].exit_code == 2
+        assert [e["kind"] for e in ex.replica_events] == ["restarting", "restarted", "dropped"]
+        assert "cell dies-1 attempt 1 ended with exit code 2" in ex.replica_events[0]["reason"]
+        assert "restarts spent: 1/1" in ex.replica_events[2]["reason"]
+        second = (tmp_path / "runs" / "dies-2" / "attempt-1" / "extra_args.txt").read_text().split()[-1]
+        assert second != first and second == ex.replica_events[1]["endpoint"]
+        ex.submit(_job(tmp_path, "after", code=0))
+        outs = _wait_all(ex, 1, timeout=10)
+        assert outs["after"].exit_code is None and "not started: no vla replica is left" in outs["after"].infra_error
+        assert not (tmp_path / "runs" / "after").exists()
+    assert len(ex.replica_events) == 3  # kept after the pools are closed (the CLI writes them to the manifest)
