@@ -24,7 +24,9 @@ starts a one-node Ray cluster on 127.0.0.1 for the measurement (``ray.cluster_ut
 executor goes first; besides the wall times it prints what each batch added on top of its runs'
 own wall times (from ``attempts.jsonl``: start-up, connection, task start, report), which the
 load on a shared machine disturbs far less than the runs themselves. Both executors' runs get the
-same ``OMP_NUM_THREADS`` (default 1: Ray would otherwise set it in its workers only).
+same ``OMP_NUM_THREADS`` (default 1: Ray would otherwise set it in its workers only), and the
+cluster it starts runs its workers at niceness 0 (``RAY_worker_niceness=0``; Ray's default +15
+deprioritises the Ray rounds' runs on a shared machine).
 
 Prints the load average (``uptime``) next to the figures: on a shared machine they are noisy.
 """
@@ -112,6 +114,9 @@ def ray_overhead(args: argparse.Namespace) -> None:
     # Ray sets OMP_NUM_THREADS=<the task's CPUs> in its workers when it is unset, and the runs inherit it:
     # give both executors' runs the same value so only the executor differs
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # Ray starts its worker processes (and so the runs they spawn) at niceness +15 over the raylet; on a
+    # shared machine that slows the Ray rounds' runs, not the executor: start the nodes at the runs' niceness
+    os.environ.setdefault("RAY_worker_niceness", "0")
     os.environ.setdefault("RAY_agent_register_timeout_ms", "180000")
     os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
     tasks, seeds = parse_index_list(args.tasks, "--tasks"), parse_index_list(args.seeds, "--seeds")
