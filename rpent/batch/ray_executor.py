@@ -38,6 +38,7 @@ that end at once with an ``infra_error`` naming it (they stay resumable).
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import os
@@ -50,7 +51,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rpent.batch.executor import CellJob, CellOutcome, register_executor, stop_process_group
+from rpent.batch.executor import CellJob, CellOutcome, _die_with_parent, register_executor, stop_process_group
 from rpent.cluster.errors import ClusterConfigError, ClusterError
 from rpent.cluster.settings import RaySettings, parse_ray_section
 
@@ -76,8 +77,6 @@ def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop
     """
     import ray
 
-    from rpent.batch.executor import _die_with_parent
-
     where = f"{os.uname().nodename} {ray.util.get_node_ip_address()} node {ray.get_runtime_context().get_node_id()[:8]}"
     copy = results == "copy" or (results == "auto" and not (marker and os.path.exists(marker)))
     argv, run_dir, log_path = list(job["argv"]), job["run_dir"], job.get("log_path")
@@ -96,13 +95,17 @@ def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop
     try:
         proc = subprocess.Popen(argv, env={**os.environ, **job.get("env", {})}, cwd=job.get("cwd"),
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=_die_with_parent)
+                                start_new_session=True, preexec_fn=functools.partial(_child_setup, job.get("nice")))
     except OSError as exc:
         return {"exit_code": None, "infra_error": f"could not start the run on {where}: {exc}", "wall_s": 0.0,
                 "where": where}
     finally:
         if out is not subprocess.DEVNULL:
             out.close()
+    try:
+        run_nice = os.getpriority(os.PRIO_PROCESS, proc.pid)
+    except OSError:
+        run_nice = "?"
     limit = job.get("timeout_s")
     try:
         # poll in short sleeps, not one blocking wait: ray.cancel raises KeyboardInterrupt in this thread
@@ -120,7 +123,7 @@ def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop
     if infra is None and rc is not None and rc < 0:
         infra = f"run process killed by signal {signal.Signals(-rc).name}"
     result: dict[str, Any] = {"exit_code": rc, "infra_error": infra, "wall_s": round(time.monotonic() - t0, 3),
-                              "where": where}
+                              "where": f"{where}, nice {run_nice}"}
     if scratch is not None:
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -133,6 +136,19 @@ def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop
 
         shutil.rmtree(scratch, ignore_errors=True)
     return result
+
+
+def _child_setup(nice: int | None) -> None:  # runs in the child between fork and exec
+    """PDEATHSIG (see :func:`rpent.batch.executor._die_with_parent`), then the driver's niceness: Ray
+    starts its workers at +15 over the raylet (``RAY_worker_niceness``), which would deprioritise the
+    run against other work on the node; raising the priority back needs the privilege to do so
+    (root / CAP_SYS_NICE), else the run keeps the worker's niceness (reported in ``where``)."""
+    _die_with_parent()
+    if nice is not None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, int(nice))
+        except OSError:
+            pass
 
 
 def warm_up() -> str:
@@ -276,7 +292,7 @@ class RayExecutor:
             self._results_root.mkdir(parents=True, exist_ok=True)
             self.marker = str(self._results_root / f"{MARKER_PREFIX}{secrets.token_hex(8)}")
             Path(self.marker).write_text("rpent-batch driver marker: nodes that see this file share the results root\n")
-        payload = {**job.to_dict(), "argv": argv}
+        payload = {**job.to_dict(), "argv": argv, "nice": os.getpriority(os.PRIO_PROCESS, 0)}
         ref = self._task.options(**self.settings.cell.ray_options()).remote(
             payload, self.marker, self.results, self.stop_grace_s)
         self._refs[ref] = (job, time.monotonic())

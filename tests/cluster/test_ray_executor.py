@@ -4,6 +4,7 @@ shutdown (the run gets SIGTERM and can write its record), exit codes passed thro
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -73,6 +74,10 @@ def test_runs_land_under_the_driver_root_with_exit_codes(ray_cluster, tmp_path, 
         assert (tmp_path / "runs" / key / "attempt-1" / "record.json").read_text() == '{"ok": true}'
         assert "hello from" in (tmp_path / "runs" / key / "attempt-1.log").read_text()
         assert ("results copied back" in outs[key].where) == (results == "copy")
+        # the run gets the driver's niceness back from Ray's worker niceness (+15) where permitted
+        expected = os.getpriority(os.PRIO_PROCESS, 0) if os.geteuid() == 0 else None
+        if expected is not None:
+            assert outs[key].where.endswith(f", nice {expected}"), outs[key].where
     assert not list(tmp_path.glob(".rpent_ray_visible_*"))
 
 
