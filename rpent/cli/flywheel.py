@@ -6,7 +6,7 @@ Usage::
         [--val-fraction F [--split-seed S]] [--image-stats sampled|full] [--image-writer-threads N]
         [--no-progress]
     rpent-flywheel validate ROOT [--json]
-    rpent-flywheel view DATASET [--episode K] [--output FILE.rrd]
+    rpent-flywheel view DATASET [--episode K] [--output FILE.rrd] [--image-format jpeg|png]
 
 ``export`` is the default command (the product document ``shared/seeds/004`` form
 ``rpent-flywheel --input-root ... --output-dir ...`` keeps working).
@@ -81,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("dataset", help="an exported dataset (the directory holding meta/info.json, e.g. OUT/train) or OUT")
     w.add_argument("--episode", type=int, default=0, metavar="K", help="episode index (default 0)")
     w.add_argument("--output", default=None, metavar="FILE.rrd",
-                   help="where to write the recording (default <dataset>/../view_episode_<K>.rrd)")
+                   help="where to write the recording (default <dataset>/../view_<train|val>_episode_<K>.rrd)")
+    w.add_argument("--image-format", choices=("jpeg", "png"), default="jpeg",
+                   help="camera frames as JPEG (default, quality 90, small) or lossless PNG")
     return p
 
 
@@ -179,11 +181,12 @@ def _run_view(args: argparse.Namespace) -> int:
     from rpent.flywheel.view import ViewError, write_episode_rrd
 
     try:
-        out = write_episode_rrd(args.dataset, args.episode, args.output)
+        out = write_episode_rrd(args.dataset, args.episode, args.output, image_format=args.image_format)
     except ViewError as e:
         _err(f"error: {e}")
         return 2
-    print(f"wrote {out['path']} ({out['frames']} frame(s) of episode {args.episode}); open it with `rerun {out['path']}`")
+    print(f"wrote {out['path']} ({out['frames']} frame(s) of episode {args.episode}, {out['bytes'] / 1e6:.1f} MB, "
+          f"{args.image_format.upper()} frames); open it with `rerun {out['path']}`")
     return 0
 
 
