@@ -21,6 +21,7 @@ default) the camera statistics are computed on every 4th pixel row and column
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -175,6 +176,10 @@ def write_lerobot_dataset(
         raise ValueError(f"unknown video codec {vcodec!r}; use one of {VIDEO_CODECS}")
     if image_stats not in IMAGE_STATS:
         raise ValueError(f"unknown image statistics mode {image_stats!r}; use one of {IMAGE_STATS}")
+    if video:
+        # SVT-AV1 prints its configuration banner per encoded episode at its default level (3 = info);
+        # 2 keeps its warnings and errors (SVT-AV1's SVT_LOG variable, read when an encoder starts)
+        os.environ.setdefault("SVT_LOG", "2")
     ds = _copying_dataset_class().create(
         repo_id=repo_id,
         fps=FPS,
