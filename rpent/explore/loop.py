@@ -9,7 +9,10 @@ solved, on a planner error (a timeout moves on to the next session), or when the
 used up. Then, only when solved: the solving session's transcript and recipe are published to
 the memory inbox as ``<cell>.json`` + ``<cell>_recipe.jsonl`` (and the recipe to the explore
 directory), and unless ``auto_merge`` is off the inbox is merged with ``solved=True``.
-``explore.json`` in the explore directory says what happened.
+``explore.json`` in the explore directory says what happened; it is rewritten (atomically) when
+a session starts or ends and when an attempt is archived, with ``status: running`` and the
+``current`` session/attempt until the loop ends (``status: finished``), so the TUI's Explore
+screen can follow a running exploration.
 """
 
 from __future__ import annotations
@@ -94,11 +97,26 @@ async def run_explore(cfg, opts: ExploreOptions, *, operator=None, steering=None
 
         ctx = load_context(cfg.memory_dir, cfg.robot, cfg.suite, cfg.task)
         system += ctx.prompt_section()
-    doc: dict = {"cell": cell, "sessions": [], "solved": False, "merged": None, "error": None,
+    doc: dict = {"cell": cell, "suite": cfg.suite, "task": cfg.task, "seed": cfg.seed, "planner": cfg.planner,
+                 "status": "running", "sessions_max": opts.sessions,
+                 "attempts_per_session": opts.attempts_per_session, "sessions": [], "current": None,
+                 "attempts_archived": [], "solved": False, "merged": None, "error": None,
                  "memory_inbox": str(state.inbox)}
+
+    def progress() -> None:
+        """Rewrite ``explore.json`` (atomically) so watchers (the TUI's Explore screen) see the
+        current session and attempt while the exploration runs."""
+        doc["current"] = {"session": state.session, "attempt": state.attempt} if doc["status"] == "running" else None
+        doc["attempts_archived"] = list(state.archived)
+        write_bytes_atomic(root / "explore.json", (json.dumps(doc, indent=1) + "\n").encode("utf-8"))
+
+    state.on_change = progress
     solving = None
     for k in range(1, opts.sessions + 1):
         state.session, state.attempt, state.calls = k, 1, []
+        doc["sessions"].append({"session": k, "output_dir": str(root / "sessions" / f"session_{k:03d}"),
+                                "attempts": 1, "state": "running"})
+        progress()
         scfg = copy.copy(cfg)
         scfg.planner_config = copy.copy(cfg.planner_config)  # a fresh planner (and its output dir) per session
         scfg.planner_config.output_dir = None
@@ -111,9 +129,10 @@ async def run_explore(cfg, opts: ExploreOptions, *, operator=None, steering=None
         async with Supervisor(log_dir=scfg.output_dir) as sup:
             outcome = await run_task(scfg, sup, operator=operator, steering=steering, verbose=verbose,
                                      toolkit_cls=explore_toolkit_class(state), system_prompt=system)
-        doc["sessions"].append({"session": k, "output_dir": scfg.output_dir, "attempts": state.attempt,
-                                "environment_success": outcome.environment_success, "error": outcome.error,
-                                "stop_reason": outcome.stop_reason, "finish": outcome.finish})
+        doc["sessions"][-1].update({"attempts": state.attempt, "state": "finished",
+                                    "environment_success": outcome.environment_success, "error": outcome.error,
+                                    "stop_reason": outcome.stop_reason, "finish": outcome.finish})
+        progress()
         if outcome.environment_success:
             doc["solved"], solving = True, Path(scfg.output_dir)
             break
@@ -134,7 +153,8 @@ async def run_explore(cfg, opts: ExploreOptions, *, operator=None, steering=None
                 doc["merged"] = merge_inbox(corpus, cell, solved=True).to_dict()
             except MergeError as exc:
                 doc["error"] = f"memory merge refused: {exc}"
-    write_bytes_atomic(root / "explore.json", (json.dumps(doc, indent=1) + "\n").encode("utf-8"))
+    doc["status"] = "finished"
+    progress()
     log.info("exploration of %s: solved=%s sessions=%d archived=%d merged=%s", cell, doc["solved"],
              len(doc["sessions"]), len(state.archived), bool(doc["merged"]))
     return doc
