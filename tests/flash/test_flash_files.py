@@ -188,3 +188,52 @@ def test_generate_from_a_recipe_with_segment_lines(tmp_path):
     other.write_text("".join(json.dumps(c) + "\n" for c in old))
     with pytest.raises(FlashGenerateError, match="recipe of object_t5_s0"):
         generate(audit, other, tmp_path / "flash3")
+
+
+def test_blocked_grasp_descent_is_retried_once_shifted_along_the_long_axis():
+    """A grasp descent stopped 1.7 cm above its target (the hand met a neighbour) is repaired:
+    rise to the hover height, shift 1.5 cm along the object's long axis away from the push,
+    descend again; the lift after the grasp keeps the shift. A descent that reached is left alone."""
+    anchors = {"anchors": [{"id": "a0", "prompt": "cream cheese", "object": None,
+                            "observations": [{"camera": "agentview", "estimate": _est(0.05, -0.1, 0.0, 0.07, 0.035)}]}]}
+    plan = {"steps": [
+        {"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 0},
+        {"op": "tool", "tool": "move_to", "args": {"xyz": [0.05, -0.1, 0.1], "target_yaw": 0.0}, "anchor": "a0",
+         "observation": 0, "offset_xy": [0.0, 0.0]},
+        {"op": "tool", "tool": "move_to", "args": {"xyz": [0.05, -0.1, 0.013], "target_yaw": 0.0, "tol": 0.008,
+                                                   "step_clip": 0.015, "max_steps": 100},
+         "anchor": "a0", "observation": 0, "offset_xy": [0.0, 0.0]},
+        {"op": "tool", "tool": "set_gripper", "args": {"gripper": 1.0, "steps": 15}, "anchor": None,
+         "observation": None, "offset_xy": None},
+        {"op": "tool", "tool": "move_to", "args": {"xyz": [0.05, -0.1, 0.25]}, "anchor": "a0", "observation": 0,
+         "offset_xy": [0.0, 0.0]}]}
+    calls = []
+
+    def call(name, args, blocked=True):
+        calls.append((name, args))
+        if name == "segment":
+            return {"found": True, "object_estimate": _est(0.06, -0.1, 0.0, 0.07, 0.035)}
+        if name == "move_to" and args["xyz"][2] == 0.013 and len([c for c in calls if c[0] == "move_to"]) == 2:
+            return {"reached": False, "final_eef_pos": [0.0676, -0.1037, 0.0297]}  # blocked, pushed +x
+        return {"reached": True, "final_eef_pos": args.get("xyz")}
+
+    planner = FlashPlanner()
+    planner._replay(plan, anchors, call, lambda text: None, None)
+    moves = [a["xyz"] for n, a in calls if n == "move_to"]
+    assert moves == [[0.06, -0.1, 0.1], [0.06, -0.1, 0.013],  # hover, blocked descent
+                     [0.0676, -0.1037, 0.1],  # rise straight up to the hover height
+                     [pytest.approx(0.045), -0.1, 0.1], [pytest.approx(0.045), -0.1, 0.013],  # -x: away from the push
+                     [pytest.approx(0.045), -0.1, 0.25]]  # the lift keeps the shift
+    assert [n for n, _ in calls].count("set_gripper") == 1
+    assert [n for n, _ in calls].count("segment") == 2  # the object is looked at again after the blocked descent
+    # a descent that reached its target (or stopped within 8 mm) is not retried
+    calls.clear()
+
+    def fine(name, args):
+        calls.append((name, args))
+        if name == "segment":
+            return {"found": True, "object_estimate": _est(0.06, -0.1, 0.0, 0.07, 0.035)}
+        return {"reached": name != "move_to" or args["xyz"][2] != 0.013, "final_eef_pos": [0.06, -0.1, 0.019]}
+
+    FlashPlanner()._replay(plan, anchors, fine, lambda text: None, None)
+    assert [n for n, _ in calls] == ["segment", "move_to", "move_to", "set_gripper", "move_to"]
