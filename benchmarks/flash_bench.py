@@ -65,6 +65,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1, help="rpent processes at once (each runs one simulator)")
     ap.add_argument("--work-dir", default="/tmp/rpent_flash_bench")
     ap.add_argument("--json", default=None, help="also write all rows here")
+    ap.add_argument("--report-only", action="store_true",
+                    help="print the tables of the runs in WORK/rows.jsonl (e.g. of a stopped benchmark); run nothing")
     ap.add_argument("--resume", action="store_true",
                     help="keep the runs already finished in --work-dir (WORK/rows.jsonl) and run only the others")
     args = ap.parse_args()
@@ -74,7 +76,7 @@ def main() -> None:
     rows: list[dict] = []
     done: dict[tuple, dict] = {}
     log_path = work / "rows.jsonl"
-    if args.resume and log_path.is_file():
+    if (args.resume or args.report_only) and log_path.is_file():
         for line in log_path.read_text().splitlines():
             if line.strip():
                 r = json.loads(line)
@@ -121,8 +123,12 @@ def main() -> None:
         return out
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for res in pool.map(lambda st: cell(*st), [(s, t) for s in args.suites for t in args.tasks]):
+        # tasks outer, suites inner: a benchmark stopped early still covers every suite
+        for res in pool.map(lambda st: cell(*st), [] if args.report_only else
+                            [(s, t) for t in args.tasks for s in args.suites]):
             rows.extend(res)
+    if args.report_only:
+        rows = [r for r in done.values() if r["suite"] in args.suites]
     load = os.getloadavg()
     print(f"\nload average at end: {load}")
     print("| suite | plans (seed-0 solved) | flash success | rate | median flash wall (s) | median flash CPU (s) "
@@ -138,6 +144,10 @@ def main() -> None:
         print(f"| {suite or 'all'} | {len(plans)}/{len(base)} | {ok}/{len(fl)} | {rate} | {_median(fl, 'wall_s')} | "
               f"{_median(fl, 'cpu_s')} | {_median(base, 'wall_s')} | {_median(base, 'cpu_s')} | "
               f"{sum(r.get('tokens') or 0 for r in fl)} |")
+    loads = [r["load_at_start"] for r in rows if r.get("load_at_start") is not None]
+    if loads:
+        print(f"1-min load average when the runs started: {min(loads):.1f}-{max(loads):.1f} "
+              f"(median {statistics.median(loads):.1f}); the machine has {os.cpu_count()} cores")
     failed = [r for r in rows if r["planner"] == "flash" and not r["success"]]
     for r in failed:
         print(f"not solved: {r['suite']} t{r['task']} s{r['seed']}: {r.get('error') or (r.get('finish') or {}).get('summary')}")

@@ -79,6 +79,16 @@ def grasp_axis(est: dict) -> float | None:
     return None
 
 
+def _same_footprint(est: dict, ref: dict, rel_tol: float = 0.2) -> bool:
+    """The estimate's footprint (major and minor extent, m) is within ``rel_tol`` of the
+    recorded one: the whole object is in view, so its centre can be trusted."""
+    for key in ("major_extent", "minor_extent"):
+        a, b = float(est.get(key) or 0.0), float(ref.get(key) or 0.0)
+        if b <= 1e-6 or abs(a - b) > rel_tol * b:
+            return False
+    return True
+
+
 def _fold(angle: float) -> float:
     """Fold an axis difference into [-pi/2, pi/2) (axes are undirected)."""
     return (angle + math.pi / 2) % math.pi - math.pi / 2
@@ -257,16 +267,19 @@ class FlashPlanner:
         say(f"Grasp descent of step {i} was blocked {float(final[2]) - float(target[2]):.3f} m above its target "
             f"(pushed by {drift[0]:+.3f}, {drift[1]:+.3f} m): rising and shifting the grasp by "
             f"{shift[0]:+.3f}, {shift[1]:+.3f} m.")
-        up = call("move_to", {"xyz": [round(float(final[0]), 5), round(float(final[1]), 5), float(hover)],
-                              "gripper": -1.0, "max_steps": 60})
+        # rise a little above the hover height (where the source run took its close look), precisely
+        up = call("move_to", {"xyz": [round(float(final[0]), 5), round(float(final[1]), 5), float(hover) + 0.01],
+                              "gripper": -1.0, "tol": 0.004, "max_steps": 60})
         if "error" in up:
             raise _Failure("flash_step_failed", f"rising after the blocked descent of step {i} failed: {up['error']}")
         # the blocked hand may have pushed the object: look again (same camera as the step's observation)
         k = int(step["observation"])
         camera = anchors[aid]["observations"][k].get("camera") or "agentview"
         again_est = self._locate(call, anchors[aid]["prompt"], camera)
-        if again_est is not None:
+        if again_est is not None and _same_footprint(again_est, anchors[aid]["observations"][k]["estimate"]):
             live[aid][k] = again_est
+        else:  # not found, or only part of it in view (a biased centre): keep the earlier estimate
+            say(f"The new look at '{anchors[aid]['prompt']}' does not show all of it; keeping the earlier estimate.")
         self._shift[aid] = shift
         descent = self._args(steps, i, anchors, live)
         over = {k2: v for k2, v in descent.items() if k2 not in ("tol", "step_clip", "max_steps")}

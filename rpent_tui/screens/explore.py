@@ -44,8 +44,8 @@ def exploration_row(e: ex.ExploreSummary) -> tuple[str, ...]:
 
 def session_row(s: ex.SessionRow) -> tuple[str, ...]:
     """Cells of one session (markup)."""
-    return (str(s.session), str(s.attempts), "-" if s.env_steps is None else str(s.env_steps), str(s.tool_steps),
-            f"[{_OUTCOME_STYLE.get(s.outcome, 'white')}]{s.outcome}[/]", (s.error or "")[:60])
+    return (str(s.session), f"[{_OUTCOME_STYLE.get(s.outcome, 'white')}]{s.outcome}[/]", str(s.attempts),
+            "-" if s.env_steps is None else str(s.env_steps), str(s.tool_steps), (s.error or "")[:60])
 
 
 def attempt_row(a: ex.AttemptRow) -> tuple[str, ...]:
@@ -63,7 +63,7 @@ def summary_text(e: ex.Exploration) -> Text:
         t.append(f"  · session {e.current.get('session')}/{e.sessions_max or '?'}, attempt "
                  f"{e.current.get('attempt')}/{e.attempts_per_session or 'unlimited'}")
     t.append("\n")
-    if e.solved is not None:
+    if e.solved or (e.solved is not None and e.status == "finished"):
         t.append("solved\n" if e.solved else "not solved\n", style="green" if e.solved else "red")
     if e.error:
         t.append(f"error: {e.error}\n", style="red")
@@ -125,8 +125,8 @@ class ExploreScreen(LiveScreen):
     def on_mount(self) -> None:
         self.query_one("#explorations", DataTable).add_columns("Cell", "Status", "Sessions", "Attempts", "Solved",
                                                                "Date")
-        self.query_one("#explore-sessions", DataTable).add_columns("Session", "Attempts", "Env steps", "Tool steps",
-                                                                   "Outcome", "Error")
+        self.query_one("#explore-sessions", DataTable).add_columns("Session", "Outcome", "Attempts", "Env steps",
+                                                                   "Tool steps", "Error")
         self.query_one("#explore-attempts", DataTable).add_columns("#", "Session.attempt", "Reason",
                                                                    "Changed lever", "Calls")
         self.query_one("#explorations", DataTable).focus()

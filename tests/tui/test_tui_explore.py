@@ -66,8 +66,8 @@ def test_explore_screen_follows_a_running_exploration(tmp_path):
             assert screen.current.path == live  # newest first
             sessions, attempts = screen.query_one("#explore-sessions"), screen.query_one("#explore-attempts")
             assert sessions.row_count == 1 and attempts.row_count == 1
-            assert [str(c) for c in sessions.get_row_at(0)[:4]] == ["1", "2", "20", "2"]
-            assert "running" in str(sessions.get_row_at(0)[4])
+            assert [str(c) for c in sessions.get_row_at(0)[2:5]] == ["2", "20", "2"]
+            assert "running" in str(sessions.get_row_at(0)[1])
             row = [str(c) for c in attempts.get_row_at(0)]
             assert row == ["1", "1.1", "grasp came up empty", "descend 1 cm lower", "3"]
             summary = str(screen.query_one("#explore-summary").render())
@@ -81,7 +81,7 @@ def test_explore_screen_follows_a_running_exploration(tmp_path):
                 {"session": 2, "attempts": 1, "state": "running"}], current={"session": 2, "attempt": 1})
             await wait_for(pilot, lambda: sessions.row_count == 2 and attempts.row_count == 2,
                            what="session 2 and attempt 2 on screen")
-            assert "timeout" in str(sessions.get_row_at(0)[4]) and "running" in str(sessions.get_row_at(1)[4])
+            assert "timeout" in str(sessions.get_row_at(0)[1]) and "running" in str(sessions.get_row_at(1)[1])
             _explore_doc(live, status="finished", current=None, solved=True, sessions=[
                 {"session": 1, "attempts": 2, "state": "finished", "environment_success": False,
                  "error": "planner timed out after 60s", "stop_reason": "timeout"},
@@ -90,13 +90,13 @@ def test_explore_screen_follows_a_running_exploration(tmp_path):
                 merged={"cell": "object_t0_s0", "created": ["global/basket_drops.md"], "evidence_merged": [],
                         "conflicts": [], "task_pair": ["task-specific/object_t0_s0.json"]})
             await wait_for(pilot, lambda: screen.current.status == "finished", what="the finished exploration")
-            assert "solved" in str(sessions.get_row_at(1)[4])
+            assert "solved" in str(sessions.get_row_at(1)[1])
             summary = str(screen.query_one("#explore-summary").render())
             assert "memory merged: 1 new leaf(s)" in summary and "audit + recipe published" in summary
             # keyboard: the exploration list, down to the older one
             await pilot.press("e", "j")
             await wait_for(pilot, lambda: screen.current.path == old, what="the older exploration")
-            assert sessions.row_count == 1 and "not solved" in str(sessions.get_row_at(0)[4])
+            assert sessions.row_count == 1 and "not solved" in str(sessions.get_row_at(0)[1])
             assert attempts.row_count == 0
             await pilot.press("ctrl+q")
 
@@ -116,3 +116,59 @@ def test_reader_tolerates_half_written_and_refuses_bad_records(tmp_path):
         ex.read_exploration(d)
     assert ex.list_explorations(tmp_path)[0].status == "unknown"
     assert ex.list_explorations(tmp_path / "missing") == []
+
+
+@pytest.mark.skipif(__import__("shutil").which("tmux") is None, reason="needs tmux (apt-get install tmux)")
+def test_explore_screen_in_a_real_terminal(tmp_path):
+    """The real ``rpent-tui`` in tmux: F9 shows the exploration, its attempt, and a second session
+    once the record says so; ctrl+q quits (no simulator: the session starts no service)."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    sock = f"rpent-explore-{os.getpid()}"
+
+    def tmux(*args, check=True):
+        return subprocess.run(["tmux", "-L", sock, "-f", "/dev/null", *args], check=check, capture_output=True,
+                              text=True).stdout
+
+    def wait_screen(needle, timeout=30.0):
+        deadline, text = time.monotonic() + timeout, ""
+        while time.monotonic() < deadline:
+            text = tmux("capture-pane", "-p", "-t", "ex", check=False)
+            if needle in text:
+                return text
+            time.sleep(0.3)
+        raise AssertionError(f"{needle!r} not on screen after {timeout}s; screen:\n{text}")
+
+    logs = tmp_path / "logs"
+    live = logs / "live_explore"
+    _session(live, 1, 3)
+    _attempt(live, 1, 1, 1, "grasp came up empty", "descend lower")
+    _explore_doc(live)
+    root = Path(__file__).resolve().parents[2]
+    cmd = (f"cd {root} && TERM=xterm-256color ESCDELAY=50 {sys.executable} -m rpent_tui --in-process --planner "
+           f"scripted --shared none --images none --output-dir {tmp_path / 'session'} --logs-dir {logs}")
+    try:
+        tmux("start-server", ";", "set-option", "-g", "default-size", "160x45", ";", "new-session", "-d", "-s", "ex",
+             "-x", "160", "-y", "45", cmd)
+        wait_screen("session ready", 60)
+        tmux("send-keys", "-t", "ex", "F9")
+        text = wait_screen("grasp came up empty")
+        assert "object_t0_s0" in text and "running" in text and "session 1/2" in text
+        _session(live, 2, 1)
+        _explore_doc(live, sessions=[{"session": 1, "attempts": 2, "state": "finished", "environment_success": False,
+                                      "error": "planner timed out", "stop_reason": "timeout"},
+                                     {"session": 2, "attempts": 1, "state": "running"}],
+                     current={"session": 2, "attempt": 1})
+        text = wait_screen("session 2/2")
+        assert "timeout" in text
+        tmux("send-keys", "-t", "ex", "C-q")
+        deadline = time.monotonic() + 20
+        while "ex" in tmux("list-sessions", check=False) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert "ex" not in tmux("list-sessions", check=False), "rpent-tui did not quit on ctrl+q"
+    finally:
+        tmux("kill-server", check=False)
