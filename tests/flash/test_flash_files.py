@@ -237,3 +237,14 @@ def test_blocked_grasp_descent_is_retried_once_shifted_along_the_long_axis():
 
     FlashPlanner()._replay(plan, anchors, fine, lambda text: None, None)
     assert [n for n, _ in calls] == ["segment", "move_to", "move_to", "set_gripper", "move_to"]
+
+
+def test_retry_keeps_the_earlier_estimate_when_the_new_look_is_partial():
+    """After a blocked descent the object is looked at again; a look that shows only part of it
+    (footprint > 20 % smaller: its centre is biased) is not used."""
+    from rpent.flash.replay import _same_footprint
+
+    ref = _est(0.05, -0.1, 0.0, 0.07, 0.035)
+    assert _same_footprint(_est(0.06, -0.1, 0.0, 0.072, 0.034), ref)
+    assert not _same_footprint(_est(0.066, -0.1, 0.0, 0.051, 0.035), ref)  # cut by the image edge
+    assert not _same_footprint(_est(0.066, -0.1, 0.0, 0.07, 0.0), ref)
