@@ -1,5 +1,5 @@
 """``RemoteSession``: a client attached to a session process, with the interface of the in-process
-``rpent_tui.services.session.Session`` that the TUI uses (``state``, ``services``, ``runs``,
+``rpent.session.core.Session`` that the TUI uses (``state``, ``services``, ``runs``,
 ``current``, ``active``, ``start_task``, ``steer``, ``interrupt``, ``reply_operator`` ...).
 
 Two connections to ``<session dir>/session.sock``, both authenticated with the session token:
@@ -51,7 +51,7 @@ def _error_class(name: str) -> type[Exception]:
     from rpent_tui.services.code_cells import NoToolkitError
     from rpent_tui.services.commands import CommandError
     from rpent_tui.services.operator import OperatorReplyError
-    from rpent_tui.services.session import SessionNotReady
+    from rpent.session.model import SessionNotReady
 
     known = {"SessionNotReady": SessionNotReady, "OperatorReplyError": OperatorReplyError, "CommandError": CommandError,
              "KeyError": KeyError, "NotImplementedError": NotImplementedError, "ValueError": ValueError,
@@ -138,7 +138,7 @@ class RemoteSession:
     remote = True
 
     def __init__(self, paths: SessionPaths, sink: Any, token: str | None = None) -> None:
-        from rpent_tui.services.session import SessionConfig
+        from rpent.session.model import SessionConfig
 
         self.paths = paths
         self.session_dir = paths.root
@@ -344,7 +344,7 @@ class RemoteSession:
         """Apply a ``snapshot`` or ``delta`` to the mirror and hand the matching UI events to the sink."""
         from rpent_tui.services.code_cells import CellFinished, CellProgress
         from rpent_tui.services.operator import OperatorReply
-        from rpent_tui.services.session import OperatorPrompt, OperatorResolved, RunEvents, ServiceLog, SessionChanged
+        from rpent.session.model import OperatorPrompt, OperatorResolved, RunEvents, ServiceLog, SessionChanged
 
         if msg.get("t") == "snapshot":
             self._apply_config(msg.get("config") or {})
@@ -396,7 +396,7 @@ class RemoteSession:
         return False
 
     def _apply_config(self, data: dict[str, Any]) -> None:
-        from rpent_tui.services.session import SessionConfig
+        from rpent.session.model import SessionConfig
 
         self.config = SessionConfig(output_dir=Path(data.get("output_dir") or self.output_dir),
                                     robot=data.get("robot", "libero"), planner=data.get("planner", "api"),
@@ -407,7 +407,7 @@ class RemoteSession:
         self.output_dir = Path(self.config.output_dir)
 
     def _merge_service(self, name: str, data: dict[str, Any]) -> list[str]:
-        from rpent_tui.services.session import ServiceView
+        from rpent.session.model import ServiceView
 
         view = self.services.get(name)
         if view is None:
@@ -426,7 +426,7 @@ class RemoteSession:
 
     def _merge_run(self, data: dict[str, Any]) -> Any:
         from rpent_tui.services.commands import TaskCommand
-        from rpent_tui.services.session import TaskRunView
+        from rpent.session.model import TaskRunView
 
         run = self.run_by_id(data["id"])
         if run is None:

@@ -1,7 +1,7 @@
 """``SessionServer``: one ``Session`` (shared services, TaskRuns, operator requests, code cells) served
 to any number of attached clients over the session's Unix socket.
 
-The server owns the session model (``rpent_tui.services.session.Session``, Textual-free) in its trio
+The server owns the session model (``rpent.session.core.Session``, Textual-free) in its trio
 nursery. Clients (``rpent.session.client.RemoteSession``) attach with the session token:
 
 * an *events* connection gets a ``snapshot`` (session state, every service with the newest

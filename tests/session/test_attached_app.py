@@ -56,7 +56,8 @@ def test_attached_app_runs_answers_detaches_reattaches_and_stops(short_tmp, png_
     from rpent_tui.screens.operator import OperatorModal
     from rpent_tui.screens.run import RunScreen
     from rpent_tui.services.code_cells import CodeCellService
-    from rpent_tui.services.session import Session, SessionConfig
+    from rpent.session.core import Session
+    from rpent.session.model import SessionConfig
 
     root = short_tmp / "s"
     paths = SessionPaths(root)

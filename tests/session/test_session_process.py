@@ -23,7 +23,7 @@ from rpent.session.process import start_detached, write_session_options
 
 
 def config(root):
-    from rpent_tui.services.session import SessionConfig
+    from rpent.session.model import SessionConfig
 
     return SessionConfig(output_dir=root, planner="scripted", shared_services=())
 

@@ -28,7 +28,8 @@ def make_server(root, run):
     from tui_helpers import plain_run_config
 
     from rpent_tui.services.code_cells import CodeCellService
-    from rpent_tui.services.session import Session, SessionConfig
+    from rpent.session.core import Session
+    from rpent.session.model import SessionConfig
 
     paths = SessionPaths(root)
     token = paths.make_token()
