@@ -89,6 +89,7 @@ class AttachedApp(RpentApp):
     def __init__(self, session: Any, options: AppOptions | None = None, owned: subprocess.Popen | None = None) -> None:
         super().__init__(lambda sink: _bind(session, sink), options)
         self.cells = session.cells
+        self.flywheel = session.flywheel  # exports run in the session: a detach does not stop them
         self.owned = owned
         self.stopped_session = False
         self._attached_once = False

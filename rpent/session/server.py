@@ -51,11 +51,14 @@ COMMANDS = {
     "status": (), "start_task": ("suite", "task", "seed"), "cancel_task": ("run_id", "reason"), "steer": ("text",),
     "interrupt": (), "reply_operator": ("run_id", "request_id", "answer", "notes"), "stop_service": ("name",),
     "restart_service": ("name",), "run_cell": ("source", "timeout_s", "max_calls"), "stop_session": (),
+    "flywheel_export": ("input_roots", "output_dir", "threads", "runs"), "flywheel_cancel": (),
 }
+#: Output lines of the flywheel export kept for a client that attaches later (the full log stays on disk).
+FLYWHEEL_BACKLOG = 500
 #: Exceptions whose type name and message travel back to the caller (anything else is reported as
 #: ``SessionError`` with its message; tracebacks stay in the session log).
 PASS_THROUGH = ("SessionNotReady", "OperatorReplyError", "CommandError", "KeyError", "NotImplementedError",
-                "ValueError", "NoToolkitError", "RuntimeError")
+                "ValueError", "NoToolkitError", "RuntimeError", "FlywheelJobError")
 
 
 class _Client:
@@ -75,13 +78,18 @@ class SessionServer:
         make_session: ``sink -> Session``; called once inside ``serve`` with the thread-safe sink.
         token: the secret clients must send (the content of ``paths.token``).
         make_cells: ``sink -> CodeCellService`` for code cells run against the active TaskRun's toolkit.
+        flywheel_program: command prefix of the LeRobot exporter the session runs for ``flywheel_export``
+            (default ``python -m rpent.cli.flywheel``, see ``rpent_tui.services.flywheel.flywheel_argv``).
     """
 
     def __init__(self, paths: SessionPaths, make_session: Callable[[Callable[[Any], None]], Any], token: str, *,
-                 make_cells: Callable[[Callable[[Any], None]], Any] | None = None) -> None:
+                 make_cells: Callable[[Callable[[Any], None]], Any] | None = None,
+                 flywheel_program: list[str] | None = None) -> None:
         self.paths = paths
         self._make_session = make_session
         self._make_cells = make_cells
+        self._flywheel_program = flywheel_program
+        self.flywheel: Any = None
         self._token = token.encode()
         self.session: Any = None
         self.cells: Any = None
@@ -138,6 +146,9 @@ class SessionServer:
             self._notices = [n for n in self._notices if n.get("t") != "cell_progress"]
             self._notices.append({"t": "cell_progress", "elapsed_s": event.elapsed_s, "timeout_s": event.timeout_s,
                                   "calls": event.calls, "max_calls": event.max_calls})
+        elif name == "FlywheelOutput":
+            self._notices.append({"t": "flywheel", "lines": list(event.lines),
+                                  "progress": list(event.progress) if event.progress else None, "state": event.state})
         elif name == "CellFinished":
             self._notices.append({"t": "cell_finished", "result": wire.plain(event.result),
                                   "elapsed_s": event.elapsed_s, "calls": event.calls})
@@ -147,7 +158,21 @@ class SessionServer:
     def _session_meta(self) -> dict[str, Any]:
         s = self.session
         return {"state": s.state, "fatal_error": s.fatal_error, "feedback": s.feedback,
-                "endpoints": dict(s.endpoints), "cell_busy": bool(getattr(self.cells, "busy", False))}
+                "endpoints": dict(s.endpoints), "cell_busy": bool(getattr(self.cells, "busy", False)),
+                "flywheel": self._flywheel_meta()}
+
+    def _flywheel_meta(self) -> dict[str, Any] | None:
+        """The export's status without its output lines (those travel as ``flywheel`` notices)."""
+        status = getattr(self.flywheel, "status", None)
+        if status is None:
+            return None
+        job = status.job
+        return {"state": status.state, "pid": status.pid, "progress": list(status.progress) if status.progress else None,
+                "returncode": status.returncode, "report": wire.plain(status.report), "error": status.error,
+                "log_path": str(status.log_path) if status.log_path else None,
+                "job": None if job is None else {"input_roots": [str(p) for p in job.input_roots],
+                                                 "output_dir": str(job.output_dir), "threads": job.threads,
+                                                 "runs": [str(p) for p in job.runs]}}
 
     def snapshot(self) -> dict[str, Any]:
         """The whole model (the backlog a client gets on attach)."""
@@ -162,7 +187,10 @@ class SessionServer:
             runs.append({**wire.run_to_wire(run), "transcript_from": 0, "transcript": wire.plain(run.transcript),
                          "timeline_from": 0, "timeline": wire.plain(run.timeline),
                          "frames": {k: bytes(v) for k, v in run.frames.items()}})
-        return {"t": "snapshot", "seq": self._seq, "session": self._session_meta(), "services": services, "runs": runs,
+        meta = self._session_meta()
+        if self.flywheel is not None:
+            meta["flywheel_lines"] = list(self.flywheel.status.lines[-FLYWHEEL_BACKLOG:])
+        return {"t": "snapshot", "seq": self._seq, "session": meta, "services": services, "runs": runs,
                 "config": {"output_dir": str(config.output_dir), "robot": config.robot, "planner": config.planner,
                            "model": config.model, "vla_endpoint": config.vla_endpoint,
                            "sam3_endpoint": config.sam3_endpoint, "shared_services": list(config.shared_services),
@@ -253,7 +281,8 @@ class SessionServer:
                 "runs": [{"id": r.id, "suite": r.command.suite, "task": r.command.task, "seed": r.command.seed,
                           "state": r.state, "output_dir": str(r.output_dir)} for r in getattr(s, "runs", [])],
                 "services": {n: {"state": v.state, "endpoint": v.endpoint, "pid": v.pid}
-                             for n, v in getattr(s, "services", {}).items()}}
+                             for n, v in getattr(s, "services", {}).items()},
+                "flywheel": self._flywheel_meta() if self.flywheel is not None else None}
         if force or data != self._state_written:
             self._state_written = data
             write_json_atomic(self.paths.state, {**data, "updated_at": wire.now()})
@@ -272,6 +301,9 @@ class SessionServer:
         self.session = self._make_session(self._sink)
         if self._make_cells is not None:
             self.cells = self._make_cells(self._sink)
+        from rpent_tui.services.flywheel import FlywheelRunner
+
+        self.flywheel = FlywheelRunner(self._sink, self.paths.root, program=self._flywheel_program)
         sock_path = self.paths.socket
         sock_path.unlink(missing_ok=True)
         listener = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
@@ -472,6 +504,41 @@ class SessionServer:
 
         self._nursery.start_soon(guarded, name="code-cell")
         return run.id
+
+    async def _cmd_flywheel_export(self, input_roots: list[str], output_dir: str, threads: int = 0,
+                                   runs: list[str] | None = None) -> dict[str, Any] | None:
+        """Start a LeRobot export in the session (it survives every client detaching); progress reaches
+        the clients as ``flywheel`` notices, the status in the session meta.
+
+        Raises:
+            FlywheelJobError: invalid job (missing input, existing output dir, negative threads) or an
+                export already running.
+        """
+        from rpent_tui.services.flywheel import FlywheelJob, FlywheelJobError
+
+        if not isinstance(input_roots, list) or not input_roots or not all(isinstance(r, str) for r in input_roots):
+            raise FlywheelJobError("input_roots must be a non-empty list of run directories")
+        job = FlywheelJob(tuple(Path(r) for r in input_roots), Path(str(output_dir)), int(threads),
+                          tuple(Path(str(r)) for r in (runs or ())))
+        if self.flywheel.running:
+            raise FlywheelJobError("an export is already running; stop it with ctrl+x first")
+        job.validate()
+        assert self._nursery is not None
+
+        async def guarded() -> None:
+            try:
+                await self.flywheel.run(job)
+            except Exception as exc:  # noqa: BLE001 - reported to the clients, never ends the session
+                log.exception("flywheel export failed")
+                self.flywheel.status.state, self.flywheel.status.error = "failed", f"{type(exc).__name__}: {exc}"
+            self._kick.set()
+
+        self._nursery.start_soon(guarded, name="flywheel-export")
+        await trio.sleep(0)  # let run() mark the status running before the reply
+        return self._flywheel_meta()
+
+    async def _cmd_flywheel_cancel(self) -> bool:
+        return bool(self.flywheel.cancel())
 
     async def _cmd_stop_session(self) -> str:
         return "stopping"
