@@ -18,6 +18,8 @@ must be thread-safe (the app passes ``post_message``). This module imports no Te
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -31,6 +33,7 @@ from rpent_tui.services.operator import OperatorReply, OperatorReplyError, Opera
 
 from .defaults import (RunTaskFn, default_make_run_config, default_make_steering, default_run_task,
                        default_supervisor_factory, default_shared_specs)
+from .layout import pid_alive
 from .model import (POLL_S, SERVICE_STATES, TERMINAL_TASK_STATES, OperatorPrompt, OperatorResolved,
                     RunEvents, ServiceLog, ServiceView, SessionChanged, SessionConfig, SessionNotReady, TaskRunView,
                     atomic_write_json, one_line_error)
@@ -133,6 +136,7 @@ class Session:
         in reverse start order.
         """
         self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.close_orphaned_records()
         started = False
         try:
             async with self._supervisor_factory(self.output_dir / "services") as sup:
@@ -158,6 +162,39 @@ class Session:
             if not started:
                 # Supervisor failed to open: still let the caller's nursery.start() return.
                 pass
+
+    def _write_record(self, run: TaskRunView) -> None:
+        """``taskrun.json`` of ``run``, naming this session process (``session_pid``), so a later
+        session can tell a TaskRun whose session died (SIGKILL, crash) from one still running."""
+        atomic_write_json(run.output_dir / "taskrun.json", {**run.record(), "session_pid": os.getpid()})
+
+    def close_orphaned_records(self) -> list[str]:
+        """Mark the ``taskrun.json`` of TaskRuns under ``<output_dir>/tasks/`` that never ended because
+        their session process died (SIGKILL, crash: nothing could write their end) as ``error``, with
+        a one-line reason, so no record says ``running`` for a run that is over. A TaskRun whose
+        session process is still alive is left alone. Returns the directories marked.
+        """
+        marked = []
+        for path in sorted((self.output_dir / "tasks").glob("*/taskrun.json")):
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if not isinstance(data, dict) or data.get("state") in TERMINAL_TASK_STATES:
+                continue
+            pid = data.get("session_pid")
+            if isinstance(pid, int) and pid != os.getpid() and pid_alive(pid):
+                continue
+            transcripts = sorted(path.parent.glob("transcript_*.json"))
+            data.update(state="error", ended_at=data.get("ended_at") or path.stat().st_mtime,
+                        error=(f"the session process (pid {pid}) ended while this TaskRun was {data.get('state')!r} "
+                               "(killed or crashed), so the run never finished"
+                               + ("" if transcripts else " and wrote no transcript")
+                               + f"; marked by the session started at {time.strftime('%Y-%m-%dT%H:%M:%S')}"))
+            data["detail"] = data["error"]
+            atomic_write_json(path, data)
+            marked.append(str(path.parent))
+        return marked
 
     async def _start_shared(self) -> None:
         specs = self._shared_specs if self._shared_specs is not None else default_shared_specs(self.config)
@@ -431,7 +468,7 @@ class Session:
                                on_resolved=lambda req, rep: self._operator_event(run.id, req, rep))
         self._operators[run.id] = operator
         try:
-            atomic_write_json(run.output_dir / "taskrun.json", run.record())
+            self._write_record(run)
             with scope:
                 steering = self._make_steering()
                 self._steering[run.id] = steering
@@ -474,7 +511,7 @@ class Session:
                 if view.scope == run.id and view.state in ("pending", "starting", "ready"):
                     view.state, view.started_at = "stopped", None
             try:
-                atomic_write_json(run.output_dir / "taskrun.json", run.record())
+                self._write_record(run)
             finally:
                 self._done[run.id].set()
                 self._changed()
