@@ -233,3 +233,32 @@ def test_code_cells_run_in_the_session_against_the_taskrun_toolkit(short_tmp):
     trio.run(main)
     cells = short_tmp / "s" / "tasks" / "0001_libero_goal_t0_s0" / "code_policy"
     assert (cells / "cell_001.py").is_file() and (cells / "cell_001.json").is_file()
+
+
+def test_records_of_a_killed_session_are_closed_by_the_next(tmp_path):
+    """A TaskRun whose session process died (SIGKILL) keeps ``state: running`` in its taskrun.json;
+    the next session in the directory marks it ``error`` with the reason, and leaves alone a finished
+    TaskRun and one whose session process still runs."""
+    import json
+    import subprocess
+
+    from rpent.session.core import Session
+    from rpent.session.model import SessionConfig
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    tasks = tmp_path / "tasks"
+    records = {"0001_libero_object_t0_s0": {"state": "running", "session_pid": dead.pid},
+               "0002_libero_object_t0_s0": {"state": "running", "session_pid": os.getppid()},
+               "0003_libero_object_t0_s0": {"state": "succeeded", "session_pid": dead.pid}}
+    for name, data in records.items():
+        (tasks / name).mkdir(parents=True)
+        (tasks / name / "taskrun.json").write_text(json.dumps({"id": name[:4], **data}))
+    session = Session(SessionConfig(output_dir=tmp_path, planner="scripted", shared_services=()), lambda e: None)
+    assert session.close_orphaned_records() == [str(tasks / "0001_libero_object_t0_s0")]
+    closed = json.loads((tasks / "0001_libero_object_t0_s0" / "taskrun.json").read_text())
+    assert closed["state"] == "error" and closed["ended_at"]
+    assert f"session process (pid {dead.pid}) ended while this TaskRun was 'running'" in closed["error"]
+    assert "wrote no transcript" in closed["error"]
+    for name in ("0002_libero_object_t0_s0", "0003_libero_object_t0_s0"):
+        assert json.loads((tasks / name / "taskrun.json").read_text()) == {"id": name[:4], **records[name]}
