@@ -94,6 +94,15 @@ class AttachedApp(RpentApp):
         self.stopped_session = False
         self._attached_once = False
 
+    def on_mount(self) -> None:
+        """Load the ``/rpent-task`` suite tables on a thread (the first parse or completion would import
+        LIBERO's benchmark on the UI thread: seconds). Textual then runs ``RpentApp.on_mount`` too."""
+        import threading
+
+        from .services.commands import known_suites
+
+        threading.Thread(target=known_suites, name="warm-task-commands", daemon=True).start()
+
     @property
     def session_name(self) -> str:
         """The session's directory name (what ``rpent-tui --attach`` takes)."""

@@ -33,6 +33,8 @@ __all__ = ["RemoteSession", "SessionGone", "RemoteCells", "RemoteFlywheel", "Rem
 
 #: Seconds a command waits for its reply before the client reports the session as unresponsive.
 CALL_TIMEOUT_S = 30.0
+#: ``start_task`` may wait for the session to load the suite tables (LIBERO's benchmark import).
+START_TASK_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -294,7 +296,9 @@ class RemoteSession:
         Raises:
             SessionNotReady: as ``Session.start_task``.
         """
-        data = self.call("start_task", {"suite": command.suite, "task": command.task, "seed": command.seed})
+        # the session's first parse may wait for LIBERO's suite tables (seconds; more on a loaded machine)
+        data = self.call("start_task", {"suite": command.suite, "task": command.task, "seed": command.seed},
+                         timeout=START_TASK_TIMEOUT_S)
         return self._merge_run(data)
 
     def cancel_task(self, run_id: str, reason: str = "cancelled by the operator") -> bool:

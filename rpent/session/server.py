@@ -61,6 +61,14 @@ PASS_THROUGH = ("SessionNotReady", "OperatorReplyError", "CommandError", "KeyErr
                 "ValueError", "NoToolkitError", "RuntimeError", "FlywheelJobError")
 
 
+def _warm_commands() -> None:
+    """Load the ``/rpent-task`` suite tables once the session serves (LIBERO's benchmark import takes
+    seconds), so the first ``start_task`` replies at once."""
+    from rpent_tui.services.commands import known_suites
+
+    known_suites()
+
+
 class _Client:
     def __init__(self, n: int, role: str) -> None:
         self.n = n
@@ -323,6 +331,7 @@ class SessionServer:
                 nursery.start_soon(self.session.run, name="session")
                 nursery.start_soon(self._syncer, name="session-sync")
                 nursery.start_soon(self._accept, listener, name="session-accept")
+                nursery.start_soon(trio.to_thread.run_sync, _warm_commands, name="warm-task-commands")
                 task_status.started()
         finally:
             self.status = "stopping"
@@ -457,7 +466,9 @@ class SessionServer:
     async def _cmd_start_task(self, suite: str, task: int, seed: int) -> dict[str, Any]:
         from rpent_tui.services.commands import TaskCommand, parse_input
 
-        command = parse_input(f"/rpent-task {suite} {int(task)} {int(seed)}")
+        # on a worker thread: the first parse imports the LIBERO suite tables (seconds; ~20 s on a loaded
+        # machine), which must not stall the deltas every attached client is waiting for
+        command = await trio.to_thread.run_sync(parse_input, f"/rpent-task {suite} {int(task)} {int(seed)}")
         if not isinstance(command, TaskCommand):  # pragma: no cover - the line above always is one
             raise ValueError("not a task command")
         run = self.session.start_task(command)
