@@ -262,3 +262,51 @@ def test_records_of_a_killed_session_are_closed_by_the_next(tmp_path):
     assert "wrote no transcript" in closed["error"]
     for name in ("0002_libero_object_t0_s0", "0003_libero_object_t0_s0"):
         assert json.loads((tasks / name / "taskrun.json").read_text()) == {"id": name[:4], **records[name]}
+
+
+def test_flywheel_export_in_the_session_is_refused_when_invalid_and_cancels(short_tmp):
+    """``flywheel_export`` checks the job in the session (the error type travels back), every client
+    sees the export's state and output, and ``flywheel_cancel`` stops its process group."""
+    import sys
+
+    from tui_helpers import StandInRun
+
+    from rpent_tui.services.flywheel import FlywheelJobError
+
+    server, paths, token = make_server(short_tmp / "s", StandInRun())
+    # stands in for rpent-flywheel: prints a progress line, then works for a minute
+    server._flywheel_program = [sys.executable, "-c", "import time; print('episode 1/3', flush=True); time.sleep(60)"]
+    run_dir = short_tmp / "run"
+    run_dir.mkdir()
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.serve)
+            a_events, b_events = Recorder(), Recorder()
+            a, b = RemoteSession(paths, a_events), RemoteSession(paths, b_events)
+            await nursery.start(a.run)
+            await nursery.start(b.run)
+            call = lambda args: a.call("flywheel_export", args)  # noqa: E731
+            with pytest.raises(FlywheelJobError, match="does not exist"):
+                await trio.to_thread.run_sync(call, {"input_roots": [str(short_tmp / "nope")],
+                                                     "output_dir": str(short_tmp / "out")})
+            with pytest.raises(FlywheelJobError, match="already exists"):
+                await trio.to_thread.run_sync(call, {"input_roots": [str(run_dir)], "output_dir": str(run_dir)})
+            status = await trio.to_thread.run_sync(call, {"input_roots": [str(run_dir)],
+                                                         "output_dir": str(short_tmp / "out"), "threads": 2})
+            assert status["state"] == "running" and status["job"]["threads"] == 2
+            await until(lambda: b.flywheel.status.progress == (1, 3), "progress in the other client")
+            assert "episode 1/3" in b.flywheel.status.lines and b.flywheel.status.pid
+            pid = b.flywheel.status.pid
+            with pytest.raises(FlywheelJobError, match="already running"):
+                await trio.to_thread.run_sync(call, {"input_roots": [str(run_dir)],
+                                                     "output_dir": str(short_tmp / "out2")})
+            assert await trio.to_thread.run_sync(a.flywheel.cancel)
+            await until(lambda: a.flywheel.status.state == "cancelled" and b.flywheel.status.state == "cancelled",
+                        "cancelled in both clients")
+            await until(lambda: not os.path.exists(f"/proc/{pid}"), "the export's process ended")
+            await until(lambda: any(e.state == "cancelled" for e in b_events.of("FlywheelOutput")), "final event")
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert json.loads(paths.state.read_text())["flywheel"]["state"] == "cancelled"
