@@ -26,6 +26,7 @@ import logging
 import os
 import stat
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -331,7 +332,8 @@ class SessionServer:
                 nursery.start_soon(self.session.run, name="session")
                 nursery.start_soon(self._syncer, name="session-sync")
                 nursery.start_soon(self._accept, listener, name="session-accept")
-                nursery.start_soon(trio.to_thread.run_sync, _warm_commands, name="warm-task-commands")
+                nursery.start_soon(partial(trio.to_thread.run_sync, _warm_commands, abandon_on_cancel=True),
+                                   name="warm-task-commands")  # abandoned: never delays a stop
                 task_status.started()
         finally:
             self.status = "stopping"
@@ -536,16 +538,22 @@ class SessionServer:
         job.validate()
         assert self._nursery is not None
 
+        before, ended = self.flywheel.status, trio.Event()
+
         async def guarded() -> None:
             try:
                 await self.flywheel.run(job)
             except Exception as exc:  # noqa: BLE001 - reported to the clients, never ends the session
                 log.exception("flywheel export failed")
                 self.flywheel.status.state, self.flywheel.status.error = "failed", f"{type(exc).__name__}: {exc}"
-            self._kick.set()
+            finally:
+                ended.set()
+                self._kick.set()
 
         self._nursery.start_soon(guarded, name="flywheel-export")
-        await trio.sleep(0)  # let run() mark the status running before the reply
+        with trio.move_on_after(10):  # reply with the new export's status (run() replaces it as it starts)
+            while self.flywheel.status is before and not ended.is_set():
+                await trio.sleep(0.01)
         return self._flywheel_meta()
 
     async def _cmd_flywheel_cancel(self) -> bool:
