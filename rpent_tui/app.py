@@ -41,7 +41,8 @@ from .screens.services import ServicesScreen
 from .screens.trajectories import TrajectoriesScreen
 from .services.code_cells import CodeCellService
 from .services.flywheel import FlywheelRunner
-from .services.session import OperatorPrompt, OperatorResolved, Session, SessionChanged
+from rpent.session.core import Session
+from rpent.session.model import OperatorPrompt, OperatorResolved, SessionChanged
 from .services.trio_bridge import TrioBridge, install_exit_signals
 
 __all__ = ["RpentApp", "AppOptions", "SCREEN_MODES"]
