@@ -101,45 +101,20 @@ class ScriptedPlanner:
         try:
             view = call("view_env_state", {})
             language = view.get("task_language") or ""
-            goal = strategy.parse_instruction(language)
-            if isinstance(goal, strategy.Unsupported):
-                say(f"I cannot do this instruction with scripted motions: {goal.reason}")
-                self._finish_or_give_up(call, result, "unsupported", goal.reason)
+            plan = strategy.parse_task(language)
+            if isinstance(plan, strategy.Unsupported):
+                say(f"I cannot do this instruction with scripted motions: {plan.reason}")
+                self._finish_or_give_up(call, result, "unsupported", plan.reason)
                 return self._done(result, t0)
-            say(f"Plan: pick '{goal.object_phrase}' and place it {goal.relation} '{goal.target_phrase}'.")
-            estimates = {}
-            for role, phrase in (("object", goal.object_phrase), ("target", goal.target_phrase)):
-                seg = call("segment", {"prompt": phrase})
-                if not seg.get("found") or not seg.get("object_estimate"):
-                    why = seg.get("reason") or seg.get("world_error") or seg.get("error") or "not found"
-                    say(f"Could not localise the {role} '{phrase}': {why}")
-                    self._finish_or_give_up(call, result, "failure", f"could not localise the {role} '{phrase}': {why}")
-                    return self._done(result, t0)
-                estimates[role] = strategy.ObjectEstimate(**seg["object_estimate"])
-            def relocate(_state: dict) -> "strategy.ObjectEstimate | None":
-                seg = call("segment", {"prompt": goal.object_phrase, "camera": "wrist"})
-                est = seg.get("object_estimate") if seg.get("found") else None
-                return strategy.ObjectEstimate(**est) if est else None
-
+            say("Plan: " + "; then ".join(f"step {i}: put the {g.describe()}" for i, g in enumerate(plan.steps, 1)) + ".")
             for attempt in range(1, MAX_ATTEMPTS + 1):
                 if attempt > 1:
                     say(f"The operator says the task is not done; attempt {attempt} of {MAX_ATTEMPTS} from the "
                         "current scene.")
-                    for role, phrase in (("object", goal.object_phrase), ("target", goal.target_phrase)):
-                        seg = call("segment", {"prompt": phrase})
-                        if seg.get("found") and seg.get("object_estimate"):
-                            estimates[role] = strategy.ObjectEstimate(**seg["object_estimate"])
-                outcome = strategy.pick_and_place(_ToolExecutor(call), estimates["object"], estimates["target"],
-                                                  goal.relation, relocate=relocate)
-                solved = toolkit.solved()
-                if solved:
-                    say("The environment reports success.")
-                    status, summary = "success", (f"placed the {goal.object_phrase} {goal.relation} the "
-                                                  f"{goal.target_phrase}")
-                else:
-                    reason = outcome.get("reason") or "task predicate not satisfied"
-                    say(f"Pick-and-place ended at stage '{outcome.get('stage')}' without success: {reason}")
-                    status, summary = "failure", f"stopped at {outcome.get('stage')}: {reason}"
+                status, summary = self._run_plan(call, say, toolkit, plan)
+                if status is None:  # could not localise: no second attempt helps
+                    self._finish_or_give_up(call, result, "failure", summary)
+                    return self._done(result, t0)
                 if self._finish(call, result, status, summary) != "continue":
                     break
             else:
@@ -157,6 +132,38 @@ class ScriptedPlanner:
             remove_listener()
         ignore_operator_lines()
         return self._done(result, t0)
+
+    @staticmethod
+    def _run_plan(call, say, toolkit, plan) -> tuple[str | None, str]:
+        """Run every step of ``plan``; returns ``(status, summary)`` for ``finish`` (status None:
+        an object could not be localised, the summary says which)."""
+        from rpent.robots.libero import strategy
+        from rpent.robots.libero.skills import scene
+
+        placed: set[str] = set()
+        n = len(plan.steps)
+        for k, goal in enumerate(plan.steps, 1):
+            tag = f"step {k}/{n} ({goal.describe()})" if n > 1 else goal.describe()
+            try:
+                picked = scene.localise_step(call, goal, exclude=placed)
+            except scene.NotFound as exc:
+                say(f"{tag}: {exc}")
+                return None, f"{tag}: {exc}"
+            say(f"{tag}: picking {picked.object_name} at "
+                f"({picked.obj.center[0]:.3f}, {picked.obj.center[1]:.3f}) and placing it {goal.relation} "
+                f"{picked.target_name} at ({picked.target.center[0]:.3f}, {picked.target.center[1]:.3f}).")
+            outcome = strategy.pick_and_place(_ToolExecutor(call), picked.obj, picked.target, goal.relation,
+                                              relocate=scene.wrist_relocator(call, goal.object_phrase, picked.obj),
+                                              obstacles=picked.obstacles)
+            placed.add(picked.object_name)
+            if toolkit.solved():
+                say("The environment reports success.")
+                return "success", "placed the " + " and the ".join(g.describe() for g in plan.steps[:k])
+            if outcome.get("stage") != "retreat" or k == n:
+                reason = outcome.get("reason") or "task predicate not satisfied"
+                say(f"{tag} ended at stage '{outcome.get('stage')}' without success: {reason}")
+                return "failure", f"{tag} stopped at {outcome.get('stage')}: {reason}"
+        return "failure", "task predicate not satisfied"
 
     @classmethod
     def _finish_or_give_up(cls, call, result: PlannerResult, status: str, summary: str) -> None:

@@ -1,0 +1,116 @@
+"""Scene perception for one pick-and-place step through the planner's tools.
+
+Uses only the tools any planner has: ``segment(prompt, all_instances=True)`` (mask ->
+back-projected points -> :class:`~rpent.robots.libero.skills.estimate.ObjectEstimate` per
+instance), on the agentview camera, and on the wrist camera for a second look. The
+``call(tool, args) -> result dict`` callable is the planner's tool-call function.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from rpent.robots.libero.skills.estimate import ObjectEstimate
+from rpent.robots.libero.skills.language import PickPlaceGoal
+from rpent.robots.libero.skills.spatial import resolve_qualifier
+
+__all__ = ["NotFound", "Instance", "Picked", "find_instances", "localise_step", "wrist_relocator"]
+
+Call = Callable[[str, dict], Mapping[str, Any]]
+
+
+class NotFound(Exception):
+    """An object or a reference could not be localised; the message names it and why."""
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One segmented instance: its name (as the segmenter reports it) and estimate."""
+
+    name: str
+    est: ObjectEstimate
+
+
+@dataclass(frozen=True)
+class Picked:
+    """What a step will move: object and target (names and estimates) and obstacles near the object."""
+
+    object_name: str
+    obj: ObjectEstimate
+    target_name: str
+    target: ObjectEstimate
+    obstacles: tuple[ObjectEstimate, ...] = field(default=())
+
+
+def find_instances(call: Call, phrase: str, camera: str = "agentview") -> list[Instance]:
+    """Every instance matching ``phrase`` in the latest ``camera`` image (best match first).
+
+    Raises:
+        NotFound: nothing matches or no instance has enough valid points.
+    """
+    seg = call("segment", {"prompt": phrase, "camera": camera, "all_instances": True})
+    if not seg.get("found"):
+        raise NotFound(f"could not localise '{phrase}': {seg.get('reason') or seg.get('error') or 'not found'}")
+    out = []
+    for item in seg.get("instances") or []:
+        if item.get("object_estimate"):
+            out.append((item.get("pixel_count", 0), Instance(str(item.get("object")), ObjectEstimate(**item["object_estimate"]))))
+    if not out and seg.get("object_estimate"):
+        out.append((1, Instance(str(seg.get("object") or phrase), ObjectEstimate(**seg["object_estimate"]))))
+    if not out:
+        raise NotFound(f"could not localise '{phrase}': {seg.get('world_error') or 'no valid world points'}")
+    out.sort(key=lambda t: -t[0])
+    return [inst for _, inst in out]
+
+
+def _choose(call: Call, phrase: str, qualifier, instances: list[Instance], exclude: set[str],
+            known: dict[str, ObjectEstimate]) -> Instance:
+    if qualifier is None or len(instances) == 1:
+        fresh = [i for i in instances if i.name not in exclude]
+        return (fresh or instances)[0]
+    for ref in qualifier.refs:
+        if ref not in known:
+            known[ref] = find_instances(call, ref)[0].est
+    k = resolve_qualifier(qualifier, [i.est for i in instances], known)
+    return instances[k]
+
+
+def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset()) -> Picked:
+    """Segment the object and target of ``goal``, resolving spatial qualifiers geometrically.
+
+    Args:
+        call: the planner's tool-call function.
+        goal: the step.
+        exclude: instance names already placed by earlier steps (not picked again when
+            another instance matches, e.g. the second of "both moka pots").
+    Raises:
+        NotFound: the object, the target or a reference was not found.
+    """
+    known: dict[str, ObjectEstimate] = {}
+    objs = find_instances(call, goal.object_phrase)
+    obj = _choose(call, goal.object_phrase, goal.object_qualifier, objs, set(exclude), known)
+    tgts = find_instances(call, goal.target_phrase)
+    tgts = [t for t in tgts if t.name != obj.name] or tgts
+    tgt = _choose(call, goal.target_phrase, goal.target_qualifier, tgts, set(), known)
+    obstacles = [i.est for i in objs if i.name != obj.name] + [t.est for t in tgts] + list(known.values())
+    near = tuple(o for o in obstacles if math.hypot(o.center[0] - obj.est.center[0], o.center[1] - obj.est.center[1]) > 1e-3)
+    return Picked(obj.name, obj.est, tgt.name, tgt.est, near)
+
+
+def wrist_relocator(call: Call, phrase: str, chosen: ObjectEstimate, max_shift: float = 0.05):
+    """A ``relocate(state)`` callback for :func:`~rpent.robots.libero.skills.motion.pick_and_place`:
+    segments ``phrase`` on the wrist camera and returns the instance nearest ``chosen`` (xy),
+    or None when none lies within ``max_shift`` m (then the first estimate stands)."""
+
+    def relocate(_state: Mapping[str, Any]) -> ObjectEstimate | None:
+        try:
+            inst = find_instances(call, phrase, camera="wrist")
+        except NotFound:
+            return None
+        best = min(inst, key=lambda i: math.hypot(i.est.center[0] - chosen.center[0], i.est.center[1] - chosen.center[1]))
+        d = math.hypot(best.est.center[0] - chosen.center[0], best.est.center[1] - chosen.center[1])
+        return best.est if d <= max_shift else None
+
+    return relocate
