@@ -91,7 +91,10 @@ def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset
     known: dict[str, ObjectEstimate] = {}
     objs = find_instances(call, goal.object_phrase)
     obj = _choose(call, goal.object_phrase, goal.object_qualifier, objs, set(exclude), known)
-    tgts = find_instances(call, goal.target_phrase)
+    if goal.target_phrase in known and goal.target_qualifier is None:  # already segmented as a reference
+        tgts = [Instance(goal.target_phrase, known[goal.target_phrase])]
+    else:
+        tgts = find_instances(call, goal.target_phrase)
     tgts = [t for t in tgts if t.name != obj.name] or tgts
     tgt = _choose(call, goal.target_phrase, goal.target_qualifier, tgts, set(), known)
     obstacles = [i.est for i in objs if i.name != obj.name] + [t.est for t in tgts] + list(known.values())

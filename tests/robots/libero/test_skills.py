@@ -1,0 +1,108 @@
+"""Pure tests of the scripted planner's skills: instruction plans, spatial qualifiers, grasp choice.
+
+The scene estimates are recorded from a real run (``libero_spatial`` task 0, seed 0: the
+``segment(all_instances=True)`` answers of the sim-oracle segmenter on the agentview camera).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rpent.robots.libero.skills.estimate import ObjectEstimate
+from rpent.robots.libero.skills.grasp import GRIPPER_MAX_OPENING, needs_rim_grasp, plan_grasp
+from rpent.robots.libero.skills.language import Qualifier, TaskPlan, Unsupported, parse_task
+from rpent.robots.libero.skills.spatial import resolve_qualifier
+
+
+def est(center, top, bottom, major, minor, yaw=0.0):
+    return ObjectEstimate(center=tuple(center), top_z=top, bottom_z=bottom, major_yaw=yaw, major_extent=major,
+                          minor_extent=minor, source="recorded")
+
+
+# libero_spatial t0 s0, agentview, recorded
+BOWL_1 = est((-0.0622, 0.2013, 0.9255), 0.9501, 0.901, 0.1011, 0.0956, -0.3052)
+BOWL_2 = est((-0.1873, 0.3206, 0.9258), 0.9505, 0.9011, 0.1009, 0.0935, -0.3203)
+PLATE = est((0.0517, 0.2063, 0.9095), 0.918, 0.9009, 0.1071, 0.1037, 1.2231)
+RAMEKIN = est((-0.1949, 0.189, 0.9219), 0.9428, 0.9011, 0.08, 0.072, -0.2282)
+
+
+@pytest.mark.parametrize("text, steps", [
+    ("pick up the black bowl between the plate and the ramekin and place it on the plate",
+     [("black bowl", "plate", "on", Qualifier("between", ("plate", "ramekin"), "between the plate and the ramekin"))]),
+    ("pick up the black bowl from table center and place it on the plate",
+     [("black bowl", "plate", "on", Qualifier("center", (), "at the table center"))]),
+    ("pick up the black bowl in the top drawer of the wooden cabinet and place it on the plate",
+     [("black bowl", "plate", "on", Qualifier("in", ("wooden cabinet",), "in the top drawer of the wooden cabinet"))]),
+    ("put both the alphabet soup and the tomato sauce in the basket",
+     [("alphabet soup", "basket", "in", None), ("tomato sauce", "basket", "in", None)]),
+    ("put both moka pots on the stove", [("moka pot", "stove", "on", None), ("moka pot", "stove", "on", None)]),
+    ("put the bowl on top of the cabinet", [("bowl", "cabinet", "on", None)]),
+])
+def test_plans(text, steps):
+    plan = parse_task(text)
+    assert isinstance(plan, TaskPlan)
+    assert [(g.object_phrase, g.target_phrase, g.relation, g.object_qualifier) for g in plan.steps] == steps
+
+
+def test_target_qualifiers_and_two_sentences():
+    plan = parse_task("put the white mug on the left plate and put the yellow and white mug on the right plate")
+    assert isinstance(plan, TaskPlan) and len(plan.steps) == 2
+    assert [(g.object_phrase, g.target_qualifier.relation) for g in plan.steps] == [
+        ("white mug", "left"), ("yellow and white mug", "right")]
+
+
+@pytest.mark.parametrize("text, why", [
+    ("put the white mug on the plate and put the chocolate pudding to the right of the plate", "region next to"),
+    ("put the yellow and white mug in the microwave and close it", "'close' skill"),
+    ("pick up the book and place it in the back compartment of the caddy", "region or a drawer"),
+    ("pick up the black bowl under the ramekin and place it on the plate", "spatial qualifier"),
+])
+def test_unsupported_reasons(text, why):
+    plan = parse_task(text)
+    assert isinstance(plan, Unsupported) and why in plan.reason
+
+
+@pytest.mark.parametrize("qualifier, expected", [
+    (Qualifier("between", ("plate", "ramekin")), 0),   # the task's bowl (solved in the recorded run)
+    (Qualifier("next_to", ("ramekin",)), 1),
+    (Qualifier("next_to", ("plate",)), 0),
+    (Qualifier("left"), 1),                            # larger y = the robot's left
+    (Qualifier("right"), 0),
+    (Qualifier("center"), 0),
+    (Qualifier("behind", ("ramekin",)), 0),
+])
+def test_resolver_on_recorded_scene(qualifier, expected):
+    refs = {"plate": PLATE, "ramekin": RAMEKIN}
+    assert resolve_qualifier(qualifier, [BOWL_1, BOWL_2], refs) == expected
+
+
+def test_resolver_prefers_raised_instance_for_on():
+    on_box = est((0.05, 0.03, 0.95), 0.975, 0.921, 0.10, 0.095)   # bowl resting on a 2 cm box
+    cookie = est((0.06, 0.03, 0.91), 0.921, 0.90, 0.09, 0.06)
+    near = est((0.02, 0.10, 0.925), 0.95, 0.901, 0.10, 0.095)      # on the table, nearer in xy to nothing
+    assert resolve_qualifier(Qualifier("on", ("cookie box",)), [near, on_box], {"cookie box": cookie}) == 1
+    assert resolve_qualifier(Qualifier("next_to", ("cookie box",)), [near, on_box], {"cookie box": cookie}) == 0
+    with pytest.raises(ValueError, match="not localised"):
+        resolve_qualifier(Qualifier("on", ("stove",)), [near], {})
+
+
+def test_grasp_choice_from_shape():
+    # the bowl is wider than the gripper opens: a rim grasp with the finger gap on the wall
+    assert BOWL_1.minor_extent > GRIPPER_MAX_OPENING and needs_rim_grasp(BOWL_1)
+    g = plan_grasp(BOWL_1, 0.0, obstacles=[PLATE, RAMEKIN, BOWL_2])
+    assert g["kind"] == "rim"
+    off = math.hypot(*g["offset"])
+    assert 0.03 < off < 0.05  # inside the ~0.05 m rim radius
+    # the fingers close radially: the gripper's closing axis (-sin yaw, cos yaw) is parallel to the offset
+    closing = (-math.sin(g["yaw"]), math.cos(g["yaw"]))
+    assert abs(abs(closing[0] * g["offset"][0] + closing[1] * g["offset"][1]) - off) < 1e-6
+    assert g["xyz"][2] == pytest.approx(BOWL_1.top_z - 0.02)
+    # the side chosen keeps the outer finger away from the plate (+x) and the ramekin (-x, -y)
+    assert g["offset"][1] > 0
+    # a narrow box keeps the centre grasp, turned across its narrow side
+    box = est((0.0, 0.0, 0.93), 0.96, 0.90, 0.09, 0.04, yaw=0.3)
+    g = plan_grasp(box, 0.0)
+    assert g["kind"] == "centre" and g["offset"] == [0.0, 0.0] and g["yaw"] == pytest.approx(0.3)
+    assert not needs_rim_grasp(PLATE)  # flat
