@@ -144,6 +144,21 @@ class ScriptedPlanner:
         n = len(plan.steps)
         for k, goal in enumerate(plan.steps, 1):
             tag = f"step {k}/{n} ({goal.describe()})" if n > 1 else goal.describe()
+            if isinstance(goal, strategy.FixtureGoal):
+                try:
+                    outcome = ScriptedPlanner._fixture_step(call, goal)
+                except scene.NotFound as exc:
+                    say(f"{tag}: {exc}")
+                    return None, f"{tag}: {exc}"
+                if toolkit.solved():
+                    say("The environment reports success.")
+                    return "success", "did: " + "; ".join(g.describe() for g in plan.steps[:k])
+                if not outcome.get("done") or k == n:
+                    reason = outcome.get("reason") or "task predicate not satisfied"
+                    say(f"{tag} ended at stage '{outcome.get('stage')}' without success: {reason}")
+                    return "failure", f"{tag} stopped at {outcome.get('stage')}: {reason}"
+                say(f"{tag}: done (joint at {outcome.get('qpos', float('nan')):.3f}).")
+                continue
             try:
                 picked = scene.localise_step(call, goal, exclude=placed)
             except scene.NotFound as exc:
@@ -164,6 +179,18 @@ class ScriptedPlanner:
                 say(f"{tag} ended at stage '{outcome.get('stage')}' without success: {reason}")
                 return "failure", f"{tag} stopped at {outcome.get('stage')}: {reason}"
         return "failure", "task predicate not satisfied"
+
+    @staticmethod
+    def _fixture_step(call, goal) -> dict:
+        """Turn a knob / open / close a drawer (:mod:`rpent.robots.libero.skills.fixtures`)."""
+        from rpent.robots.libero.skills import fixtures, scene
+
+        ex = _ToolExecutor(call)
+        if goal.action in ("turn_on", "turn_off"):
+            _, part, read = scene.find_fixture_part(call, goal.fixture_phrase, (), "hinge")
+            return fixtures.turn_knob(ex, part, read, on=goal.action == "turn_on")
+        _, part, read = scene.find_fixture_part(call, goal.fixture_phrase, goal.part_words, "slide")
+        return (fixtures.open_drawer if goal.action == "open" else fixtures.close_drawer)(ex, part, read)
 
     @classmethod
     def _finish_or_give_up(cls, call, result: PlannerResult, status: str, summary: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from rpent.robots.libero.skills.estimate import ObjectEstimate, refine_estimate
 from rpent.robots.libero.skills.language import (
+    FixtureGoal,
     PickPlaceGoal,
     Qualifier,
     TaskPlan,
@@ -35,6 +36,7 @@ from rpent.robots.libero.skills.naming import (
 )
 
 __all__ = [
+    "FixtureGoal",
     "PickPlaceGoal",
     "Qualifier",
     "TaskPlan",

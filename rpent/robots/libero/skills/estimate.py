@@ -11,7 +11,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ObjectEstimate", "refine_estimate", "half_turn"]
+__all__ = ["ObjectEstimate", "refine_estimate", "half_turn", "PARTIAL_VIEW"]
+
+#: a closer look whose major extent is below this fraction of the coarse one saw only part of the object.
+PARTIAL_VIEW = 0.8
 
 
 @dataclass(frozen=True)
@@ -128,7 +131,15 @@ def refine_estimate(coarse: ObjectEstimate, closer: ObjectEstimate) -> ObjectEst
 
     The footprint (center xy, yaw, extents) and ``top_z`` come from ``closer`` (a top view
     sees the top face centered); ``bottom_z`` stays the coarse one (a top view sees no bottom).
+    When the closer look saw only part of the object (its major extent below
+    ``PARTIAL_VIEW`` x the coarse one: the wrist camera cut the rim of a wide bowl), its
+    footprint is biased: the coarse footprint stays and only ``top_z`` is taken.
     """
+    if closer.major_extent < PARTIAL_VIEW * coarse.major_extent:
+        return ObjectEstimate(center=(coarse.center[0], coarse.center[1], (closer.top_z + coarse.bottom_z) / 2.0),
+                              top_z=closer.top_z, bottom_z=coarse.bottom_z, major_yaw=coarse.major_yaw,
+                              major_extent=coarse.major_extent, minor_extent=coarse.minor_extent,
+                              source=f"{coarse.source}+{closer.source}(partial: top only)", ridge_yaw=coarse.ridge_yaw)
     return ObjectEstimate(
         center=(closer.center[0], closer.center[1], (closer.top_z + coarse.bottom_z) / 2.0),
         top_z=closer.top_z,

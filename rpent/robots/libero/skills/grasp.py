@@ -53,11 +53,12 @@ class StrategyParams:
 
 
 def needs_rim_grasp(obj: ObjectEstimate, params: StrategyParams = StrategyParams()) -> bool:
-    """True for a roundish object (extent ratio < ``round_ratio``) whose narrow side is at least
-    ``rim_min_width`` (too wide to close on with margin) and that is not flat (height >= 2 cm)."""
+    """True for an object whose narrow side is at least ``rim_min_width`` (too wide to close on
+    across, with margin) and that is not flat (height >= 2 cm): bowls, ramekins, mugs (a mug's
+    handle makes its footprint oblong, its body stays round)."""
     if obj.minor_extent <= 1e-6 or obj.height < 0.02:
         return False
-    return obj.major_extent / obj.minor_extent < params.round_ratio and obj.minor_extent >= params.rim_min_width
+    return obj.minor_extent >= params.rim_min_width
 
 
 def _fold(yaw: float, current: float) -> float:
@@ -96,7 +97,8 @@ def plan_grasp(obj: ObjectEstimate, current_yaw: float, params: StrategyParams =
       major-axis direction (mod pi); for a ridge-topped object the fingers close along the
       ridge (yaw = ridge direction - pi/2). Nearly round footprints keep the current yaw.
     * Rim grasp (:func:`needs_rim_grasp`: bowls, wide mugs): eef ``RIM_INSET`` inside the
-      rim on the freest side (:func:`_rim_side`, away from ``obstacles``), ``RIM_DEPTH`` below
+      rim (radius: mean half extent of a round footprint, half the narrow side of an oblong
+      one, e.g. a mug with its handle) on the freest side (:func:`_rim_side`, away from ``obstacles``), ``RIM_DEPTH`` below
       the top, fingers closing radially (yaw = side direction - pi/2).
 
     The yaw is folded to the equivalent angle nearest ``current_yaw``.
@@ -110,7 +112,8 @@ def plan_grasp(obj: ObjectEstimate, current_yaw: float, params: StrategyParams =
     """
     height = obj.height
     if needs_rim_grasp(obj, params):
-        radius = (obj.major_extent + obj.minor_extent) / 4.0
+        round_ = obj.major_extent / obj.minor_extent < params.round_ratio
+        radius = (obj.major_extent + obj.minor_extent) / 4.0 if round_ else obj.minor_extent / 2.0  # mug: body, not handle
         phi = _rim_side(obj, radius, obstacles)
         off = radius - RIM_INSET
         dx, dy = math.cos(phi) * off, math.sin(phi) * off

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from rpent.robots.libero.skills.naming import clean_text, strip_articles
 
-__all__ = ["Qualifier", "PickPlaceGoal", "TaskPlan", "Unsupported", "parse_task", "parse_instruction",
+__all__ = ["Qualifier", "PickPlaceGoal", "FixtureGoal", "TaskPlan", "Unsupported", "parse_task", "parse_instruction",
            "parse_object_phrase"]
 
 _UNSUPPORTED_VERBS = ("open ", "close ", "turn on", "turn off", "push ", "pull ", "stack ", "slide ")
@@ -69,19 +69,46 @@ class PickPlaceGoal:
     instruction: str
     object_qualifier: Qualifier | None = None
     target_qualifier: Qualifier | None = None
+    target_part: tuple[str, ...] | None = None  #: a drawer of the target fixture, e.g. ("bottom",)
 
     def describe(self) -> str:
         """A short English description, e.g. ``"black bowl (next to ramekin) on plate"``."""
         o = self.object_phrase + (f" ({self.object_qualifier.text})" if self.object_qualifier else "")
         t = self.target_phrase + (f" ({self.target_qualifier.text})" if self.target_qualifier else "")
+        if self.target_part is not None:
+            t = f"{' '.join(self.target_part)} drawer of the {t}".strip()
         return f"{o} {self.relation} {t}"
 
 
 @dataclass(frozen=True)
-class TaskPlan:
-    """The steps of an instruction, run in order; ``instruction`` is the original text."""
+class FixtureGoal:
+    """One step on an articulated fixture.
 
-    steps: tuple[PickPlaceGoal, ...]
+    Attributes:
+        action: ``"turn_on"``, ``"turn_off"``, ``"open"`` or ``"close"``.
+        fixture_phrase: e.g. ``"stove"``, ``"cabinet"``.
+        part_words: which part, e.g. ``("top",)`` for the top drawer (empty: the only one).
+        instruction: the original text.
+    """
+
+    action: str
+    fixture_phrase: str
+    part_words: tuple[str, ...]
+    instruction: str
+
+    def describe(self) -> str:
+        """E.g. ``"open the top drawer of the cabinet"``."""
+        part = f"{' '.join(self.part_words)} drawer of the " if self.part_words else ""
+        return f"{self.action.replace('_', ' ')} the {part}{self.fixture_phrase}"
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """The steps of an instruction, run in order; ``instruction`` is the original text.
+    A :class:`PickPlaceGoal` whose ``target_part`` is set places into a fixture's part
+    (a drawer)."""
+
+    steps: tuple[PickPlaceGoal | FixtureGoal, ...]
     instruction: str
 
 
@@ -185,6 +212,74 @@ def _single(text: str, instruction: str) -> PickPlaceGoal | Unsupported:
                        instruction)
 
 
+_FIXTURE_ACTION = r"(?P<act>open|close|turn on|turn off|switch on|switch off)"
+_DRAWER = r"(?:the\s+)?(?:(?P<part>top|middle|bottom|upper|lower)\s+)?drawer(?:\s+of\s+(?P<fx>.+?))?"
+
+
+def _fixture_step(text: str, instruction: str) -> FixtureGoal | None:
+    m = re.match(r"^" + _FIXTURE_ACTION + r"\s+" + _DRAWER + r"$", text)
+    if m and m.group("act") in ("open", "close"):
+        part = {"upper": "top", "lower": "bottom"}.get(m.group("part") or "", m.group("part") or "")
+        return FixtureGoal(m.group("act"), strip_articles(m.group("fx") or "cabinet"), (part,) if part else (),
+                           instruction)
+    m = re.match(r"^(?P<act>turn on|turn off|switch on|switch off)\s+(?P<fx>.+)$", text) or \
+        re.match(r"^turn\s+(?P<fx>.+?)\s+(?P<act>on|off)$", text)
+    if m and re.search(r"\b(stove|burner|cooktop)\b", m.group("fx")):
+        act = "turn_on" if m.group("act").endswith("on") else "turn_off"
+        return FixtureGoal(act, "stove", (), instruction)
+    return None
+
+
+def _fixture_plan(text: str, instruction: str) -> TaskPlan | Unsupported | None:
+    """Plans with fixture steps; None when the instruction has none."""
+    parts = re.split(r"\s+and\s+(?=(?:open|close|turn|switch|put|place|pick)\b)", text)
+    into_drawer = r"^(?:put|place|move|set|drop)\s+.+?\s+(?:in|into|inside)\s+" + _DRAWER + r"$"
+    if not any(re.match(r"^(?:open|close|turn|switch)\b", p) or re.match(into_drawer, p) for p in parts):
+        return None
+    steps: list = []
+    last_fixture: FixtureGoal | None = None
+    last_target: PickPlaceGoal | None = None
+    for p in parts:
+        if p in ("close it", "close the drawer", "shut it"):
+            if last_target is not None and last_target.target_part is not None:
+                steps.append(FixtureGoal("close", last_target.target_phrase, last_target.target_part, instruction))
+                continue
+            return Unsupported(f"'{p}' refers to a door the scripted planner cannot close (it closes cabinet drawers)",
+                               instruction)
+        fx = _fixture_step(p, instruction)
+        if fx is not None:
+            steps.append(fx)
+            last_fixture = fx
+            continue
+        # a placing step; "inside" / "on it" refer to the last fixture
+        m = re.match(r"^(?:put|place|move|set|drop)\s+(?P<obj>.+?)\s+(?P<rel>inside|in it|into it|on it|on top of it)$", p)
+        if m and last_fixture is not None:
+            rel = "on" if "on" in m.group("rel") else "in"
+            obj = parse_object_phrase(m.group("obj"))
+            if isinstance(obj, Unsupported):
+                return Unsupported(obj.reason, instruction)
+            steps.append(PickPlaceGoal(obj[0], last_fixture.fixture_phrase, rel, instruction, obj[1],
+                                       target_part=last_fixture.part_words if last_fixture.action == "open" else None))
+            continue
+        m = re.match(r"^(?:put|place|move|set|drop)\s+(?P<obj>.+?)\s+(?:in|into|inside)\s+" + _DRAWER + r"$", p)
+        if m:
+            part = {"upper": "top", "lower": "bottom"}.get(m.group("part") or "", m.group("part") or "")
+            obj = parse_object_phrase(m.group("obj"))
+            if isinstance(obj, Unsupported):
+                return Unsupported(obj.reason, instruction)
+            g = PickPlaceGoal(obj[0], strip_articles(m.group("fx") or "cabinet"), "in", instruction, obj[1],
+                              target_part=(part,) if part else ())
+            steps.append(g)
+            last_target = g
+            continue
+        g = _single(p, instruction)
+        if isinstance(g, Unsupported):
+            return g
+        steps.append(g)
+        last_target = g
+    return TaskPlan(tuple(steps), instruction)
+
+
 def parse_task(instruction: str) -> TaskPlan | Unsupported:
     """Parse an instruction into a :class:`TaskPlan` (one or more pick-and-place steps).
 
@@ -197,10 +292,13 @@ def parse_task(instruction: str) -> TaskPlan | Unsupported:
     text = clean_text(instruction)
     if not text:
         return Unsupported("empty instruction", instruction)
+    fixture = _fixture_plan(text, instruction)
+    if fixture is not None:
+        return fixture
     for verb in _UNSUPPORTED_VERBS:
         if text.startswith(verb) or f" and {verb}" in f" {text}" or text.endswith(verb.strip() + " it"):
-            return Unsupported(f"instruction needs a '{verb.strip()}' skill; the scripted planner only does "
-                               "pick-and-place steps", instruction)
+            return Unsupported(f"instruction needs a '{verb.strip()}' skill the scripted planner does not have "
+                               "(it does pick-and-place, stove knobs and cabinet drawers)", instruction)
     last = re.split(r"\b(?:put|place|move|set)\b", text)[-1]
     side = re.search(r"\bto the (?:left|right|front|back) of\b(?P<after>.*)$", last)
     if side and not re.search(r"\b(?:in|into|inside|on|onto)\b", side.group("after")):

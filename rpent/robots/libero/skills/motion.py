@@ -161,10 +161,12 @@ def pick_and_place(
     if s0["eef_pos"][2] < travel_z - 0.02:
         if not travel("rise", [s0["eef_pos"][0], s0["eef_pos"][1], travel_z], control.GRIPPER_OPEN):
             return finish("rise", _why(ex.current_state(), phases))
-    if not travel("approach", [gx, gy, travel_z], control.GRIPPER_OPEN, yaw=grasp["yaw"], max_steps=120):
+    # with a second look coming, hover above the object's centre (the wrist camera sees all of it)
+    hx, hy = (float(obj.center[0]), float(obj.center[1])) if relocate is not None else (gx, gy)
+    if not travel("approach", [hx, hy, travel_z], control.GRIPPER_OPEN, yaw=grasp["yaw"], max_steps=120):
         return finish("approach", _why(ex.current_state(), phases))
     if travel_z - grasp["approach_z"] > 0.01:
-        r = run("approach", "move_to", xyz=[gx, gy, float(grasp["approach_z"])], gripper=control.GRIPPER_OPEN,
+        r = run("approach", "move_to", xyz=[hx, hy, float(grasp["approach_z"])], gripper=control.GRIPPER_OPEN,
                 target_yaw=float(grasp["yaw"]), max_steps=80)
         if "error" in r or over():
             return finish("approach", _why(ex.current_state(), phases))
@@ -179,10 +181,10 @@ def pick_and_place(
             carry_z = max(params.min_carry_z, target.top_z + hang + params.carry_clearance, grasp["approach_z"])
             phases.append({"phase": "relocate", "center": list(obj.center), "top_z": obj.top_z, "grasp": grasp["kind"],
                            "yaw": grasp["yaw"], "source": obj.source})
-            r = run("approach", "move_to", xyz=[gx, gy, float(grasp["approach_z"])], gripper=control.GRIPPER_OPEN,
-                    target_yaw=float(grasp["yaw"]), max_steps=60)
-            if "error" in r or over():
-                return finish("approach", _why(ex.current_state(), phases))
+        r = run("approach", "move_to", xyz=[gx, gy, float(grasp["approach_z"])], gripper=control.GRIPPER_OPEN,
+                target_yaw=float(grasp["yaw"]), max_steps=60)
+        if "error" in r or over():
+            return finish("approach", _why(ex.current_state(), phases))
     r = run("align", "rotate_wrist", target_yaw=float(grasp["yaw"]), gripper=control.GRIPPER_OPEN, tol=0.03)
     if "error" in r or over():
         return finish("align", _why(ex.current_state(), phases))

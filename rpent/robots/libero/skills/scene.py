@@ -16,7 +16,8 @@ from rpent.robots.libero.skills.estimate import ObjectEstimate
 from rpent.robots.libero.skills.language import PickPlaceGoal
 from rpent.robots.libero.skills.spatial import resolve_qualifier
 
-__all__ = ["NotFound", "Instance", "Picked", "find_instances", "localise_step", "wrist_relocator"]
+__all__ = ["NotFound", "Instance", "Picked", "find_instances", "localise_step", "wrist_relocator", "find_fixture_part",
+           "drawer_target"]
 
 Call = Callable[[str, dict], Mapping[str, Any]]
 
@@ -91,7 +92,10 @@ def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset
     known: dict[str, ObjectEstimate] = {}
     objs = find_instances(call, goal.object_phrase)
     obj = _choose(call, goal.object_phrase, goal.object_qualifier, objs, set(exclude), known)
-    if goal.target_phrase in known and goal.target_qualifier is None:  # already segmented as a reference
+    if goal.target_part is not None:  # into a drawer of a fixture: its box from view_fixtures
+        fx, part, _ = find_fixture_part(call, goal.target_phrase, goal.target_part, "slide")
+        tgts = [Instance(f"{fx}/{part.get('part')}", drawer_target(part))]
+    elif goal.target_phrase in known and goal.target_qualifier is None:  # already segmented as a reference
         tgts = [Instance(goal.target_phrase, known[goal.target_phrase])]
     else:
         tgts = find_instances(call, goal.target_phrase)
@@ -117,3 +121,55 @@ def wrist_relocator(call: Call, phrase: str, chosen: ObjectEstimate, max_shift: 
         return best.est if d <= max_shift else None
 
     return relocate
+
+
+# ---------------------------------------------------------------------- fixtures (view_fixtures)
+def _fixture_words(phrase: str) -> tuple[str, ...]:
+    from rpent.robots.libero.skills.naming import phrase_tokens
+
+    return tuple(w for w in phrase_tokens(phrase) if w not in ("drawer", "door")) or ("cabinet",)
+
+
+def find_fixture_part(call: Call, fixture_phrase: str, part_words: tuple[str, ...], joint_type: str):
+    """``(fixture name, part dict, read_part)`` from ``view_fixtures``; ``read_part()`` re-reads
+    that part's current state.
+
+    Raises:
+        NotFound: no fixture / part matches.
+    """
+    from rpent.robots.libero.skills.fixtures import part_by_words
+
+    words = _fixture_words(fixture_phrase)
+    parts = call("view_fixtures", {}).get("fixtures") or {}
+    hit = part_by_words(parts, words, tuple(w for w in part_words if w), joint_type)
+    if hit is None:
+        known = {fx: [p.get("part") for p in pl] for fx, pl in parts.items()}
+        raise NotFound(f"no {joint_type} part {' '.join(part_words)!r} of a fixture matching {fixture_phrase!r} "
+                       f"(fixtures: {known})")
+    fx, part = hit
+
+    def read_part():
+        now = call("view_fixtures", {}).get("fixtures") or {}
+        return next((p for p in now.get(fx, []) if p.get("joint") == part.get("joint")), None)
+
+    return fx, part, read_part
+
+
+def drawer_target(part: Mapping[str, Any]) -> ObjectEstimate:
+    """Where to put something into an open drawer: the middle of the drawer's exposed part
+    (between the cabinet front, i.e. the drawer front when closed, and its front now), at the
+    drawer's rim height (world frame, m)."""
+    import numpy as np
+
+    from rpent.robots.libero.skills.fixtures import open_direction
+
+    d = open_direction(part)
+    lo, hi = np.asarray(part["min"], dtype=np.float64), np.asarray(part["max"], dtype=np.float64)
+    centre = (lo + hi) / 2.0
+    half = float(abs((hi - lo) @ d)) / 2.0
+    opened = abs(float(part["qpos"]))
+    spot = centre + d * (half - 0.02 - opened / 2.0)
+    width = float(np.linalg.norm((hi - lo)[:2] - ((hi - lo)[:2] @ d[:2]) * d[:2]))
+    return ObjectEstimate(center=(float(spot[0]), float(spot[1]), float(centre[2])), top_z=float(hi[2]),
+                          bottom_z=float(lo[2]), major_yaw=0.0, major_extent=max(width, opened),
+                          minor_extent=min(width, opened), source="view_fixtures_drawer")

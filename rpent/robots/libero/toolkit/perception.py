@@ -1,4 +1,4 @@
-"""Read-only perception tools: ``view_env_state``, ``view_camera_meta``, ``back_project``, ``segment``.
+"""Read-only perception tools: ``view_env_state``, ``view_fixtures``, ``view_camera_meta``, ``back_project``, ``segment``.
 
 Pixels are (row, col) of natural-orientation images (row 0 = top) of the step's recorded
 ``agentview.png``/``wrist.png`` — never of ``agentview_policy.png`` (mirrored left-right for
@@ -62,6 +62,16 @@ class PerceptionTools:
         the command that produced it, artifact names, plus the agentview and wrist images."""
         idx = self.record.resolve_step(step)
         return self.step_view(idx)
+
+    @tool(readonly=True)
+    def view_fixtures(self) -> dict:
+        """Articulated parts of the scene's furniture as they are now: for each fixture (e.g.
+        wooden_cabinet_1, flat_stove_1, microwave_1) its drawers / knobs / doors: part, joint,
+        type (slide m / hinge rad), qpos, range, world joint axis, part origin, handle centre
+        (m, world; None without a handle) and the part's world box. Opening a LIBERO drawer
+        moves it along -axis (its open range is negative); a stove knob is on at qpos >= 0.5."""
+        return {"fixtures": self.env.call("env.fixture_parts"),
+                "note": "live simulator state (not a recorded step); positions in metres, world frame"}
 
     @tool(readonly=True)
     def view_camera_meta(self, camera: Camera = "agentview", step: Step = -1) -> dict:
