@@ -3,7 +3,8 @@
 Default run: the spatial resolver through the real toolkit (``segment(all_instances=True)``
 against a real env-server subprocess on ``libero_spatial`` task 0). Slow: one whole episode
 per skill family through the ``rpent`` CLI (rim grasp + spatial qualifier; two pick-and-place
-steps from one instruction), asserting on the run record.
+steps from one instruction; a stove knob), asserting on the run record. ``view_fixtures`` on
+the same server.
 """
 
 from __future__ import annotations
@@ -61,6 +62,19 @@ def test_qualifiers_pick_different_bowls_from_segmented_instances(spatial_toolki
         scene.find_instances(call, "microwave")
 
 
+def test_view_fixtures_reports_drawers_and_knob(spatial_toolkit):
+    fixtures = spatial_toolkit.execute("view_fixtures", {})["fixtures"]
+    drawers = {p["part"]: p for p in fixtures["wooden_cabinet_1"]}
+    assert set(drawers) == {"cabinet_top", "cabinet_middle", "cabinet_bottom"}
+    top = drawers["cabinet_top"]
+    assert top["type"] == "slide" and top["range"] == pytest.approx([-0.16, 0.01]) and top["handle"] is not None
+    assert top["handle"][2] > drawers["cabinet_middle"]["handle"][2] > drawers["cabinet_bottom"]["handle"][2]
+    (knob,) = fixtures["flat_stove_1"]
+    assert knob["type"] == "hinge" and knob["axis"] == pytest.approx([0, 0, 1], abs=1e-6) and knob["qpos"] < 0.5
+    fx, part, read = scene.find_fixture_part(lambda n, a: spatial_toolkit.execute(n, a), "cabinet", ("bottom",), "slide")
+    assert (fx, part["part"]) == ("wooden_cabinet_1", "cabinet_bottom") and read()["joint"] == part["joint"]
+
+
 def _episode(tmp_path, suite: str, task: int) -> dict:
     out = tmp_path / "run"
     p = subprocess.run(RPENT + ["--suite", suite, "--task", str(task), "--seed", "0", "--planner", "scripted",
@@ -87,3 +101,10 @@ def test_two_step_instruction_episode(tmp_path):
     releases = [c for m in tr["messages"] if m["role"] == "assistant" for c in m["content"]
                 if c["type"] == "tool_use" and c["name"] == "release"]
     assert len(releases) == 2
+
+
+@pytest.mark.slow
+def test_turn_on_stove_episode(tmp_path):
+    tr = _episode(tmp_path, "libero_goal", 7)  # "turn on the stove"
+    calls = [c["name"] for m in tr["messages"] if m["role"] == "assistant" for c in m["content"] if c["type"] == "tool_use"]
+    assert "view_fixtures" in calls

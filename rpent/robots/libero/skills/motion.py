@@ -5,6 +5,7 @@ Moved out of :mod:`rpent.robots.libero.strategy`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
@@ -173,7 +174,10 @@ def pick_and_place(
     if relocate is not None:
         closer = relocate(ex.current_state())
         if closer is not None:
-            obj = refine_estimate(obj, closer)
+            coarse, obj = obj, refine_estimate(obj, closer)
+            if grasp["kind"] == "rim":  # the top view of a wide rim is often cut by the image edge: keep it wide
+                obj = dataclasses.replace(obj, major_extent=max(obj.major_extent, coarse.major_extent),
+                                          minor_extent=max(obj.minor_extent, coarse.minor_extent))
             grasp = plan_grasp(obj, control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"]), params,
                                obstacles)
             gx, gy, gz = (float(v) for v in grasp["xyz"])
