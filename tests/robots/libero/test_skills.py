@@ -106,3 +106,41 @@ def test_grasp_choice_from_shape():
     g = plan_grasp(box, 0.0)
     assert g["kind"] == "centre" and g["offset"] == [0.0, 0.0] and g["yaw"] == pytest.approx(0.3)
     assert not needs_rim_grasp(PLATE)  # flat
+
+
+@pytest.mark.parametrize("text, steps", [
+    ("open the middle drawer of the cabinet", ["open the middle drawer of the cabinet"]),
+    ("turn on the stove", ["turn on the stove"]),
+    ("open the top drawer and put the bowl inside", ["open the top drawer of the cabinet", "bowl in top drawer of the cabinet"]),
+    ("turn on the stove and put the moka pot on it", ["turn on the stove", "moka pot on stove"]),
+    ("put the black bowl in the bottom drawer of the cabinet and close it",
+     ["black bowl in bottom drawer of the cabinet", "close the bottom drawer of the cabinet"]),
+    ("pick up the black bowl in the top drawer of the wooden cabinet and place it on the plate",
+     ["black bowl (in the top drawer of the wooden cabinet) on plate"]),
+])
+def test_fixture_plans(text, steps):
+    plan = parse_task(text)
+    assert isinstance(plan, TaskPlan), plan
+    assert [g.describe() for g in plan.steps] == steps
+
+
+def test_fixture_geometry_helpers():
+    from rpent.robots.libero.skills.fixtures import open_direction, part_by_words
+    from rpent.robots.libero.skills.scene import drawer_target
+
+    # libero_goal t7 s0, view_fixtures answer (recorded): the bottom drawer, closed, and the knob
+    bottom = {"part": "cabinet_bottom", "joint": "bottom_level", "type": "slide", "qpos": 0.0, "range": [-0.16, 0.01],
+              "axis": [0.0, -1.0, 0.0], "pos": [0.031, -0.241, 0.905], "handle": [0.033, -0.15, 0.947],
+              "min": [-0.084, -0.337, 0.913], "max": [0.138, -0.131, 0.984]}
+    knob = {"part": "button", "joint": "button", "type": "hinge", "qpos": 0.0, "range": [-0.005, 2.1],
+            "axis": [0.0, 0.0, 1.0], "pos": [-0.414, 0.21, 0.905], "handle": None,
+            "min": [-0.471, 0.161, 0.896], "max": [-0.365, 0.257, 0.964]}
+    parts = {"wooden_cabinet_1": [bottom], "flat_stove_1": [knob]}
+    assert open_direction(bottom).tolist() == [0.0, 1.0, 0.0]  # negative open range: along -axis = +y
+    assert part_by_words(parts, ("cabinet",), ("bottom",), "slide") == ("wooden_cabinet_1", bottom)
+    assert part_by_words(parts, ("stove",), (), "hinge") == ("flat_stove_1", knob)
+    assert part_by_words(parts, ("cabinet",), ("top",), "slide") is None
+    opened = dict(bottom, qpos=-0.15, min=[-0.084, -0.187, 0.913], max=[0.138, 0.019, 0.984])
+    t = drawer_target(opened)
+    # the exposed part of the open drawer lies between the cabinet front (y -0.131) and the drawer front (y 0.019)
+    assert -0.131 < t.center[1] < 0.019 and t.top_z == pytest.approx(0.984)
