@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import pytest
 
 from rpent.robots.libero.skills.estimate import ObjectEstimate
@@ -144,3 +146,18 @@ def test_fixture_geometry_helpers():
     t = drawer_target(opened)
     # the exposed part of the open drawer lies between the cabinet front (y -0.131) and the drawer front (y 0.019)
     assert -0.131 < t.center[1] < 0.019 and t.top_z == pytest.approx(0.984)
+
+
+def test_support_surface_is_the_burner_not_the_knob():
+    from rpent.robots.libero.skills.estimate import ObjectEstimate, support_surface
+
+    rng = np.random.default_rng(0)
+    # a 15 cm burner plate at z 0.92 centred at (-0.26, 0.21) and a 4 cm knob rising to 0.964 at (-0.414, 0.21)
+    plate = np.c_[rng.uniform(-0.335, -0.185, 600), rng.uniform(0.135, 0.285, 600), np.full(600, 0.92)]
+    knob = np.c_[rng.uniform(-0.43, -0.40, 300), rng.uniform(0.20, 0.22, 300), rng.uniform(0.905, 0.964, 300)]
+    pts = np.r_[plate, knob]
+    est = ObjectEstimate.from_points(pts, floor_z=0.90)
+    assert est.center[0] < -0.39  # the top band (what a grasp needs) is the knob
+    sx, sy, sz = support_surface(pts, 0.90)
+    assert sx == pytest.approx(-0.26, abs=0.015) and sy == pytest.approx(0.21, abs=0.01) and sz == pytest.approx(0.92)
+    assert est.support == pytest.approx((sx, sy, sz))

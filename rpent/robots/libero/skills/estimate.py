@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ObjectEstimate", "refine_estimate", "half_turn", "PARTIAL_VIEW"]
+__all__ = ["ObjectEstimate", "refine_estimate", "half_turn", "PARTIAL_VIEW", "support_surface"]
 
 #: a closer look whose major extent is below this fraction of the coarse one saw only part of the object.
 PARTIAL_VIEW = 0.8
@@ -31,6 +31,9 @@ class ObjectEstimate:
         ridge_yaw: direction (rad, [-pi/2, pi/2)) of a ridge forming the object's top (the
             gable of a milk / juice carton), or None. A parallel gripper must close *along* a
             ridge: closing across it squeezes the sloped roof and the carton slips out.
+        support: (x, y, z) centre and height of the largest horizontal surface
+            (:func:`support_surface`), e.g. a stove's burner plate rather than its taller
+            knob: where to put things "on" the object; None when no level has enough points.
     """
 
     center: tuple[float, float, float]
@@ -41,6 +44,7 @@ class ObjectEstimate:
     minor_extent: float = 0.0
     source: str = "unknown"
     ridge_yaw: float | None = None
+    support: tuple[float, float, float] | None = None
 
     @property
     def height(self) -> float:
@@ -123,6 +127,7 @@ class ObjectEstimate:
             minor_extent=float(b_hi - b_lo),
             source=source,
             ridge_yaw=_ridge_yaw(p, top),
+            support=support_surface(p, bottom),
         )
 
 
@@ -150,6 +155,33 @@ def refine_estimate(coarse: ObjectEstimate, closer: ObjectEstimate) -> ObjectEst
         source=f"{coarse.source}+{closer.source}",
         ridge_yaw=closer.ridge_yaw,
     )
+
+
+def support_surface(points: np.ndarray, bottom: float, bin_m: float = 0.005, min_points: int = 20
+                    ) -> tuple[float, float, float] | None:
+    """The largest horizontal surface of an object's points: (x, y, z) (m, world).
+
+    Points more than 5 mm above ``bottom`` are binned by z (``bin_m``); the fullest bin is the
+    level (a flat face seen from above collects many points in one bin, a vertical face
+    spreads over many); the median of the points within one bin of it is the answer (robust
+    to the few points of taller parts crossing that level). None with fewer than ``min_points`` such points.
+    """
+    p = np.asarray(points, dtype=np.float64)
+    p = p[p[:, 2] > bottom + 0.005]
+    if len(p) < min_points:
+        return None
+    z = p[:, 2]
+    edges = np.arange(z.min(), z.max() + bin_m, bin_m)
+    if len(edges) < 2:
+        edges = np.array([z.min(), z.min() + bin_m])
+    counts, edges = np.histogram(z, bins=edges)
+    k = int(np.argmax(counts))
+    level = (edges[k] + edges[k + 1]) / 2.0
+    q = p[np.abs(z - level) <= bin_m]
+    if len(q) < min_points:
+        return None
+    mx, my, mz = np.median(q, axis=0)
+    return (float(mx), float(my), float(mz))
 
 
 def _principal_axes(xy: np.ndarray) -> tuple[float, float, float]:

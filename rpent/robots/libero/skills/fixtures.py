@@ -12,7 +12,8 @@ joint axis, part origin, handle centre, part box; :meth:`LiberoSim.fixture_parts
 * ``wooden_cabinet`` drawers: slide joints whose open range is negative (open at qpos <=
   -0.14 m), so opening moves the drawer along ``-axis``. :func:`close_drawer` pushes the
   drawer's front face back along ``+axis`` with the closed gripper pointing down;
-  :func:`open_drawer` hooks the fingertips behind the handle bar from above and pulls.
+  :func:`open_drawer` grips the handle bar with the gripper pointing horizontally at the
+  drawer and pulls.
 """
 
 from __future__ import annotations
@@ -181,15 +182,16 @@ def close_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], 
 
 
 def open_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Mapping[str, Any] | None]) -> dict:
-    """Pull a drawer open by its handle bar.
+    """Pull a drawer open by its handle bar, the gripper pointing horizontally at the drawer.
 
-    The open gripper (fingers closing along the opening direction) comes down so that its
-    rear finger drops into the gap between the bar and the drawer front and its front finger
-    hangs in free space, closes on the bar, pulls ``DRAWER_TRAVEL`` m along the opening
-    direction and lets go. Geometry (LIBERO wooden cabinet handle, from its MJCF): the bar's
-    outer face is the part box's extreme along the opening direction; the bar is ~1.6 cm
-    deep and stands ~2.1 cm off the front, so the gap's middle is ``front - 0.0265`` m; a
-    Panda finger sits ~0.045 m from the eef when open.
+    A top-down grasp cannot reach a lower drawer's bar (measured: the fingers stop on the
+    bar of the drawer above, which sits at the same depth ~7 cm higher). So the open gripper
+    turns to point against the opening direction (pitch -/+pi/2 about world x for a drawer
+    opening along +/-y) in free space 12 cm in front of the bar, so its fingers close
+    vertically; it moves in until the grip site is at the bar (the bar's outer face is the
+    part box's extreme along the opening direction; the bar is ~1.6 cm deep, from the
+    cabinet MJCF), closes on the bar, pulls ``DRAWER_TRAVEL`` m along the opening direction,
+    lets go, backs off and turns back to pointing down.
 
     Returns:
         ``{"success", "done" (joint past -0.12 m, i.e. open), "stage", "phases", "reason"?, "qpos"}``.
@@ -199,32 +201,40 @@ def open_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], M
     if part.get("handle") is None:
         return _result(ex, phases, "drawer approach", False, "the drawer has no handle to pull")
     d_open = open_direction(part)
+    if abs(d_open[1]) < 0.9:
+        return _result(ex, phases, "drawer approach", False,
+                       "this drawer does not open along world y; the horizontal grasp turns about world x only")
+    pitch = -math.pi / 2 if d_open[1] > 0 else math.pi / 2  # gripper axis pointing along -d_open
     h = np.asarray(part["handle"], dtype=np.float64)
     lo, hi = np.asarray(part["min"]), np.asarray(part["max"])
-    front = float(max(lo @ d_open, hi @ d_open))  # bar's outer face along d_open
-    along = front - 0.0265 + 0.045  # eef coordinate along d_open: rear finger in the gap
-    grasp = h + d_open * (along - float(h @ d_open))
-    yaw = math.atan2(d_open[1], d_open[0]) - math.pi / 2  # closing axis (-sin yaw, cos yaw) along d_open
-    yaw = (yaw + math.pi / 2) % math.pi - math.pi / 2
-    above = [float(grasp[0]), float(grasp[1]), float(h[2]) + 0.10]
-    if not travel("drawer approach", above, control.GRIPPER_OPEN, target_yaw=yaw, max_steps=120):
+    front = float(max(lo @ d_open, hi @ d_open))
+    bar = h + d_open * (front - 0.008 - float(h @ d_open))
+    out = bar + d_open * 0.12
+    if not travel("drawer approach", [float(out[0]), float(out[1]), float(h[2]) + 0.06], control.GRIPPER_OPEN,
+                  target_yaw=0.0, max_steps=120):
         return _result(ex, phases, "drawer approach", False, "approach failed")
-    run("drawer align", "rotate_wrist", target_yaw=yaw, gripper=control.GRIPPER_OPEN, tol=0.03)
-    run("drawer descend", "move_to", xyz=[float(grasp[0]), float(grasp[1]), float(h[2])],
-        gripper=control.GRIPPER_OPEN, step_clip=0.012, tol=0.008, max_steps=100, target_yaw=yaw)
+    r = run("drawer turn", "move_pose", xyz=[float(out[0]), float(out[1]), float(h[2])], target_pitch=pitch,
+            target_yaw=0.0, gripper=control.GRIPPER_OPEN, max_steps=150)
+    if "error" in r or control.episode_over(ex.current_state()):
+        return _result(ex, phases, "drawer turn", False, str(r.get("error", "episode over")))
+    r = run("drawer reach", "move_pose", xyz=[float(bar[0]), float(bar[1]), float(h[2])], target_pitch=pitch,
+            target_yaw=0.0, gripper=control.GRIPPER_OPEN, step_clip=0.01, max_steps=120)
     run("drawer grip", "set_gripper", gripper=control.GRIPPER_CLOSE, steps=15)
     pos = np.asarray(control.robot_state(ex.current_state())["eef_pos"])
     goal = pos + d_open * DRAWER_TRAVEL
     for wp in xy_waypoints(pos, goal, 0.04):
-        r = run("drawer pull", "move_to", xyz=[float(v) for v in wp], gripper=control.GRIPPER_CLOSE, step_clip=0.012,
-                max_steps=40)
+        r = run("drawer pull", "move_pose", xyz=[float(v) for v in wp], target_pitch=pitch, target_yaw=0.0,
+                gripper=control.GRIPPER_CLOSE, step_clip=0.012, max_steps=40)
         if "error" in r or control.episode_over(ex.current_state()):
             break
     if not control.episode_over(ex.current_state()):
         run("drawer release", "release")
-        pos = control.robot_state(ex.current_state())["eef_pos"]
-        run("drawer retreat", "move_to", xyz=[float(pos[0]), float(pos[1]), float(pos[2]) + 0.12],
-            gripper=control.GRIPPER_OPEN, max_steps=60)
+        pos = np.asarray(control.robot_state(ex.current_state())["eef_pos"])
+        back = pos + d_open * 0.06
+        run("drawer retreat", "move_pose", xyz=[float(back[0]), float(back[1]), float(pos[2]) + 0.04], target_pitch=pitch,
+            target_yaw=0.0, gripper=control.GRIPPER_OPEN, max_steps=60)
+        run("drawer retreat", "move_pose", xyz=[float(back[0]), float(back[1]), float(pos[2]) + 0.12], target_pitch=0.0,
+            target_yaw=0.0, gripper=control.GRIPPER_OPEN, max_steps=150)
     now = read_part()
     qpos = float(now["qpos"]) if now else float(part["qpos"])
     ok = qpos <= -0.12 or bool(ex.current_state().get("success"))

@@ -8,6 +8,7 @@ instance), on the agentview camera, and on the wrist camera for a second look. T
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -101,6 +102,12 @@ def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset
         tgts = find_instances(call, goal.target_phrase)
     tgts = [t for t in tgts if t.name != obj.name] or tgts
     tgt = _choose(call, goal.target_phrase, goal.target_qualifier, tgts, set(), known)
+    target = tgt.est
+    if goal.relation == "on" and target.support is not None and goal.target_part is None:
+        # put it on the target's largest flat surface (a stove's burner, not its knob)
+        sx, sy, sz = target.support
+        target = dataclasses.replace(target, center=(sx, sy, target.center[2]), top_z=max(sz, target.bottom_z))
+        tgt = Instance(tgt.name, target)
     obstacles = [i.est for i in objs if i.name != obj.name] + [t.est for t in tgts] + list(known.values())
     near = tuple(o for o in obstacles if math.hypot(o.center[0] - obj.est.center[0], o.center[1] - obj.est.center[1]) > 1e-3)
     return Picked(obj.name, obj.est, tgt.name, tgt.est, near)

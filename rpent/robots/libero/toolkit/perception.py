@@ -37,7 +37,8 @@ def _estimate_dict(est) -> dict:
     return {"center": [round(float(v), 4) for v in est.center], "top_z": round(est.top_z, 4),
             "bottom_z": round(est.bottom_z, 4), "major_yaw": round(est.major_yaw, 4),
             "major_extent": round(est.major_extent, 4), "minor_extent": round(est.minor_extent, 4),
-            "ridge_yaw": None if est.ridge_yaw is None else round(est.ridge_yaw, 4), "source": est.source}
+            "ridge_yaw": None if est.ridge_yaw is None else round(est.ridge_yaw, 4), "source": est.source,
+            "support": None if est.support is None else [round(float(v), 4) for v in est.support]}
 
 
 class PerceptionTools:
