@@ -1,16 +1,21 @@
 """The offline ``scripted`` planner: no LLM, no VLA, no GPU.
 
-It reads the task instruction, finds the object and the target with ``segment`` (world
-position and size from the mask's back-projected points), and solves single-object
-pick-and-place instructions ("pick up the X and place it in the basket", "put the X on the
-Y", ...) with the scripted motion tools. Instruction kinds it cannot do end with
-``finish(status="unsupported")`` and the reason. It drives the toolkit only through
-``toolkit.execute`` — the interface the LLM planners use — so its run record looks the same.
-
-The motion plan (approach, align, descend, close, lift, transport, lower, release, retreat)
-is :func:`rpent.robots.libero.strategy.pick_and_place`; this module only turns its steps into
-tool calls, and gives it a second look at the object through ``segment(camera="wrist")`` while
-the gripper hovers above it.
+It reads the task instruction into a plan of steps
+(:func:`rpent.robots.libero.skills.language.parse_task`): pick-and-place steps ("pick up the
+black bowl next to the ramekin and place it on the plate", "put both the X and the Y in the
+basket", "put the white mug on the left plate and ...") and fixture steps ("turn on the
+stove", "open the top drawer", "... and close it"). For each pick-and-place step it finds
+every instance of the object and the target with ``segment(all_instances=True)`` (world
+position and shape from the masks' back-projected points), resolves spatial qualifiers
+geometrically (:mod:`rpent.robots.libero.skills.spatial`), chooses the grasp from the
+object's shape (rim grasp for bowls and mugs, :mod:`rpent.robots.libero.skills.grasp`) and
+runs :func:`rpent.robots.libero.skills.motion.pick_and_place`, with a second look through
+``segment(camera="wrist")`` while the gripper hovers above the object. Fixture steps read
+drawer and knob joints and handles from ``view_fixtures`` and run
+:mod:`rpent.robots.libero.skills.fixtures`. Instruction kinds it cannot do end with
+``finish(status="unsupported")`` and the reason; a failed step ends with ``failure`` naming
+the step and the stage. It drives the toolkit only through ``toolkit.execute`` — the
+interface the LLM planners use — so its run record looks the same.
 """
 
 from __future__ import annotations
