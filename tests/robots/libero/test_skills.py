@@ -161,3 +161,30 @@ def test_support_surface_is_the_burner_not_the_knob():
     sx, sy, sz = support_surface(pts, 0.90)
     assert sx == pytest.approx(-0.26, abs=0.015) and sy == pytest.approx(0.21, abs=0.01) and sz == pytest.approx(0.92)
     assert est.support == pytest.approx((sx, sy, sz))
+
+
+@pytest.mark.parametrize("text, steps", [  # LIBERO-PRO paraphrases (_lan) and variants (_swap, _task)
+    ("take the black bowl from the top drawer and put it on plate", ["black bowl (in the top drawer) on plate"]),
+    ("lift bowl from stove and set on plate", ["bowl (on stove) on plate"]),
+    ("open the cabinet\u2019s middle drawer", ["open the middle drawer of the cabinet"]),
+    ("slide open the top drawer and place the bowl in it", ["open the top drawer of the cabinet", "bowl in top drawer of the cabinet"]),
+    ("switch stove on and put moka pot on it", ["turn on the stove", "moka pot on stove"]),
+    ("place cream cheese box and butter into basket", ["cream cheese box in basket", "butter in basket"]),
+    ("place white mug on left plate and yellow-white mug on right plate", ["white mug on plate (left)", "yellow white mug on plate (right)"]),
+    ("put the yellow and white mug on the plate", ["yellow and white mug on plate"]),
+    ("open the middle layer of the drawer", ["open the middle drawer of the cabinet"]),
+    ("put the bowl on the top of the drawer", ["bowl on cabinet"]),
+    ("pick orange juice and put into basket", ["orange juice in basket"]),
+    ("pick the akita black bowl not between the plate and the ramekin and place it on the plate",
+     ["akita black bowl (not between the plate and the ramekin) on plate"]),
+])
+def test_paraphrases(text, steps):
+    plan = parse_task(text)
+    assert isinstance(plan, TaskPlan), plan
+    assert [g.describe() for g in plan.steps] == steps
+
+
+def test_negated_qualifier_picks_the_other_instance():
+    refs = {"plate": PLATE, "ramekin": RAMEKIN}
+    q = Qualifier("between", ("plate", "ramekin"), negated=True)
+    assert resolve_qualifier(q, [BOWL_1, BOWL_2], refs) == 1

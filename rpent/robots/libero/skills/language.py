@@ -43,11 +43,13 @@ class Qualifier:
             ``"back"`` (no ref: the extreme instance along that direction, robot's view).
         refs: reference object phrases, e.g. ``("plate", "ramekin")``.
         text: the qualifier as written.
+        negated: the phrase says "not ..." (LIBERO-PRO ``_task``): the instance it does not designate.
     """
 
     relation: str
     refs: tuple[str, ...] = ()
     text: str = ""
+    negated: bool = False  #: "the bowl *not* between ...": any other instance
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,7 @@ _PATTERNS = [
 ]
 _SPATIAL_WORDS = {"under", "below", "above", "beneath", "behind", "left", "right", "front", "back", "near",
                   "between", "beside", "next", "middle", "center", "centre", "corner", "edge"}
+_COLOURS = {"yellow", "white", "black", "red", "blue", "green", "brown", "grey", "gray", "pink", "orange", "purple"}
 _SIDES = {"left": "left", "right": "right", "front": "front", "back": "back", "rear": "back"}
 
 
@@ -146,6 +149,13 @@ def parse_object_phrase(phrase: str) -> tuple[str, Qualifier | None] | Unsupport
         ``(name phrase, qualifier or None)`` or :class:`Unsupported` (an unknown qualifier).
     """
     p = clean_text(phrase)
+    neg = re.match(r"^(?P<head>.+?)\s+(?:that is\s+|which is\s+)?not\s+(?P<rest>.+)$", p)
+    if neg:
+        inner = parse_object_phrase(f"{neg.group('head')} {neg.group('rest')}")
+        if isinstance(inner, Unsupported) or inner[1] is None:
+            return Unsupported(f"cannot read the negated qualifier in {phrase!r}", phrase)
+        q = inner[1]
+        return inner[0], Qualifier(q.relation, q.refs, f"not {q.text}", negated=True)
     m = re.match(r"^(?P<head>.+?)\s+(?:that is\s+|which is\s+)?(?:to the\s+|on the\s+|in\s+)?(?P<side>left|right|front|back)\s+of\s+"
                  r"(?P<rest>.+)$", p) or re.match(r"^(?P<head>.+?)\s+(?P<side>behind)\s+(?P<rest>.+)$", p)
     if m:
@@ -165,7 +175,11 @@ def parse_object_phrase(phrase: str) -> tuple[str, Qualifier | None] | Unsupport
             return head, Qualifier("next_to", (strip_articles(rest),), f"next to {rest}")
         if q in ("from", "at") and re.search(r"\b(center|centre|middle)\b", rest):
             return head, Qualifier("center", (), "at the table center")
-        if q in ("on", "on top of"):
+        if "drawer" in rest or "layer" in rest:  # "in/from the top drawer (of the wooden cabinet)"
+            fx = re.search(r"\b(?:drawer|layer)\s+of\s+(?P<fx>.+)$", rest)
+            ref = strip_articles(fx.group("fx")) if fx and "drawer" not in fx.group("fx") else "cabinet"
+            return head, Qualifier("in", (ref,), f"in {rest}")
+        if q in ("on", "on top of", "from"):
             return head, Qualifier("on", (strip_articles(re.sub(r"^(?:the\s+)?top\s+of\s+", "", rest)),), f"on {rest}")
         if q in ("in", "inside"):
             # "in the top drawer of the wooden cabinet" -> inside the cabinet
@@ -192,7 +206,10 @@ def _single(text: str, instruction: str) -> PickPlaceGoal | Unsupported:
             return Unsupported(f"target {tgt!r} is a region next to an object; the scripted planner places in or on objects",
                                instruction)
         rel = "in" if m.group("rel") in ("in", "into", "inside") else "on"
+        on_top = re.match(r"^(?:the\s+)?(?:top|top side)\s+of\s+", tgt) is not None or m.group("rel") == "on top of"
         tgt = re.sub(r"^(?:the\s+)?(?:top|top side)\s+of\s+", "", tgt)
+        if on_top and strip_articles(tgt) in ("drawer", "drawers"):  # "the top of the drawer": the cabinet's top
+            tgt = "cabinet"
         if re.search(r"\b(compartment|drawer|region)\b", tgt):
             return Unsupported(f"target phrase {strip_articles(tgt)!r} names a region or a drawer; the scripted planner "
                                "places in or on objects", instruction)
@@ -213,17 +230,19 @@ def _single(text: str, instruction: str) -> PickPlaceGoal | Unsupported:
 
 
 _FIXTURE_ACTION = r"(?P<act>open|close|turn on|turn off|switch on|switch off)"
-_DRAWER = r"(?:the\s+)?(?:(?P<part>top|middle|bottom|upper|lower)\s+)?drawer(?:\s+of\s+(?P<fx>.+?))?"
+_DRAWER = (r"(?:the\s+)?(?:(?P<fx0>\w+)\s+s\s+)?(?:(?P<part>top|middle|bottom|upper|lower)\s+)?(?:drawer|layer)"
+           r"(?:\s+of\s+(?:the\s+)?(?:drawer|cabinet)s?)?(?:\s+of\s+(?P<fx>.+?))?")
 
 
 def _fixture_step(text: str, instruction: str) -> FixtureGoal | None:
+    text = re.sub(r"^(?:slide|pull)\s+open\b", "open", re.sub(r"^(?:push|slide)\s+(?:shut|closed?)\b", "close", text))
     m = re.match(r"^" + _FIXTURE_ACTION + r"\s+" + _DRAWER + r"$", text)
     if m and m.group("act") in ("open", "close"):
         part = {"upper": "top", "lower": "bottom"}.get(m.group("part") or "", m.group("part") or "")
-        return FixtureGoal(m.group("act"), strip_articles(m.group("fx") or "cabinet"), (part,) if part else (),
+        return FixtureGoal(m.group("act"), strip_articles(m.group("fx") or m.group("fx0") or "cabinet"), (part,) if part else (),
                            instruction)
     m = re.match(r"^(?P<act>turn on|turn off|switch on|switch off)\s+(?P<fx>.+)$", text) or \
-        re.match(r"^turn\s+(?P<fx>.+?)\s+(?P<act>on|off)$", text)
+        re.match(r"^(?:turn|switch)\s+(?P<fx>.+?)\s+(?P<act>on|off)$", text)
     if m and re.search(r"\b(stove|burner|cooktop)\b", m.group("fx")):
         act = "turn_on" if m.group("act").endswith("on") else "turn_off"
         return FixtureGoal(act, "stove", (), instruction)
@@ -232,15 +251,16 @@ def _fixture_step(text: str, instruction: str) -> FixtureGoal | None:
 
 def _fixture_plan(text: str, instruction: str) -> TaskPlan | Unsupported | None:
     """Plans with fixture steps; None when the instruction has none."""
-    parts = re.split(r"\s+and\s+(?=(?:open|close|turn|switch|put|place|pick)\b)", text)
+    parts = re.split(r"\s+and\s+(?=(?:open|close|turn|switch|slide|put|place|pick)\b)", text)
     into_drawer = r"^(?:put|place|move|set|drop)\s+.+?\s+(?:in|into|inside)\s+" + _DRAWER + r"$"
-    if not any(re.match(r"^(?:open|close|turn|switch)\b", p) or re.match(into_drawer, p) for p in parts):
+    if not any(re.match(r"^(?:open|close|turn|switch|slide open|pull open)\b", p) or re.match(into_drawer, p)
+               for p in parts):
         return None
     steps: list = []
     last_fixture: FixtureGoal | None = None
     last_target: PickPlaceGoal | None = None
     for p in parts:
-        if p in ("close it", "close the drawer", "shut it"):
+        if p in ("close it", "close the drawer", "shut it", "close the door", "close door"):
             if last_target is not None and last_target.target_part is not None:
                 steps.append(FixtureGoal("close", last_target.target_phrase, last_target.target_part, instruction))
                 continue
@@ -304,8 +324,14 @@ def parse_task(instruction: str) -> TaskPlan | Unsupported:
     if side and not re.search(r"\b(?:in|into|inside|on|onto)\b", side.group("after")):
         return Unsupported("instruction places an object in a region next to another object ('to the left/right of'); "
                            "the scripted planner places in or on objects", instruction)
-    # "put both the X and the Y in the Z" / "put both X on the Z" (two instances)
+    # "put both the X and the Y in the Z" / "put both X on the Z" (two instances) / "place X and Y into Z"
     m = re.match(r"^(?:put|place|move|pick up|pick)\s+both\s+(?P<objs>.+?)\s+" + _RELATION + r"\s+(?P<tgt>.+)$", text)
+    if m is None:
+        m2 = re.match(r"^(?:put|place|move)\s+(?P<objs>(?P<a>.+?)\s+and\s+.+?)\s+" + _RELATION + r"\s+(?P<tgt>.+)$", text)
+        a_words = strip_articles(m2.group("a")).split() if m2 else []
+        if m2 and (len(a_words) > 1 or (a_words and a_words[0] not in _COLOURS)) and " on " not in m2.group("objs") \
+                and " in " not in m2.group("objs"):
+            m = m2
     if m:
         parts = re.split(r"\s+and\s+", m.group("objs"))
         rel = "in" if m.group("rel") in ("in", "into", "inside") else "on"
@@ -324,9 +350,16 @@ def parse_task(instruction: str) -> TaskPlan | Unsupported:
                 return g
             steps.append(g)
         return TaskPlan(tuple(steps), instruction)
+    # one verb, two placements: "place the X on the left plate and the Y on the right plate"
+    m = re.match(r"^(?:put|place|move|set)\s+(?P<a>.+?\s+(?:on|onto|in|into)\s+.+?)\s+and\s+(?P<b>(?!(?:put|place|move|pick)\b)"
+                 r".+?\s+(?:on|onto|in|into)\s+.+)$", text)
+    if m and not text.startswith(("put both", "place both")) and not re.search(r"\band\s+(?:put|place|move|pick)\b", text):
+        a, b = _single("put " + m.group("a"), instruction), _single("put " + m.group("b"), instruction)
+        if not isinstance(a, Unsupported) and not isinstance(b, Unsupported):
+            return TaskPlan((a, b), instruction)
     # two sentences: "put the X on the Y and put the Z on the W"
     m = re.match(r"^(?P<a>(?:put|place|move|pick).+?)\s+and\s+(?P<b>(?:put|place|move|pick)\s.+)$", text)
-    if m and not re.match(r"^pick(?: up)?\s.+?\s+and\s+(?:place|put)\s+it\b", text):
+    if m and not re.match(r"^(?:pick up|pick|grab|lift|take|get)\s", text):
         a, b = _single(m.group("a"), instruction), _single(m.group("b"), instruction)
         for g in (a, b):
             if isinstance(g, Unsupported):
@@ -345,11 +378,16 @@ def parse_instruction(instruction: str) -> PickPlaceGoal | Unsupported:
 
     Returns:
         the only :class:`PickPlaceGoal` of the plan, or :class:`Unsupported` (also for plans
-        of several steps: "instruction moves two objects ...").
+        of several steps, "instruction moves two objects ...", and for fixture steps,
+        "instruction needs a 'open' skill on a fixture ...").
     """
     plan = parse_task(instruction)
     if isinstance(plan, Unsupported):
         return plan
+    fixture = next((g for g in plan.steps if isinstance(g, FixtureGoal)), None)
+    if fixture is not None:
+        return Unsupported(f"instruction needs a '{fixture.action.replace('_', ' ')}' skill on a fixture; "
+                           "parse_task plans it", instruction)
     if len(plan.steps) != 1:
         return Unsupported(f"instruction moves two objects in {len(plan.steps)} steps; use parse_task", instruction)
     return plan.steps[0]

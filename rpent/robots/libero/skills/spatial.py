@@ -12,12 +12,14 @@ is around the origin). Rules (xy distances between estimate centres):
 * ``left_of`` / ``right_of`` / ``front_of`` / ``behind`` A: the candidate nearest the point
   ``SIDE_OFFSET`` m from A in that direction (+y / -y / -x / +x).
 * ``center``: the candidate nearest the table centre (0, 0).
+* negated ("not between ..."): the first other candidate than the one designated.
 * ``left`` / ``right``: largest / smallest y; ``front`` / ``back``: smallest / largest x
   (as the robot sees the table).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Mapping, Sequence
 
@@ -57,6 +59,12 @@ def resolve_qualifier(qualifier: Qualifier, candidates: Sequence[ObjectEstimate]
     missing = [r for r in qualifier.refs if r not in refs]
     if missing:
         raise ValueError(f"reference object(s) {missing} not localised")
+    if qualifier.negated:
+        if len(candidates) == 1:
+            return 0
+        hit = resolve_qualifier(dataclasses.replace(qualifier, negated=False), candidates, refs)
+        others = [i for i in range(len(candidates)) if i != hit]
+        return others[0]
     idx = range(len(candidates))
     c = [cand.center for cand in candidates]
     rel = qualifier.relation
