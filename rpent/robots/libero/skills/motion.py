@@ -205,7 +205,7 @@ def pick_and_place(
     if not travel("lift", [gx, gy, carry_z], control.GRIPPER_CLOSE, step_clip=0.02, max_steps=120):
         return finish("lift", _why(ex.current_state(), phases))
     opening = control.gripper_opening(control.robot_state(ex.current_state())["gripper_qpos"])
-    if opening < params.grasped_min_opening:
+    if opening < (params.grasped_min_opening_rim if grasp["kind"] == "rim" else params.grasped_min_opening):
         return finish("lift", f"grasp came up empty (gripper opening {opening:.4f} m)")
     # 5. transport above the target
     tx, ty = float(target.center[0] + grasp["offset"][0]), float(target.center[1] + grasp["offset"][1])
