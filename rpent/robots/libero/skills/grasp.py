@@ -47,8 +47,9 @@ class StrategyParams:
     retreat_height: float = 0.10  #: eef rise after releasing
     close_steps: int = 15  #: env steps to close the gripper
     grasped_min_opening: float = 0.004  #: opening (m) below which the grasp is considered empty
-    #: the same for a rim grasp: a bowl's wall is only ~3-4 mm thick (measured: a held akita bowl
-    #: reads 0.0035 m after the lift, an empty grip 0.0010-0.0014 m)
+    #: the same for a rim grasp, whose fingers close on a bowl's thin wall (observed on the akita
+    #: bowl: 0.0079 m right after closing, 0.0035 m after the lift; empty grips read 0.0010-0.0014 m;
+    #: whether 0.0035 m still held the bowl was not verified)
     grasped_min_opening_rim: float = 0.0022
     max_xy_travel: float = 0.25  #: per move_to (the hard limit is 0.30 m, RPent reference §9)
     round_ratio: float = 1.25  #: major/minor extent ratio below which the yaw is left as is
