@@ -111,12 +111,15 @@ class ScriptedPlanner:
                 say(f"I cannot do this instruction with scripted motions: {plan.reason}")
                 self._finish_or_give_up(call, result, "unsupported", plan.reason)
                 return self._done(result, t0)
-            say("Plan: " + "; then ".join(f"step {i}: put the {g.describe()}" for i, g in enumerate(plan.steps, 1)) + ".")
+            say("Plan: " + "; then ".join(
+                f"step {i}: " + (g.describe() if isinstance(g, strategy.FixtureGoal) else f"put the {g.describe()}")
+                for i, g in enumerate(plan.steps, 1)) + ".")
+            home = (view.get("state") or {}).get("robot0_eef_pos")
             for attempt in range(1, MAX_ATTEMPTS + 1):
                 if attempt > 1:
                     say(f"The operator says the task is not done; attempt {attempt} of {MAX_ATTEMPTS} from the "
                         "current scene.")
-                status, summary = self._run_plan(call, say, toolkit, plan)
+                status, summary = self._run_plan(call, say, toolkit, plan, home)
                 if status is None:  # could not localise: no second attempt helps
                     self._finish_or_give_up(call, result, "failure", summary)
                     return self._done(result, t0)
@@ -139,9 +142,11 @@ class ScriptedPlanner:
         return self._done(result, t0)
 
     @staticmethod
-    def _run_plan(call, say, toolkit, plan) -> tuple[str | None, str]:
+    def _run_plan(call, say, toolkit, plan, home=None) -> tuple[str | None, str]:
         """Run every step of ``plan``; returns ``(status, summary)`` for ``finish`` (status None:
-        an object could not be localised, the summary says which)."""
+        an object could not be localised, the summary says which). Before every step after
+        the first the arm goes back to ``home`` (the start eef position, m) so the cameras see
+        the scene without it."""
         from rpent.robots.libero import strategy
         from rpent.robots.libero.skills import scene
 
@@ -149,6 +154,8 @@ class ScriptedPlanner:
         n = len(plan.steps)
         for k, goal in enumerate(plan.steps, 1):
             tag = f"step {k}/{n} ({goal.describe()})" if n > 1 else goal.describe()
+            if k > 1 and home is not None:
+                ScriptedPlanner._go_home(call, home)
             if isinstance(goal, strategy.FixtureGoal):
                 try:
                     outcome = ScriptedPlanner._fixture_step(call, goal)
@@ -184,6 +191,19 @@ class ScriptedPlanner:
                 say(f"{tag} ended at stage '{outcome.get('stage')}' without success: {reason}")
                 return "failure", f"{tag} stopped at {outcome.get('stage')}: {reason}"
         return "failure", "task predicate not satisfied"
+
+    @staticmethod
+    def _go_home(call, home) -> None:
+        """Rise 5 cm, then move (in <= 0.25 m legs) to ``home`` with the gripper open, pointing down."""
+        from rpent.robots.libero import control
+        from rpent.robots.libero.skills.motion import xy_waypoints
+
+        view = call("view_env_state", {})
+        pos = [float(v) for v in (view.get("state") or {}).get("robot0_eef_pos", home)]
+        start = [pos[0], pos[1], max(pos[2] + 0.05, float(home[2]))]
+        call("move_pose", {"xyz": start, "target_pitch": 0.0, "gripper": control.GRIPPER_OPEN, "max_steps": 80})
+        for wp in xy_waypoints(start, [float(v) for v in home], 0.25):
+            call("move_to", {"xyz": [float(v) for v in wp], "gripper": control.GRIPPER_OPEN, "max_steps": 80})
 
     @staticmethod
     def _fixture_step(call, goal) -> dict:
