@@ -92,9 +92,10 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
     """Turn a hinge knob about world z by pushing the end of its grip with the closed gripper.
 
     LIBERO's stove knob (``flat_stove.xml``) has a vertical grip plate ~7 cm long and ~2.4 cm
-    thick whose ends point along world x at qpos 0 (part frame turned 90 deg about z) and
-    ~5 cm tall fins. Each attempt: rise above the knob, come down at ``radius`` m from the axis
-    0.45 rad before the grip's -x end (on the robot's side; angle = pi + qpos), sweep
+    thick, its top ~5 cm above the stove. The grip's ends may point along world x or y, so
+    the sides are tried in turn (robot's side first): rise above the knob, come down at
+    ``radius`` m from the axis 0.45 rad before that end (angle + qpos); when the descent
+    stops on the grip, go to the next side; else sweep
     ``sweep`` rad along the arc (counter-clockwise seen from above = +qpos for ``on``,
     clockwise for off) at 60% of the knob's height, rise, and re-read the joint
     (``read_part``); stops once it is past :data:`KNOB_ON` + 0.05 (on) or below 0.005 (off).
@@ -112,15 +113,23 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
     z_push = float(c[2] + 0.6 * (top - c[2]))
     sign = 1.0 if on else -1.0  # hinge about +z: +qpos is counter-clockwise seen from above
     qpos = float(part["qpos"])
-    for _ in range(attempts):
-        start = math.pi + qpos - sign * 0.45
+    tried = 0
+    for end in (math.pi, math.pi / 2, 1.5 * math.pi, 0.0):  # where a grip end may be; robot's side first
+        if tried >= attempts:
+            break
+        start = end + qpos - sign * 0.45
         angles = [start + sign * sweep * i / 8 for i in range(9)]
         pts = [c + np.array([radius * math.cos(a), radius * math.sin(a), 0.0]) for a in angles]
         above = [float(pts[0][0]), float(pts[0][1]), top + 0.06]
         if not travel("knob approach", above, control.GRIPPER_CLOSE, max_steps=120):
             return {**_result(ex, phases, "knob approach", False, "approach failed"), "qpos": qpos}
-        run("knob descend", "move_to", xyz=[float(pts[0][0]), float(pts[0][1]), z_push], gripper=control.GRIPPER_CLOSE,
-            step_clip=0.015, max_steps=80)
+        r = run("knob descend", "move_to", xyz=[float(pts[0][0]), float(pts[0][1]), z_push],
+                gripper=control.GRIPPER_CLOSE, step_clip=0.015, max_steps=50)
+        if control.episode_over(ex.current_state()):
+            return {**_result(ex, phases, "knob descend", True), "qpos": qpos}
+        if float(control.robot_state(ex.current_state())["eef_pos"][2]) > z_push + 0.012:
+            continue  # landed on the grip: try the next side
+        tried += 1
         for p in pts[1:]:
             r = run("knob push", "move_to", xyz=[float(p[0]), float(p[1]), z_push], gripper=control.GRIPPER_CLOSE,
                     step_clip=0.01, max_steps=30)
@@ -135,7 +144,7 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
         qpos = float(now["qpos"]) if now else qpos
         if (on and qpos >= KNOB_ON + 0.05) or (not on and qpos <= 0.005):
             return {**_result(ex, phases, "knob retreat", True), "qpos": qpos}
-    return {**_result(ex, phases, "knob push", False, f"knob joint at {qpos:.2f} rad after {attempts} sweeps"),
+    return {**_result(ex, phases, "knob push", False, f"knob joint at {qpos:.2f} rad after {tried} sweeps"),
             "qpos": qpos}
 
 
