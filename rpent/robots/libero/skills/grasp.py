@@ -51,6 +51,9 @@ class StrategyParams:
     #: bowl: 0.0079 m right after closing, 0.0035 m after the lift; empty grips read 0.0010-0.0014 m;
     #: whether 0.0035 m still held the bowl was not verified)
     grasped_min_opening_rim: float = 0.0022
+    #: opening (m) above which the fingers did not close at all (the widest grasp, a rim, is < 0.066 m;
+    #: observed 0.0755 m after a close that met nothing at a descent that stopped 9 cm high)
+    grasped_max_opening: float = 0.072
     max_xy_travel: float = 0.25  #: per move_to (the hard limit is 0.30 m, RPent reference §9)
     round_ratio: float = 1.25  #: major/minor extent ratio below which the yaw is left as is
     rim_min_width: float = 0.066  #: narrow side (m) from which a round object gets a rim grasp

@@ -207,6 +207,8 @@ def pick_and_place(
     opening = control.gripper_opening(control.robot_state(ex.current_state())["gripper_qpos"])
     if opening < (params.grasped_min_opening_rim if grasp["kind"] == "rim" else params.grasped_min_opening):
         return finish("lift", f"grasp came up empty (gripper opening {opening:.4f} m)")
+    if opening > params.grasped_max_opening:
+        return finish("lift", f"the gripper did not close (opening {opening:.4f} m): nothing between the fingers")
     # 5. transport above the target
     tx, ty = float(target.center[0] + grasp["offset"][0]), float(target.center[1] + grasp["offset"][1])
     if not travel("transport", [tx, ty, carry_z], control.GRIPPER_CLOSE, max_steps=120):
