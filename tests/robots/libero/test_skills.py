@@ -70,8 +70,8 @@ def test_unsupported_reasons(text, why):
     (Qualifier("between", ("plate", "ramekin")), 0),   # the task's bowl (solved in the recorded run)
     (Qualifier("next_to", ("ramekin",)), 1),
     (Qualifier("next_to", ("plate",)), 0),
-    (Qualifier("left"), 1),                            # larger y = the robot's left
-    (Qualifier("right"), 0),
+    (Qualifier("left"), 0),                            # smaller y: left as the agentview camera sees it
+    (Qualifier("right"), 1),
     (Qualifier("center"), 0),
     (Qualifier("behind", ("ramekin",)), 0),
 ])
@@ -188,3 +188,11 @@ def test_negated_qualifier_picks_the_other_instance():
     refs = {"plate": PLATE, "ramekin": RAMEKIN}
     q = Qualifier("between", ("plate", "ramekin"), negated=True)
     assert resolve_qualifier(q, [BOWL_1, BOWL_2], refs) == 1
+
+
+def test_white_mug_is_the_porcelain_one():
+    from rpent.robots.libero.skills.naming import match_object_names
+
+    names = ["porcelain_mug_1", "white_yellow_mug_1", "red_coffee_mug_1", "plate_1", "plate_2"]
+    assert match_object_names("white mug", names) == ["porcelain_mug_1"]
+    assert match_object_names("yellow and white mug", names) == ["white_yellow_mug_1"]

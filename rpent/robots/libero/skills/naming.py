@@ -21,6 +21,7 @@ _SYNONYMS = {
     "bowl": {"bowl"},
     "cookies": {"cookie", "cookies"},
     "cookie": {"cookie", "cookies"},
+    "porcelain": {"porcelain", "white"},  # LIBERO's porcelain_mug is "the white mug" (libero_10 task 4)
 }
 
 

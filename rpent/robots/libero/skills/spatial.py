@@ -10,11 +10,14 @@ is around the origin). Rules (xy distances between estimate centres):
 * ``on A`` / ``in A``: the candidate nearest A in xy among those resting above the table
   (bottom >= ``ELEVATED`` above the lowest candidate bottom); if none is raised, nearest A.
 * ``left_of`` / ``right_of`` / ``front_of`` / ``behind`` A: the candidate nearest the point
-  ``SIDE_OFFSET`` m from A in that direction (+y / -y / -x / +x).
+  ``SIDE_OFFSET`` m from A in that direction (-y / +y / -x / +x; see ``left`` below).
 * ``center``: the candidate nearest the table centre (0, 0).
 * negated ("not between ..."): the first other candidate than the one designated.
-* ``left`` / ``right``: largest / smallest y; ``front`` / ``back``: smallest / largest x
-  (as the robot sees the table).
+* ``left`` / ``right``: smallest / largest y. LIBERO's instructions speak from the agentview
+  camera, which faces the robot: "left" is world -y (libero_10 task 4: the BDDL's
+  ``plate_left_region`` holds the plate at y = -0.30, the other one is at y = +0.29).
+  ``front`` / ``back``: smallest / largest x (the robot's side first; not checked against a
+  LIBERO task).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ TABLE_CENTER_XY = (0.0, 0.0)
 ELEVATED = 0.02
 #: distance (m) from a reference at which "left of / right of / in front of / behind" looks for the object.
 SIDE_OFFSET = 0.10
-_SIDE_DIRS = {"left_of": (0.0, 1.0), "right_of": (0.0, -1.0), "front_of": (-1.0, 0.0), "behind": (1.0, 0.0)}
+_SIDE_DIRS = {"left_of": (0.0, -1.0), "right_of": (0.0, 1.0), "front_of": (-1.0, 0.0), "behind": (1.0, 0.0)}
 
 
 def _dxy(a: Sequence[float], b: Sequence[float]) -> float:
@@ -75,9 +78,9 @@ def resolve_qualifier(qualifier: Qualifier, candidates: Sequence[ObjectEstimate]
     if rel == "center":
         return min(idx, key=lambda i: _dxy(c[i], TABLE_CENTER_XY))
     if rel == "left":
-        return max(idx, key=lambda i: c[i][1])
-    if rel == "right":
         return min(idx, key=lambda i: c[i][1])
+    if rel == "right":
+        return max(idx, key=lambda i: c[i][1])
     if rel == "front":
         return min(idx, key=lambda i: c[i][0])
     if rel == "back":
