@@ -3,7 +3,7 @@
 Default run: the spatial resolver through the real toolkit (``segment(all_instances=True)``
 against a real env-server subprocess on ``libero_spatial`` task 0). Slow: one whole episode
 per skill family through the ``rpent`` CLI (rim grasp + spatial qualifier; two pick-and-place
-steps from one instruction; a stove knob), asserting on the run record. ``view_fixtures`` on
+steps from one instruction; a drawer), asserting on the run record. ``view_fixtures`` on
 the same server.
 """
 
@@ -104,7 +104,9 @@ def test_two_step_instruction_episode(tmp_path):
 
 
 @pytest.mark.slow
-def test_turn_on_stove_episode(tmp_path):
-    tr = _episode(tmp_path, "libero_goal", 7)  # "turn on the stove"
-    calls = [c["name"] for m in tr["messages"] if m["role"] == "assistant" for c in m["content"] if c["type"] == "tool_use"]
-    assert "view_fixtures" in calls
+def test_open_drawer_episode(tmp_path):
+    tr = _episode(tmp_path, "libero_goal", 0)  # "open the middle drawer of the cabinet"
+    calls = [c for m in tr["messages"] if m["role"] == "assistant" for c in m["content"] if c["type"] == "tool_use"]
+    names = [c["name"] for c in calls]
+    assert "view_fixtures" in names and "segment" not in names
+    assert any(c["name"] == "move_pose" and c["input"].get("target_pitch") for c in calls)  # the horizontal grip
