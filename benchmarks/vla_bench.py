@@ -26,6 +26,13 @@ model B=1 10.5 ms graph / 15.6 ms graph without fused kernels / 44.4 ms eager; B
 162 / 100 (eager) inferences/s; cold start 6.6 s (random weights) / 12.5 s (6.7 GB from disk, cold
 Triton cache); lerobot eager 174.8 ms, compiled 34.0 ms after a 195 s warm-up; parity vs lerobot max
 |diff| 4.8e-7 (fp32) / 9.2e-3 (bf16).
+
+Re-measured 2026-12-01 (issue 20; ``--random-weights --iters 40 --requests-per-client 40 --transport socket
+--skip-eager-server --cold-start-from-disk --drop-caches --verbose``): model B=1 9.47 ms (10.35 ms with flow
+step 0 after the prefix, same run), B=16 75.5 ms; socket e2e B=1 11.57 ms; 16 clients 197.6 inferences/s
+pipelined vs 165.6 with ``--no-pipeline`` (same run); cold start from disk with the page cache dropped
+19.3 s (empty Triton cache) / 13.0 s (Triton cache of the previous start). lerobot's own
+``compile_model=True`` path: ``benchmarks/vla_lerobot_compile.py``.
 """
 
 from __future__ import annotations
@@ -130,8 +137,13 @@ def check_kernels(device, results) -> None:
             worst = max(worst, rel(*pair(fused.mqa_decode_attention, q, k, v, m)))
         return worst
 
+    def layernorm_checks():
+        x, y, w, bb = rnd(512, 1152), rnd(512, 1152), rnd(1152), rnd(1152)
+        return max(rel(*pair(fused.layer_norm, x, w, bb, 1e-6)),
+                   max(rel(a, b) for a, b in zip(*pair(fused.add_layer_norm, x, y, w, bb, 1e-6))))
+
     checks = {"norm": norm_checks, "rope": rope_checks, "geglu": lambda: rel(*pair(fused.geglu, rnd(528, 2 * 16384))),
-              "attention": attention_checks}
+              "attention": attention_checks, "layernorm": layernorm_checks}
     for op, fn in checks.items():
         try:
             err = fn()
@@ -172,19 +184,23 @@ def bench_model(cfg, device, dtype, args, results):
         d = float(np.abs(outs[0] - outs[1]).max())
         results["fused_vs_reference_max_abs_diff"] = d
         print(f"  fused kernels vs PyTorch reference, B=4 bf16: max |diff| normalised actions = {d:.3e}", flush=True)
-    variants = [("graph", True, True), ("graph_unfused", True, False), ("eager", False, True)] if device.type == "cuda" else [("eager", False, False)]
+    variants = [("graph", True, True), ("graph_no_overlap", True, True), ("graph_unfused", True, False), ("eager", False, True)] \
+        if device.type == "cuda" else [("eager", False, False)]
     if not kernels:
         variants = [(n, gr, False) for n, gr, _ in variants if n != "graph_unfused"]
+    overlap = Pi05Model.overlap_first_step
     for name, graphs, on in variants:
         fused.set_enabled(on)
+        Pi05Model.overlap_first_step = overlap and name != "graph_no_overlap"  # the previous path: step 0 after the prefix
         runner = Pi05Runner(model, use_cuda_graphs=graphs)
-        for b in (1, args.batch) if name != "graph_unfused" else (1,):
+        for b in (1, args.batch) if name not in ("graph_unfused", "graph_no_overlap") else (1,):
             x = inputs(b)
             r = timed(lambda: runner.run(*x), args.iters if b == 1 else max(3, args.iters // 3), args.warmup)
             r["per_sample_ms"] = r["median_ms"] / b
             results[f"model_b{b}_{name}"] = r
             print(f"  model B={b:<2} {name:13s}: {r['median_ms']:8.2f} ms  ({r['per_sample_ms']:.2f} ms/sample)", flush=True)
         del runner
+    Pi05Model.overlap_first_step = overlap
     fused.set_enabled(kernels)
     if args.profile and device.type == "cuda":
         profile_kernels(model, inputs(1), results)
@@ -378,6 +394,19 @@ def write_random_checkpoint(cfg, directory: Path, dtype) -> Path:
     return directory
 
 
+def drop_page_cache(args) -> str:
+    """With ``--drop-caches`` (root on Linux): flush dirty pages and drop the page cache, so the next
+    checkpoint read comes from the disk. Returns what happened, for the results."""
+    if not args.drop_caches:
+        return "warm (not dropped)"
+    try:
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        return "dropped"
+    except OSError as exc:
+        return f"could not drop ({exc.strerror or exc}): warm"
+
+
 # ---------------------------------------------------------------------------- main
 
 
@@ -408,7 +437,11 @@ def main() -> None:
     ap.add_argument("--transport", choices=("http", "socket"), default="http")
     ap.add_argument("--skip-server", action="store_true")
     ap.add_argument("--skip-eager-server", action="store_true", help="only the graph server")
+    ap.add_argument("--skip-baseline-server", action="store_true", help="skip the graph server without pipelining (baseline)")
+    ap.add_argument("--server-variant", action="append", default=[],
+                    help="also run the graph server with these extra arguments, e.g. '--max-batch 16' (repeatable)")
     ap.add_argument("--cold-start-from-disk", action="store_true", help="also start a server from a full random checkpoint written to local disk")
+    ap.add_argument("--drop-caches", action="store_true", help="drop the page cache before each from-disk cold start (root)")
     ap.add_argument("--lerobot", action="store_true", help="compare with lerobot's PI05Pytorch if importable (latency + parity)")
     ap.add_argument("--lerobot-compile", action="store_true", help="also time lerobot under torch.compile (long warm-up)")
     ap.add_argument("--skip-model", action="store_true", help="skip the in-process model figures")
@@ -455,6 +488,12 @@ def main() -> None:
         if device.type == "cuda":
             bench_server(size + common, "graph", args, results)
             save(results, args)
+            if not args.skip_baseline_server:  # same run, the batch worker waiting for each batch (the previous server)
+                bench_server(size + common + ["--no-pipeline"], "graph_no_pipeline", args, results)
+                save(results, args)
+            for extra in filter(None, args.server_variant):
+                bench_server(size + common + extra.split(), "graph" + extra.replace(" ", "").replace("--", "_"), args, results)
+                save(results, args)
         if not args.skip_eager_server or device.type != "cuda":
             bench_server(size + common + ["--no-cuda-graphs"], "eager", args, results)
         if args.cold_start_from_disk:
@@ -462,9 +501,14 @@ def main() -> None:
             t0 = time.perf_counter()
             write_random_checkpoint(cfg, d, dtype)
             print(f"  wrote random checkpoint to {d} in {time.perf_counter() - t0:.1f} s")
-            # a fresh Triton cache: the cold start includes compiling the fused kernels, as on a new machine
-            bench_server(["--model-path", str(d)] + common + (["--cpu"] if device.type == "cpu" else []), "from_disk", args, results,
-                         env_extra={"TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="triton_cold_")})
+            # a fresh Triton cache: the cold start includes compiling the fused kernels, as on a new machine;
+            # then a restart on a machine that ran the server before (the Triton cache the first run filled)
+            first_cache = tempfile.mkdtemp(prefix="triton_cold_")
+            for name, extra, cache in (("from_disk", [], first_cache), ("from_disk_warm_triton_cache", [], first_cache)):
+                results[f"page_cache_{name}"] = drop_page_cache(args)
+                bench_server(["--model-path", str(d)] + common + extra + (["--cpu"] if device.type == "cpu" else []), name, args,
+                             results, env_extra={"TRITON_CACHE_DIR": cache})
+                save(results, args)
     if args.lerobot and args.lerobot_compile and device.type == "cuda" and not args.tiny:
         save(results, args)
         bench_lerobot(cfg, device, args, results, None, compile_only=True)

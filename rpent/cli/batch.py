@@ -7,6 +7,7 @@ Examples (offline: scripted planner)::
     rpent-batch --suites libero_object --tasks 0-9 --seeds 0-4 --parallel 16 --ray-address auto \
         --results-root /shared/results/obj                                    # cells as Ray tasks on a cluster
     rpent-batch --results-root results/obj                                    # resume with the stored matrix
+    rpent-batch --robot metaworld --suites mt10 --tasks 0-9 --seeds 0 --results-root results/mt10 --no-video
     rpent-batch report results/obj
     rpent-batch compare results/before results/after --fail-on-regression
     rpent-batch compare results/ab --arms before after
@@ -48,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--tasks", default=None, help="task indices: 0-9, 0,2,5-7")
     g.add_argument("--seeds", default=None, help="seeds (init states): 25-34")
     g.add_argument("--repeats", type=int, default=None, help="episodes per (task, seed) (default 1)")
+    g.add_argument("--robot", default=None,
+                   help="robot of every run (rpent --robot; default libero); its offline planner becomes the default "
+                        "--planner (metaworld: expert)")
     g = p.add_argument_group("single arm (without --matrix arms)")
     g.add_argument("--arm-name", default="default", help="name of the arm (default 'default')")
     g.add_argument("--planner", default=None, help="rpent --planner (default scripted)")
@@ -112,7 +116,7 @@ def matrix_from_args(args: argparse.Namespace, extra: list[str], stored: dict | 
     """
     from rpent.batch.matrix import Arm, Matrix, load_matrix_file, parse_index_list
 
-    given = any(v is not None for v in (args.matrix, args.suites, args.tasks, args.seeds, args.repeats,
+    given = any(v is not None for v in (args.matrix, args.suites, args.tasks, args.seeds, args.repeats, args.robot,
                                          args.planner, args.model, args.policy_mode, args.code_file,
                                          args.vla_checkpoint, args.vla_endpoint, args.sam3_checkpoint,
                                          args.sam3_endpoint, args.price_in, args.price_out))
@@ -128,6 +132,16 @@ def matrix_from_args(args: argparse.Namespace, extra: list[str], stored: dict | 
     if args.repeats is not None:
         doc["repeats"] = args.repeats
     doc["flags"] = tuple(doc.get("flags", ())) + tuple(extra)
+    if args.robot:
+        from rpent.robots.registry import get_robot
+
+        try:
+            robot = get_robot(args.robot)
+        except ValueError as exc:
+            raise ValueError(f"--robot: {exc}") from None
+        doc["flags"] = ("--robot", args.robot) + doc["flags"]
+        if args.planner is None and "arms" not in doc:
+            args.planner = robot.offline_planner
     single = dict(planner=args.planner, model=args.model, policy_mode=args.policy_mode,
                   code_file=str(Path(args.code_file).resolve()) if args.code_file else None,
                   vla_checkpoint=str(Path(args.vla_checkpoint).resolve()) if args.vla_checkpoint else None,
@@ -173,11 +187,12 @@ def _check_runs(matrix) -> tuple[int | None, str]:
                 from None
         try:
             config_from_args(ns)
-            from rpent.robots.libero import suites
+            from rpent.robots.registry import get_robot
 
+            robot = get_robot(ns.robot)  # the runs' --robot (a pass-through flag, default libero)
             for s in matrix.suites:
                 for t in matrix.tasks:
-                    suites.task_info(s, t, suites.check_libero_type(ns.libero_type))
+                    robot.task_info(s, t, ns.libero_type)
         except ValueError as exc:
             raise ValueError(f"arm {arm.name}: {exc}") from None
         cuda, transport = ns.cuda_device, ns.transport

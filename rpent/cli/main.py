@@ -1,8 +1,10 @@
-"""``rpent``: run an agent on one LIBERO / LIBERO-PRO task end to end.
+"""``rpent``: run an agent on one LIBERO / LIBERO-PRO or Meta-World task end to end.
 
-Example (offline: no API key, no GPU, no downloads)::
+Examples (offline: no API key, no GPU, no downloads)::
 
     rpent --robot libero --suite libero_object --task 0 --seed 0 --planner scripted
+    rpent --robot metaworld --suite mt10 --task pick-place-v3 --seed 0   # expert planner; env server
+                                                                         # under .venv-metaworld/bin/python
 
 Dashboard (a session that outlives SSH, served to browsers; see ``rpent_tui.dashboard``)::
 
@@ -25,31 +27,41 @@ from pathlib import Path
 
 __all__ = ["main", "build_parser", "config_from_args"]
 
-PLANNERS = ("scripted", "api", "claude_code", "codex", "flash")
+PLANNERS = ("scripted", "api", "claude_code", "codex", "flash", "expert")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``rpent`` argument parser (imports no simulator, no SDK)."""
     p = argparse.ArgumentParser(
         prog="rpent",
-        description="Run an LLM (or scripted) planner on a LIBERO / LIBERO-PRO task through robot tools, "
+        description="Run an LLM (or scripted) planner on a LIBERO / LIBERO-PRO or Meta-World task through robot tools, "
                     "and leave a complete run record.",
         epilog="Exit codes: 0 success (environment predicate), 1 task not solved, 2 error.",
     )
     g = p.add_argument_group("task")
-    g.add_argument("--robot", default="libero", choices=("libero",), help="robot package (default libero)")
+    from rpent.robots.registry import robot_names
+
+    g.add_argument("--robot", default="libero", choices=robot_names(),
+                   help="robot package (default libero; metaworld: its env server runs under --env-python)")
     g.add_argument("--suite", default=None,
-                   help="suite, e.g. libero_object, libero_object_swap, libero_10 (required unless --dashboard)")
-    g.add_argument("--task", type=int, default=None, help="task index within the suite (required unless --dashboard)")
-    g.add_argument("--seed", type=int, default=0, help="selects the init state: seed mod n_init_states (default 0)")
+                   help="suite, e.g. libero_object, libero_object_swap, libero_10 (required unless --dashboard); "
+                        "metaworld: mt10 or mt50 (default mt50)")
+    g.add_argument("--task", default=None,
+                   help="task index within the suite (required unless --dashboard); metaworld: an index or a task "
+                        "name such as reach-v3")
+    g.add_argument("--seed", type=int, default=0,
+                   help="selects the init state: seed mod n_init_states (metaworld: the goal variant seed mod 50) "
+                        "(default 0)")
     g.add_argument("--libero-type", choices=("standard", "pro"), default=None,
                    help="LIBERO variant (default $LIBERO_TYPE, else pro; pro includes the standard suites)")
-    g.add_argument("--max-episode-steps", type=int, default=10000, help="env steps before truncation (default 10000)")
+    g.add_argument("--max-episode-steps", type=int, default=None,
+                   help="env steps before truncation (default 10000; metaworld 500, its maximum)")
 
     g = p.add_argument_group("planner")
-    g.add_argument("--planner", default="scripted", choices=PLANNERS,
+    g.add_argument("--planner", default=None, choices=PLANNERS,
                    help="scripted (offline, no LLM), api (anthropic:/openai:/openai-chat: models), claude_code, codex, "
-                        "flash (replays a flash plan of the task, no LLM; see rpent-flash) (default scripted)")
+                        "flash (replays a flash plan of the task, no LLM; see rpent-flash), expert (metaworld: its "
+                        "scripted expert policy, offline) (default: the robot's offline planner, scripted / expert)")
     g.add_argument("--model", default=None,
                    help="api: provider:id, e.g. anthropic:claude-sonnet-4-5, openai:gpt-5, openai-chat:glm-4.6; "
                         "claude_code/codex: bare id")
@@ -93,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = p.add_argument_group("services")
     g.add_argument("--env-endpoint", default=None, help="attach to a running env server [http|socket://]HOST:PORT")
+    g.add_argument("--env-python", default=None, metavar="PATH",
+                   help="Python interpreter of the spawned env server (its own environment); default: the robot's "
+                        "(metaworld: $RPENT_METAWORLD_PYTHON, else .venv-metaworld/bin/python; libero: this Python)")
     g.add_argument("--vla-endpoint", default=None, help="attach to a running VLA (predict contract) server")
     g.add_argument("--sam3-endpoint", default=None, help="attach to a running SAM3 server")
     g.add_argument("--cuda-device", type=int, default=None, help="GPU for spawned servers (EGL device for MuJoCo)")
@@ -141,8 +156,17 @@ def config_from_args(args: argparse.Namespace):
         from rpent.cli.paths import check_output_dir
 
         check_output_dir(args.output_dir, "--output-dir")
-    if args.task < 0:
-        raise ValueError("--task must be >= 0")
+    robot = apply_robot_defaults(args)
+    args.suite, args.task = robot.resolve_task(args.suite, args.task)
+    if args.planner not in robot.planners:
+        raise ValueError(f"--planner {args.planner} cannot drive --robot {args.robot}; use one of: "
+                         f"{', '.join(robot.planners)}")
+    for kind in ("vla", "sam3"):
+        if getattr(args, f"{kind}_endpoint") and kind not in getattr(robot, "services", ("vla", "sam3")):
+            raise ValueError(f"--{kind}-endpoint: --robot {args.robot} has no tools that use a {kind.upper()} service; "
+                             "remove it")
+    if args.env_endpoint is None and hasattr(robot, "env_python"):
+        robot.env_python(args)  # its own interpreter must exist before anything starts
     if args.seed < 0:
         raise ValueError("--seed must be >= 0")
     if args.max_episode_steps < 1:
@@ -213,22 +237,36 @@ def config_from_args(args: argparse.Namespace):
                      code_max_calls=args.code_max_calls, record_trajectory=args.record_trajectory,
                      record_observations=args.record_observations,
                      require_operator_verdict=args.require_operator_verdict, video=not args.no_video,
-                     robot=args.robot, memory_dir=memory_dir if args.planner != "flash" else None)
+                     robot=args.robot, env_python=args.env_python,
+                     memory_dir=memory_dir if args.planner != "flash" else None)
+
+
+def apply_robot_defaults(args: argparse.Namespace):
+    """Fill the robot-dependent defaults of ``args`` in place (``--planner``: the robot's offline
+    planner; ``--max-episode-steps``: 10000, metaworld 500) and return the robot adapter
+    (:mod:`rpent.robots.registry`)."""
+    from rpent.robots.registry import get_robot
+
+    robot = get_robot(args.robot)
+    if args.planner is None:
+        args.planner = robot.offline_planner
+    if args.max_episode_steps is None:
+        args.max_episode_steps = getattr(robot, "default_max_episode_steps", 10000)
+    return robot
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rpent``; returns (and exits with) 0 / 1 / 2 (see module docstring)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    robot = apply_robot_defaults(args)
     if args.dashboard:
         return _exit(dashboard_main(args, parser))
-    if args.suite is None or args.task is None:
+    if (args.suite is None and robot.default_suite is None) or args.task is None:
         parser.error("--suite and --task are required (or use --dashboard and start tasks with /rpent-task there)")
     try:
         cfg = config_from_args(args)
-        from rpent.robots.libero import suites
-
-        suites.task_info(cfg.suite, cfg.task, suites.check_libero_type(cfg.libero_type))
+        info = robot.task_info(cfg.suite, cfg.task, cfg.libero_type)
     except ValueError as exc:  # includes the planners' PlannerConfigError (bad --model, missing key)
         print(f"rpent: error: {exc}", file=sys.stderr)  # one line: the flags parsed, their values do not fit
         return _exit(2)  # EXIT_ERROR (rpent.run.config), imported below with the run layer
@@ -258,10 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     operator = TerminalOperator() if sys.stdin.isatty() else NoOperator()
     if args.interactive:
         from rpent.planners.terminal import StdinSteeringReader, edit_initial_prompt
-        from rpent.robots.libero import prompts
 
-        language = suites.task_info(cfg.suite, cfg.task, suites.check_libero_type(cfg.libero_type)).language
-        cfg.user_message = edit_initial_prompt(prompts.task_message(cfg.suite, cfg.task, cfg.seed, language))
+        cfg.user_message = edit_initial_prompt(robot.task_message(cfg.suite, cfg.task, cfg.seed, info.language))
         StdinSteeringReader(steering).start()
 
     async def go():

@@ -40,21 +40,24 @@ CAMERA_KEYS = ("image", "wrist_image")
 """Dataset keys of the two cameras (``main`` -> ``image``, ``wrist`` -> ``wrist_image``)."""
 
 
-def features(video: bool = False) -> dict:
+def features(video: bool = False, robot: str | None = None) -> dict:
     """The LeRobot features of the exported dataset.
 
     Args:
         video: cameras as ``video`` features (encoded streams) instead of ``image`` (PNG in parquet).
+        robot: rpent robot package; sets the state/action lengths
+            (:func:`rpent.recording.layout.robot_spaces`: LIBERO 8/7, Meta-World 4/4).
 
     Returns:
         ``{"image", "wrist_image", "state", "actions"}`` feature dicts (dtype, shape, names).
     """
     cam = "video" if video else "image"
+    state_dim, action_dim = layout.robot_spaces(robot)
     return {
         "image": {"dtype": cam, "shape": IMAGE_SHAPE, "names": ["height", "width", "channel"]},
         "wrist_image": {"dtype": cam, "shape": IMAGE_SHAPE, "names": ["height", "width", "channel"]},
-        "state": {"dtype": "float32", "shape": (layout.STATE_DIM,), "names": ["state"]},
-        "actions": {"dtype": "float32", "shape": (layout.ACTION_DIM,), "names": ["actions"]},
+        "state": {"dtype": "float32", "shape": (state_dim,), "names": ["state"]},
+        "actions": {"dtype": "float32", "shape": (action_dim,), "names": ["actions"]},
     }
 
 
@@ -125,6 +128,7 @@ def write_lerobot_dataset(
     video: bool = False,
     vcodec: str = "libsvtav1",
     on_frame: Callable[[], None] | None = None,
+    robot: str | None = None,
 ) -> dict:
     """Write ``episodes`` into a new LeRobot dataset at ``root`` (which must not exist).
 
@@ -138,6 +142,8 @@ def write_lerobot_dataset(
         video: store the cameras as video features (see module docstring).
         vcodec: one of :data:`VIDEO_CODECS` (with ``video``).
         on_frame: called after each frame is added (progress).
+        robot: rpent robot package: state/action lengths and fps (``layout.robot_spaces`` /
+            ``layout.robot_fps``; None = LIBERO's 8/7 at 20 fps).
 
     Returns:
         ``{"episodes": n, "frames": n, "tasks": [str]}``.
@@ -152,8 +158,8 @@ def write_lerobot_dataset(
         raise ValueError(f"unknown video codec {vcodec!r}; use one of {VIDEO_CODECS}")
     ds = _copying_dataset_class().create(
         repo_id=repo_id,
-        fps=FPS,
-        features=features(video),
+        fps=layout.robot_fps(robot),
+        features=features(video, robot),
         root=root,
         robot_type=robot_type,
         use_videos=video,

@@ -30,6 +30,7 @@ from rpent.flywheel import card as _card
 from rpent.flywheel import dataset as _dataset
 from rpent.flywheel import partial as _partial
 from rpent.flywheel.selection import RULE_SETS, RULES_V1, ROBOT_TYPES, RunSelection, select_run
+from rpent.recording import layout
 from rpent.recording.atomic import write_json_atomic
 from rpent.recording.reader import find_record_dirs, load_record
 
@@ -161,16 +162,17 @@ def _build_report(
     }
 
 
-def _dataset_entry(path: str, info: dict, *, video: bool, vcodec: str, image_writer_threads: int) -> dict:
+def _dataset_entry(path: str, info: dict, *, video: bool, vcodec: str, image_writer_threads: int,
+                   robot: str | None = None) -> dict:
     return {
         "path": path,
         "format": "LeRobot v3.0 (LeRobotDataset writer)",
         "repo_id": info["repo_id"],
         "robot_type": info["robot_type"],
-        "fps": _dataset.FPS,
+        "fps": layout.robot_fps(robot),
         "use_videos": video,
         "vcodec": vcodec if video else None,
-        "features": sorted(_dataset.features(video)),
+        "features": sorted(_dataset.features(video, robot)),
         "episodes": info["episodes"],
         "frames": info["frames"],
         "tasks": info["tasks"],
@@ -285,9 +287,11 @@ def export_records(
                             video=video,
                             vcodec=vcodec,
                             on_frame=lambda: bar.update(1),
+                            robot=robot,
                         )
                         report[key] = _dataset_entry(name, {"repo_id": repo_id, "robot_type": robot_type, **written},
-                                                     video=video, vcodec=vcodec, image_writer_threads=image_writer_threads)
+                                                     video=video, vcodec=vcodec, image_writer_threads=image_writer_threads,
+                                                     robot=robot)
                 for name, idx in ((DATASET_DIRNAME, split[0]), (VAL_DATASET_DIRNAME, split[1])):
                     if idx:
                         _card.write_dataset_card(tmp / name, report, name, idx)

@@ -54,7 +54,7 @@ RULES_V2 = "v2"
 RULE_SETS = (RULES_V1, RULES_V2)
 """Export rule sets (see the module docstring); chosen with ``--rules`` and written into report.json."""
 
-ROBOT_TYPES = {"libero": "panda"}
+ROBOT_TYPES = {"libero": "panda", "metaworld": "sawyer"}
 """rpent robot package -> LeRobot ``robot_type`` (LIBERO's arm is a Franka Panda)."""
 
 # Run-level exclusion reasons.
@@ -193,21 +193,23 @@ def _vector(v, dim: int) -> np.ndarray | None:
     return np.asarray(v, dtype=np.float32)
 
 
-def check_action_line(i: int, a: dict) -> str | None:
-    """Problem of ``actions.jsonl`` line ``i`` (0-based) as one line, or None when its fields are sound."""
+def check_action_line(i: int, a: dict, robot: str | None = None) -> str | None:
+    """Problem of ``actions.jsonl`` line ``i`` (0-based) as one line, or None when its fields are sound
+    (vector lengths: ``robot``'s, :func:`rpent.recording.layout.robot_spaces`)."""
+    state_dim, action_dim = layout.robot_spaces(robot)
     if a.get("seq") != i:
         return f"line {i + 1}: seq is {a.get('seq')!r}, expected {i}"
     if not _is_int(a.get("step")):
         return f"line {i + 1}: step must be an integer"
-    if _vector(a.get("action"), layout.ACTION_DIM) is None:
-        return f"line {i + 1}: action must be {layout.ACTION_DIM} finite numbers"
+    if _vector(a.get("action"), action_dim) is None:
+        return f"line {i + 1}: action must be {action_dim} finite numbers"
     if not isinstance(a.get("source"), str) or not isinstance(a.get("call_id"), str):
         return f"line {i + 1}: source and call_id must be strings"
     obs = a.get("obs")
     if not isinstance(obs, dict) or not all(isinstance(obs.get(c), (str, type(None))) for c in layout.CAMERAS):
         return f"line {i + 1}: obs must hold main and wrist image paths (or null)"
-    if _vector(obs.get("state"), layout.STATE_DIM) is None:
-        return f"line {i + 1}: obs.state must be {layout.STATE_DIM} finite numbers"
+    if _vector(obs.get("state"), state_dim) is None:
+        return f"line {i + 1}: obs.state must be {state_dim} finite numbers"
     if a.get("pred_id") is not None and not isinstance(a.get("pred_id"), str):
         return f"line {i + 1}: pred_id must be a string or null"
     if a.get("index_in_chunk") is not None and not _is_int(a.get("index_in_chunk")):
@@ -298,7 +300,7 @@ def _run_level(record: TrajectoryRecord, sel: RunSelection) -> RunSelection | No
         return sel.exclude_run(CORRUPT_PREDICTIONS_LINE, f"{p.detail} ({len(record.predictions.problems)} bad line(s))")
     actions = record.actions.records
     for i, a in enumerate(actions):
-        problem = check_action_line(i, a)
+        problem = check_action_line(i, a, sel.robot)
         if problem:
             return sel.exclude_run(INVALID_ACTION_LINE, problem)
     preds = record.predictions.records

@@ -90,7 +90,7 @@ def validate_record(record_dir: str | Path) -> dict:
     actions, preds = rec.actions.records, rec.predictions.records
     good_actions = []
     for i, a in enumerate(actions):
-        problem = check_action_line(i, a)
+        problem = check_action_line(i, a, (task or {}).get("robot"))
         if problem:
             add("lines", f"actions.jsonl {problem}")
         else:

@@ -335,6 +335,7 @@ PLANNER_BACKENDS: dict[str, str] = {
     "api": "rpent.planners.api:ApiPlanner",
     "claude_code": "rpent.planners.claude_code:ClaudeCodePlanner",
     "codex": "rpent.planners.codex:CodexPlanner",
+    "expert": "rpent.robots.metaworld.planner:ExpertPlanner",
     "flash": "rpent.flash.replay:FlashPlanner",
     "scripted": "rpent.planners.scripted:ScriptedPlanner",
 }

@@ -51,6 +51,25 @@ ACTION_DIM = 7
 """LIBERO OSC_POSE delta action ``[dx, dy, dz, rx, ry, rz, gripper]`` (rpent_reference §3.2)."""
 STATE_DIM = 8
 """Policy state: eef pos (3, m, world frame) + axis-angle orientation (3, rad) + gripper qpos (2, m)."""
+ROBOT_SPACES: dict[str, tuple[int, int]] = {"libero": (STATE_DIM, ACTION_DIM), "metaworld": (4, 4)}
+"""Robot package -> ``(state_dim, action_dim)`` of its records. Meta-World (Sawyer): state = hand
+xyz (m, world) + finger opening, action = ``[dx, dy, dz, grip]`` in [-1, 1]
+(:mod:`rpent.robots.metaworld.sim`)."""
+ROBOT_FPS: dict[str, int] = {"libero": 20, "metaworld": 80}
+"""Robot package -> env steps per second (LIBERO 20 Hz control; Meta-World 12.5 ms steps = 80 Hz)."""
+
+
+def robot_spaces(robot: str | None) -> tuple[int, int]:
+    """``(state_dim, action_dim)`` of ``robot``'s records; LIBERO's for None (records before the
+    ``robot`` field) and for robots without an entry."""
+    return ROBOT_SPACES.get(robot or "libero", (STATE_DIM, ACTION_DIM))
+
+
+def robot_fps(robot: str | None) -> int:
+    """Env steps per second of ``robot`` (the LeRobot dataset fps); LIBERO's 20 by default."""
+    return ROBOT_FPS.get(robot or "libero", 20)
+
+
 CAMERAS = ("main", "wrist")
 """Policy cameras recorded per frame: ``main`` (agentview) and ``wrist`` (eye-in-hand), VLA orientation."""
 

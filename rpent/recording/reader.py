@@ -103,7 +103,8 @@ def load_record(record_dir: str | Path) -> TrajectoryRecord:
     )
 
 
-def load_observation(record_dir: Path, obs: dict) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
+def load_observation(record_dir: Path, obs: dict, state_dim: int = layout.STATE_DIM
+                     ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
     """Load the observation an ``actions.jsonl`` line refers to.
 
     Args:
@@ -124,6 +125,6 @@ def load_observation(record_dir: Path, obs: dict) -> tuple[np.ndarray | None, np
         None if obs[cam] is None else decode_png(layout.resolve_artifact(record_dir, obs[cam])) for cam in layout.CAMERAS
     )
     state = np.asarray(obs["state"], dtype=np.float32)
-    if state.shape != (layout.STATE_DIM,):
-        raise ValueError(f"obs.state must have {layout.STATE_DIM} numbers, got shape {state.shape}")
+    if state.shape != (state_dim,):
+        raise ValueError(f"obs.state must have {state_dim} numbers, got shape {state.shape}")
     return main, wrist, state

@@ -84,8 +84,9 @@ def default_planner_capture(planner: str, policy_mode: str) -> str:
 
 
 def default_action_capture(robot: str) -> str:
-    """Whether executed env actions can be captured for ``robot``: ``"full"`` for LIBERO only (issue 6)."""
-    return layout.CAPTURE_FULL if robot == "libero" else layout.CAPTURE_UNAVAILABLE
+    """Whether executed env actions can be captured for ``robot``: ``"full"`` for the robots with a
+    state/action layout (:data:`rpent.recording.layout.ROBOT_SPACES`: LIBERO, Meta-World; issue 6)."""
+    return layout.CAPTURE_FULL if robot in layout.ROBOT_SPACES else layout.CAPTURE_UNAVAILABLE
 
 
 def _utc_now_iso() -> str:
@@ -360,8 +361,9 @@ class TrajectoryRecorder:
             ValueError: unknown/closed ``call_id``, tool mismatch, bad chunk shape or non-finite values.
         """
         arr = np.asarray(chunk, dtype=np.float32)
-        if arr.ndim != 2 or arr.shape[1] != layout.ACTION_DIM or arr.shape[0] < 1:
-            raise ValueError(f"chunk must be float [H>=1, {layout.ACTION_DIM}], got shape {arr.shape}")
+        action_dim = layout.robot_spaces(self._task.get("robot"))[1]
+        if arr.ndim != 2 or arr.shape[1] != action_dim or arr.shape[0] < 1:
+            raise ValueError(f"chunk must be float [H>=1, {action_dim}], got shape {arr.shape}")
         if not np.all(np.isfinite(arr)):
             raise ValueError("chunk has non-finite values; refusing to record NaN/inf actions")
         if not isinstance(instruction, str):
@@ -486,12 +488,13 @@ class TrajectoryRecorder:
                 chunk row already executed).
             RuntimeError: the robot has no action capture, or the recorder is closed.
         """
-        act = _as_vector("action", action, layout.ACTION_DIM)
+        state_dim, action_dim = layout.robot_spaces(self._task.get("robot"))
+        act = _as_vector("action", action, action_dim)
         if source not in layout.ACTION_SOURCES:
             raise ValueError(f"source must be one of {layout.ACTION_SOURCES}, got {source!r}")
         if not isinstance(obs_before, dict) or "state" not in obs_before:
             raise ValueError("obs_before lacks 'state'; pass env.policy_obs() (main_image, wrist_image, state)")
-        state = _as_vector("obs_before['state']", obs_before["state"], layout.STATE_DIM)
+        state = _as_vector("obs_before['state']", obs_before["state"], state_dim)
         images: dict[str, np.ndarray | None] = {}
         for cam in layout.CAMERAS:
             img = obs_before.get(f"{cam}_image")

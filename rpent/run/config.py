@@ -56,7 +56,9 @@ class RunConfig:
             costs one two-camera render per scripted step, see README "Data flywheel").
         require_operator_verdict: ``finish`` refused until an operator verdict exists.
         video: write ``episode.mp4``.
-        robot: robot package (only ``libero`` exists).
+        robot: robot package (``libero``, ``metaworld``; :mod:`rpent.robots.registry`).
+        env_python: interpreter of a spawned env server (``--env-python``); None = the robot's
+            default (Meta-World: ``.venv-metaworld/bin/python``; LIBERO: this interpreter).
         user_message: replaces the rendered first user message (the operator edited it, ``-i``).
         memory_dir: task-memory root (``--memory-dir``): the planner prompt gets ``MEMORY.md``
             and the relevant leaves of ``<memory_dir>/<robot>/`` (read-only, manifest-checked;
@@ -87,6 +89,7 @@ class RunConfig:
     require_operator_verdict: bool = False
     video: bool = True
     robot: str = "libero"
+    env_python: str | None = None
     user_message: str | None = None
     memory_dir: str | Path | None = None
 

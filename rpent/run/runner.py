@@ -39,17 +39,11 @@ log = logging.getLogger(RUN_LOGGER)
 
 
 def env_service_spec(cfg: RunConfig):
-    """The :class:`~rpent.services.ServiceSpec` of this run's env server."""
-    from rpent.services import ServiceSpec
+    """The :class:`~rpent.services.ServiceSpec` of this run's env server (the robot adapter's,
+    :mod:`rpent.robots.registry`; it may run under another interpreter, ``cfg.env_python``)."""
+    from rpent.robots.registry import get_robot
 
-    argv = [sys.executable, "-m", "rpent.robots.libero.env_server", "--suite", cfg.suite, "--task", str(cfg.task),
-            "--seed", str(cfg.seed), "--max-episode-steps", str(cfg.max_episode_steps)]
-    if cfg.libero_type:
-        argv += ["--libero-type", cfg.libero_type]
-    if cfg.cuda_device is not None:
-        argv += ["--cuda-device", str(cfg.cuda_device)]
-    return ServiceSpec(name="env_server", argv=argv, endpoint=cfg.env_endpoint, transport=cfg.transport,
-                       env={"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}, ready_timeout_s=300.0)
+    return get_robot(cfg.robot).env_service_spec(cfg)
 
 
 def vla_service_spec(cfg: RunConfig):
@@ -115,10 +109,10 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
         FileExistsError: the output directory already holds a run record.
         ValueError: unknown suite/task, bad policy mode (before anything is started).
     """
-    from rpent.robots.libero import suites
+    from rpent.robots.registry import get_robot
 
-    libero_type = suites.check_libero_type(cfg.libero_type)
-    info = suites.task_info(cfg.suite, cfg.task, libero_type)
+    robot = get_robot(cfg.robot)
+    info = robot.task_info(cfg.suite, cfg.task, cfg.libero_type)
     if cfg.policy_mode not in ("tools", "code"):
         raise ValueError(f"--policy-mode must be 'tools' or 'code', got {cfg.policy_mode!r}")
     out = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(cfg.suite, cfg.task, cfg.seed)
@@ -138,22 +132,22 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
              cfg.task, cfg.seed, cfg.planner, cfg.planner_config.model, cfg.policy_mode, out)
     try:
         env_svc = await supervisor.start(env_service_spec(cfg))
-        vla_spec, sam3_spec = vla_service_spec(cfg), sam3_service_spec(cfg)
+        shared = getattr(robot, "services", ("vla", "sam3"))  # the shared services its toolkit can use
+        vla_spec = vla_service_spec(cfg) if "vla" in shared else None
+        sam3_spec = sam3_service_spec(cfg) if "sam3" in shared else None
         vla_svc = await supervisor.start(vla_spec) if vla_spec else None
         sam3_svc = await supervisor.start(sam3_spec) if sam3_spec else None
-        if vla_svc is None:
+        if not shared:
+            log.info("robot %s uses no VLA / SAM3 services", cfg.robot)
+        elif vla_svc is None:
             log.info("pi0_pick and pi0_doubled are left out: no VLA configured (--vla-endpoint or PI05_CHECKPOINT_PATH)")
-        if sam3_svc is None:
+        if shared and sam3_svc is None:
             log.info("segment answers from the simulator's instance segmentation: no SAM3 configured "
                      "(--sam3-endpoint or SAM3_CHECKPOINT_PATH)")
 
         def build():
             nonlocal toolkit, recorder
-            from rpent.robots.libero.env_client import EnvClient
-            from rpent.robots.libero.toolkit import LiberoToolkit
-
-            env = EnvClient(env_svc.endpoint, expected={"suite": cfg.suite, "task": cfg.task, "seed": cfg.seed,
-                                                         "max_episode_steps": cfg.max_episode_steps})
+            env = robot.env_client(env_svc.endpoint, cfg)
             clients.append(env)
             vla = vla_svc.client(timeout=120.0) if vla_svc else None
             sam3 = sam3_svc.client(timeout=120.0) if sam3_svc else None
@@ -167,7 +161,7 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
                     reasoning_effort=cfg.planner_config.reasoning_effort, policy_mode=cfg.policy_mode,
                     init_state_id=env.meta.get("init_state_id"), init_state_sha256=env.meta.get("init_state_sha256")),
                     observations=cfg.record_observations)
-            toolkit = (toolkit_cls or LiberoToolkit)(env, record, vla=vla, sam3=sam3, operator=operator, recorder=recorder,
+            toolkit = (toolkit_cls or robot.toolkit_class())(env, record, vla=vla, sam3=sam3, operator=operator, recorder=recorder,
                                     on_event=emit, video=cfg.video,
                                     require_operator_verdict=cfg.require_operator_verdict)
             toolkit.asker = "code_file" if cfg.code_file else cfg.planner
@@ -278,7 +272,9 @@ async def _run_policy(cfg, toolkit, info, record, steering, emit, recorder, hold
     The result lands in ``holder["result"]`` as soon as the planner returns, so a cancellation that
     arrives while the thread finishes still keeps the transcript."""
     from rpent.planners.base import PlannerResult
-    from rpent.robots.libero import prompts
+    from rpent.robots.registry import get_robot
+
+    prompts = get_robot(cfg.robot)
 
     def planner_event(kind: str, payload: dict) -> None:
         if recorder is not None and kind not in ("tool_call", "tool_result"):

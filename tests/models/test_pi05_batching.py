@@ -83,3 +83,70 @@ def test_different_keys_run_in_separate_calls():
     b.close()
     assert out == {i: i for i in range(4)}
     assert all(len({x % 2 for x in call}) == 1 for call in seen)
+
+
+class _Handle:
+    """A launched 'GPU' call: finishes on its own timer thread, like a CUDA event."""
+
+    def __init__(self, items, seconds, log):
+        self.items = items
+        self.ready = threading.Event()
+        log.append(("launch", list(items), time.perf_counter()))
+        threading.Timer(seconds, self.ready.set).start()
+
+    def result(self):
+        self.ready.wait(10)
+        if "bad" in self.items:
+            raise ValueError("bad request in batch")
+        return [i * 10 for i in self.items]
+
+
+def test_pipelined_mode_launches_the_next_batch_while_one_runs():
+    log = []
+    in_flight = []
+    peak = []
+
+    def launch(items):
+        h = _Handle(items, 0.05, log)
+        in_flight.append(h)
+        peak.append(sum(not x.ready.is_set() for x in in_flight))
+        return h
+
+    b = DynamicBatcher(lambda items: pytest.fail("process must not be called in pipelined mode"), window_s=0.002,
+                       max_batch=4, launch=launch, max_in_flight=2)
+    results = {}
+    barrier = threading.Barrier(8)
+
+    def client(i):
+        barrier.wait()
+        for r in range(3):
+            results[(i, r)] = b.submit(i * 100 + r)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+    [t.start() for t in threads]
+    [t.join(20) for t in threads]
+    assert results == {(i, r): (i * 100 + r) * 10 for i in range(8) for r in range(3)}
+    assert max(peak) == 2  # a second batch was launched while the first still ran, never a third
+    assert b.batches_run == len(log) and sum(b.batch_sizes) == 24
+    with pytest.raises(ValueError, match="bad request"):  # a failing call fails its own items only
+        b.submit("bad")
+    assert b.submit(7) == 70
+    b.close()
+
+
+def test_pipelined_mode_merges_small_groups_while_the_gpu_is_busy():
+    log = []
+    b = DynamicBatcher(lambda items: items, window_s=0.001, max_batch=4, launch=lambda items: _Handle(items, 0.3, log))
+    results = {}
+
+    def client(i, delay):
+        time.sleep(delay)
+        results[i] = b.submit(i)
+
+    # item 0 starts a long batch; items 1-4 arrive in two groups while it runs, 50 ms apart
+    threads = [threading.Thread(target=client, args=(i, d)) for i, d in ((0, 0.0), (1, 0.05), (2, 0.05), (3, 0.1), (4, 0.1))]
+    [t.start() for t in threads]
+    [t.join(10) for t in threads]
+    b.close()
+    assert results == {i: i * 10 for i in range(5)}
+    assert [sorted(items) for _, items, _ in log] == [[0], [1, 2, 3, 4]]  # one full batch, not [1, 2] + [3, 4]

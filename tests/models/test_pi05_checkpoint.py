@@ -7,6 +7,7 @@ import shutil
 
 import numpy as np
 import pytest
+import torch
 from safetensors import safe_open
 
 from rpent.models.pi05.checkpoint import (
@@ -139,3 +140,24 @@ def test_full_size_parameter_counts_from_shapes_only():
     assert 305e6 < c["expert"] < 315e6 and 110e6 < c["adarms"] < 120e6
     # stored total = used + expert lm_head + final norm: lerobot/pi05_base holds 3.617 B
     assert abs(c["used_at_inference"] + c["stored_unused"] - 3.617e9) < 0.01e9
+
+
+def test_threaded_read_returns_the_same_tensors_in_order(tmp_path):
+    """The multi-threaded checkpoint reader (used for CUDA loads) gives exactly the single-threaded result."""
+    from safetensors.torch import save_file
+
+    from rpent.models.pi05.checkpoint import read_tensors
+
+    g = torch.Generator().manual_seed(0)
+    a = {f"a{i}": torch.randn(i + 1, 7, generator=g) for i in range(9)}
+    b = {f"b{i}": torch.randint(0, 9, (i + 2,), generator=g) for i in range(4)}
+    save_file(a, str(tmp_path / "one.safetensors"))
+    save_file(b, str(tmp_path / "two.safetensors"))
+    files = [tmp_path / "one.safetensors", tmp_path / "two.safetensors"]
+    items = [(f"x.{k}", 0, k) for k in a] + [(f"y.{k}", 1, k) for k in b]
+    one = read_tensors(files, items, "cpu", torch.bfloat16, threads=1)
+    many = read_tensors(files, items, "cpu", torch.bfloat16, threads=4)
+    assert list(many) == [name for name, _, _ in items] == list(one)
+    for name in one:
+        assert many[name].dtype == one[name].dtype and torch.equal(many[name], one[name])
+    assert many["x.a3"].dtype == torch.bfloat16 and many["y.b1"].dtype == torch.int64  # floats cast, ints kept

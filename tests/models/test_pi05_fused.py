@@ -132,3 +132,30 @@ def test_whole_tiny_model_kernels_on_vs_off(masked):
     off = model.sample_actions(images, ids, noise, mask)
     assert on.shape == (2, 4, 32)
     torch.testing.assert_close(on, off, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 1e-2)])
+def test_layer_norms(dtype, tol, triton_on):
+    g = torch.Generator().manual_seed(3)
+    x, y = (torch.randn(2, 7, 40, generator=g).to(dtype) * 3 + 1 for _ in range(2))  # width 40: a masked tail
+    w, b = (torch.randn(40, generator=g).to(dtype) for _ in range(2))
+    close(*both(fused.layer_norm, x, w, b, 1e-6), tol)
+    (x1, h1), (x2, h2) = both(fused.add_layer_norm, x, y, w, b, 1e-6)
+    close(x1, x2, tol), close(h1, h2, tol)
+
+
+@pytest.mark.parametrize("rows", [1, 10, 20])
+def test_skinny_linear_and_its_geglu_epilogue(rows, triton_on):
+    """The weight-streaming kernel for few rows (float32: the interpreter has no bf16 dot), plain and
+    with the GeGLU of a fused [gate; up] weight, against F.linear (+ the reference GeGLU)."""
+    fused.disable_op("skinny", False)
+    try:
+        g = torch.Generator().manual_seed(rows)
+        x = torch.randn(1, rows, 64, generator=g)
+        w = torch.randn(96, 64, generator=g)
+        close(*both(fused.linear, x, w), 1e-5)
+        a, b = both(lambda *t: fused.linear(*t, geglu_out=True), x, w)
+        assert a.shape == (1, rows, 48)
+        close(a, b, 1e-5)
+    finally:
+        fused.disable_op("skinny", True)

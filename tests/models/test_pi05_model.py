@@ -140,6 +140,26 @@ def test_matches_independent_naive_implementation(tiny):
     torch.testing.assert_close(ours, ref, atol=2e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("masked", [False, True])
+def test_step0_interleaved_with_the_prefix_equals_the_sequential_order(tiny, masked):
+    """The order the CUDA path uses (expert layer i of flow step 0 right after backbone layer i wrote its
+    K/V) gives exactly the sequential result, also with padded prompts (key mask)."""
+    cfg, _, model = tiny
+    assert len(model.expert.layers) == cfg.backbone.depth  # else the interleaved order is not taken
+    images, ids, noise = _inputs(cfg, 2, 8, seed=4)
+    valid = torch.ones(2, 8, dtype=torch.bool)
+    valid[0, 6:] = False
+    mask = valid if masked else None
+    sequential = model.sample_actions(images, ids, noise, mask)
+    model.interleave_on_cpu = True
+    try:
+        interleaved = model.sample_actions(images, ids, noise, mask)
+    finally:
+        model.interleave_on_cpu = False
+    assert torch.equal(interleaved, sequential)
+    assert (sequential - noise).abs().max() > 1e-2
+
+
 def test_padded_prompts_equal_exact_length_prompts(tiny):
     cfg, tensors, model = tiny
     images, ids, noise = _inputs(cfg, 2, 9, seed=1)

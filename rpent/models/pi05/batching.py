@@ -6,6 +6,15 @@ apart (at most ``max_wait_s`` in all) - but only while more are expected: the ex
 waits (its latency is unchanged), while N clients in a closed loop are gathered into one call of N.
 Requests whose ``key`` differ (e.g. another image size) are run in separate calls in the same round.
 Every request gets its own result (or its own exception) through a future.
+
+Pipelined mode (``launch`` given, e.g. :meth:`Pi05Policy.launch_prepared`): the worker only gathers and
+*launches* batches (the GPU work is queued on one CUDA stream), at most ``max_in_flight`` at a time,
+and a second thread waits for each launched batch and hands out its results. So the next batch is
+gathered, staged and queued while the current one runs, and the GPU does not idle between batches
+while results are delivered and the next requests are decoded. While a batch is in flight the worker
+gathers until the next one is full (``max_batch`` rows) or the in-flight work is done, so clients
+that drifted into small groups (8 = 5 + 3) are merged back into full batches (16 closed-loop clients on an H200:
+see ``benchmarks/vla_bench.py``).
 """
 
 from __future__ import annotations
@@ -36,12 +45,22 @@ class DynamicBatcher:
         initializer: called once on the worker thread before any item (e.g. loading a thread-bound
             model handle such as APXinf-robo's L1 model, which must be loaded and called on one
             thread). Its exception is re-raised by :meth:`wait_ready` and fails every submit.
+        launch: optional pipelined form of ``process``: called on the worker thread with the items,
+            returns a handle whose ``result()`` (called on the results thread) gives the results. An
+            exception from either fails every item of that call.
+        max_in_flight: launched batches not yet finished (pipelined mode; default 2).
     """
 
     def __init__(self, process: Callable[[list[Any]], list[Any]], window_s: float = 0.003, max_batch: int = 16,
                  max_wait_s: float | None = None, name: str = "vla-batcher",
-                 initializer: Callable[[], None] | None = None):
+                 initializer: Callable[[], None] | None = None, launch: Callable[[list[Any]], Any] | None = None,
+                 max_in_flight: int = 2):
         self._process = process
+        self._launch = launch
+        self._slots = threading.Semaphore(max(1, max_in_flight))
+        self._done_q: queue.Queue = queue.Queue()
+        self._count_lock = threading.Lock()
+        self._in_flight = 0  # launched batches whose results are not delivered yet (pipelined mode)
         self._initializer = initializer
         self._ready: Future = Future()
         self.window_s = window_s
@@ -54,6 +73,10 @@ class DynamicBatcher:
         self.batch_sizes: deque[int] = deque(maxlen=1000)
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
+        self._completer = None
+        if launch is not None:
+            self._completer = threading.Thread(target=self._complete_loop, name=name + "-results", daemon=True)
+            self._completer.start()
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Block until the worker ran ``initializer`` (immediately when there is none).
@@ -83,10 +106,28 @@ class DynamicBatcher:
         self._closed = True
         self._q.put(None)
         self._thread.join(timeout=5)
+        if self._completer is not None:
+            self._done_q.put(None)
+            self._completer.join(timeout=5)
 
     def _collect(self, first) -> list:
         batch = [first]
         rows = first[1]
+        if self._launch is not None and self._in_flight > 0:
+            # the GPU has queued work: keep gathering until the batch is full or the GPU runs dry, so
+            # clients that drifted into small groups merge into full batches again
+            while rows < self.max_batch and self._in_flight > 0:
+                try:
+                    nxt = self._q.get(timeout=0.0005)
+                except queue.Empty:
+                    continue
+                if nxt is None:
+                    self._q.put(None)
+                    return batch
+                batch.append(nxt)
+                rows += nxt[1]
+            if rows >= self.max_batch:
+                return batch
         expected = max(self._recent)
         start = time.monotonic()
         deadline = start + self.window_s
@@ -135,6 +176,19 @@ class DynamicBatcher:
                 live = [e for e in entries if e[3].set_running_or_notify_cancel()]
                 if not live:
                     continue
+                if self._launch is not None:
+                    self._slots.acquire()
+                    try:
+                        handle = self._launch([e[0] for e in live])
+                        with self._count_lock:
+                            self._in_flight += 1
+                    except BaseException as exc:  # noqa: BLE001 - handed to each waiting client
+                        self._slots.release()
+                        for e in live:
+                            e[3].set_exception(exc)
+                        continue
+                    self._done_q.put((live, handle))
+                    continue
                 try:
                     results = self._process([e[0] for e in live])
                     if len(results) != len(live):
@@ -148,6 +202,30 @@ class DynamicBatcher:
                 for e, r in zip(live, results):
                     e[3].set_result(r)
         self._drain(BatcherClosed("the VLA batcher is shut down"))
+
+    def _complete_loop(self) -> None:
+        """Pipelined mode: wait for each launched batch in launch order and deliver its results."""
+        while True:
+            job = self._done_q.get()
+            if job is None:
+                return
+            live, handle = job
+            try:
+                results = handle.result()
+                if len(results) != len(live):
+                    raise RuntimeError(f"batch launch returned {len(results)} results for {len(live)} items")
+            except BaseException as exc:  # noqa: BLE001 - handed to each waiting client
+                for e in live:
+                    e[3].set_exception(exc)
+                continue
+            finally:
+                with self._count_lock:
+                    self._in_flight -= 1
+                self._slots.release()
+            self.batches_run += 1
+            self.batch_sizes.append(sum(e[1] for e in live))
+            for e, r in zip(live, results):
+                e[3].set_result(r)
 
     def _drain(self, exc: BaseException) -> None:
         """Fail every queued item with ``exc`` (after close, or when the initializer failed)."""

@@ -8,7 +8,9 @@ The kernels compute in float32 and round once per output, so they differ from th
 rounds intermediates to bf16) only by bf16 rounding; ``tests/models/test_pi05_fused.py`` checks each
 kernel against its reference under ``TRITON_INTERPRET=1``, and ``benchmarks/vla_bench.py`` on the GPU
 (H200, full size, bf16: relative L2 error 2-3e-3 per op; 1.0e-2 max |diff| in normalised actions).
-Measured on an H200 (B=1, 2 views, T=16, H=10, N=5, CUDA graph): 15.6 ms -> 10.5 ms, 3064 -> 1580 kernels.
+Measured on an H200 (B=1, 2 views, T=16, H=10, N=5, CUDA graph): 15.6 ms -> 10.5 ms, 3064 -> 1580 kernels
+(2026-12-01, with the SigLIP add+LayerNorm kernel, the re-tiled attention and the step-0 overlap of
+:mod:`rpent.models.pi05.model`: 15.2 ms -> 9.47 ms).
 
 Ops (shapes for one layer; D width, d head dim, H query heads, F MLP width):
 
@@ -17,9 +19,15 @@ Ops (shapes for one layer; D width, d head dim, H query heads, F MLP width):
   the precomputed (1 + weight); ``add_`` first adds the residual branch and returns both.
 * :func:`ada_rms_norm` / :func:`gated_add_ada_rms_norm`: the expert's adaRMS ``x_hat * (1 + scale) + shift``;
   ``gated_add_`` first does the gated residual ``x + y * gate``.
+* :func:`layer_norm` / :func:`add_layer_norm`: SigLIP's LayerNorm (weight and bias, fp32 statistics),
+  ``add_`` first adds the residual branch and returns both (one kernel instead of an add and a norm).
 * :func:`rope_qkv_to_cache`: fused q/k/v projection output [B, L, (H+2) d] -> RoPE'd queries [B, L, H, d]
   and RoPE'd K / plain V written straight into the K/V cache rows.
 * :func:`geglu`: [.., 2F] (gate | up) -> gelu_tanh(gate) * up [.., F].
+* :func:`linear` (and ``geglu=True``): ``x @ w.T`` for few rows (the action expert at small batch,
+  M = B*H <= 32) through a weight-streaming Triton kernel, optionally with the GeGLU of the fused
+  [gate; up] weight in its epilogue; used only for the shapes where :func:`tune_skinny` timed it faster
+  than cuBLAS on this GPU (cuBLAS otherwise).
 * :func:`mqa_decode_attention`: the action tokens' multi-query attention over the cached prefix + their
   own K/V, split over the keys (flash-decoding) so a 10-token chunk fills many SMs instead of 2.
 """
@@ -36,13 +44,20 @@ _ENABLED = os.environ.get("RPENT_PI05_FUSED", "1") != "0"
 _FORCE_ON_CPU = False  # tests: run the Triton kernels on CPU tensors under TRITON_INTERPRET=1
 _KERNELS = None  # the triton_kernels module, False when Triton cannot be imported
 _DISABLED_OPS: set[str] = set(filter(None, os.environ.get("RPENT_PI05_FUSED_OFF", "").split(",")))
+if os.environ.get("RPENT_PI05_SKINNY", "0") != "1":
+    # opt-in: on the H200 the tuned skinny kernel won only the expert's gate_up projection and the batch-1
+    # latency did not move (10.51 vs 10.47 ms, benchmarks/vla_variants.py), while tuning costs start-up time
+    _DISABLED_OPS.add("skinny")
 #: Names of the ops with a Triton kernel (for :func:`disable_op` / ``RPENT_PI05_FUSED_OFF=op1,op2``).
-OPS = ("norm", "rope", "geglu", "attention")
+OPS = ("norm", "rope", "geglu", "attention", "skinny", "layernorm")
 
 #: Keys per split of :func:`mqa_decode_attention` and its tile sizes (BM query rows, BN keys).
-ATTN_KEYS_PER_SPLIT = 128
-ATTN_BM = 16
-ATTN_BN = 64
+#: H200, B=1 (benchmarks/vla_variants.py, 2026-12-01): 32 keys per split, BN 32 -> 9.47 ms against
+#: 9.71 ms with 128 keys per split, BN 64 (90 launches of 3.9 instead of 7.8 us).
+ATTN_KEYS_PER_SPLIT = int(os.environ.get("RPENT_PI05_ATTN_SPLIT", "32"))
+ATTN_BM = int(os.environ.get("RPENT_PI05_ATTN_BM", "16"))
+ATTN_BN = int(os.environ.get("RPENT_PI05_ATTN_BN", "32"))
+ATTN_STAGES = int(os.environ.get("RPENT_PI05_ATTN_STAGES", "1"))
 
 
 def set_enabled(flag: bool) -> None:
@@ -201,6 +216,31 @@ def gated_add_ada_rms_norm(x: torch.Tensor, y: torch.Tensor, gate: torch.Tensor,
     return x, torch.addcmul(shift, F.rms_norm(x, (x.shape[-1],), None, eps), scale1p)
 
 
+def _ln_launch(x, y, w, b, eps, want_x):
+    d = x.shape[-1]
+    xc = x.contiguous()
+    h = torch.empty_like(xc)
+    xo = torch.empty_like(xc) if want_x else h
+    _kernels().layer_norm_kernel[(xc.numel() // d,)](
+        xc, y.contiguous() if y is not None else xc, w, b, xo, h, d, eps, HAS_RES=y is not None, BLOCK_D=_p2(d))
+    return xo, h
+
+
+def layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float) -> torch.Tensor:
+    """LayerNorm of x [.., D] with weight/bias [D] (``F.layer_norm``); statistics in float32."""
+    if _use(x, "layernorm"):
+        return _ln_launch(x, None, w, b, eps, False)[1]
+    return F.layer_norm(x, (x.shape[-1],), w, b, eps)
+
+
+def add_layer_norm(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Residual then LayerNorm: returns (x + y, layer_norm(x + y)), both [.., D] in x's dtype."""
+    if _use(x, "layernorm"):
+        return _ln_launch(x, y, w, b, eps, True)
+    x = x + y
+    return x, F.layer_norm(x, (x.shape[-1],), w, b, eps)
+
+
 # --------------------------------------------------------------------------- MLP
 
 
@@ -264,7 +304,109 @@ def mqa_decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_
         qc, ks, vs, mask, part_o, part_m, part_l, rows, lk, nsplit, qc.stride(0), ks.stride(0), ks.stride(1),
         vs.stride(0), vs.stride(1), mask.stride(0), 1.0 / math.sqrt(d),
         HAS_MASK=key_mask is not None, KEYS_PER_SPLIT=ATTN_KEYS_PER_SPLIT, D=d, BM=ATTN_BM, BN=ATTN_BN,
-        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", num_warps=4, num_stages=1)
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", num_warps=4, num_stages=ATTN_STAGES)
     out = torch.empty((b, rows, d), dtype=q.dtype, device=q.device)
     kk.attn_combine_kernel[(rows, b)](part_o, part_m, part_l, out, rows, nsplit, D=d, NS_P2=_p2(nsplit))
     return out.view(b, lq, h * d)
+
+
+# --------------------------------------------------------------------------- skinny linear
+
+#: Largest row count M routed to the skinny kernel (the expert's B*H action tokens).
+SKINNY_MAX_M = 32
+#: (BN, BK, num_warps, num_stages) candidates :func:`tune_skinny` times against cuBLAS.
+SKINNY_CONFIGS = ((16, 256, 4, 4), (16, 512, 4, 3), (32, 256, 4, 4), (32, 128, 4, 5), (64, 128, 4, 4),
+                  (16, 128, 2, 6), (64, 64, 4, 6))
+_SKINNY: dict[tuple, tuple | None] = {}  # (M, N, K, geglu) -> config, or None = cuBLAS
+#: Config used on CPU tensors under the Triton interpreter (tests), where nothing is timed.
+SKINNY_TEST_CONFIG = (16, 32, 4, 1)
+
+
+def _skinny_launch(x2: torch.Tensor, w: torch.Tensor, geglu_out: bool, cfg: tuple) -> torch.Tensor:
+    bn, bk, warps, stages = cfg
+    m, k = x2.shape
+    n = w.shape[0] // 2 if geglu_out else w.shape[0]
+    out = torch.empty((m, n), dtype=x2.dtype, device=x2.device)
+    _kernels().skinny_linear_kernel[(triton_cdiv(n, bn),)](
+        x2, w, out, m, n, k, x2.stride(0), out.stride(0), n, BM=max(16, _p2(m)), BN=bn, BK=bk,
+        GEGLU=geglu_out, num_warps=warps, num_stages=stages)
+    return out
+
+
+def linear(x: torch.Tensor, w: torch.Tensor, geglu_out: bool = False) -> torch.Tensor:
+    """``F.linear(x, w)`` without bias: x [.., K], w [N, K] -> [.., N]; with ``geglu_out`` w is the fused
+    [gate; up] weight [2F, K] and the result is ``geglu(F.linear(x, w))`` [.., F].
+
+    Few rows (M <= :data:`SKINNY_MAX_M`) go through the skinny Triton kernel when :func:`tune_skinny`
+    chose it for this (M, N, K) on this GPU; everything else is cuBLAS (+ :func:`geglu`)."""
+    k = x.shape[-1]
+    m = x.numel() // k
+    cfg = None
+    if m <= SKINNY_MAX_M and _use(x, "skinny") and x.dtype == w.dtype:
+        cfg = _SKINNY.get((m, w.shape[0], k, geglu_out)) if x.is_cuda else SKINNY_TEST_CONFIG
+        if cfg is not None and k % cfg[1]:
+            cfg = None
+    if cfg is None:
+        y = F.linear(x, w)
+        return geglu(y) if geglu_out else y
+    out = _skinny_launch(x.reshape(m, k).contiguous(), w, geglu_out, cfg)
+    return out.view(*x.shape[:-1], out.shape[-1])
+
+
+def tune_skinny(m: int, weights: list[torch.Tensor], geglu_out: bool = False, reps: int = 5) -> tuple | None:
+    """Choose cuBLAS or a skinny-kernel config for x [m, K] times each of ``weights`` (same shape [N, K];
+    pass every layer's weight so the timing streams them from memory as inference does, not from L2).
+
+    Times one pass over all weights per candidate with CUDA events (median of ``reps``), stores and
+    returns the winner (None = cuBLAS). Does nothing (returns the stored choice) outside CUDA, when the
+    kernels are off, for m > :data:`SKINNY_MAX_M`, or while a CUDA graph is being captured."""
+    w0 = weights[0]
+    n, k = w0.shape
+    key = (m, n, k, geglu_out)
+    if key in _SKINNY:
+        return _SKINNY[key]
+    if not (w0.is_cuda and m <= SKINNY_MAX_M and _use(w0, "skinny")) or torch.cuda.is_current_stream_capturing():
+        return None
+    x = torch.randn(m, k, device=w0.device, dtype=torch.float32).to(w0.dtype)
+
+    def run_cublas():
+        for w in weights:
+            y = F.linear(x, w)
+            if geglu_out:
+                geglu(y)
+
+    def timed(fn):
+        fn()
+        torch.cuda.synchronize()
+        ts = []
+        for _ in range(reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            ts.append(a.elapsed_time(b))
+        return sorted(ts)[len(ts) // 2]
+
+    best, best_t = None, timed(run_cublas)
+    ref = F.linear(x, w0)
+    ref = (geglu(ref) if geglu_out else ref).float()
+    for cfg in SKINNY_CONFIGS:
+        if k % cfg[1]:
+            continue
+        try:
+            got = _skinny_launch(x, w0, geglu_out, cfg).float()
+            if not ((got - ref).norm() / ref.norm().clamp_min(1e-12)) < 2e-2:
+                continue
+            t = timed(lambda: [_skinny_launch(x, w, geglu_out, cfg) for w in weights])
+        except Exception:  # noqa: BLE001 - a config that does not compile/fit is skipped
+            continue
+        if t < best_t:
+            best, best_t = cfg, t
+    _SKINNY[key] = best
+    return best
+
+
+def skinny_choices() -> dict:
+    """The tuned choices so far: ``{"M,N,K,geglu": config or "cublas"}`` (for benchmark reports)."""
+    return {",".join(map(str, k)): (list(v) if v else "cublas") for k, v in _SKINNY.items()}

@@ -85,7 +85,8 @@ class GemmaBackbone(nn.Module):
         return self._scales
 
     def fill_prefix_cache(
-        self, x: torch.Tensor, rope: "fused.RopeTables", key_mask: torch.Tensor | None, kv: torch.Tensor
+        self, x: torch.Tensor, rope: "fused.RopeTables", key_mask: torch.Tensor | None, kv: torch.Tensor,
+        on_layer_kv=None,
     ) -> None:
         """Run the prefix through every layer and write each layer's K/V into ``kv``.
 
@@ -94,6 +95,8 @@ class GemmaBackbone(nn.Module):
             rope: RoPE tables for the prefix positions [B, Lp].
             key_mask: None or bool [B, 1, 1, Lp] (False = padding).
             kv: cache [depth, 2, B, 1, Lp + H, d]; slots [0, Lp) are written here.
+            on_layer_kv: optional callable(i), called as soon as layer i's K/V are in ``kv`` (the sampler
+                starts flow step 0 of expert layer i there, on a second CUDA stream).
 
         The last layer only needs K/V (its hidden states are never read by pi05 inference), so its
         attention output and MLP are skipped: exact, and saves one layer's MLP and o-projection.
@@ -107,8 +110,12 @@ class GemmaBackbone(nn.Module):
             kc, vc = kv[i, 0, :, 0, :lp], kv[i, 1, :, 0, :lp]
             if i == g.depth - 1:
                 fused.rope_qkv_to_cache(F.linear(h, layer.qkv.weight[nq:]), rope, 0, kc, vc)
+                if on_layer_kv is not None:
+                    on_layer_kv(i)
                 break
             q = fused.rope_qkv_to_cache(layer.qkv(h), rope, g.num_heads, kc, vc)
+            if on_layer_kv is not None:
+                on_layer_kv(i)
             a = fused.mqa_attention(q, kv[i, 0, :, :, :lp], kv[i, 1, :, :, :lp], key_mask)
             x, h = fused.add_rms_norm(x, layer.o(a), w2[i], g.rms_norm_eps)
             x, h = fused.add_rms_norm(x, layer.down(fused.geglu(layer.gate_up(h))), w1[i + 1], g.rms_norm_eps)
@@ -197,18 +204,40 @@ class GemmaExpert(nn.Module):
         Returns:
             v: [B, H, 32] float32.
         """
+        x, h = self.begin_step(x_t, step)
+        for i in range(len(self.layers)):
+            x, h = self.layer_step(i, x, h, step, kv, prefix_len, rope, key_mask)
+        return self.action_out(h).float()
+
+    def begin_step(self, x_t: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Action tokens [B, H, 32] float32 -> (residual x, adaRMS-normed h) [B, H, De] before layer 0."""
+        x = self.action_in(x_t.to(self.action_in.weight.dtype))
+        return x, fused.ada_rms_norm(x, self.ada_scale1p[step][0], self.ada_shift[step][0], self.g.rms_norm_eps)
+
+    def layer_step(self, i: int, x: torch.Tensor, h: torch.Tensor, step: int, kv: torch.Tensor, prefix_len: int,
+                   rope: "fused.RopeTables", key_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Expert layer ``i`` of flow step ``step``: residual stream x and its adaRMS-normed h, both
+        [B, H, De] -> the same after the layer (attention over prefix K/V of backbone layer i + the chunk,
+        then the GeGLU MLP). The four projections go through :func:`fused.linear` (skinny kernel at small B)."""
         g = self.g
         eps = g.rms_norm_eps
         sc, sh, gt = self.ada_scale1p[step], self.ada_shift[step], self.ada_gate[step]
-        x = self.action_in(x_t.to(self.action_in.weight.dtype))
-        h = fused.ada_rms_norm(x, sc[0], sh[0], eps)
-        for i, layer in enumerate(self.layers):
-            q = fused.rope_qkv_to_cache(layer.qkv(h), rope, g.num_heads, kv[i, 0, :, 0, prefix_len:], kv[i, 1, :, 0, prefix_len:])
-            a = fused.mqa_decode_attention(q, kv[i, 0], kv[i, 1], key_mask)
-            x, h = fused.gated_add_ada_rms_norm(x, layer.o(a), gt[2 * i], sc[2 * i + 1], sh[2 * i + 1], eps)
-            x, h = fused.gated_add_ada_rms_norm(x, layer.down(fused.geglu(layer.gate_up(h))), gt[2 * i + 1],
-                                                sc[2 * i + 2], sh[2 * i + 2], eps)
-        return self.action_out(h).float()
+        layer = self.layers[i]
+        q = fused.rope_qkv_to_cache(fused.linear(h, layer.qkv.weight), rope, g.num_heads,
+                                    kv[i, 0, :, 0, prefix_len:], kv[i, 1, :, 0, prefix_len:])
+        a = fused.mqa_decode_attention(q, kv[i, 0], kv[i, 1], key_mask)
+        x, h = fused.gated_add_ada_rms_norm(x, fused.linear(a, layer.o.weight), gt[2 * i], sc[2 * i + 1], sh[2 * i + 1], eps)
+        m = fused.linear(fused.linear(h, layer.gate_up.weight, geglu_out=True), layer.down.weight)
+        return fused.gated_add_ada_rms_norm(x, m, gt[2 * i + 1], sc[2 * i + 2], sh[2 * i + 2], eps)
+
+    def tune_linears(self, rows: int) -> dict:
+        """Pick cuBLAS or the skinny kernel for each projection at ``rows`` = B*H action tokens (CUDA,
+        before graph capture; see :func:`fused.tune_skinny`). Returns {name: choice}."""
+        out = {}
+        for name, geg in (("qkv", False), ("o", False), ("gate_up", True), ("down", False)):
+            ws = [getattr(layer, name).weight for layer in self.layers]
+            out[name] = fused.tune_skinny(rows, ws, geglu_out=geg)
+        return out
 
 
 def gemma_state_from_checkpoint(t: dict[str, torch.Tensor], cfg: Pi05Config, backbone_prefix: str, expert_prefix: str) -> dict[str, torch.Tensor]:

@@ -102,8 +102,9 @@ class Pi05Policy:
         modes = declared_norm_modes(ckpt_cfg, str(report.get("config.json").path))
         norm_stats = NormStats.load(report.get("norm_stats.json").path, modes)
         log(f"normalization ({modes.source}): {norm_stats.describe()}")
-        proc = Pi05Processor(settings.preset, norm_stats, tokenizer, settings.discrete_state_input, cfg.max_action_dim)
-        return cls(model, proc, settings, use_cuda_graphs, source=str(report.directory), layout=layout)
+        processor = Pi05Processor(settings.preset, norm_stats, tokenizer, settings.discrete_state_input, cfg.max_action_dim)
+        policy = cls(model, processor, settings, use_cuda_graphs, source=str(report.directory), layout=layout)
+        return policy
 
     @classmethod
     def random_weights(
@@ -180,6 +181,14 @@ class Pi05Policy:
             i += r.batch_size
         return parts
 
+    def launch_prepared(self, requests: list[PreparedRequest]) -> "PreparedBatch":
+        """:meth:`run_prepared` without waiting for the GPU (the batcher's pipelined mode): returns a handle
+        whose ``result()`` gives the per-request chunks. One launching thread at a time."""
+        images = np.concatenate([r.images for r in requests], 0)
+        ids = [t for r in requests for t in r.token_ids]
+        noise = np.concatenate([r.noise for r in requests], 0)
+        return PreparedBatch(self.runner.launch(images, ids, noise), [r.batch_size for r in requests])
+
     def finish(self, request: PreparedRequest, normalized: np.ndarray) -> np.ndarray:
         """Normalised chunk -> env actions float32 [B, n_exec, action_dim]."""
         return self.processor.postprocess(normalized[:, : self.settings.n_exec], request.states)
@@ -189,3 +198,21 @@ class Pi05Policy:
         req = self.prepare(observation, options)
         return self.finish(req, self.run_prepared([req])[0])
 
+
+
+class PreparedBatch:
+    """A batched model call in flight: ``result()`` blocks until it finished and returns one normalised
+    chunk float32 [B_i, H, 32] per request, in order."""
+
+    def __init__(self, pending, sizes: list[int]):
+        self._pending = pending
+        self._sizes = sizes
+
+    def result(self) -> list[np.ndarray]:
+        """Wait (GIL released) and split the rows per request."""
+        out = self._pending.result()
+        parts, i = [], 0
+        for n in self._sizes:
+            parts.append(out[i:i + n])
+            i += n
+        return parts

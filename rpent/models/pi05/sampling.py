@@ -16,6 +16,10 @@ Shapes:
 
 Without CUDA (or with ``use_cuda_graphs=False``) the same code runs eagerly; that is the "plain eager"
 baseline of ``benchmarks/vla_bench.py``.
+
+:meth:`Pi05Runner.launch` starts a call without waiting for it (pinned staging buffers, asynchronous
+copies, an event per call): the server's batch worker gathers and queues the next batch while one runs
+(:mod:`rpent.models.pi05.batching`, pipelined mode); :meth:`Pi05Runner.run` is ``launch(...).result()``.
 """
 
 from __future__ import annotations
@@ -37,6 +41,43 @@ class _Graph:
 
     def __init__(self, graph: torch.cuda.CUDAGraph, images, ids, mask, noise, out):
         self.graph, self.images, self.ids, self.mask, self.noise, self.out = graph, images, ids, mask, noise, out
+
+
+class _NoLock:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NO_LOCK = _NoLock()
+
+
+class PendingRun:
+    """A model call in flight (:meth:`Pi05Runner.launch`): :meth:`result` waits for it (releasing the GIL)
+    and returns float32 [B, H, 32]. ``parts`` are (pinned host tensor, CUDA event) pairs, or ready arrays."""
+
+    def __init__(self, parts: list, cuda_lock: threading.Lock | None = None):
+        self._parts = parts
+        self._cuda_lock = cuda_lock
+
+    def done(self) -> bool:
+        """Whether every part has finished on the GPU (never blocks)."""
+        return all(ev is None or ev.query() for _, ev in self._parts)
+
+    def result(self) -> np.ndarray:
+        """Block until the call finished; float32 [B, H, 32] normalised actions (a fresh array)."""
+        outs = []
+        for out, ev in self._parts:
+            if ev is not None:
+                # no CUDA call of this (results) thread may overlap a graph capture on the launching thread
+                with self._cuda_lock or _NO_LOCK:
+                    ev.synchronize()
+                    out = out.numpy().copy()  # the pinned block goes back to the caching host allocator
+            outs.append(out)
+        self._parts = [(o, None) for o in outs]
+        return outs[0] if len(outs) == 1 else np.concatenate(outs, 0)
 
 
 class Pi05Runner:
@@ -70,7 +111,9 @@ class Pi05Runner:
         self._graphs: OrderedDict[tuple, _Graph] = OrderedDict()
         self._pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         self._lock = threading.Lock()
+        self._cuda_lock = threading.Lock()  # held while capturing; PendingRun.result takes it around its CUDA calls
         self.graph_captures = 0
+        self._tuned: dict[int, dict] = {}
 
     @property
     def max_batch(self) -> int:
@@ -100,14 +143,22 @@ class Pi05Runner:
         b = images.shape[0]
         if len(token_ids) != b or noise.shape[0] != b:
             raise ValueError(f"batch mismatch: {b} images, {len(token_ids)} prompts, {noise.shape[0]} noise rows")
+        return self.launch(images, token_ids, noise).result()
+
+    def launch(self, images: np.ndarray, token_ids: list[np.ndarray], noise: np.ndarray) -> PendingRun:
+        """Start :meth:`run` without waiting for the GPU: with CUDA graphs the inputs are staged in pinned
+        host memory, copied and replayed on the current stream, and the output copied back
+        asynchronously, so the caller can gather the next batch (and launch it, queued behind this one on
+        the same stream) while this one runs. Same arguments and errors as :meth:`run`; static graph
+        buffers are reused in stream order, so several launches may be in flight."""
+        b = images.shape[0]
+        if len(token_ids) != b or noise.shape[0] != b:
+            raise ValueError(f"batch mismatch: {b} images, {len(token_ids)} prompts, {noise.shape[0]} noise rows")
         with self._lock:
-            if b > self.max_batch:
-                parts = [
-                    self._run(images[i:i + self.max_batch], token_ids[i:i + self.max_batch], noise[i:i + self.max_batch])
-                    for i in range(0, b, self.max_batch)
-                ]
-                return np.concatenate(parts, 0)
-            return self._run(images, token_ids, noise)
+            return PendingRun([
+                self._launch(images[i:i + self.max_batch], token_ids[i:i + self.max_batch], noise[i:i + self.max_batch])
+                for i in range(0, b, self.max_batch)
+            ], self._cuda_lock)
 
     def _text(self, token_ids: list[np.ndarray], rows: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         lens = [len(t) for t in token_ids]
@@ -124,30 +175,44 @@ class Pi05Runner:
             mask[i, : len(row)] = True
         return torch.from_numpy(ids), torch.from_numpy(mask)
 
-    def _run(self, images: np.ndarray, token_ids: list[np.ndarray], noise: np.ndarray) -> np.ndarray:
+    def _launch(self, images: np.ndarray, token_ids: list[np.ndarray], noise: np.ndarray) -> tuple:
         b = images.shape[0]
         rows = self._bucket(b) if self.use_graphs else b
         ids, mask = self._text(token_ids, rows)
         dev = self.device
         img_u8 = torch.from_numpy(np.ascontiguousarray(images))
         nz = torch.from_numpy(np.ascontiguousarray(noise, dtype=np.float32))
+        if dev.type == "cuda":
+            self._tune(rows)
         if not self.use_graphs:
             img = images_to_model(img_u8.to(dev), self.cfg.vision.image_size, self.dtype)
             out = self.model.sample_actions(img, ids.to(dev), nz.to(dev), None if mask is None else mask.to(dev))
-            return out.cpu().numpy()
+            return out.cpu().numpy(), None
         key = (rows, tuple(images.shape[1:]), ids.shape[1], mask is not None)
         g = self._graphs.get(key)
         if g is None:
             g = self._capture(key, ids, mask)
         else:
             self._graphs.move_to_end(key)
-        g.images[:b].copy_(img_u8, non_blocking=True)
-        g.ids.copy_(ids, non_blocking=True)
+        # pinned staging: the copies are truly asynchronous (a pageable source would block this thread
+        # until the previous replay finished); the caching host allocator keeps each block until its copy is done
+        g.images[:b].copy_(img_u8.pin_memory(), non_blocking=True)
+        g.ids.copy_(ids.pin_memory(), non_blocking=True)
         if mask is not None:
-            g.mask.copy_(mask, non_blocking=True)
-        g.noise[:b].copy_(nz, non_blocking=True)
+            g.mask.copy_(mask.pin_memory(), non_blocking=True)
+        g.noise[:b].copy_(nz.pin_memory(), non_blocking=True)
         g.graph.replay()
-        return g.out[:b].cpu().numpy()
+        out = torch.empty((b, *g.out.shape[1:]), dtype=g.out.dtype, pin_memory=True)
+        out.copy_(g.out[:b], non_blocking=True)
+        ev = torch.cuda.Event()
+        ev.record()
+        return out, ev
+
+    def _tune(self, rows: int) -> None:
+        """Once per batch size: choose cuBLAS or the skinny kernel for the expert's projections at
+        rows*H action tokens (timed on this GPU, outside any capture; :func:`fused.tune_skinny`)."""
+        if rows not in self._tuned:
+            self._tuned[rows] = self.model.expert.tune_linears(rows * self.cfg.action_horizon)
 
     def _sample(self, images_u8: torch.Tensor, ids: torch.Tensor, noise: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """The captured work: uint8 views -> model images (resize, scale) -> sampler."""
@@ -155,6 +220,10 @@ class Pi05Runner:
         return self.model.sample_actions(img, ids, noise, mask)
 
     def _capture(self, key: tuple, ids: torch.Tensor, mask: torch.Tensor | None) -> _Graph:
+        with self._cuda_lock:
+            return self._capture_locked(key, ids, mask)
+
+    def _capture_locked(self, key: tuple, ids: torch.Tensor, mask: torch.Tensor | None) -> _Graph:
         rows, view_shape, t, masked = key
         dev = self.device
         s_img = torch.zeros((rows, *view_shape), dtype=torch.uint8, device=dev)
@@ -168,7 +237,7 @@ class Pi05Runner:
                 self._sample(s_img, s_ids, s_noise, s_mask)
         torch.cuda.current_stream(dev).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._pool):
+        with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
             out = self._sample(s_img, s_ids, s_noise, s_mask)
         g = _Graph(graph, s_img, s_ids, s_mask, s_noise, out)
         self._graphs[key] = g

@@ -6,7 +6,8 @@ layers ``x + attn(ln1(x))``, ``x + fc2(gelu_tanh(fc1(ln2(x))))``, a final LayerN
 projector to the Gemma width. Image tokens are *not* rescaled: openpi's JAX model feeds the projector
 output to Gemma unchanged (only text embeddings are multiplied by sqrt(width)).
 
-Our weights fuse q/k/v into one [3W, W] matrix (one GEMM instead of three); the mapping from the
+Each residual add is fused with the LayerNorm that follows it (:func:`fused.add_layer_norm`, one Triton
+kernel on CUDA). Our weights fuse q/k/v into one [3W, W] matrix (one GEMM instead of three); the mapping from the
 checkpoint's separate ``q_proj``/``k_proj``/``v_proj`` is in :func:`siglip_state_from_checkpoint`.
 """
 
@@ -16,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rpent.models.pi05 import fused
 from rpent.models.pi05.checkpoint import PALI, VISION
 from rpent.models.pi05.config import SiglipConfig
 
@@ -36,12 +38,21 @@ class SiglipLayer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [N, P, W] -> [N, P, W] (N images, P patches)."""
+        x, _ = self.forward_fused(x, fused.layer_norm(x, self.ln1.weight, self.ln1.bias, self.ln1.eps), None)
+        return x
+
+    def forward_fused(self, x: torch.Tensor, h: torch.Tensor, next_ln: nn.LayerNorm | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The layer on the residual stream x [N, P, W] and its ln1-normed h; returns (x after the layer,
+        ``next_ln(x)`` or None). Each residual add is fused with the LayerNorm that follows it."""
         n, p, w = x.shape
-        h = self.cfg.num_heads
-        qkv = self.qkv(self.ln1(x)).view(n, p, 3, h, w // h).permute(2, 0, 3, 1, 4)
+        nh = self.cfg.num_heads
+        qkv = self.qkv(h).view(n, p, 3, nh, w // nh).permute(2, 0, 3, 1, 4)
         a = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2])  # scale 1/sqrt(72), as SigLIP
-        x = x + self.out(a.transpose(1, 2).reshape(n, p, w))
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+        x, h = fused.add_layer_norm(x, self.out(a.transpose(1, 2).reshape(n, p, w)), self.ln2.weight, self.ln2.bias, self.ln2.eps)
+        y = self.fc2(F.gelu(self.fc1(h), approximate="tanh"))
+        if next_ln is None:
+            return x + y, None
+        return fused.add_layer_norm(x, y, next_ln.weight, next_ln.bias, next_ln.eps)
 
 
 class SiglipEncoder(nn.Module):
@@ -65,9 +76,12 @@ class SiglipEncoder(nn.Module):
         if images.shape[-2:] != (self.cfg.image_size, self.cfg.image_size):
             raise ValueError(f"SigLIP expects {self.cfg.image_size}x{self.cfg.image_size} images, got {tuple(images.shape[-2:])}")
         x = self.patch(images).flatten(2).transpose(1, 2) + self.pos
-        for layer in self.layers:
-            x = layer(x)
-        return self.proj(self.post_ln(x))
+        first = self.layers[0].ln1
+        h = fused.layer_norm(x, first.weight, first.bias, first.eps)
+        n = len(self.layers)
+        for i, layer in enumerate(self.layers):
+            x, h = layer.forward_fused(x, h, self.layers[i + 1].ln1 if i + 1 < n else self.post_ln)
+        return self.proj(h)
 
 
 def siglip_state_from_checkpoint(t: dict[str, torch.Tensor], cfg: SiglipConfig, prefix: str = "") -> dict[str, torch.Tensor]:

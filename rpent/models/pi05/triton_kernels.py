@@ -147,3 +147,62 @@ def attn_combine_kernel(o_ptr, m_ptr, l_ptr, out_ptr, Lq, NSPLIT, D: tl.constexp
     o = tl.load(o_ptr + idx[:, None] * D + d[None, :], mask=sm[:, None], other=0.0)
     out = tl.sum(o * w[:, None], axis=0) / tl.sum(w * l, axis=0)
     tl.store(out_ptr + (b * Lq + r) * D + d, out.to(out_ptr.dtype.element_ty))
+
+
+@triton.jit
+def skinny_linear_kernel(x_ptr, w_ptr, out_ptr, M, N, K, stride_xm, stride_om, F_OFF,
+                         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GEGLU: tl.constexpr):
+    """``out = x @ w.T`` for few rows (M <= BM, e.g. the action expert's 10 action tokens at batch 1),
+    where the weight stream is the whole cost: program n reads the weight rows [n*BN, +BN) once, in
+    BK-wide tiles, and keeps all M rows in one fp32 accumulator (no split over K, no atomics).
+
+    With ``GEGLU`` the weight is the fused [gate; up] matrix [2F, K] and the program also reads the
+    up rows ``F_OFF + rows``: the output is ``gelu_tanh(x @ gate.T) * (x @ up.T)`` [M, F] (one launch,
+    and the [M, 2F] intermediate is never written). ``K`` must be a multiple of BK."""
+    pid = tl.program_id(0)
+    rm = tl.arange(0, BM)
+    rn = pid * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    mm = rm < M
+    nm = rn < N
+    xp = x_ptr + rm[:, None] * stride_xm + rk[None, :]
+    wp = w_ptr + rn[None, :].to(tl.int64) * K + rk[:, None]
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    if GEGLU:
+        up = w_ptr + (rn[None, :].to(tl.int64) + F_OFF) * K + rk[:, None]
+        acc2 = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        xa = tl.load(xp + k0, mask=mm[:, None], other=0.0)
+        wb = tl.load(wp + k0, mask=nm[None, :], other=0.0)
+        acc += tl.dot(xa, wb)
+        if GEGLU:
+            ub = tl.load(up + k0, mask=nm[None, :], other=0.0)
+            acc2 += tl.dot(xa, ub)
+    if GEGLU:
+        g = acc.to(out_ptr.dtype.element_ty).to(tl.float32)  # round like the two-kernel reference
+        u = acc2.to(out_ptr.dtype.element_ty).to(tl.float32)
+        z = 2.0 * SQRT_2_OVER_PI * (g + 0.044715 * g * g * g)
+        acc = g * tl.sigmoid(z) * u
+    tl.store(out_ptr + rm[:, None] * stride_om + rn[None, :], acc.to(out_ptr.dtype.element_ty),
+             mask=mm[:, None] & nm[None, :])
+
+
+@triton.jit
+def layer_norm_kernel(x_ptr, y_ptr, w_ptr, b_ptr, xout_ptr, h_ptr, D, eps,
+                      HAS_RES: tl.constexpr, BLOCK_D: tl.constexpr):
+    """One row per program: optional residual ``x + y`` (written, rounded to the output dtype), then
+    LayerNorm ``(x - mean) * rsqrt(var + eps) * w + b`` with statistics in fp32 (SigLIP)."""
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK_D)
+    m = offs < D
+    x = tl.load(x_ptr + row * D + offs, mask=m, other=0.0).to(tl.float32)
+    if HAS_RES:
+        y = tl.load(y_ptr + row * D + offs, mask=m, other=0.0).to(tl.float32)
+        xr = (x + y).to(xout_ptr.dtype.element_ty)
+        tl.store(xout_ptr + row * D + offs, xr, mask=m)
+        x = xr.to(tl.float32)
+    mean = tl.sum(x, axis=0) / D
+    xc = tl.where(m, x - mean, 0.0)
+    inv = tl.rsqrt(tl.sum(xc * xc, axis=0) / D + eps)
+    h = xc * inv * tl.load(w_ptr + offs, mask=m, other=0.0).to(tl.float32) + tl.load(b_ptr + offs, mask=m, other=0.0).to(tl.float32)
+    tl.store(h_ptr + row * D + offs, h.to(h_ptr.dtype.element_ty), mask=m)
