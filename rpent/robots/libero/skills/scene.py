@@ -68,14 +68,14 @@ def find_instances(call: Call, phrase: str, camera: str = "agentview") -> list[I
 
 
 def _choose(call: Call, phrase: str, qualifier, instances: list[Instance], exclude: set[str],
-            known: dict[str, ObjectEstimate]) -> Instance:
+            known: dict[str, Instance]) -> Instance:
     if qualifier is None or len(instances) == 1:
         fresh = [i for i in instances if i.name not in exclude]
         return (fresh or instances)[0]
     for ref in qualifier.refs:
         if ref not in known:
-            known[ref] = find_instances(call, ref)[0].est
-    k = resolve_qualifier(qualifier, [i.est for i in instances], known)
+            known[ref] = find_instances(call, ref)[0]
+    k = resolve_qualifier(qualifier, [i.est for i in instances], {r: i.est for r, i in known.items()})
     return instances[k]
 
 
@@ -90,14 +90,14 @@ def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset
     Raises:
         NotFound: the object, the target or a reference was not found.
     """
-    known: dict[str, ObjectEstimate] = {}
+    known: dict[str, Instance] = {}
     objs = find_instances(call, goal.object_phrase)
     obj = _choose(call, goal.object_phrase, goal.object_qualifier, objs, set(exclude), known)
     if goal.target_part is not None:  # into a drawer of a fixture: its box from view_fixtures
         fx, part, _ = find_fixture_part(call, goal.target_phrase, goal.target_part, "slide")
         tgts = [Instance(f"{fx}/{part.get('part')}", drawer_target(part))]
     elif goal.target_phrase in known and goal.target_qualifier is None:  # already segmented as a reference
-        tgts = [Instance(goal.target_phrase, known[goal.target_phrase])]
+        tgts = [known[goal.target_phrase]]
     else:
         tgts = find_instances(call, goal.target_phrase)
     tgts = [t for t in tgts if t.name != obj.name] or tgts
@@ -108,7 +108,7 @@ def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset
         sx, sy, sz = target.support
         target = dataclasses.replace(target, center=(sx, sy, target.center[2]), top_z=max(sz, target.bottom_z))
         tgt = Instance(tgt.name, target)
-    obstacles = [i.est for i in objs if i.name != obj.name] + [t.est for t in tgts] + list(known.values())
+    obstacles = [i.est for i in objs if i.name != obj.name] + [t.est for t in tgts] + [i.est for i in known.values()]
     near = tuple(o for o in obstacles if math.hypot(o.center[0] - obj.est.center[0], o.center[1] - obj.est.center[1]) > 1e-3)
     return Picked(obj.name, obj.est, tgt.name, tgt.est, near)
 
