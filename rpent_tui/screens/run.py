@@ -23,7 +23,7 @@ from textual.widgets import Footer, Header, Input, Static
 
 from .base import LiveScreen
 from ..services.commands import CommandError, SteerMessage, TaskCommand, completions, parse_input
-from ..services.session import RunEvents, SessionChanged, SessionNotReady, TaskRunView
+from rpent.session.model import RunEvents, SessionChanged, SessionNotReady, TaskRunView
 from ..widgets.frames import FramePane
 from ..widgets.timeline import StepTimeline
 from ..widgets.transcript import TranscriptView

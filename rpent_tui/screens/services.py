@@ -15,7 +15,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header
 
 from .base import LiveScreen
-from ..services.session import ServiceLog, ServiceView, SessionChanged
+from rpent.session.model import ServiceLog, ServiceView, SessionChanged
 from ..widgets.log_view import LogView
 from ..widgets.tables import VimDataTable
 

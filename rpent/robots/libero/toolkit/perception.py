@@ -189,7 +189,10 @@ class PerceptionTools:
         overlay = rgb.copy()
         overlay[mask] = (0.5 * overlay[mask] + 0.5 * np.array([255, 0, 0])).astype(np.uint8)
         n = self.next_segment_index()
-        self.record.add_artifact_to_step(idx, f"segment_{n:02d}.json", dumps_json(result).encode("utf-8"))
+        # the artifact also keeps the query, so the run's recipe can list this call (record.recipe_commands)
+        query = {"prompt": prompt} if prompt is not None else {"point": list(point)}
+        self.record.add_artifact_to_step(idx, f"segment_{n:02d}.json",
+                                         dumps_json({**result, "query": query}).encode("utf-8"))
         self.record.add_artifact_to_step(idx, f"segment_overlay_{n:02d}.png", encode_png(overlay))
         result["segment_artifact"] = f"segment_{n:02d}.json/{idx:02d}.json"
         result["overlay_artifact"] = f"segment_overlay_{n:02d}.png/{idx:02d}.png"
