@@ -34,8 +34,12 @@ chunk (the input today's exporter can export). Each variant runs as a fresh ``rp
 process (wall clock including interpreter start and the lerobot import, as a user sees it):
 the baseline is today's exporter (the tree of ``--baseline-rev``, rule set v1, PNG, 0 threads,
 on the VLA form), then rule set v2 on the scripted form with PNG and with video, each with 0 and
-``--threads`` image-writer threads. It prints frames/s, the speed-up over the baseline, bytes
-per frame of the dataset, and the load average before and after.
+``--threads`` image-writer threads (``--threads 0``: only 0), and with ``--full-stats-row`` PNG
+with ``--image-stats full`` (lerobot's camera statistics on every pixel). ``--repeats R`` runs all variants R times, interleaved (round 1 of
+every variant, then round 2, ...), and keeps the median wall time of each. It prints frames/s,
+the speed-up over the baseline, the process's CPU time (user + system, the process and its
+children; on a shared machine the less load-dependent figure) and its ratio to the baseline's, bytes per frame of the dataset, and the load average before
+and after.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -291,36 +296,58 @@ def bench_scripted_export(args: argparse.Namespace, workdir: Path) -> None:
         out = workdir / f"out_{name}"
         env = dict(os.environ, PYTHONPATH=str(tree), HF_HOME=str(workdir / "hf_home"), HF_HUB_OFFLINE="1")
         t = time.perf_counter()
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         proc = subprocess.run([sys.executable, "-m", "rpent.cli.flywheel", "--input-root", str(workdir / inp),
                                "--output-dir", str(out), "--no-progress", *extra], capture_output=True, text=True,
                               env=env, cwd=workdir)  # not the repo: `-m` puts the cwd first on sys.path
         wall = time.perf_counter() - t
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
         if proc.returncode != 0:
             sys.exit(f"{name} failed: {proc.stderr[-2000:]}")
         report = json.loads((out / "report.json").read_text())
         frames = report["counts"]["frames"]
         size = _dir_bytes(out / "train")
-        row = {"name": name, "wall_s": wall, "frames": frames, "fps": frames / wall, "bytes_per_frame": size / frames,
+        row = {"name": name, "wall_s": wall, "cpu_s": cpu, "frames": frames, "fps": frames / wall, "bytes_per_frame": size / frames,
                "rpent": report.get("rpent_version"), "schema": report.get("schema_version")}
         shutil.rmtree(out)
-        print(f"  done: {name}: {wall:.1f} s, report schema {row['schema']}, load {_load()}", flush=True)
+        print(f"  done: {name}: {wall:.1f} s ({frames / wall:.1f} frames/s), CPU {cpu:.1f} s, report schema {row['schema']}, "
+              f"load {_load()}", flush=True)
         return row
 
     print(f"== part 3: export of {args.episodes} scripted episodes x {args.frames_per_episode} frames "
           f"({n_frames} frames, from {len(sources)} real scripted run(s): {', '.join(d.name for d in sources)}) ==")
-    print(f"load average before: {_load()}", flush=True)
-    rows = [run(f"baseline ({args.baseline_rev}, v1, PNG, 0 threads, VLA-relabelled form)", baseline_tree, [], "vla")]
+    print(f"load average before: {_load()}; {args.repeats} interleaved repeat(s), median wall per variant", flush=True)
+    variants = [(f"baseline ({args.baseline_rev}, v1, PNG, 0 threads, VLA-relabelled form)", baseline_tree, [], "vla")]
     for video in (False, True):
-        for threads in (0, args.threads):
+        for threads in sorted({0, args.threads}):
             extra = ["--rules", "v2", "--image-writer-threads", str(threads)]
             if video:
                 extra += ["--video", "--vcodec", args.vcodec]
-            rows.append(run(f"v2, {'video ' + args.vcodec if video else 'PNG'}, {threads} threads", repo, extra,
-                            "scripted"))
-    base = rows[0]["fps"]
+            variants.append((f"v2, {'video ' + args.vcodec if video else 'PNG'}, {threads} threads", repo, extra,
+                             "scripted"))
+    if args.full_stats_row:
+        variants.append(("v2, PNG, 0 threads, --image-stats full", repo,
+                         ["--rules", "v2", "--image-stats", "full"], "scripted"))
+    runs: dict[str, list[dict]] = {v[0]: [] for v in variants}
+    for rep in range(args.repeats):
+        for name, tree, extra, inp in variants:
+            runs[name].append(run(f"{name} #{rep}", tree, extra, inp))
+    rows = []
+    for name, _, _, _ in variants:
+        walls = sorted(r["wall_s"] for r in runs[name])
+        wall = walls[len(walls) // 2] if len(walls) % 2 else 0.5 * (walls[len(walls) // 2 - 1] + walls[len(walls) // 2])
+        frames = runs[name][0]["frames"]
+        cpus = sorted(r["cpu_s"] for r in runs[name])
+        rows.append({"name": name, "wall_s": wall, "walls": walls, "frames": frames, "fps": frames / wall,
+                     "cpu_s": cpus[len(cpus) // 2],
+                     "bytes_per_frame": runs[name][0]["bytes_per_frame"]})
+    base, base_cpu = rows[0]["fps"], rows[0]["cpu_s"]
     for r in rows:
         print(f"{r['name']:<62} {r['wall_s']:7.1f} s  {r['frames']:5d} frames  {r['fps']:6.1f} frames/s  "
-              f"x{r['fps'] / base:4.2f}  {r['bytes_per_frame'] / 1000:7.1f} kB/frame")
+              f"x{r['fps'] / base:4.2f}  CPU {r['cpu_s']:6.1f} s (x{base_cpu / r['cpu_s']:4.2f})  "
+              f"{r['bytes_per_frame'] / 1000:7.1f} kB/frame  "
+              f"(walls {', '.join(f'{w:.1f}' for w in r['walls'])})")
     print(f"load average after: {_load()}")
 
 
@@ -330,10 +357,13 @@ def main() -> None:
     p.add_argument("--chunks", type=int, default=8)
     p.add_argument("--scripted-steps", type=int, default=40)
     p.add_argument("--vla-latency-s", type=float, default=0.0)
-    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=1,
+                   help="part 1: passes per variant (best kept); part 3: interleaved rounds (median kept)")
     p.add_argument("--export-frames", type=int, default=300)
     p.add_argument("--threads", type=int, default=4)
     p.add_argument("--skip-export", action="store_true")
+    p.add_argument("--full-stats-row", action="store_true",
+                   help="part 3: add v2 PNG with --image-stats full (lerobot's camera statistics on every pixel)")
     p.add_argument("--skip-recording", action="store_true")
     p.add_argument("--scripted-runs", type=Path, default=None,
                    help="part 3 only: directory of real scripted runs recorded with --record-observations all")

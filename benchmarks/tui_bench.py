@@ -55,7 +55,8 @@ def child(args: argparse.Namespace) -> None:
 
     sys.path.insert(0, str(args.code_root or ROOT))
     from rpent_tui.app import AppOptions, RpentApp
-    from rpent_tui.services.session import Session, SessionConfig
+    from rpent.session.core import Session
+    from rpent.session.model import SessionConfig
 
     def frame(i: int) -> bytes:
         arr = np.zeros((128, 128, 3), np.uint8)

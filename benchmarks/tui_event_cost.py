@@ -34,7 +34,11 @@ from PIL import Image
 from rpent_tui.app import AppOptions, RpentApp
 from rpent_tui.services import commands
 from rpent_tui.services.commands import TaskCommand
-from rpent_tui.services.session import Session, SessionConfig
+try:
+    from rpent.session.core import Session
+    from rpent.session.model import SessionConfig
+except ImportError:  # an older baseline: the session lived in the TUI package
+    from rpent_tui.services.session import Session, SessionConfig
 N, RATE, SWITCHES = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 commands.known_suites()
 def frame(i):

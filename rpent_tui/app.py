@@ -9,7 +9,7 @@ Architecture (issue 9; ``shared/reference/tui_reference.md`` §2, §5):
   the same way (``install_exit_signals``).
 * The service layer reports through one thread-safe sink -> ``ServiceEvent`` messages; the app
   forwards each to every live screen's ``handle_service_event`` and opens the operator modal.
-* Screens are modes: F2 Services, F3 Run, F4 Code editor, F5 Trajectories, F6 Flywheel export.
+* Screens are modes: F2 Services, F3 Run, F4 Code editor, F5 Trajectories, F6 Flywheel export, F7 Batch, F9 Explore.
   F1/``?`` help, ctrl+p palette, ctrl+o jump overlay, ctrl+t themes, ctrl+q quit; every binding
   has an id, remappable with ``--keymap`` (``App.set_keymap``).
 """
@@ -31,6 +31,7 @@ from textual.screen import Screen
 from .messages import ServiceEvent
 from .screens.batch import BatchScreen
 from .screens.editor import EditorScreen
+from .screens.explore import ExploreScreen
 from .screens.flywheel import FlywheelScreen
 from .screens.help import HelpScreen
 from .screens.jump import JumpScreen
@@ -41,7 +42,8 @@ from .screens.trajectories import TrajectoriesScreen
 from .services.code_cells import CodeCellService
 from .services.commands import warm_up as warm_suite_list
 from .services.flywheel import FlywheelRunner
-from .services.session import OperatorPrompt, OperatorResolved, Session, SessionChanged
+from rpent.session.core import Session
+from rpent.session.model import OperatorPrompt, OperatorResolved, SessionChanged
 from .services.trio_bridge import TrioBridge, install_exit_signals
 
 __all__ = ["RpentApp", "AppOptions", "SCREEN_MODES"]
@@ -49,7 +51,8 @@ __all__ = ["RpentApp", "AppOptions", "SCREEN_MODES"]
 #: Screen modes and their F-keys.
 SCREEN_MODES = {"services": ("f2", ServicesScreen, "Services"), "run": ("f3", RunScreen, "Run"),
          "editor": ("f4", EditorScreen, "Code editor"), "trajectories": ("f5", TrajectoriesScreen, "Trajectories"),
-         "flywheel": ("f6", FlywheelScreen, "Flywheel export"), "batch": ("f7", BatchScreen, "Batch")}
+         "flywheel": ("f6", FlywheelScreen, "Flywheel export"), "batch": ("f7", BatchScreen, "Batch"),
+         "explore": ("f9", ExploreScreen, "Explore")}
 
 
 @dataclass

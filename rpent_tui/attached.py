@@ -89,9 +89,19 @@ class AttachedApp(RpentApp):
     def __init__(self, session: Any, options: AppOptions | None = None, owned: subprocess.Popen | None = None) -> None:
         super().__init__(lambda sink: _bind(session, sink), options)
         self.cells = session.cells
+        self.flywheel = session.flywheel  # exports run in the session: a detach does not stop them
         self.owned = owned
         self.stopped_session = False
         self._attached_once = False
+
+    def on_mount(self) -> None:
+        """Load the ``/rpent-task`` suite tables on a thread (the first parse or completion would import
+        LIBERO's benchmark on the UI thread: seconds). Textual then runs ``RpentApp.on_mount`` too."""
+        import threading
+
+        from .services.commands import known_suites
+
+        threading.Thread(target=known_suites, name="warm-task-commands", daemon=True).start()
 
     @property
     def session_name(self) -> str:

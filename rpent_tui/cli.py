@@ -98,7 +98,7 @@ def session_config_from_args(args: argparse.Namespace):
     Raises:
         SessionConfigError: ``--env-endpoint`` (the seed's reason), unknown robot or shared service.
     """
-    from .services.session import SessionConfig
+    from rpent.session.model import SessionConfig
 
     choice = args.shared.strip()
     if choice == "auto":
@@ -141,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from .services.images import ImageModeError, prepare_textual_image, query_terminal, resolve_image_mode
-    from .services.session import Session, SessionConfigError, default_shared_specs
+    from rpent.session.core import Session
+    from rpent.session.defaults import default_shared_specs
+    from rpent.session.model import SessionConfigError
 
     if args.list or args.stop is not None:
         return _manage_sessions(args, parser)

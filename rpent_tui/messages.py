@@ -14,7 +14,7 @@ from typing import Any
 from textual.message import Message
 
 from .services.code_cells import CellProgress
-from .services.session import SessionChanged
+from rpent.session.model import SessionChanged
 
 __all__ = ["ServiceEvent"]
 

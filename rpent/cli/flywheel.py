@@ -3,9 +3,10 @@
 Usage::
 
     rpent-flywheel [export] --input-root RUNS --output-dir NEW [--rules v1|v2] [--video [--vcodec C]]
-        [--val-fraction F [--split-seed S]] [--image-writer-threads N] [--no-progress]
+        [--val-fraction F [--split-seed S]] [--image-stats sampled|full] [--image-writer-threads N]
+        [--no-progress]
     rpent-flywheel validate ROOT [--json]
-    rpent-flywheel view DATASET [--episode K] [--output FILE.rrd]
+    rpent-flywheel view DATASET [--episode K] [--output FILE.rrd] [--image-format jpeg|png]
 
 ``export`` is the default command (the product document ``shared/seeds/004`` form
 ``rpent-flywheel --input-root ... --output-dir ...`` keeps working).
@@ -46,12 +47,16 @@ def _export_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--val-fraction", type=float, default=0.0, metavar="F",
                    help="put this share of whole episodes into <output-dir>/val (default 0: train only)")
     p.add_argument("--split-seed", type=int, default=0, metavar="S", help="seed of the episode split (default 0)")
+    p.add_argument("--image-stats", choices=("sampled", "full"), default="sampled",
+                   help="camera statistics per episode: on every 4th pixel row and column (default, 16x less work) "
+                        "or on every pixel (lerobot's own computation)")
     p.add_argument(
         "--image-writer-threads",
         type=int,
         default=0,
         metavar="N",
-        help="threads that compress and save PNG images in parallel (default 0: one by one)",
+        help="threads of lerobot's image writer (default 0); recorded PNG frames are copied as they are, so this "
+             "only matters for images that are not PNG files",
     )
     p.add_argument("--no-progress", action="store_true", help="do not show progress bars")
     return p
@@ -69,14 +74,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command")
     _export_parser(sub.add_parser("export", help="export records to a LeRobot dataset (the default command)"))
-    v = sub.add_parser("validate", help="check raw trajectory records and say what is wrong per episode")
+    v = sub.add_parser("validate", help="check raw trajectory records and the run records beside them (transcript, "
+                                         "states.json); say what is wrong per episode")
     v.add_argument("root", help="a record, a run directory, a batch results root or any parent")
     v.add_argument("--json", action="store_true", help="print the findings as JSON")
     w = sub.add_parser("view", help="write a Rerun recording (.rrd) of one episode of an exported dataset")
     w.add_argument("dataset", help="an exported dataset (the directory holding meta/info.json, e.g. OUT/train) or OUT")
     w.add_argument("--episode", type=int, default=0, metavar="K", help="episode index (default 0)")
     w.add_argument("--output", default=None, metavar="FILE.rrd",
-                   help="where to write the recording (default <dataset>/../view_episode_<K>.rrd)")
+                   help="where to write the recording (default <dataset>/../view_<train|val>_episode_<K>.rrd)")
+    w.add_argument("--image-format", choices=("jpeg", "png"), default="jpeg",
+                   help="camera frames as JPEG (default, quality 90, small) or lossless PNG")
     return p
 
 
@@ -110,6 +118,7 @@ def _run_export(args: argparse.Namespace) -> int:
             image_writer_threads=args.image_writer_threads,
             video=args.video,
             vcodec=args.vcodec,
+            image_stats=args.image_stats,
             val_fraction=args.val_fraction,
             split_seed=args.split_seed,
             progress=not args.no_progress,
@@ -173,11 +182,12 @@ def _run_view(args: argparse.Namespace) -> int:
     from rpent.flywheel.view import ViewError, write_episode_rrd
 
     try:
-        out = write_episode_rrd(args.dataset, args.episode, args.output)
+        out = write_episode_rrd(args.dataset, args.episode, args.output, image_format=args.image_format)
     except ViewError as e:
         _err(f"error: {e}")
         return 2
-    print(f"wrote {out['path']} ({out['frames']} frame(s) of episode {args.episode}); open it with `rerun {out['path']}`")
+    print(f"wrote {out['path']} ({out['frames']} frame(s) of episode {args.episode}, {out['bytes'] / 1e6:.1f} MB, "
+          f"{args.image_format.upper()} frames); open it with `rerun {out['path']}`")
     return 0
 
 

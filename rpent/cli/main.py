@@ -410,7 +410,7 @@ def dashboard_main(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     from rpent_tui.cli import build_parser as tui_parser
     from rpent_tui.cli import session_config_from_args
     from rpent_tui.dashboard import TOKEN_ENV, check_bind, dashboard_command, make_server
-    from rpent_tui.services.session import SessionConfigError
+    from rpent.session.model import SessionConfigError
 
     token = args.dashboard_token or os.environ.get(TOKEN_ENV) or None
     try:

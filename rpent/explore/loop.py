@@ -9,7 +9,10 @@ solved, on a planner error (a timeout moves on to the next session), or when the
 used up. Then, only when solved: the solving session's transcript and recipe are published to
 the memory inbox as ``<cell>.json`` + ``<cell>_recipe.jsonl`` (and the recipe to the explore
 directory), and unless ``auto_merge`` is off the inbox is merged with ``solved=True``.
-``explore.json`` in the explore directory says what happened.
+``explore.json`` in the explore directory says what happened; it is rewritten (atomically) when
+a session starts or ends and when an attempt is archived, with ``status: running`` and the
+``current`` session/attempt until the loop ends (``status: finished``), so the TUI's Explore
+screen can follow a running exploration.
 """
 
 from __future__ import annotations
@@ -94,47 +97,74 @@ async def run_explore(cfg, opts: ExploreOptions, *, operator=None, steering=None
 
         ctx = load_context(cfg.memory_dir, cfg.robot, cfg.suite, cfg.task)
         system += ctx.prompt_section()
-    doc: dict = {"cell": cell, "sessions": [], "solved": False, "merged": None, "error": None,
+    doc: dict = {"cell": cell, "suite": cfg.suite, "task": cfg.task, "seed": cfg.seed, "planner": cfg.planner,
+                 "status": "running", "sessions_max": opts.sessions,
+                 "attempts_per_session": opts.attempts_per_session, "sessions": [], "current": None,
+                 "attempts_archived": [], "solved": False, "merged": None, "error": None,
                  "memory_inbox": str(state.inbox)}
-    solving = None
-    for k in range(1, opts.sessions + 1):
-        state.session, state.attempt, state.calls = k, 1, []
-        scfg = copy.copy(cfg)
-        scfg.planner_config = copy.copy(cfg.planner_config)  # a fresh planner (and its output dir) per session
-        scfg.planner_config.output_dir = None
-        scfg.memory_dir = None  # the exploration prompt carries the memory; runs never write the corpus
-        scfg.output_dir = str(root / "sessions" / f"session_{k:03d}")
-        if k > 1:
-            notes_path = state.inbox / "wip" / "notes.md"
-            notes = notes_path.read_text(encoding="utf-8") if notes_path.is_file() else ""
-            scfg.user_message = handoff_message(k, opts.sessions, root, state.archived, notes, task_msg)
-        async with Supervisor(log_dir=scfg.output_dir) as sup:
-            outcome = await run_task(scfg, sup, operator=operator, steering=steering, verbose=verbose,
-                                     toolkit_cls=explore_toolkit_class(state), system_prompt=system)
-        doc["sessions"].append({"session": k, "output_dir": scfg.output_dir, "attempts": state.attempt,
-                                "environment_success": outcome.environment_success, "error": outcome.error,
-                                "stop_reason": outcome.stop_reason, "finish": outcome.finish})
-        if outcome.environment_success:
-            doc["solved"], solving = True, Path(scfg.output_dir)
-            break
-        if outcome.error and outcome.stop_reason != "timeout":
-            doc["error"] = outcome.error
-            break
-    doc["attempts_archived"] = list(state.archived)
-    if solving is not None:
-        state.inbox.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(state.inbox / f"{cell}.json", (solving / f"transcript_{cell}.json").read_bytes())
-        recipe = (solving / f"{cell}_recipe.jsonl").read_bytes()
-        write_bytes_atomic(state.inbox / f"{cell}_recipe.jsonl", recipe)
-        write_bytes_atomic(root / f"{cell}_recipe.jsonl", recipe)
-        if opts.auto_merge and doc["error"] is None:
-            from rpent.memory.merge import MergeError, merge_inbox
 
-            try:
-                doc["merged"] = merge_inbox(corpus, cell, solved=True).to_dict()
-            except MergeError as exc:
-                doc["error"] = f"memory merge refused: {exc}"
-    write_bytes_atomic(root / "explore.json", (json.dumps(doc, indent=1) + "\n").encode("utf-8"))
+    def progress() -> None:
+        """Rewrite ``explore.json`` (atomically) so watchers (the TUI's Explore screen) see the
+        current session and attempt while the exploration runs."""
+        doc["current"] = {"session": state.session, "attempt": state.attempt} if doc["status"] == "running" else None
+        doc["attempts_archived"] = list(state.archived)
+        write_bytes_atomic(root / "explore.json", (json.dumps(doc, indent=1) + "\n").encode("utf-8"))
+
+    state.on_change = progress
+    try:
+        solving = None
+        for k in range(1, opts.sessions + 1):
+            state.session, state.attempt, state.calls = k, 1, []
+            doc["sessions"].append({"session": k, "output_dir": str(root / "sessions" / f"session_{k:03d}"),
+                                    "attempts": 1, "state": "running"})
+            progress()
+            scfg = copy.copy(cfg)
+            scfg.planner_config = copy.copy(cfg.planner_config)  # a fresh planner (and its output dir) per session
+            scfg.planner_config.output_dir = None
+            scfg.memory_dir = None  # the exploration prompt carries the memory; runs never write the corpus
+            scfg.output_dir = str(root / "sessions" / f"session_{k:03d}")
+            if k > 1:
+                notes_path = state.inbox / "wip" / "notes.md"
+                notes = notes_path.read_text(encoding="utf-8") if notes_path.is_file() else ""
+                scfg.user_message = handoff_message(k, opts.sessions, root, state.archived, notes, task_msg)
+            async with Supervisor(log_dir=scfg.output_dir) as sup:
+                outcome = await run_task(scfg, sup, operator=operator, steering=steering, verbose=verbose,
+                                         toolkit_cls=explore_toolkit_class(state), system_prompt=system)
+            doc["sessions"][-1].update({"attempts": state.attempt, "state": "finished",
+                                        "environment_success": outcome.environment_success, "error": outcome.error,
+                                        "stop_reason": outcome.stop_reason, "finish": outcome.finish})
+            progress()
+            if outcome.environment_success:
+                doc["solved"], solving = True, Path(scfg.output_dir)
+                break
+            if outcome.error and outcome.stop_reason != "timeout":
+                doc["error"] = outcome.error
+                break
+        doc["attempts_archived"] = list(state.archived)
+        if solving is not None:
+            state.inbox.mkdir(parents=True, exist_ok=True)
+            write_bytes_atomic(state.inbox / f"{cell}.json", (solving / f"transcript_{cell}.json").read_bytes())
+            recipe = (solving / f"{cell}_recipe.jsonl").read_bytes()
+            write_bytes_atomic(state.inbox / f"{cell}_recipe.jsonl", recipe)
+            write_bytes_atomic(root / f"{cell}_recipe.jsonl", recipe)
+            if opts.auto_merge and doc["error"] is None:
+                from rpent.memory.merge import MergeError, merge_inbox
+
+                try:
+                    doc["merged"] = merge_inbox(corpus, cell, solved=True).to_dict()
+                except MergeError as exc:
+                    doc["error"] = f"memory merge refused: {exc}"
+    except BaseException as exc:  # a crash or a cancellation: the record says so, never "running" forever
+        doc["status"] = "finished"
+        doc["error"] = doc["error"] or f"exploration ended by {type(exc).__name__}: {exc}"
+        for sess in doc["sessions"]:
+            if sess.get("state") == "running":
+                sess["state"] = "finished"
+                sess.setdefault("error", doc["error"])
+        progress()
+        raise
+    doc["status"] = "finished"
+    progress()
     log.info("exploration of %s: solved=%s sessions=%d archived=%d merged=%s", cell, doc["solved"],
              len(doc["sessions"]), len(state.archived), bool(doc["merged"]))
     return doc

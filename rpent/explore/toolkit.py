@@ -15,8 +15,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -28,6 +30,8 @@ from rpent.robots.libero.toolkit import LiberoToolkit
 from rpent.toolkit.registry import tool
 
 __all__ = ["ExploreState", "ExploreToolkit", "explore_toolkit_class"]
+
+log = logging.getLogger("rpent.run")
 
 _DRAFT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 
@@ -42,6 +46,8 @@ class ExploreState:
         attempts_per_session: resets allowed per session (0 = unlimited).
         archived: attempt archives written so far (all sessions), in order.
         session: current session number (1-based); attempt: current attempt in it (1-based).
+        on_change: called (no arguments) after an attempt is archived; the loop rewrites
+            ``explore.json`` there. An exception it raises is logged, never returned to the planner.
     """
 
     root: Path
@@ -52,6 +58,7 @@ class ExploreState:
     attempt: int = 1
     calls: list[dict] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    on_change: Callable[[], None] | None = None
 
     def attempts_left(self) -> bool:
         """More resets allowed in this session."""
@@ -98,6 +105,11 @@ class ExploreToolkit(LiberoToolkit):
             ex.archived.append(path.relative_to(ex.root).as_posix())
             ex.calls = []
             ex.attempt += 1
+        if ex.on_change is not None:
+            try:
+                ex.on_change()
+            except Exception:  # noqa: BLE001 - a progress file must not break the attempt
+                log.exception("writing the exploration progress failed")
         self.reset_episode()
         return {"status": "reset", "archived": ex.archived[-1], "attempt": ex.attempt,
                 "attempts_per_session": ex.attempts_per_session}

@@ -6,17 +6,23 @@ Inputs are the run's *audit* and *recipe*:
   or a run directory holding exactly one. It must say ``environment_success: true``; its
   messages give the order of the tool calls and the ``segment`` results (object estimates).
 * recipe: the run's ``<tag>_recipe.jsonl`` (written only for solved runs): the successful
-  commands, one JSON object per line, ``{"action": tool, **args}``; optional
-  ``{"action": "segment", "prompt", "camera"}`` lines are accepted too.
+  commands, one JSON object per line, ``{"action": tool, **args}``, and the successful
+  ``segment`` calls, ``{"action": "segment", "prompt" | "point", "camera", "artifact"?}``, in
+  (step, segment index) order (reference §6.1; :meth:`rpent.run.record.RunRecord.recipe_commands`).
 
-The transcript's successful ``segment`` calls become anchor observations; each recipe command
-becomes a plan step, matched in order to the transcript's non-error call of that tool.
+With ``segment`` lines the recipe gives the order of the plan: each text-prompt segment becomes
+an observation of its anchor (the prompt), its reference estimate read from the line's
+``artifact`` in the recipe's run directory, else from the transcript's matching segment call.
+An older recipe without ``segment`` lines is still read: the transcript's successful segment
+calls (after its last reset) are then interleaved with the recipe commands in call order, each
+command matched in order to the transcript's non-error call of that tool.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +36,7 @@ BIND_RADIUS_M = 0.15
 #: Estimate keys kept in the anchors file (the ``object_estimate`` of a ``segment`` result).
 _ESTIMATE_KEYS = ("center", "top_z", "bottom_z", "major_yaw", "major_extent", "minor_extent", "ridge_yaw")
 #: Read-only tools: never part of a recipe.
-_READONLY = {"view_env_state", "view_camera_meta", "back_project", "segment", "finish",
+_READONLY = {"view_env_state", "view_fixtures", "view_camera_meta", "back_project", "segment", "finish",
              "request_operator_verdict", "write_memory_draft"}
 
 
@@ -149,6 +155,119 @@ def _interpolate_free_waypoints(steps: list[dict]) -> None:
         steps[i]["interp"] = [prev, nxt, round(t, 5)]
 
 
+class _PlanBuilder:
+    """Accumulates anchors and plan steps (see :mod:`rpent.flash.files` for the step format)."""
+
+    def __init__(self, bind_radius_m: float) -> None:
+        self.bind_radius_m = bind_radius_m
+        self.anchors: list[dict] = []
+        self.by_prompt: dict[str, dict] = {}
+        self.steps: list[dict] = []
+        self.current_anchor: str | None = None
+
+    def locate(self, prompt: str, camera: str, estimate: dict, obj: str | None) -> None:
+        """A successful text-prompt ``segment``: a new observation of the prompt's anchor."""
+        est = {k: estimate.get(k) for k in _ESTIMATE_KEYS}
+        anchor = self.by_prompt.get(prompt)
+        if anchor is None:
+            anchor = {"id": f"a{len(self.anchors)}", "prompt": prompt, "object": obj, "observations": []}
+            self.anchors.append(anchor)
+            self.by_prompt[prompt] = anchor
+        anchor["observations"].append({"camera": camera, "estimate": est})
+        self.steps.append({"op": "locate", "anchor": anchor["id"], "camera": camera,
+                           "observation": len(anchor["observations"]) - 1})
+
+    def tool(self, cmd: dict) -> None:
+        """A recipe command: bound to the nearest anchor within the radius when it has an ``xyz``."""
+        args = {k: v for k, v in cmd.items() if k != "action"}
+        step: dict[str, Any] = {"op": "tool", "tool": cmd["action"], "args": args, "anchor": None,
+                                "observation": None, "offset_xy": None}
+        if isinstance(args.get("xyz"), list) and len(args["xyz"]) == 3:
+            best, best_d = None, self.bind_radius_m
+            for a in self.anchors:
+                c = a["observations"][-1]["estimate"]["center"]
+                d = math.hypot(args["xyz"][0] - c[0], args["xyz"][1] - c[1])
+                if d <= best_d:
+                    best, best_d = a, d
+            if best is not None:
+                c = best["observations"][-1]["estimate"]["center"]
+                step.update(anchor=best["id"], observation=len(best["observations"]) - 1,
+                            offset_xy=[round(args["xyz"][0] - c[0], 5), round(args["xyz"][1] - c[1], 5)])
+                self.current_anchor = best["id"]
+            else:
+                self.current_anchor = None
+        elif args.get("target_yaw") is not None and self.current_anchor is not None:
+            a = next(x for x in self.anchors if x["id"] == self.current_anchor)
+            step.update(anchor=a["id"], observation=len(a["observations"]) - 1)
+        self.steps.append(step)
+
+
+def _from_segment_recipe(builder: _PlanBuilder, commands: list[dict], calls: list[dict], run_dir: Path,
+                         recipe, audit_path: Path) -> None:
+    """A recipe that lists its ``segment`` calls (reference §6.1; written by
+    :meth:`rpent.run.record.RunRecord.recipe_commands`): the recipe gives the order of
+    everything; each segment's result (the reference observation) is read from the line's
+    ``artifact`` in the recipe's run directory, else from the transcript's next successful
+    ``segment`` call with the same prompt and camera. Point-prompt segments are kept out of the
+    plan (a pixel of the source scene names nothing in another scene)."""
+    seg_calls = [c for c in calls if c["name"] == "segment" and not c["error"]]
+    used = 0
+    for n, cmd in enumerate(commands, 1):
+        if cmd["action"] != "segment":
+            if cmd["action"] not in _READONLY:
+                builder.tool(cmd)
+            continue
+        prompt, camera = cmd.get("prompt"), cmd.get("camera") or "agentview"
+        if not isinstance(prompt, str) or not prompt:
+            continue  # a point prompt: nothing to re-localise in another scene
+        res = None
+        if isinstance(cmd.get("artifact"), str):
+            path = run_dir / cmd["artifact"]
+            try:
+                res = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                res = None
+        if res is None:
+            j = next((k for k in range(used, len(seg_calls))
+                      if seg_calls[k]["input"].get("prompt") == prompt
+                      and (seg_calls[k]["input"].get("camera") or "agentview") == camera), None)
+            if j is None:
+                raise FlashGenerateError(f"--recipe {recipe} line {n} (segment {prompt!r} on "
+                                         f"{camera}) has neither its artifact nor a matching segment call in the "
+                                         f"audit {audit_path}; pass the recipe of the same run, in its run directory")
+            used = j + 1
+            res = seg_calls[j]["result"] or {}
+        if not res.get("found") or not res.get("object_estimate"):
+            continue
+        builder.locate(prompt, camera, res["object_estimate"], res.get("object"))
+
+
+def _from_transcript(builder: _PlanBuilder, commands: list[dict], calls: list[dict], recipe, audit_path) -> None:
+    """An older recipe without ``segment`` lines: the transcript's successful segment calls are
+    interleaved with the recipe commands in call order (each command matched in order to the
+    transcript's non-error call of that tool)."""
+    ci = 0  # next recipe command to match
+    for call in calls:
+        if call["name"] == "segment":
+            res = call["result"] or {}
+            prompt = call["input"].get("prompt")
+            if call["error"] or not res.get("found") or not res.get("object_estimate") or not prompt:
+                continue
+            camera = call["input"].get("camera") or res.get("camera") or "agentview"
+            builder.locate(prompt, camera, res["object_estimate"], res.get("object"))
+            continue
+        if call["error"] or call["name"] in _READONLY or ci >= len(commands):
+            continue
+        cmd = commands[ci]
+        if not _same_command(cmd, call):
+            continue  # a call the recipe left out (e.g. before a reset)
+        ci += 1
+        builder.tool(cmd)
+    if ci < len(commands):
+        raise FlashGenerateError(f"--recipe {recipe}: command {ci + 1} ({commands[ci]['action']}) has no matching "
+                                 f"successful call in the audit {audit_path}; pass the recipe of the same run")
+
+
 def generate(audit: str | Path, recipe: str | Path, destination: str | Path,
              bind_radius_m: float = BIND_RADIUS_M) -> tuple[Path, Path]:
     """Write ``<cell>_plan.json`` and ``<cell>_anchors.json`` for the audited run into ``destination``.
@@ -170,72 +289,26 @@ def generate(audit: str | Path, recipe: str | Path, destination: str | Path,
         raise FlashGenerateError(f"--audit {audit_path}: the run was not solved (environment_success="
                                  f"{doc.get('environment_success')!r}); flash plans come only from solved runs")
     commands = read_recipe(recipe)
+    suite, task, seed = str(doc["suite"]), int(doc["task"]), int(doc["seed"])
+    cell = cell_tag(suite, task, seed)
+    m = re.match(r"^(.+)_recipe\.jsonl$", Path(recipe).name)
+    if m and m.group(1) != cell:
+        raise FlashGenerateError(f"--recipe {recipe} is the recipe of {m.group(1)}, but the audit {audit_path} is "
+                                 f"the run of {cell}; pass the recipe of the same run")
     calls = _calls(doc["messages"])
     resets = [i for i, c in enumerate(calls) if c["name"] in ("reset", "request_scene_reset") and not c["error"]]
     if resets:
         calls = calls[resets[-1] + 1:]  # the recipe covers only the attempt after the last reset
-    anchors: list[dict] = []
-    by_prompt: dict[str, dict] = {}
-    steps: list[dict] = []
-    ci = 0  # next recipe command to match
-    current_anchor: str | None = None
-    for call in calls:
-        if ci < len(commands) and commands[ci]["action"] == "segment" and call["name"] == "segment" \
-                and not call["error"]:
-            ci += 1  # an upstream-style recipe lists the segment calls too
-        if call["name"] == "segment":
-            res = call["result"] or {}
-            prompt = call["input"].get("prompt")
-            if call["error"] or not res.get("found") or not res.get("object_estimate") or not prompt:
-                continue
-            est = {k: res["object_estimate"].get(k) for k in _ESTIMATE_KEYS}
-            camera = call["input"].get("camera") or res.get("camera") or "agentview"
-            anchor = by_prompt.get(prompt)
-            if anchor is None:
-                anchor = {"id": f"a{len(anchors)}", "prompt": prompt, "object": res.get("object"),
-                          "observations": []}
-                anchors.append(anchor)
-                by_prompt[prompt] = anchor
-            anchor["observations"].append({"camera": camera, "estimate": est})
-            steps.append({"op": "locate", "anchor": anchor["id"], "camera": camera,
-                          "observation": len(anchor["observations"]) - 1})
-            continue
-        if call["error"] or call["name"] in _READONLY or ci >= len(commands):
-            continue
-        cmd = commands[ci]
-        if not _same_command(cmd, call):
-            continue  # a call the recipe left out (e.g. before a reset)
-        ci += 1
-        args = {k: v for k, v in cmd.items() if k != "action"}
-        step: dict[str, Any] = {"op": "tool", "tool": cmd["action"], "args": args, "anchor": None,
-                                "observation": None, "offset_xy": None}
-        if isinstance(args.get("xyz"), list) and len(args["xyz"]) == 3:
-            best, best_d = None, bind_radius_m
-            for a in anchors:
-                c = a["observations"][-1]["estimate"]["center"]
-                d = math.hypot(args["xyz"][0] - c[0], args["xyz"][1] - c[1])
-                if d <= best_d:
-                    best, best_d = a, d
-            if best is not None:
-                c = best["observations"][-1]["estimate"]["center"]
-                step.update(anchor=best["id"], observation=len(best["observations"]) - 1,
-                            offset_xy=[round(args["xyz"][0] - c[0], 5), round(args["xyz"][1] - c[1], 5)])
-                current_anchor = best["id"]
-            else:
-                current_anchor = None
-        elif args.get("target_yaw") is not None and current_anchor is not None:
-            a = next(x for x in anchors if x["id"] == current_anchor)
-            step.update(anchor=a["id"], observation=len(a["observations"]) - 1)
-        steps.append(step)
+    builder = _PlanBuilder(bind_radius_m)
+    if any(c["action"] == "segment" for c in commands):
+        _from_segment_recipe(builder, commands, calls, Path(recipe).parent, recipe, audit_path)
+    else:
+        _from_transcript(builder, commands, calls, recipe, audit_path)
+    anchors, steps = builder.anchors, builder.steps
     _interpolate_free_waypoints(steps)
-    if ci < len(commands):
-        raise FlashGenerateError(f"--recipe {recipe}: command {ci + 1} ({commands[ci]['action']}) has no matching "
-                                 f"successful call in the audit {audit_path}; pass the recipe of the same run")
     if not anchors:
         raise FlashGenerateError(f"--audit {audit_path}: the run localised no object with segment, so the plan "
                                  "would have nothing to re-localise")
-    suite, task, seed = str(doc["suite"]), int(doc["task"]), int(doc["seed"])
-    cell = cell_tag(suite, task, seed)
     ident = {"cell": cell, "suite": suite, "task": task, "seed": seed, "task_language": doc.get("task_language")}
     plan = {"schema": PLAN_SCHEMA, **ident,
             "source": {"audit": str(audit_path), "recipe": str(recipe), "planner": doc.get("planner"),

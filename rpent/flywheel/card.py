@@ -67,6 +67,9 @@ def provenance_markdown(report: dict, split_name: str, episode_indices: list[int
         f"- Planners: {json.dumps({str(k): v for k, v in sorted(planners.items(), key=lambda kv: str(kv[0]))})}",
         f"- Robot: {report['robot']}; fps {report['dataset']['fps']}; cameras stored as "
         + ("video (" + report["dataset"]["vcodec"] + ")" if report["dataset"]["use_videos"] else "PNG images"),
+        "- Statistics (`meta/stats.json`): lerobot's per-episode statistics aggregated by lerobot; camera "
+        + ("statistics on every 4th pixel row and column of lerobot's frame sample"
+           if report["dataset"].get("image_stats", "sampled") == "sampled" else "statistics on every pixel"),
         f"- Input root: `{report['input_root']}`; runs seen {report['counts']['runs_seen']}, "
         f"exported {report['counts']['runs_exported']}",
         f"- Exclusions by reason (whole export): {json.dumps(dict(sorted(reasons.items())))}",

@@ -6,31 +6,38 @@ the same four, rpent_reference §5.1): images uint8 256x256x3, state float32 [8]
 float32 [7]; fps 20 (LIBERO control rate), robot type ``panda``.
 
 Camera streams are stored either as PNG inside the parquet files (``dtype: image``, the
-default, what upstream RPent wrote; the recorded PNG files are taken as they are, see
-:func:`_copying_dataset_class`) or, with ``video=True``, as lerobot video features
-(``dtype: video``): lerobot's streaming encoder encodes each episode on the CPU while frames are
-added (codec ``libsvtav1`` = AV1 by default, or ``h264``; both are encoders inside the PyAV
-wheel). Reading video datasets back needs torchcodec plus FFmpeg's shared libraries (lerobot
-0.4.4 decodes with torchcodec; its PyAV fallback needs a torchvision VideoReader that
-torchvision 0.28 no longer has). Statistics per feature (``meta/stats.json``: min, max, mean,
-std, count, quantiles) are lerobot's own, computed per episode and aggregated by lerobot.
+default, what upstream RPent wrote) or, with ``video=True``, as lerobot video features
+(``dtype: video``): lerobot encodes each episode on the CPU from its staged frame files after
+the episode (codec ``libsvtav1`` = AV1 by default, at lerobot's fastest preset 12, or ``h264``;
+both are encoders inside the PyAV wheel). Either way the recorded PNG files are staged as they
+are (copied, never decoded and re-encoded, see :func:`_copying_dataset_class`). Reading video
+datasets back needs torchcodec plus FFmpeg's shared libraries (lerobot 0.4.4 decodes with
+torchcodec; its PyAV fallback needs a torchvision VideoReader that torchvision 0.28 no longer
+has). Statistics per feature (``meta/stats.json``: min, max, mean, std, count, quantiles) are
+lerobot's, computed per episode and aggregated by lerobot; with ``image_stats="sampled"`` (the
+default) the camera statistics are computed on every 4th pixel row and column
+(:mod:`rpent.flywheel.stats`), with ``"full"`` on every pixel as lerobot does.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 from PIL import Image
 
+from rpent.flywheel import stats as _stats
 from rpent.flywheel.lerobot_compat import import_lerobot_dataset
 from rpent.flywheel.selection import IMAGE_SHAPE, Frame
 from rpent.recording import layout
-from rpent.recording.png import decode_png
 
 FPS = 20
 """LIBERO control frequency in env steps per second (robosuite control_freq 20)."""
+
+IMAGE_STATS = ("sampled", "full")
+"""Camera statistics modes: every 4th pixel row/column (:mod:`rpent.flywheel.stats`) or every pixel."""
 
 VIDEO_CODECS = ("libsvtav1", "h264")
 """Video codecs offered for ``video=True`` (CPU encoders of the PyAV wheel that lerobot 0.4.4
@@ -78,27 +85,42 @@ _COPYING_CLASS = None
 
 
 def _copying_dataset_class():
-    """lerobot's ``LeRobotDataset`` whose image features take the recorded PNG file as it is.
+    """lerobot's ``LeRobotDataset`` that stages the recorded PNG files as they are.
 
-    lerobot's ``add_frame`` re-encodes every image as PNG at zlib level 6 (~0.1 s per 256x256
-    frame on this machine, half of the export's time, benchmarks/flywheel_bench.py). The
-    recorder already wrote lossless PNG files, and the export has decoded each of them once to
-    check it (``selection.image_problem``), so ``_save_image`` copies the file byte for byte when
-    it is handed a PNG opened from disk; any other image goes through lerobot's own writer. The
-    pixels are identical either way (PNG is lossless); files are larger than level 6 (the
-    recorder uses level 1). Everything else (stats, parquet embedding, metadata) is lerobot's.
+    lerobot's ``add_frame`` re-encodes every image as PNG (zlib level 6 for image features, ~0.1 s
+    per 256x256 frame on this machine, half of the export's time before, benchmarks/
+    flywheel_bench.py) into its staging directory, from which it embeds them into parquet (image
+    features) or encodes the episode's video (video features). The recorder already wrote
+    lossless PNG files and the export has decoded each of them once to check it
+    (``selection.image_problem``), so ``_save_image`` copies the file byte for byte when it is
+    handed a PNG opened from disk; any other image goes through lerobot's own writer. The pixels
+    are identical either way (PNG is lossless); files are larger than level 6 (the recorder uses
+    level 1). ``save_episode`` takes the camera statistics from :mod:`rpent.flywheel.stats` when
+    the instance's ``rpent_image_stats`` is ``"sampled"`` and encodes the cameras one after the
+    other (lerobot's default forks one process per camera and episode). Everything else (stats
+    of the other features, aggregation, parquet embedding, video encoding, metadata) is
+    lerobot's.
     """
     global _COPYING_CLASS
     if _COPYING_CLASS is None:
         LeRobotDataset = import_lerobot_dataset()
 
         class CopyingLeRobotDataset(LeRobotDataset):
+            rpent_image_stats = "sampled"
+
             def _save_image(self, image, fpath, compress_level: int = 1) -> None:  # noqa: D102
                 src = getattr(image, "filename", None)
                 if isinstance(image, Image.Image) and image.format == "PNG" and src:
                     shutil.copyfile(src, fpath)
                     return
                 super()._save_image(image, fpath, compress_level)
+
+            def save_episode(self, episode_data: dict | None = None, parallel_encoding: bool = False) -> None:  # noqa: D102
+                if self.rpent_image_stats == "sampled":
+                    with _stats.sampled_image_stats():
+                        super().save_episode(episode_data, parallel_encoding=parallel_encoding)
+                else:
+                    super().save_episode(episode_data, parallel_encoding=parallel_encoding)
 
         _COPYING_CLASS = CopyingLeRobotDataset
     return _COPYING_CLASS
@@ -127,6 +149,7 @@ def write_lerobot_dataset(
     image_writer_threads: int = 0,
     video: bool = False,
     vcodec: str = "libsvtav1",
+    image_stats: str = "sampled",
     on_frame: Callable[[], None] | None = None,
     robot: str | None = None,
 ) -> dict:
@@ -141,6 +164,7 @@ def write_lerobot_dataset(
             in the calling thread; PNG variant only, video frames go to the streaming encoder).
         video: store the cameras as video features (see module docstring).
         vcodec: one of :data:`VIDEO_CODECS` (with ``video``).
+        image_stats: one of :data:`IMAGE_STATS` (module docstring).
         on_frame: called after each frame is added (progress).
         robot: rpent robot package: state/action lengths and fps (``layout.robot_spaces`` /
             ``layout.robot_fps``; None = LIBERO's 8/7 at 20 fps).
@@ -150,12 +174,18 @@ def write_lerobot_dataset(
 
     Raises:
         FileExistsError: ``root`` exists.
-        ValueError: unknown ``vcodec``.
+        ValueError: unknown ``vcodec`` or ``image_stats``.
         FrameLoadError: an image could not be decoded.
         LeRobotUnavailableError: lerobot is not importable.
     """
     if vcodec not in VIDEO_CODECS:
         raise ValueError(f"unknown video codec {vcodec!r}; use one of {VIDEO_CODECS}")
+    if image_stats not in IMAGE_STATS:
+        raise ValueError(f"unknown image statistics mode {image_stats!r}; use one of {IMAGE_STATS}")
+    if video:
+        # SVT-AV1 prints its configuration banner per encoded episode at its default level (3 = info);
+        # 2 keeps its warnings and errors (SVT-AV1's SVT_LOG variable, read when an encoder starts)
+        os.environ.setdefault("SVT_LOG", "2")
     ds = _copying_dataset_class().create(
         repo_id=repo_id,
         fps=layout.robot_fps(robot),
@@ -165,8 +195,8 @@ def write_lerobot_dataset(
         use_videos=video,
         image_writer_threads=0 if video else image_writer_threads,
         vcodec=vcodec,
-        streaming_encoding=video,
     )
+    ds.rpent_image_stats = image_stats
     frames = 0
     tasks: list[str] = []
     try:
@@ -174,8 +204,8 @@ def write_lerobot_dataset(
             for fr in frames_of_episode:
                 paths = (layout.resolve_artifact(record_dir, fr.main), layout.resolve_artifact(record_dir, fr.wrist))
                 try:
-                    # video: pixels for the encoder; PNG: the recorded file itself (copied by _save_image)
-                    main, wrist = (decode_png(p) for p in paths) if video else (_open_png(p) for p in paths)
+                    # the recorded file itself, staged by _save_image (parquet embedding or video encoding)
+                    main, wrist = (_open_png(p) for p in paths)
                 except (OSError, ValueError) as e:
                     raise FrameLoadError(f"{record_dir}: action seq {fr.seq}: cannot load observation: {e}") from e
                 try:

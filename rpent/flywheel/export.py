@@ -163,7 +163,7 @@ def _build_report(
 
 
 def _dataset_entry(path: str, info: dict, *, video: bool, vcodec: str, image_writer_threads: int,
-                   robot: str | None = None) -> dict:
+                   image_stats: str, robot: str | None = None) -> dict:
     return {
         "path": path,
         "format": "LeRobot v3.0 (LeRobotDataset writer)",
@@ -177,6 +177,7 @@ def _dataset_entry(path: str, info: dict, *, video: bool, vcodec: str, image_wri
         "frames": info["frames"],
         "tasks": info["tasks"],
         "image_writer_threads": 0 if video else image_writer_threads,
+        "image_stats": image_stats,
         "card": f"{path}/README.md",
     }
 
@@ -189,6 +190,7 @@ def export_records(
     image_writer_threads: int = 0,
     video: bool = False,
     vcodec: str = "libsvtav1",
+    image_stats: str = "sampled",
     val_fraction: float = 0.0,
     split_seed: int = 0,
     progress: bool = True,
@@ -208,6 +210,8 @@ def export_records(
         image_writer_threads: lerobot image-writer threads (0 = encode and save images one by one).
         video: store the cameras as video (lerobot streaming encoder, CPU) instead of PNG.
         vcodec: ``"libsvtav1"`` (AV1, default) or ``"h264"``.
+        image_stats: ``"sampled"`` (default: camera statistics on every 4th pixel row and column,
+            :mod:`rpent.flywheel.stats`) or ``"full"`` (every pixel, lerobot's computation).
         val_fraction: share of episodes (whole episodes) put into ``val/``, in [0, 1).
         split_seed: seed of the episode shuffle for the split.
         progress: show tqdm progress bars on stderr.
@@ -234,6 +238,8 @@ def export_records(
         raise FlywheelError(f"--image-writer-threads must be >= 0, got {image_writer_threads}")
     if vcodec not in _dataset.VIDEO_CODECS:
         raise FlywheelError(f"--vcodec must be one of {', '.join(_dataset.VIDEO_CODECS)}, got {vcodec!r}")
+    if image_stats not in _dataset.IMAGE_STATS:
+        raise FlywheelError(f"--image-stats must be one of {', '.join(_dataset.IMAGE_STATS)}, got {image_stats!r}")
     if not 0.0 <= val_fraction < 1.0:
         raise FlywheelError(f"--val-fraction must be in [0, 1), got {val_fraction}")
     if output_dir.exists() or output_dir.is_symlink():
@@ -286,12 +292,13 @@ def export_records(
                             image_writer_threads=image_writer_threads,
                             video=video,
                             vcodec=vcodec,
+                            image_stats=image_stats,
                             on_frame=lambda: bar.update(1),
                             robot=robot,
                         )
                         report[key] = _dataset_entry(name, {"repo_id": repo_id, "robot_type": robot_type, **written},
                                                      video=video, vcodec=vcodec, image_writer_threads=image_writer_threads,
-                                                     robot=robot)
+                                                     image_stats=image_stats, robot=robot)
                 for name, idx in ((DATASET_DIRNAME, split[0]), (VAL_DATASET_DIRNAME, split[1])):
                     if idx:
                         _card.write_dataset_card(tmp / name, report, name, idx)

@@ -16,6 +16,11 @@ the findings (``check``):
   ``capture.observations == "all"`` every action references both images.
 - ``success``: ``environment_success == true`` has a step with ``terminated == true`` (the
   evidence rule set v2 cuts at); ``false`` has none.
+- ``transcript``, ``states``: the run record next to it (``<run>/transcript_<tag>.json``,
+  ``<run>/states.json``) is well formed and agrees with the trajectory record
+  (:mod:`rpent.flywheel.runcheck`).
+
+A run directory with a transcript but no trajectory record is listed too (check ``files``).
 
 The records are only read.
 """
@@ -27,12 +32,13 @@ from pathlib import Path
 
 import numpy as np
 
+from rpent.flywheel import runcheck
 from rpent.flywheel.selection import check_action_line, check_prediction_line, image_problem
 from rpent.recording import layout
 from rpent.recording.jsonl import read_jsonl
 from rpent.recording.reader import find_record_dirs, load_record
 
-CHECKS = ("files", "task_json", "lines", "links", "observations", "success")
+CHECKS = ("files", "task_json", "lines", "links", "observations", "success", "transcript", "states")
 """The check names used in findings (module docstring)."""
 
 _MAX_PER_CHECK = 20
@@ -50,7 +56,8 @@ def validate_record(record_dir: str | Path) -> dict:
 
     Returns:
         ``{"ok": bool, "summary": str, "problems": [{"check", "detail"}], "actions": n,
-        "predictions": n, "status", "environment_success"}``. At most 20 problems per check are
+        "predictions": n, "status", "environment_success", "run_record": str | None}``
+        (``run_record``: the run directory whose transcript and ``states.json`` were checked). At most 20 problems per check are
         listed, then one line with the count of the rest.
 
     Raises:
@@ -166,6 +173,12 @@ def validate_record(record_dir: str | Path) -> dict:
     if success is False and first is not None:
         add("success", f"environment_success is false but action seq {first} has terminated=true")
 
+    # the run record (transcript, states.json) next to the trajectory record
+    run_dir = runcheck.run_dir_of(rd)
+    if run_dir is not None:
+        for check, detail in runcheck.check_run_record(run_dir, task, good_actions):
+            add(check, detail)
+
     for check, n in counts.items():
         if n > _MAX_PER_CHECK:
             problems.append({"check": check, "detail": f"... and {n - _MAX_PER_CHECK} more {check} problem(s)"})
@@ -181,6 +194,7 @@ def validate_record(record_dir: str | Path) -> dict:
         "predictions": len(preds),
         "status": (task or {}).get("status"),
         "environment_success": success,
+        "run_record": str(run_dir) if run_dir is not None else None,
     }
 
 
@@ -189,15 +203,23 @@ def validate_root(root: str | Path) -> dict:
 
     Returns:
         ``{"root", "records": [{"record": relpath, **validate_record(...)}], "counts": {"records",
-        "ok", "with_problems", "by_check": {check: records}}}``.
+        "ok", "with_problems", "by_check": {check: records}}}``; a run directory without a
+        trajectory record is one more entry (``record`` = the run's path, a ``files`` problem).
 
     Raises:
         FileNotFoundError: ``root`` does not exist or is not a directory.
     """
     root = Path(root).absolute()
     out = []
-    for d in find_record_dirs(root):
+    dirs = find_record_dirs(root)
+    for d in dirs:
         out.append({"record": _rel(d, root), **validate_record(d)})
+    for run in runcheck.find_unrecorded_runs(root, dirs):
+        problems = [{"check": c, "detail": t} for c, t in runcheck.unrecorded_run_problems(run)]
+        out.append({"record": _rel(run, root), "ok": False, "summary": "run directory without a trajectory record",
+                    "problems": problems, "actions": 0, "predictions": 0, "status": None,
+                    "environment_success": None, "run_record": str(run)})
+    out.sort(key=lambda r: r["record"])
     by_check: Counter = Counter()
     for r in out:
         by_check.update({p["check"] for p in r["problems"]})

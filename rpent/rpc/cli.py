@@ -85,11 +85,16 @@ def serve_from_args(server: RpcServer, args: argparse.Namespace) -> None:
             signal.signal(sig, lambda *_: server.shutdown())
     fired = threading.Event()
     watcher = None
+    parent = os.getppid()
     if args.parent_watch:
         watcher = threading.Thread(target=_watch_parent, args=(server, fired), name="parent-watch", daemon=True)
         watcher.start()
     print(ready_line(server), flush=True)
     server.serve_forever()
+    if watcher is not None and not fired.is_set() and os.getppid() != parent:
+        # the parent died and its death signal (SIGTERM, rpent.services.spawn) stopped us before the
+        # watcher saw stdin close: it sees it now; let it stop our process group (no orphaned grandchild)
+        fired.wait(PARENT_WATCH_GRACE_S)
     if watcher is not None and fired.is_set():
         watcher.join(2 * PARENT_WATCH_GRACE_S)  # let it finish stopping the process group
 

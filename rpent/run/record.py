@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -305,17 +306,55 @@ class RunRecord:
         return path
 
     def recipe_commands(self) -> list[dict]:
-        """Commands of non-error motion steps plus successful ``segment`` calls, in step order,
-        after the last scene reset (reference §6.1 recipe rule: the trace covers only steps after
-        the last ``reset``)."""
+        """The recipe (reference §6.1): commands of non-error motion steps plus successful
+        ``segment`` calls, ordered by (step, segment index), after the last scene reset (the
+        trace covers only steps after the last ``reset``).
+
+        A segment call is read from its ``segment_NN.json`` artifact on the step it segmented
+        and becomes ``{"action": "segment", "prompt": str | "point": [row, col], "camera",
+        "artifact": "segment_NN.json/SS.json"}`` (``artifact``: where its result, e.g. the
+        ``object_estimate``, is stored in this run directory). Segment artifacts written before
+        the query was recorded in them (older runs) or whose mask was empty are left out.
+        """
         with self._lock:
-            out = []
+            out: list[dict] = []
             for s in self.steps:
                 if (s.get("command") or {}).get("action") in ("reset", "request_scene_reset") \
                         and "error" not in (s.get("result") or {}):
                     out = []
-                    continue
-                cmd, res = s.get("command"), s.get("result") or {}
-                if cmd and "error" not in res:
-                    out.append(dict(cmd))
+                else:
+                    cmd, res = s.get("command"), s.get("result") or {}
+                    if cmd and "error" not in res:
+                        out.append(dict(cmd))
+                out.extend(self._segment_commands(s))
             return out
+
+    def _segment_commands(self, step: dict) -> list[dict]:
+        """Recipe lines of the successful ``segment`` calls recorded on ``step`` (by segment index)."""
+        found = []
+        for name in step.get("artifacts") or []:
+            m = _SEGMENT_ARTIFACT.match(name)
+            if m:
+                found.append((int(m.group(1)), name))
+        lines = []
+        for _, name in sorted(found):
+            rel = f"{name}/{int(step['step_idx']):02d}.json"
+            try:
+                doc = json.loads((self.dir / rel).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            query = doc.get("query") or {}
+            if not doc.get("found") or not (query.get("prompt") or query.get("point")):
+                continue
+            line: dict[str, Any] = {"action": "segment"}
+            if query.get("prompt"):
+                line["prompt"] = query["prompt"]
+            else:
+                line["point"] = query["point"]
+            line["camera"] = doc.get("camera") or "agentview"
+            line["artifact"] = rel
+            lines.append(line)
+        return lines
+
+
+_SEGMENT_ARTIFACT = re.compile(r"^segment_(\d+)\.json$")

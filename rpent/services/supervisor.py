@@ -17,7 +17,9 @@ channels::
 No orphans: spawned servers lead their own process group (``start_new_session``); teardown
 signals the whole group (SIGTERM, ``stop_grace_s``, SIGKILL) so grandchildren die too. Spawned
 servers also get ``--parent-watch`` and a stdin pipe: if this process dies, the pipe closes and
-the server exits (taking its group with it).
+the server exits (taking its group with it). A server still starting up (not yet watching its
+stdin) gets SIGTERM from the kernel when this process dies (``PR_SET_PDEATHSIG``, set before its
+first line: ``rpent.services.spawn.open_child``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from rpent.rpc.client import RpcClient
 from rpent.rpc.endpoint import Endpoint, parse_endpoint
 from rpent.rpc.errors import RpcError
 from rpent.rpc.procgroup import group_alive, killpg_quiet
+from rpent.services.spawn import Child, open_child
 from rpent.rpc.protocol import READY_PREFIX
 from rpent.services.spec import ServiceSpec
 
@@ -98,7 +101,7 @@ class RunningService:
         self.returncode: int | None = None
         self.health: dict | None = None
         self.log_tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
-        self._proc: trio.Process | None = None
+        self._proc: Child | None = None
         self._log_fd: int | None = None
         self._ready_or_exit = trio.Event()
         self._exited = trio.Event()
@@ -289,10 +292,10 @@ class Supervisor:
         self._log_note(svc, "starting: " + subprocess.list2cmdline(argv))
         self._set_state(svc, ServiceState.STARTING, "spawning")
         try:
-            proc = await trio.lowlevel.open_process(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                env=env, cwd=spec.cwd, start_new_session=True,
-            )
+            # forked on this (trio) thread with PR_SET_PDEATHSIG: dies with this process even while it
+            # is still starting, before its --parent-watch thread runs (rpent.services.spawn)
+            proc = await open_child(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    env=env, cwd=spec.cwd)
         except OSError as exc:
             msg = f"service {svc.name!r}: cannot run {argv[0]!r}: {exc.strerror or exc}"
             self._log_note(svc, msg)

@@ -1,6 +1,9 @@
 """The session process: a long-lived owner of the shared services, TaskRuns, operator requests and
 code cells that terminals and browsers attach to and detach from.
 
+* ``model``   - ``SessionConfig``, ``ServiceView``, ``TaskRunView`` and the events handed to a sink
+* ``core``    - ``Session``: the shared services, TaskRuns, operator requests in trio (no Textual)
+* ``defaults``- the seams onto ``rpent.run``, ``rpent.services`` and ``rpent.planners``
 * ``layout``  - the session directory (socket, token, state file, log) and the registry of sessions
 * ``wire``    - the protocol: length-prefixed ``rpent.rpc.codec`` frames, hello with token, model on the wire
 * ``server``  - ``SessionServer``: the session model in trio plus the Unix socket (0600) clients attach to

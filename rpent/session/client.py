@@ -1,5 +1,5 @@
 """``RemoteSession``: a client attached to a session process, with the interface of the in-process
-``rpent_tui.services.session.Session`` that the TUI uses (``state``, ``services``, ``runs``,
+``rpent.session.core.Session`` that the TUI uses (``state``, ``services``, ``runs``,
 ``current``, ``active``, ``start_task``, ``steer``, ``interrupt``, ``reply_operator`` ...).
 
 Two connections to ``<session dir>/session.sock``, both authenticated with the session token:
@@ -29,10 +29,12 @@ import trio
 from . import wire
 from .layout import SessionPaths
 
-__all__ = ["RemoteSession", "SessionGone", "RemoteCells", "RemoteCallError", "attach_error"]
+__all__ = ["RemoteSession", "SessionGone", "RemoteCells", "RemoteFlywheel", "RemoteCallError", "attach_error"]
 
 #: Seconds a command waits for its reply before the client reports the session as unresponsive.
 CALL_TIMEOUT_S = 30.0
+#: ``start_task`` may wait for the session to load the suite tables (LIBERO's benchmark import).
+START_TASK_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -50,12 +52,13 @@ class RemoteCallError(RuntimeError):
 def _error_class(name: str) -> type[Exception]:
     from rpent_tui.services.code_cells import NoToolkitError
     from rpent_tui.services.commands import CommandError
+    from rpent_tui.services.flywheel import FlywheelJobError
     from rpent_tui.services.operator import OperatorReplyError
-    from rpent_tui.services.session import SessionNotReady
+    from rpent.session.model import SessionNotReady
 
     known = {"SessionNotReady": SessionNotReady, "OperatorReplyError": OperatorReplyError, "CommandError": CommandError,
              "KeyError": KeyError, "NotImplementedError": NotImplementedError, "ValueError": ValueError,
-             "NoToolkitError": NoToolkitError, "RuntimeError": RuntimeError}
+             "NoToolkitError": NoToolkitError, "RuntimeError": RuntimeError, "FlywheelJobError": FlywheelJobError}
     return known.get(name, RemoteCallError)
 
 
@@ -123,6 +126,55 @@ class RemoteCells:
                                       {"source": source, "timeout_s": timeout_s, "max_calls": max_calls})
 
 
+class RemoteFlywheel:
+    """The TUI's ``FlywheelRunner`` for an attached client: the export runs in the session process, so
+    detaching (or an SSH drop) does not stop it; ``status`` mirrors the session's, output lines and
+    progress arrive as ``FlywheelOutput`` events (the backlog on attach)."""
+
+    def __init__(self, session: RemoteSession) -> None:
+        from rpent_tui.services.flywheel import FlywheelState
+
+        self._session = session
+        self.status = FlywheelState()
+
+    @property
+    def running(self) -> bool:
+        """True while the session runs an export (from the latest delta)."""
+        return self.status.state == "running"
+
+    def cancel(self) -> bool:
+        """Stop the session's export (SIGTERM to its process group, then SIGKILL). False if none runs."""
+        return bool(self._session.call("flywheel_cancel"))
+
+    async def run(self, job: Any) -> Any:
+        """Start ``job`` (a ``FlywheelJob``) in the session and return at once (the status follows).
+
+        Raises:
+            FlywheelJobError: invalid job or an export already running (checked in the session).
+        """
+        data = await trio.to_thread.run_sync(self._session.call_fresh, "flywheel_export", {
+            "input_roots": [str(p) for p in job.input_roots], "output_dir": str(job.output_dir),
+            "threads": int(job.threads), "runs": [str(p) for p in job.runs]})
+        if data and data.get("state") == "running" and self.status.state != "running":
+            self.merge(data)  # a delta may already have said more
+        return self.status
+
+    def merge(self, data: dict[str, Any] | None) -> None:
+        """Apply the session meta's ``flywheel`` entry to ``status``."""
+        from rpent_tui.services.flywheel import FlywheelJob
+
+        if not data:
+            return
+        st = self.status
+        st.state, st.pid, st.returncode, st.error = data.get("state", st.state), data.get("pid"), data.get("returncode"), data.get("error")
+        st.progress = tuple(data["progress"]) if data.get("progress") else None
+        st.report = data.get("report")
+        st.log_path = Path(data["log_path"]) if data.get("log_path") else None
+        job = data.get("job")
+        st.job = None if not job else FlywheelJob(tuple(Path(p) for p in job["input_roots"]), Path(job["output_dir"]),
+                                                  int(job.get("threads", 0)), tuple(Path(p) for p in job.get("runs") or ()))
+
+
 class RemoteSession:
     """A session process seen through its socket (see module docstring).
 
@@ -138,7 +190,7 @@ class RemoteSession:
     remote = True
 
     def __init__(self, paths: SessionPaths, sink: Any, token: str | None = None) -> None:
-        from rpent_tui.services.session import SessionConfig
+        from rpent.session.model import SessionConfig
 
         self.paths = paths
         self.session_dir = paths.root
@@ -158,6 +210,7 @@ class RemoteSession:
         self.attached = threading.Event()
         self.gone: SessionGone | None = None
         self.cells = RemoteCells(self)
+        self.flywheel = RemoteFlywheel(self)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._sock: socket.socket | None = None
@@ -243,7 +296,9 @@ class RemoteSession:
         Raises:
             SessionNotReady: as ``Session.start_task``.
         """
-        data = self.call("start_task", {"suite": command.suite, "task": command.task, "seed": command.seed})
+        # the session's first parse may wait for LIBERO's suite tables (seconds; more on a loaded machine)
+        data = self.call("start_task", {"suite": command.suite, "task": command.task, "seed": command.seed},
+                         timeout=START_TASK_TIMEOUT_S)
         return self._merge_run(data)
 
     def cancel_task(self, run_id: str, reason: str = "cancelled by the operator") -> bool:
@@ -343,8 +398,9 @@ class RemoteSession:
     def apply(self, msg: dict[str, Any]) -> None:
         """Apply a ``snapshot`` or ``delta`` to the mirror and hand the matching UI events to the sink."""
         from rpent_tui.services.code_cells import CellFinished, CellProgress
+        from rpent_tui.services.flywheel import FlywheelOutput
         from rpent_tui.services.operator import OperatorReply
-        from rpent_tui.services.session import OperatorPrompt, OperatorResolved, RunEvents, ServiceLog, SessionChanged
+        from rpent.session.model import OperatorPrompt, OperatorResolved, RunEvents, ServiceLog, SessionChanged
 
         if msg.get("t") == "snapshot":
             self._apply_config(msg.get("config") or {})
@@ -356,6 +412,11 @@ class RemoteSession:
             self.feedback = session.get("feedback", "")
             self.endpoints = dict(session.get("endpoints") or {})
             self.cell_busy = bool(session.get("cell_busy"))
+            self.flywheel.merge(session.get("flywheel"))
+            if session.get("flywheel_lines"):  # the backlog of an export started before this client attached
+                self.flywheel.status.lines[:] = list(session["flywheel_lines"])
+                self._sink(FlywheelOutput(list(session["flywheel_lines"]), self.flywheel.status.progress,
+                                          self.flywheel.status.state))
         for name, data in (msg.get("services") or {}).items():
             lines = self._merge_service(name, data)
             if lines:
@@ -381,6 +442,15 @@ class RemoteSession:
                                             OperatorReply(reply["id"], reply["answer"], reply.get("notes", ""))))
             elif kind == "cell_progress":
                 self._sink(CellProgress(notice["elapsed_s"], notice["timeout_s"], notice["calls"], notice["max_calls"]))
+            elif kind == "flywheel":
+                status = self.flywheel.status
+                status.lines.extend(notice.get("lines") or [])
+                del status.lines[:-2000]
+                if notice.get("progress"):
+                    status.progress = tuple(notice["progress"])
+                # the state in the session meta (merged above) is the newest; the notice's is the one of its lines
+                self._sink(FlywheelOutput(list(notice.get("lines") or []), status.progress,
+                                          str(notice.get("state") or status.state)))
             elif kind == "cell_finished":
                 self._sink(CellFinished(dict(notice.get("result") or {}), float(notice.get("elapsed_s", 0.0)),
                                         int(notice.get("calls", 0))))
@@ -396,7 +466,7 @@ class RemoteSession:
         return False
 
     def _apply_config(self, data: dict[str, Any]) -> None:
-        from rpent_tui.services.session import SessionConfig
+        from rpent.session.model import SessionConfig
 
         self.config = SessionConfig(output_dir=Path(data.get("output_dir") or self.output_dir),
                                     robot=data.get("robot", "libero"), planner=data.get("planner", "api"),
@@ -407,7 +477,7 @@ class RemoteSession:
         self.output_dir = Path(self.config.output_dir)
 
     def _merge_service(self, name: str, data: dict[str, Any]) -> list[str]:
-        from rpent_tui.services.session import ServiceView
+        from rpent.session.model import ServiceView
 
         view = self.services.get(name)
         if view is None:
@@ -426,7 +496,7 @@ class RemoteSession:
 
     def _merge_run(self, data: dict[str, Any]) -> Any:
         from rpent_tui.services.commands import TaskCommand
-        from rpent_tui.services.session import TaskRunView
+        from rpent.session.model import TaskRunView
 
         run = self.run_by_id(data["id"])
         if run is None:

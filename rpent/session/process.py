@@ -52,7 +52,7 @@ def session_config_from_dict(data: dict[str, Any]) -> Any:
     Raises:
         SessionConfigError: invalid options (e.g. ``--env-endpoint``, with the seed's reason).
     """
-    from rpent_tui.services.session import SessionConfig
+    from rpent.session.model import SessionConfig
 
     config = SessionConfig(output_dir=Path(data["output_dir"]), robot=data.get("robot", "libero"),
                            planner=data.get("planner", "api"), model=data.get("model"),
@@ -148,7 +148,8 @@ def stop_session(paths: SessionPaths, timeout_s: float = 60.0) -> bool:
 
 def build_session(paths: SessionPaths, sink: Any) -> Any:
     """The ``Session`` described by ``paths.config`` (shared services as ``rpent-tui`` would start them)."""
-    from rpent_tui.services.session import Session, default_shared_specs
+    from rpent.session.core import Session
+    from rpent.session.defaults import default_shared_specs
 
     data = json.loads(paths.config.read_text(encoding="utf-8"))
     config = session_config_from_dict(data["config"])

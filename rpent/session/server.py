@@ -1,7 +1,7 @@
 """``SessionServer``: one ``Session`` (shared services, TaskRuns, operator requests, code cells) served
 to any number of attached clients over the session's Unix socket.
 
-The server owns the session model (``rpent_tui.services.session.Session``, Textual-free) in its trio
+The server owns the session model (``rpent.session.core.Session``, Textual-free) in its trio
 nursery. Clients (``rpent.session.client.RemoteSession``) attach with the session token:
 
 * an *events* connection gets a ``snapshot`` (session state, every service with the newest
@@ -26,6 +26,7 @@ import logging
 import os
 import stat
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +52,22 @@ COMMANDS = {
     "status": (), "start_task": ("suite", "task", "seed"), "cancel_task": ("run_id", "reason"), "steer": ("text",),
     "interrupt": (), "reply_operator": ("run_id", "request_id", "answer", "notes"), "stop_service": ("name",),
     "restart_service": ("name",), "run_cell": ("source", "timeout_s", "max_calls"), "stop_session": (),
+    "flywheel_export": ("input_roots", "output_dir", "threads", "runs"), "flywheel_cancel": (),
 }
+#: Output lines of the flywheel export kept for a client that attaches later (the full log stays on disk).
+FLYWHEEL_BACKLOG = 500
 #: Exceptions whose type name and message travel back to the caller (anything else is reported as
 #: ``SessionError`` with its message; tracebacks stay in the session log).
 PASS_THROUGH = ("SessionNotReady", "OperatorReplyError", "CommandError", "KeyError", "NotImplementedError",
-                "ValueError", "NoToolkitError", "RuntimeError")
+                "ValueError", "NoToolkitError", "RuntimeError", "FlywheelJobError")
+
+
+def _warm_commands() -> None:
+    """Load the ``/rpent-task`` suite tables once the session serves (LIBERO's benchmark import takes
+    seconds), so the first ``start_task`` replies at once."""
+    from rpent_tui.services.commands import known_suites
+
+    known_suites()
 
 
 class _Client:
@@ -75,13 +87,18 @@ class SessionServer:
         make_session: ``sink -> Session``; called once inside ``serve`` with the thread-safe sink.
         token: the secret clients must send (the content of ``paths.token``).
         make_cells: ``sink -> CodeCellService`` for code cells run against the active TaskRun's toolkit.
+        flywheel_program: command prefix of the LeRobot exporter the session runs for ``flywheel_export``
+            (default ``python -m rpent.cli.flywheel``, see ``rpent_tui.services.flywheel.flywheel_argv``).
     """
 
     def __init__(self, paths: SessionPaths, make_session: Callable[[Callable[[Any], None]], Any], token: str, *,
-                 make_cells: Callable[[Callable[[Any], None]], Any] | None = None) -> None:
+                 make_cells: Callable[[Callable[[Any], None]], Any] | None = None,
+                 flywheel_program: list[str] | None = None) -> None:
         self.paths = paths
         self._make_session = make_session
         self._make_cells = make_cells
+        self._flywheel_program = flywheel_program
+        self.flywheel: Any = None
         self._token = token.encode()
         self.session: Any = None
         self.cells: Any = None
@@ -138,6 +155,9 @@ class SessionServer:
             self._notices = [n for n in self._notices if n.get("t") != "cell_progress"]
             self._notices.append({"t": "cell_progress", "elapsed_s": event.elapsed_s, "timeout_s": event.timeout_s,
                                   "calls": event.calls, "max_calls": event.max_calls})
+        elif name == "FlywheelOutput":
+            self._notices.append({"t": "flywheel", "lines": list(event.lines),
+                                  "progress": list(event.progress) if event.progress else None, "state": event.state})
         elif name == "CellFinished":
             self._notices.append({"t": "cell_finished", "result": wire.plain(event.result),
                                   "elapsed_s": event.elapsed_s, "calls": event.calls})
@@ -147,7 +167,21 @@ class SessionServer:
     def _session_meta(self) -> dict[str, Any]:
         s = self.session
         return {"state": s.state, "fatal_error": s.fatal_error, "feedback": s.feedback,
-                "endpoints": dict(s.endpoints), "cell_busy": bool(getattr(self.cells, "busy", False))}
+                "endpoints": dict(s.endpoints), "cell_busy": bool(getattr(self.cells, "busy", False)),
+                "flywheel": self._flywheel_meta()}
+
+    def _flywheel_meta(self) -> dict[str, Any] | None:
+        """The export's status without its output lines (those travel as ``flywheel`` notices)."""
+        status = getattr(self.flywheel, "status", None)
+        if status is None:
+            return None
+        job = status.job
+        return {"state": status.state, "pid": status.pid, "progress": list(status.progress) if status.progress else None,
+                "returncode": status.returncode, "report": wire.plain(status.report), "error": status.error,
+                "log_path": str(status.log_path) if status.log_path else None,
+                "job": None if job is None else {"input_roots": [str(p) for p in job.input_roots],
+                                                 "output_dir": str(job.output_dir), "threads": job.threads,
+                                                 "runs": [str(p) for p in job.runs]}}
 
     def snapshot(self) -> dict[str, Any]:
         """The whole model (the backlog a client gets on attach)."""
@@ -162,7 +196,10 @@ class SessionServer:
             runs.append({**wire.run_to_wire(run), "transcript_from": 0, "transcript": wire.plain(run.transcript),
                          "timeline_from": 0, "timeline": wire.plain(run.timeline),
                          "frames": {k: bytes(v) for k, v in run.frames.items()}})
-        return {"t": "snapshot", "seq": self._seq, "session": self._session_meta(), "services": services, "runs": runs,
+        meta = self._session_meta()
+        if self.flywheel is not None:
+            meta["flywheel_lines"] = list(self.flywheel.status.lines[-FLYWHEEL_BACKLOG:])
+        return {"t": "snapshot", "seq": self._seq, "session": meta, "services": services, "runs": runs,
                 "config": {"output_dir": str(config.output_dir), "robot": config.robot, "planner": config.planner,
                            "model": config.model, "vla_endpoint": config.vla_endpoint,
                            "sam3_endpoint": config.sam3_endpoint, "shared_services": list(config.shared_services),
@@ -253,7 +290,8 @@ class SessionServer:
                 "runs": [{"id": r.id, "suite": r.command.suite, "task": r.command.task, "seed": r.command.seed,
                           "state": r.state, "output_dir": str(r.output_dir)} for r in getattr(s, "runs", [])],
                 "services": {n: {"state": v.state, "endpoint": v.endpoint, "pid": v.pid}
-                             for n, v in getattr(s, "services", {}).items()}}
+                             for n, v in getattr(s, "services", {}).items()},
+                "flywheel": self._flywheel_meta() if self.flywheel is not None else None}
         if force or data != self._state_written:
             self._state_written = data
             write_json_atomic(self.paths.state, {**data, "updated_at": wire.now()})
@@ -272,6 +310,9 @@ class SessionServer:
         self.session = self._make_session(self._sink)
         if self._make_cells is not None:
             self.cells = self._make_cells(self._sink)
+        from rpent_tui.services.flywheel import FlywheelRunner
+
+        self.flywheel = FlywheelRunner(self._sink, self.paths.root, program=self._flywheel_program)
         sock_path = self.paths.socket
         sock_path.unlink(missing_ok=True)
         listener = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
@@ -291,6 +332,8 @@ class SessionServer:
                 nursery.start_soon(self.session.run, name="session")
                 nursery.start_soon(self._syncer, name="session-sync")
                 nursery.start_soon(self._accept, listener, name="session-accept")
+                nursery.start_soon(partial(trio.to_thread.run_sync, _warm_commands, abandon_on_cancel=True),
+                                   name="warm-task-commands")  # abandoned: never delays a stop
                 task_status.started()
         finally:
             self.status = "stopping"
@@ -425,7 +468,9 @@ class SessionServer:
     async def _cmd_start_task(self, suite: str, task: int, seed: int) -> dict[str, Any]:
         from rpent_tui.services.commands import TaskCommand, parse_input
 
-        command = parse_input(f"/rpent-task {suite} {int(task)} {int(seed)}")
+        # on a worker thread: the first parse imports the LIBERO suite tables (seconds; ~20 s on a loaded
+        # machine), which must not stall the deltas every attached client is waiting for
+        command = await trio.to_thread.run_sync(parse_input, f"/rpent-task {suite} {int(task)} {int(seed)}")
         if not isinstance(command, TaskCommand):  # pragma: no cover - the line above always is one
             raise ValueError("not a task command")
         run = self.session.start_task(command)
@@ -472,6 +517,47 @@ class SessionServer:
 
         self._nursery.start_soon(guarded, name="code-cell")
         return run.id
+
+    async def _cmd_flywheel_export(self, input_roots: list[str], output_dir: str, threads: int = 0,
+                                   runs: list[str] | None = None) -> dict[str, Any] | None:
+        """Start a LeRobot export in the session (it survives every client detaching); progress reaches
+        the clients as ``flywheel`` notices, the status in the session meta.
+
+        Raises:
+            FlywheelJobError: invalid job (missing input, existing output dir, negative threads) or an
+                export already running.
+        """
+        from rpent_tui.services.flywheel import FlywheelJob, FlywheelJobError
+
+        if not isinstance(input_roots, list) or not input_roots or not all(isinstance(r, str) for r in input_roots):
+            raise FlywheelJobError("input_roots must be a non-empty list of run directories")
+        job = FlywheelJob(tuple(Path(r) for r in input_roots), Path(str(output_dir)), int(threads),
+                          tuple(Path(str(r)) for r in (runs or ())))
+        if self.flywheel.running:
+            raise FlywheelJobError("an export is already running; stop it with ctrl+x first")
+        job.validate()
+        assert self._nursery is not None
+
+        before, ended = self.flywheel.status, trio.Event()
+
+        async def guarded() -> None:
+            try:
+                await self.flywheel.run(job)
+            except Exception as exc:  # noqa: BLE001 - reported to the clients, never ends the session
+                log.exception("flywheel export failed")
+                self.flywheel.status.state, self.flywheel.status.error = "failed", f"{type(exc).__name__}: {exc}"
+            finally:
+                ended.set()
+                self._kick.set()
+
+        self._nursery.start_soon(guarded, name="flywheel-export")
+        with trio.move_on_after(10):  # reply with the new export's status (run() replaces it as it starts)
+            while self.flywheel.status is before and not ended.is_set():
+                await trio.sleep(0.01)
+        return self._flywheel_meta()
+
+    async def _cmd_flywheel_cancel(self) -> bool:
+        return bool(self.flywheel.cancel())
 
     async def _cmd_stop_session(self) -> str:
         return "stopping"

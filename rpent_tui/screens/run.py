@@ -26,7 +26,7 @@ from .base import LiveScreen
 from ..widgets.footer import StableFooter
 from ..services.commands import (TASK_COMMAND, CommandError, SteerMessage, TaskCommand, completions, parse_input,
                                  suites_ready)
-from ..services.session import RunEvents, SessionChanged, SessionNotReady, TaskRunView
+from rpent.session.model import RunEvents, SessionChanged, SessionNotReady, TaskRunView
 from ..widgets.frames import FramePane
 from ..widgets.timeline import StepTimeline
 from ..widgets.transcript import TranscriptView

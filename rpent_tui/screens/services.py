@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Header
 
 from .base import LiveScreen
 from ..widgets.footer import StableFooter
-from ..services.session import ServiceLog, ServiceView, SessionChanged
+from rpent.session.model import ServiceLog, ServiceView, SessionChanged
 from ..widgets.log_view import LogView
 from ..widgets.tables import VimDataTable
 

@@ -1,5 +1,5 @@
-"""The TUI's service layer: session, trio bridge, batching, readers, operator, commands (no Textual imports).
+"""The TUI's service layer: trio bridge, batching, readers, operator, commands (no Textual imports).
 
-Import submodules directly (``from rpent_tui.services.session import Session``); this package
-imports nothing at import time so that ``rpent_tui.services`` stays usable without Textual.
+Import submodules directly (``from rpent_tui.services.operator import TuiOperator``); the session
+model lives in ``rpent.session``. This package imports nothing at import time so that ``rpent_tui.services`` stays usable without Textual.
 """

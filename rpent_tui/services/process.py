@@ -1,7 +1,8 @@
 """Supervised batch subprocess (e.g. ``rpent-flywheel``) run from a trio task.
 
-Spawn recipe from ``shared/reference/tui_reference.md`` §2.4 (verified there): ``trio.run_process``
-with ``stdin=DEVNULL`` (a child must not steal Textual's keystrokes), ``stdout=PIPE`` and
+Spawn recipe from ``shared/reference/tui_reference.md`` §2.4 (verified there), through
+``rpent.services.spawn.open_child`` (the child dies with this process, even a SIGKILLed one), with
+``stdin=DEVNULL`` (a child must not steal Textual's keystrokes), ``stdout=PIPE`` and
 ``stderr=STDOUT`` (Textual draws on the terminal; a child must never inherit fd 1/2), and
 ``start_new_session=True`` so the whole process group can be signalled. Cancelling the task sends
 SIGTERM to the group, waits ``grace_s``, then SIGKILL; after a normal exit the group is still
@@ -18,10 +19,11 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 
 import trio
+
+from rpent.services.spawn import Child, open_child
 
 from .batching import LineSplitter
 
@@ -42,7 +44,7 @@ class ProcessResult:
 async def kill_group(proc: trio.Process, grace_s: float) -> None:
     """SIGTERM the process group of ``proc``, wait up to ``grace_s`` seconds, then SIGKILL it.
 
-    Used as ``trio.run_process``'s ``deliver_cancel``; tolerates a group that is already gone.
+    ``proc`` is a ``trio.Process`` or an ``rpent.services.spawn.Child``; tolerates a group that is already gone.
     """
     try:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -99,29 +101,30 @@ async def run_supervised(argv: Sequence[str], *, on_lines: Callable[[list[str]],
         if on_lines is not None:
             on_lines(lines)
 
-    proc: trio.Process | None = None
-    spawn_error: OSError | None = None
+    proc: Child | None = None
     try:
-        async with trio.open_nursery() as nursery:
-            try:
-                proc = await nursery.start(partial(
-                    trio.run_process, list(map(str, argv)), check=False, stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                    env=full_env, cwd=None if cwd is None else str(cwd),
-                    deliver_cancel=partial(kill_group, grace_s=grace_s)))
-            except (FileNotFoundError, PermissionError) as exc:
-                spawn_error = exc
-            else:
-                if on_started is not None:
-                    on_started(proc.pid)
-                assert proc.stdout is not None
-                async for chunk in proc.stdout:
-                    emit(splitter.feed(chunk))
-                emit(splitter.close())
-        if spawn_error is not None or proc is None:
-            err = spawn_error or FileNotFoundError(argv[0])
+        try:
+            # forked on this thread with PR_SET_PDEATHSIG: the job dies with the process that runs it
+            # (the session process, or rpent-tui), even when that one is SIGKILLed
+            proc = await open_child(list(map(str, argv)), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, env=full_env, cwd=cwd)
+        except (FileNotFoundError, PermissionError) as err:
             raise type(err)(f"cannot execute {argv[0]!r}: {getattr(err, 'strerror', None) or err}; "
                             "is it installed and on PATH?") from None
+        if on_started is not None:
+            on_started(proc.pid)
+        assert proc.stdout is not None
+        try:
+            async for chunk in proc.stdout:
+                emit(splitter.feed(chunk))
+            emit(splitter.close())
+            await proc.wait()
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await kill_group(proc, grace_s)
+            raise
+        finally:
+            proc.stdout.close()
         return ProcessResult(proc.returncode, proc.pid, time.monotonic() - started, tail=list(tail))
     finally:
         if proc is not None:

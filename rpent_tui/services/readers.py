@@ -5,7 +5,7 @@ Layouts (docs/interfaces.md "Run record", "Trajectory record"):
 * run record ``<run>/``: ``run.log``, ``transcript_<tag>.json``, ``states.json``, per-step artifacts
   ``<artifact-name>/<NN>.<ext>`` (e.g. ``agentview.png/03.png``), ``operator_events.jsonl``,
   ``code_policy/cell_NNN.{py,json}``, ``trajectories/<task_id>/`` and, for TaskRuns started by the
-  TUI, ``taskrun.json`` (written by ``rpent_tui.services.session``).
+  TUI, ``taskrun.json`` (written by ``rpent.session.core``).
 * trajectory ``trajectories/<task_id>/``: ``task.json``, ``planners.jsonl``, ``actions.jsonl``,
   ``predictions.jsonl``, ``artifacts/``.
 * flywheel output ``<dir>/report.json``.

@@ -124,3 +124,127 @@ def test_cli_generate(tmp_path):
     p = subprocess.run([sys.executable, "-m", "rpent.cli.flash", "generate", "--audit", str(tmp_path / "x.json"),
                         "--recipe", str(recipe), "--destination", str(tmp_path / "f")], capture_output=True, text=True)
     assert p.returncode == 2 and "x.json does not exist" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_run_record_recipe_lists_segment_calls_by_step_and_index(tmp_path):
+    """The recipe writer lists successful segment calls (prompt or point, camera, artifact) in
+    (step, segment index) order and drops everything before the last reset (reference §6.1)."""
+    from rpent.run.record import RunRecord, dumps_json
+
+    rec = RunRecord(tmp_path / "run", "object_t4_s0")
+    state = {"robot0_eef_pos": [0, 0, 0], "env_steps": 0}
+
+    def seg(idx, n, query, found=True, camera="agentview"):
+        doc = {"found": found, "camera": camera, "step": idx, "query": query,
+               "object_estimate": _est(0.1 * n, 0.0) if found else None}
+        rec.add_artifact_to_step(idx, f"segment_{n:02d}.json", dumps_json(doc).encode())
+
+    rec.add_step(state, {})
+    seg(0, 0, {"prompt": "before reset"})
+    rec.add_step(state, {}, command={"action": "reset", "reason": "r"}, result={"ok": True})
+    seg(1, 1, {"prompt": "soup"})
+    seg(1, 2, {"prompt": "nothing"}, found=False)  # an empty mask is not a recipe line
+    seg(1, 3, {"point": [10, 20]}, camera="wrist")
+    rec.add_step(state, {}, command={"action": "move_to", "xyz": [1, 2, 3]}, result={"reached": True})
+    rec.add_step(state, {}, command={"action": "move_to", "xyz": [9, 9, 9]}, result={"error": "refused"})
+    seg(3, 4, {"prompt": "basket"}, camera="wrist")
+    rec.add_artifact_to_step(3, "segment_05.json", b'{"found": true, "camera": "agentview"}')  # older run: no query
+    assert rec.recipe_commands() == [
+        {"action": "segment", "prompt": "soup", "camera": "agentview", "artifact": "segment_01.json/01.json"},
+        {"action": "segment", "point": [10, 20], "camera": "wrist", "artifact": "segment_03.json/01.json"},
+        {"action": "move_to", "xyz": [1, 2, 3]},
+        {"action": "segment", "prompt": "basket", "camera": "wrist", "artifact": "segment_04.json/03.json"},
+    ]
+
+
+def test_generate_from_a_recipe_with_segment_lines(tmp_path):
+    """A recipe listing its segment calls drives the plan order; the reference estimates come
+    from the segment artifacts next to the recipe, else from the transcript."""
+    audit, recipe = _run(tmp_path)
+    old = [json.loads(x) for x in recipe.read_text().splitlines()]
+    art = tmp_path / "segment_01.json"
+    art.mkdir()
+    (art / "00.json").write_text(json.dumps({"found": True, "object": "basket_1", "camera": "agentview",
+                                             "object_estimate": _est(0.02, 0.27, 0, 0.15, 0.15)}))
+    new = [{"action": "segment", "prompt": "soup", "camera": "agentview"},  # no artifact: from the transcript
+           {"action": "segment", "prompt": "basket", "camera": "agentview", "artifact": "segment_01.json/00.json"},
+           {"action": "segment", "point": [5, 5], "camera": "wrist", "artifact": "segment_09.json/00.json"},
+           *old]
+    recipe.write_text("".join(json.dumps(c) + "\n" for c in new))
+    generate(audit, recipe, tmp_path / "flash")
+    plan, anchors = load_flash(tmp_path / "flash", "object_t4_s0")
+    assert [a["prompt"] for a in anchors["anchors"]] == ["soup", "basket"]
+    assert anchors["anchors"][0]["observations"][0]["estimate"]["center"] == [-0.1, -0.2, 0.04]
+    assert anchors["anchors"][1]["observations"][0]["estimate"]["center"] == [0.02, 0.27, 0.04]  # the artifact's
+    assert [s["op"] for s in plan["steps"]][:3] == ["locate", "locate", "tool"]
+    assert plan["steps"][6]["anchor"] == "a1" and plan["steps"][6]["offset_xy"] == [-0.01, -0.01]
+    # a segment line that neither its artifact nor the transcript can answer is named
+    recipe.write_text(json.dumps({"action": "segment", "prompt": "ghost", "camera": "agentview"}) + "\n"
+                      + "".join(json.dumps(c) + "\n" for c in old))
+    with pytest.raises(FlashGenerateError, match="segment 'ghost' on agentview"):
+        generate(audit, recipe, tmp_path / "flash2")
+    # a recipe of another cell is refused
+    other = tmp_path / "object_t5_s0_recipe.jsonl"
+    other.write_text("".join(json.dumps(c) + "\n" for c in old))
+    with pytest.raises(FlashGenerateError, match="recipe of object_t5_s0"):
+        generate(audit, other, tmp_path / "flash3")
+
+
+def test_blocked_grasp_descent_is_retried_once_shifted_along_the_long_axis():
+    """A grasp descent stopped 1.7 cm above its target (the hand met a neighbour) is repaired:
+    rise to the hover height, shift 1.5 cm along the object's long axis away from the push,
+    descend again; the lift after the grasp keeps the shift. A descent that reached is left alone."""
+    anchors = {"anchors": [{"id": "a0", "prompt": "cream cheese", "object": None,
+                            "observations": [{"camera": "agentview", "estimate": _est(0.05, -0.1, 0.0, 0.07, 0.035)}]}]}
+    plan = {"steps": [
+        {"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 0},
+        {"op": "tool", "tool": "move_to", "args": {"xyz": [0.05, -0.1, 0.1], "target_yaw": 0.0}, "anchor": "a0",
+         "observation": 0, "offset_xy": [0.0, 0.0]},
+        {"op": "tool", "tool": "move_to", "args": {"xyz": [0.05, -0.1, 0.013], "target_yaw": 0.0, "tol": 0.008,
+                                                   "step_clip": 0.015, "max_steps": 100},
+         "anchor": "a0", "observation": 0, "offset_xy": [0.0, 0.0]},
+        {"op": "tool", "tool": "set_gripper", "args": {"gripper": 1.0, "steps": 15}, "anchor": None,
+         "observation": None, "offset_xy": None},
+        {"op": "tool", "tool": "move_to", "args": {"xyz": [0.05, -0.1, 0.25]}, "anchor": "a0", "observation": 0,
+         "offset_xy": [0.0, 0.0]}]}
+    calls = []
+
+    def call(name, args, blocked=True):
+        calls.append((name, args))
+        if name == "segment":
+            return {"found": True, "object_estimate": _est(0.06, -0.1, 0.0, 0.07, 0.035)}
+        if name == "move_to" and args["xyz"][2] == 0.013 and len([c for c in calls if c[0] == "move_to"]) == 2:
+            return {"reached": False, "final_eef_pos": [0.0676, -0.1037, 0.0297]}  # blocked, pushed +x
+        return {"reached": True, "final_eef_pos": args.get("xyz")}
+
+    planner = FlashPlanner()
+    planner._replay(plan, anchors, call, lambda text: None, None)
+    moves = [a["xyz"] for n, a in calls if n == "move_to"]
+    assert moves == [[0.06, -0.1, 0.1], [0.06, -0.1, 0.013],  # hover, blocked descent
+                     [0.0676, -0.1037, pytest.approx(0.11)],  # rise straight up, 1 cm above the hover height
+                     [pytest.approx(0.045), -0.1, 0.1], [pytest.approx(0.045), -0.1, 0.013],  # -x: away from the push
+                     [pytest.approx(0.045), -0.1, 0.25]]  # the lift keeps the shift
+    assert [n for n, _ in calls].count("set_gripper") == 1
+    assert [n for n, _ in calls].count("segment") == 2  # the object is looked at again after the blocked descent
+    # a descent that reached its target (or stopped within 8 mm) is not retried
+    calls.clear()
+
+    def fine(name, args):
+        calls.append((name, args))
+        if name == "segment":
+            return {"found": True, "object_estimate": _est(0.06, -0.1, 0.0, 0.07, 0.035)}
+        return {"reached": name != "move_to" or args["xyz"][2] != 0.013, "final_eef_pos": [0.06, -0.1, 0.019]}
+
+    FlashPlanner()._replay(plan, anchors, fine, lambda text: None, None)
+    assert [n for n, _ in calls] == ["segment", "move_to", "move_to", "set_gripper", "move_to"]
+
+
+def test_retry_keeps_the_earlier_estimate_when_the_new_look_is_partial():
+    """After a blocked descent the object is looked at again; a look that shows only part of it
+    (footprint > 20 % smaller: its centre is biased) is not used."""
+    from rpent.flash.replay import _same_footprint
+
+    ref = _est(0.05, -0.1, 0.0, 0.07, 0.035)
+    assert _same_footprint(_est(0.06, -0.1, 0.0, 0.072, 0.034), ref)
+    assert not _same_footprint(_est(0.066, -0.1, 0.0, 0.051, 0.035), ref)  # cut by the image edge
+    assert not _same_footprint(_est(0.066, -0.1, 0.0, 0.07, 0.0), ref)

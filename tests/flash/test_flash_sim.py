@@ -28,10 +28,19 @@ def flash_dir(tmp_path_factory):
     run = base / "scripted_s0"
     p = _rpent(["--seed", "0", "--planner", "scripted", "--output-dir", str(run)])
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    # the recipe lists the run's segment calls (reference §6.1), each pointing at its result artifact
+    recipe = [json.loads(x) for x in (run / f"{TAG0}_recipe.jsonl").read_text().splitlines()]
+    segs = [c for c in recipe if c["action"] == "segment"]
+    assert {(c["prompt"], c["camera"]) for c in segs} >= {("alphabet soup", "agentview"), ("basket", "agentview"),
+                                                           ("alphabet soup", "wrist")}
+    assert all((run / c["artifact"]).is_file() for c in segs)
     g = subprocess.run([sys.executable, "-m", "rpent.cli.flash", "generate", "--audit",
                         str(run / f"transcript_{TAG0}.json"), "--recipe", str(run / f"{TAG0}_recipe.jsonl"),
                         "--destination", str(base / "plans")], capture_output=True, text=True)
     assert g.returncode == 0, g.stderr
+    anchors = json.loads((base / "plans" / f"{TAG0}_anchors.json").read_text())
+    first = json.loads((run / segs[0]["artifact"]).read_text())
+    assert anchors["anchors"][0]["observations"][0]["estimate"]["center"] == first["object_estimate"]["center"]
     return base / "plans"
 
 

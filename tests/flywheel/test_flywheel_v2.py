@@ -239,11 +239,19 @@ def test_view_writes_an_rrd_that_rerun_reads_back(tmp_path, record_run, capsys):
     export_records(runs, tmp_path / "out", progress=False)
     assert flywheel_main(["view", str(tmp_path / "out"), "--episode", "1"]) == 0
     rrd = tmp_path / "out" / "view_train_episode_1.rrd"
-    assert f"wrote {rrd} (3 frame(s) of episode 1)" in capsys.readouterr().out
+    assert f"wrote {rrd} (3 frame(s) of episode 1, " in capsys.readouterr().out
     summary = read_rrd_summary(rrd)
     assert summary["application_id"] == "rpent_flywheel_view" and summary["frames"] == 3
     assert {"/image", "/wrist_image", "/task", "/state/7", "/actions/6"} <= set(summary["entities"])
-    assert summary["image_shape"] == (256, 256, 3)
+    assert summary["image_shape"] == (256, 256, 3) and summary["image_media_type"] == "image/jpeg"
+    # lossless PNG frames on request: the pixels are the dataset's
+    png_rrd = tmp_path / "png.rrd"
+    assert flywheel_main(["view", str(tmp_path / "out"), "--episode", "1", "--output", str(png_rrd),
+                          "--image-format", "png"]) == 0
+    png_summary = read_rrd_summary(png_rrd)
+    assert png_summary["image_media_type"] == "image/png" and png_summary["image_shape"] == (256, 256, 3)
+    raw = 3 * 2 * 256 * 256 * 3  # bytes of the frames as raw RGB (what the view stored before)
+    assert rrd.stat().st_size < raw / 2 and png_rrd.stat().st_size < raw / 2
     assert flywheel_main(["view", str(tmp_path / "out"), "--episode", "5"]) == 2
     assert "out of range" in capsys.readouterr().err
     with pytest.raises(Exception, match="already exists"):

@@ -61,6 +61,14 @@ def test_explore_fails_once_then_solves_merges_and_the_next_run_reads_it(solutio
     assert "EXPLORATION run" in first_system and "reset(reason, changed_lever)" in first_system
     doc = json.loads((out / "explore.json").read_text())
     assert doc["solved"] is True and len(doc["sessions"]) == 1 and doc["error"] is None
+    assert doc["status"] == "finished" and doc["current"] is None
+    # the TUI's Explore screen reads this exploration with its reader
+    from rpent_tui.services.explore import read_exploration
+
+    view = read_exploration(out)
+    assert [(s.session, s.attempts, s.outcome) for s in view.sessions] == [(1, 2, "solved")]
+    assert [(a.attempt, a.session, a.reason, a.changed_lever) for a in view.attempts] == [
+        (1, 1, "never went down", "descend")]
     assert doc["attempts_archived"] == ["attempts/attempt_1_failed.json"]
     att = json.loads((out / "attempts" / "attempt_1_failed.json").read_text())
     assert att["reason"] == "never went down" and att["changed_lever_vs_attempt1"] == "descend"
@@ -70,6 +78,17 @@ def test_explore_fails_once_then_solves_merges_and_the_next_run_reads_it(solutio
     # the recipe covers only the solving attempt (after the reset)
     recipe = [json.loads(x) for x in (out / f"{CELL}_recipe.jsonl").read_text().splitlines()]
     assert recipe[0] != {"action": "move_to", "xyz": [-0.15, 0.0, 0.3]} and all(c["action"] != "reset" for c in recipe)
+    prompts = [c["prompt"] for c in recipe if c["action"] == "segment"]
+    assert len(prompts) >= 2 and all(c["artifact"].startswith("segment_") for c in recipe if c["action"] == "segment")
+    # an api planner's solved session makes a flash plan too (anchors from the recipe's segment lines)
+    from rpent.flash import load_flash
+    from rpent.flash.generate import generate
+
+    session = out / "sessions" / "session_001"
+    generate(session, session / f"{CELL}_recipe.jsonl", tmp_path / "flash")
+    plan, anchors = load_flash(tmp_path / "flash", CELL)
+    assert [a["prompt"] for a in anchors["anchors"]] == list(dict.fromkeys(prompts))
+    assert plan["source"]["planner"] == "api"
     corpus = memory / "libero"
     assert doc["merged"]["created"] == ["global/basket_drops.md"]
     assert (corpus / "task-specific" / f"{CELL}.json").is_file()

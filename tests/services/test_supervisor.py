@@ -299,3 +299,45 @@ def test_restart_replaces_the_process_and_keeps_teardown_order(tmp_path):
     new, b = trio.run(main)
     assert pid_gone(new.pid) and pid_gone(b.pid)
     assert (tmp_path / "a.log").read_text().count("RPC server listening on") == 2  # appended, not truncated
+
+
+PARENT_STARTING = """
+import sys, trio
+from rpent.services import ServiceSpec, Supervisor
+async def main():
+    async with Supervisor(sys.argv[1]) as sup:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sup.start, ServiceSpec(name="kid", argv=[sys.executable, sys.argv[2], "--delay", "60"],
+                                                      ready_timeout_s=120))
+            while True:
+                await trio.sleep(0.05)
+                try:
+                    svc = sup.get("kid")
+                except KeyError:
+                    continue
+                # its first line is out: it will print nothing more before it binds (no SIGPIPE to end it)
+                if svc.pid and any("starting (pid" in line for line in svc.log_tail):
+                    break
+            print(svc.pid, flush=True)
+            await trio.sleep_forever()
+trio.run(main)
+"""
+
+
+def test_a_server_still_starting_dies_with_its_killed_parent(tmp_path):
+    """Issue 13: the parent is SIGKILLed while the server is still starting (it binds only after 60 s,
+    so its --parent-watch thread is not running yet); the kernel's death signal ends it at once."""
+    parent = subprocess.Popen([sys.executable, "-c", PARENT_STARTING, str(tmp_path), CHILD],
+                              stdout=subprocess.PIPE, text=True)
+    child_pid = None
+    try:
+        child_pid = int(parent.stdout.readline())
+        assert not pid_gone(child_pid), "the server did not start"
+        parent.kill()
+        parent.wait()
+        assert wait_gone(child_pid, 10), "a server still starting outlived its SIGKILLed supervising parent"
+    finally:
+        parent.kill()
+        parent.stdout.close()
+        if child_pid is not None and not pid_gone(child_pid):
+            os.kill(child_pid, signal.SIGKILL)

@@ -10,6 +10,7 @@ TUI tests' ``run_task`` stand-in; the app talks to it over the real Unix socket.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 
 import trio
@@ -56,7 +57,8 @@ def test_attached_app_runs_answers_detaches_reattaches_and_stops(short_tmp, png_
     from rpent_tui.screens.operator import OperatorModal
     from rpent_tui.screens.run import RunScreen
     from rpent_tui.services.code_cells import CodeCellService
-    from rpent_tui.services.session import Session, SessionConfig
+    from rpent.session.core import Session
+    from rpent.session.model import SessionConfig
 
     root = short_tmp / "s"
     paths = SessionPaths(root)
@@ -114,3 +116,79 @@ def test_attached_app_runs_answers_detaches_reattaches_and_stops(short_tmp, png_
         assert app.return_code == 0 and app.stopped_session
         thread.thread.join(30)
         assert not thread.thread.is_alive() and server.status == "stopped"
+
+
+def test_flywheel_export_runs_in_the_session_and_survives_a_detach(short_tmp):
+    """Issue 13: an export started from an attached client runs in the session process; the client
+    detaches (F10) while it runs, a re-attached client sees it finish, and the dataset is complete
+    (read back with lerobot's own ``LeRobotDataset``)."""
+    import json
+    import sys
+
+    from tui_helpers import StandInRun, plain_run_config, type_text, wait_for
+    from tui_records import build_run
+
+    from rpent.flywheel.lerobot_compat import import_lerobot_dataset
+    from rpent.session.core import Session
+    from rpent.session.model import SessionConfig
+    from rpent_tui.app import AppOptions
+    from rpent_tui.attached import AttachedApp
+
+    root = short_tmp / "s"
+    logs = short_tmp / "logs"
+    run_dir = build_run(logs, "0001_libero_goal_t0_s0", steps=4)
+    out = short_tmp / "dataset"
+    paths = SessionPaths(root)
+    token = paths.make_token()
+
+    def make(sink):
+        return Session(SessionConfig(output_dir=root, planner="scripted", shared_services=()), sink,
+                       run_task=StandInRun(), shared_specs=[], make_run_config=plain_run_config)
+
+    # the real exporter, started 3 s late so that it is certainly still running when the client detaches
+    program = [sys.executable, "-c", "import runpy, sys, time; time.sleep(3); sys.argv[0] = 'rpent-flywheel'; "
+                                     "runpy.run_module('rpent.cli.flywheel', run_name='__main__')"]
+    server = SessionServer(paths, make, token, flywheel_program=program)
+    options = AppOptions(image_mode="halfblock", start_mode="flywheel", logs_dir=logs)
+    seen: dict = {}
+
+    async def first() -> AttachedApp:
+        app = AttachedApp(RemoteSession(paths, lambda e: None), options)
+        async with app.run_test(size=(120, 40)) as pilot:
+            selection = app.screen.query_one("#fw-runs")
+            await wait_for(pilot, lambda: selection.option_count == 1, what="run list")
+            await pilot.press("space")
+            await pilot.press("tab")
+            await type_text(pilot, str(out))
+            await pilot.press("ctrl+r")
+            await wait_for(pilot, lambda: app.flywheel.status.state == "running" and app.flywheel.status.pid,
+                           what="export running in the session")
+            seen["pid"] = app.flywheel.status.pid
+            seen["state_at_detach"] = server.flywheel.status.state
+            await pilot.press("f10")
+        return app
+
+    async def second() -> AttachedApp:
+        app = AttachedApp(RemoteSession(paths, lambda e: None), options)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: app.flywheel.status.state not in ("idle", "running"), timeout=120,
+                           what="export end seen by the re-attached client")
+            await pilot.pause(0.3)
+            seen["final"] = app.flywheel.status
+            seen["log"] = "\n".join(str(line) for line in app.screen.query_one("#fw-log").lines)
+            await pilot.press("f10")
+        return app
+
+    with ServerThread(server):
+        app = asyncio.run(first())
+        assert app.return_code == 0 and seen["state_at_detach"] == "running"
+        assert seen["pid"] != os.getpid()  # a child of the session, not of the client
+        app = asyncio.run(second())
+    final = seen["final"]
+    assert final.state == "succeeded", final.error
+    assert final.job.input_root == run_dir and final.report["counts"]["frames"] == 4
+    assert seen["log"].strip()  # the export's output (backlog and live lines) reached the re-attached client
+    report = json.loads((out / "report.json").read_text())
+    assert report["counts"]["episodes"] == 1 and report["counts"]["frames"] == 4
+    dataset = import_lerobot_dataset()("rpent/test", root=out / "train")
+    assert dataset.num_episodes == 1 and dataset.num_frames == 4

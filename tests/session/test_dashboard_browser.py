@@ -117,9 +117,15 @@ def test_dashboard_in_chromium_runs_a_task_to_success(short_tmp, tmp_path):
                 break
             except AssertionError:
                 assert attempt < 4, "could not type the task command"
-        step('send_keys(driver, Keys.ENTER)')
-        send_keys(driver, Keys.ENTER)
-        wait_text(driver, "Task selected: libero_object task 0 seed 0", 30)
+        for attempt in range(3):  # Enter can be lost on a loaded machine as well
+            step('send_keys(driver, Keys.ENTER)')
+            send_keys(driver, Keys.ENTER)
+            try:
+                # the first start waits for the session to load LIBERO's suite tables (slow on a loaded machine)
+                wait_text(driver, "Task selected: libero_object task 0 seed 0", 120 if attempt == 0 else 30)
+                break
+            except AssertionError:
+                assert attempt < 2, "the task command was never submitted"
         mark = len(screen_text(driver))
         step('wait_text(driver, "finish", 400, since=m')
         wait_text(driver, "finish", 400, since=mark)

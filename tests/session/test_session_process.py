@@ -14,7 +14,9 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import pytest
 import trio
 
 from rpent.session.client import RemoteSession
@@ -23,7 +25,7 @@ from rpent.session.process import start_detached, write_session_options
 
 
 def config(root):
-    from rpent_tui.services.session import SessionConfig
+    from rpent.session.model import SessionConfig
 
     return SessionConfig(output_dir=root, planner="scripted", shared_services=())
 
@@ -79,3 +81,76 @@ def test_detached_session_lives_alone_lists_attaches_and_stops(short_tmp, sessio
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def _wait_env_starting(paths, name: str, timeout: float = 120) -> int:
+    """The pid of TaskRun service ``name`` once the state file shows it starting (not yet ready)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        svc = ((paths.read_state() or {}).get("services") or {}).get(name) or {}
+        if svc.get("pid") and svc.get("state") == "starting":
+            return int(svc["pid"])
+        time.sleep(0.1)
+    raise AssertionError(f"{name} never showed up starting; state: {paths.read_state()}")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_session_killed_or_stopped_during_env_server_startup(short_tmp):
+    """Issue 13, real LIBERO env server (~30-45 s to start): (1) SIGKILL the session while its
+    TaskRun's env server is still starting: every process it started ends at once (the server dies
+    before its readiness line), and the next session in the directory marks the orphaned TaskRun's
+    record as ended (``error``, with the reason); (2) stop the next session (SIGTERM) during the same
+    start-up: the TaskRun is recorded ``cancelled`` in ``taskrun.json`` and in the run layer's transcript.
+
+    End-to-end evidence, not the discriminating test of the death signal: a starting env server that
+    prints a line after its parent died also ends on the broken stdout pipe. The death signal alone
+    is pinned by ``tests/services/test_supervisor.py::test_a_server_still_starting_dies_with_its_killed_parent``
+    (a server that prints nothing while it starts; it fails without ``PR_SET_PDEATHSIG``)."""
+    from tui_tmux import descendants, wait_gone
+
+    from rpent.rpc.protocol import READY_PREFIX
+
+    paths = SessionPaths(short_tmp / "sess")
+    procs = []
+    try:
+        write_session_options(paths, config(paths.root))
+        procs.append(start_detached(paths))
+        client = RemoteSession(paths, lambda e: None)
+        run1 = client.call("start_task", {"suite": "libero_object", "task": 0, "seed": 0})
+        client.close()
+        env_pid = _wait_env_starting(paths, "env_server@0001")
+        tree = descendants(procs[0].pid)
+        assert env_pid in tree
+        os.kill(procs[0].pid, signal.SIGKILL)
+        procs[0].wait()
+        assert wait_gone(tree, 10) == [], "processes outlived the SIGKILLed session"
+        task1 = Path(run1["output_dir"])
+        assert READY_PREFIX not in (task1 / "env_server.log").read_text(), "the env server finished starting first"
+        assert json.loads((task1 / "taskrun.json").read_text())["state"] in ("starting", "running")
+
+        # a new session in the same directory closes the orphaned record, then is stopped mid start-up
+        write_session_options(paths, config(paths.root))
+        procs.append(start_detached(paths))
+        record1 = json.loads((task1 / "taskrun.json").read_text())
+        assert record1["state"] == "error" and "killed or crashed" in record1["error"], record1
+        client = RemoteSession(paths, lambda e: None)
+        run2 = client.call("start_task", {"suite": "libero_object", "task": 0, "seed": 0})
+        assert run2["id"] == "0002"
+        _wait_env_starting(paths, "env_server@0002")
+        tree = descendants(procs[1].pid)
+        client.stop_session()
+        client.close()
+        procs[1].wait(timeout=120)
+        assert wait_gone(tree, 10) == []
+        task2 = Path(run2["output_dir"])
+        record2 = json.loads((task2 / "taskrun.json").read_text())
+        assert record2["state"] == "cancelled" and record2["ended_at"], record2
+        transcript = json.loads(next(task2.glob("transcript_*.json")).read_text())
+        assert transcript["label"] == "cancelled" and transcript["stop_reason"] == "cancelled", transcript
+        assert transcript["error"].startswith("run cancelled"), transcript
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()

@@ -28,7 +28,8 @@ def make_server(root, run):
     from tui_helpers import plain_run_config
 
     from rpent_tui.services.code_cells import CodeCellService
-    from rpent_tui.services.session import Session, SessionConfig
+    from rpent.session.core import Session
+    from rpent.session.model import SessionConfig
 
     paths = SessionPaths(root)
     token = paths.make_token()
@@ -232,3 +233,80 @@ def test_code_cells_run_in_the_session_against_the_taskrun_toolkit(short_tmp):
     trio.run(main)
     cells = short_tmp / "s" / "tasks" / "0001_libero_goal_t0_s0" / "code_policy"
     assert (cells / "cell_001.py").is_file() and (cells / "cell_001.json").is_file()
+
+
+def test_records_of_a_killed_session_are_closed_by_the_next(tmp_path):
+    """A TaskRun whose session process died (SIGKILL) keeps ``state: running`` in its taskrun.json;
+    the next session in the directory marks it ``error`` with the reason, and leaves alone a finished
+    TaskRun and one whose session process still runs."""
+    import json
+    import subprocess
+
+    from rpent.session.core import Session
+    from rpent.session.model import SessionConfig
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    tasks = tmp_path / "tasks"
+    records = {"0001_libero_object_t0_s0": {"state": "running", "session_pid": dead.pid},
+               "0002_libero_object_t0_s0": {"state": "running", "session_pid": os.getppid()},
+               "0003_libero_object_t0_s0": {"state": "succeeded", "session_pid": dead.pid}}
+    for name, data in records.items():
+        (tasks / name).mkdir(parents=True)
+        (tasks / name / "taskrun.json").write_text(json.dumps({"id": name[:4], **data}))
+    session = Session(SessionConfig(output_dir=tmp_path, planner="scripted", shared_services=()), lambda e: None)
+    assert session.close_orphaned_records() == [str(tasks / "0001_libero_object_t0_s0")]
+    closed = json.loads((tasks / "0001_libero_object_t0_s0" / "taskrun.json").read_text())
+    assert closed["state"] == "error" and closed["ended_at"]
+    assert f"session process (pid {dead.pid}) ended while this TaskRun was 'running'" in closed["error"]
+    assert "wrote no transcript" in closed["error"]
+    for name in ("0002_libero_object_t0_s0", "0003_libero_object_t0_s0"):
+        assert json.loads((tasks / name / "taskrun.json").read_text()) == {"id": name[:4], **records[name]}
+
+
+def test_flywheel_export_in_the_session_is_refused_when_invalid_and_cancels(short_tmp):
+    """``flywheel_export`` checks the job in the session (the error type travels back), every client
+    sees the export's state and output, and ``flywheel_cancel`` stops its process group."""
+    import sys
+
+    from tui_helpers import StandInRun
+
+    from rpent_tui.services.flywheel import FlywheelJobError
+
+    server, paths, token = make_server(short_tmp / "s", StandInRun())
+    # stands in for rpent-flywheel: prints a progress line, then works for a minute
+    server._flywheel_program = [sys.executable, "-c", "import time; print('episode 1/3', flush=True); time.sleep(60)"]
+    run_dir = short_tmp / "run"
+    run_dir.mkdir()
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.serve)
+            a_events, b_events = Recorder(), Recorder()
+            a, b = RemoteSession(paths, a_events), RemoteSession(paths, b_events)
+            await nursery.start(a.run)
+            await nursery.start(b.run)
+            call = lambda args: a.call("flywheel_export", args)  # noqa: E731
+            with pytest.raises(FlywheelJobError, match="does not exist"):
+                await trio.to_thread.run_sync(call, {"input_roots": [str(short_tmp / "nope")],
+                                                     "output_dir": str(short_tmp / "out")})
+            with pytest.raises(FlywheelJobError, match="already exists"):
+                await trio.to_thread.run_sync(call, {"input_roots": [str(run_dir)], "output_dir": str(run_dir)})
+            status = await trio.to_thread.run_sync(call, {"input_roots": [str(run_dir)],
+                                                         "output_dir": str(short_tmp / "out"), "threads": 2})
+            assert status["state"] == "running" and status["job"]["threads"] == 2
+            await until(lambda: b.flywheel.status.progress == (1, 3), "progress in the other client")
+            assert "episode 1/3" in b.flywheel.status.lines and b.flywheel.status.pid
+            pid = b.flywheel.status.pid
+            with pytest.raises(FlywheelJobError, match="already running"):
+                await trio.to_thread.run_sync(call, {"input_roots": [str(run_dir)],
+                                                     "output_dir": str(short_tmp / "out2")})
+            assert await trio.to_thread.run_sync(a.flywheel.cancel)
+            await until(lambda: a.flywheel.status.state == "cancelled" and b.flywheel.status.state == "cancelled",
+                        "cancelled in both clients")
+            await until(lambda: not os.path.exists(f"/proc/{pid}"), "the export's process ended")
+            await until(lambda: any(e.state == "cancelled" for e in b_events.of("FlywheelOutput")), "final event")
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert json.loads(paths.state.read_text())["flywheel"]["state"] == "cancelled"

@@ -41,7 +41,7 @@ def test_shared_services_auto_follow_endpoints_and_checkpoints(tmp_path, monkeyp
 
 def test_run_config_for_a_taskrun_uses_the_real_runconfig(tmp_path):
     from rpent_tui.services.commands import TaskCommand
-    from rpent_tui.services.session import default_make_run_config
+    from rpent.session.defaults import default_make_run_config
 
     cfg = session_config_from_args(build_parser().parse_args(
         ["--output-dir", str(tmp_path), "--planner", "api", "--model", "anthropic:claude-opus-4-8", "--max-turns", "9",
@@ -55,8 +55,10 @@ def test_run_config_for_a_taskrun_uses_the_real_runconfig(tmp_path):
 def test_service_layer_imports_no_textual():
     code = ("import sys, importlib\n"
             "for m in ('batching','code_cells','commands','flywheel','images','operator','process','readers',"
-            "'session','trio_bridge'):\n"
+            "'trio_bridge'):\n"
             "    importlib.import_module('rpent_tui.services.' + m)\n"
+            "for m in ('model','core','defaults','layout','wire','server','client','process'):\n"
+            "    importlib.import_module('rpent.session.' + m)\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'textual_image')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

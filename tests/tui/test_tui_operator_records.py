@@ -24,7 +24,9 @@ import trio
 
 from rpent.planners.provider_endpoint import ProviderEndpoint, Script, ToolCall, Turn
 from rpent_tui.services.commands import TaskCommand
-from rpent_tui.services.session import Session, SessionConfig, default_make_run_config
+from rpent.session.core import Session
+from rpent.session.defaults import default_make_run_config
+from rpent.session.model import SessionConfig
 
 
 def _start_server_process(*args, **kwargs):

@@ -20,7 +20,8 @@ import pytest
 from rpent_tui.app import AppOptions, RpentApp
 from rpent_tui.screens.operator import OperatorModal
 from rpent_tui.widgets.frames import FramePane
-from rpent_tui.services.session import Session, SessionConfig
+from rpent.session.core import Session
+from rpent.session.model import SessionConfig
 from tui_helpers import type_text, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

@@ -9,8 +9,9 @@ import pytest
 import trio
 
 from rpent_tui.services.commands import TaskCommand
-from rpent_tui.services.session import (ENV_ENDPOINT_REFUSED, OperatorPrompt, RunEvents, ServiceLog, Session,
-                                        SessionConfig, SessionConfigError, SessionNotReady)
+from rpent.session.core import Session
+from rpent.session.model import (ENV_ENDPOINT_REFUSED, OperatorPrompt, RunEvents, ServiceLog, SessionConfig,
+                                 SessionConfigError, SessionNotReady)
 from tui_helpers import StandInRun, plain_run_config, tiny_spec
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from rpent_tui.app import AppOptions, RpentApp
 from rpent_tui.services.commands import TaskCommand
 from rpent_tui.services.operator import OperatorRequest
-from rpent_tui.services.session import ServiceView, Session, SessionConfig, TaskRunView
+from rpent.session.core import Session
+from rpent.session.model import ServiceView, SessionConfig, TaskRunView
 from tui_records import build_run, gradient, png
 
 TRANSCRIPT = [

@@ -67,7 +67,8 @@ def plain_run_config(config, command, output_dir, endpoints):
 def make_app(tmp_path, run, *, shared=("vla",), start_mode="run", image_mode="halfblock", **options):
     """An ``RpentApp`` over a real Session (real supervisor, tiny real services) and ``run`` as run_task."""
     from rpent_tui.app import AppOptions, RpentApp
-    from rpent_tui.services.session import Session, SessionConfig
+    from rpent.session.core import Session
+    from rpent.session.model import SessionConfig
 
     def make(sink):
         return Session(SessionConfig(output_dir=tmp_path / "session", planner="scripted"), sink, run_task=run,
