@@ -17,9 +17,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, Header, Label, ProgressBar, RichLog, TextArea
+from textual.widgets import Header, Label, ProgressBar, RichLog, TextArea
 
 from .base import LiveScreen
+from ..widgets.footer import StableFooter
 from ..services.code_cells import CellFinished, CellProgress, NoToolkitError
 
 __all__ = ["EditorScreen", "STARTER_CELL", "format_cell_result"]
@@ -88,7 +89,7 @@ class EditorScreen(LiveScreen):
                 output = RichLog(wrap=True, markup=False, max_lines=2000, min_width=20, id="cell-output")
                 output.border_title = "Output"
                 yield output
-        yield Footer(compact=True, show_command_palette=False)
+        yield StableFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self._set_meters(0.0, 0)

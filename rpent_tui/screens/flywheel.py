@@ -15,9 +15,10 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Header, Input, Label, Log, ProgressBar, SelectionList, Static
+from textual.widgets import DataTable, Header, Input, Label, Log, ProgressBar, SelectionList, Static
 
 from .base import LiveScreen
+from ..widgets.footer import StableFooter
 from ..services import readers
 from ..services.flywheel import FlywheelJob, FlywheelJobError, FlywheelOutput
 from ..widgets.tables import VimDataTable, VimSelectionList
@@ -57,7 +58,7 @@ class FlywheelScreen(LiveScreen):
                 report = VimDataTable(id="fw-report", cursor_type="row")
                 report.border_title = "report.json"
                 yield report
-        yield Footer(compact=True, show_command_palette=False)
+        yield StableFooter(compact=True, show_command_palette=False)
 
     def _default_output(self) -> Path:
         """``<session>/exports/lerobot_NNN``: the first that does not exist (rpent-flywheel needs a new dir)."""

@@ -9,6 +9,7 @@ reference (§2.2 ``--suite``).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -24,6 +25,8 @@ __all__ = [
     "known_suites",
     "task_count",
     "completions",
+    "warm_up",
+    "suites_ready",
 ]
 
 TASK_COMMAND = "/rpent-task"
@@ -77,13 +80,35 @@ def _suites_module():
     return suites
 
 
-@lru_cache(maxsize=1)
+_SCAN_LOCK = threading.Lock()
+
+
 def known_suites() -> tuple[str, ...]:
-    """Suite names accepted by ``/rpent-task``, sorted (cached: scanning takes ~1 s).
+    """Suite names accepted by ``/rpent-task``, sorted (cached: scanning takes ~1 s idle, much more
+    on a busy machine; concurrent callers wait for the one scan instead of repeating it).
 
     Source: ``rpent.robots.libero.suites.list_suites()`` (suites with ready tasks under the
     environment's ``LIBERO_TYPE``) when importable, else the reference's list.
     """
+    with _SCAN_LOCK:
+        return _scan_suites()
+
+
+def suites_ready() -> bool:
+    """True once the suite list is scanned (``known_suites`` then answers at once)."""
+    return _scan_suites.cache_info().currsize > 0
+
+
+def warm_up() -> threading.Thread:
+    """Scan the suite list in a daemon thread (so the first ``/rpent-task`` completion or parse
+    does not wait for it on the UI thread); returns the started thread."""
+    thread = threading.Thread(target=known_suites, name="rpent-suite-scan", daemon=True)
+    thread.start()
+    return thread
+
+
+@lru_cache(maxsize=1)
+def _scan_suites() -> tuple[str, ...]:
     mod = _suites_module()
     if mod is not None and callable(getattr(mod, "list_suites", None)):
         try:
@@ -102,6 +127,22 @@ def task_count(suite: str) -> int | None:
         return int(mod.suite_info(suite).n_tasks)
     except Exception:  # noqa: BLE001 - unknown suite or API shape: no completion data
         return None
+
+
+def _quick_suite_ok(suite: str) -> bool:
+    """True when ``suite`` is known to be usable without the full registry scan: from the scan's
+    cache when it is done, else by scanning this one suite (``suite_info``), so that Enter on a
+    valid command never waits for the whole scan on the UI thread."""
+    if suites_ready():
+        return suite in known_suites()
+    mod = _suites_module()
+    if mod is None or not callable(getattr(mod, "suite_info", None)):
+        return False
+    try:
+        mod.suite_info(suite)
+    except Exception:  # noqa: BLE001 - unknown or unusable suite: the caller's full check words the error
+        return False
+    return True
 
 
 def _int_field(name: str, text: str) -> int:
@@ -129,8 +170,7 @@ def parse_task_command(line: str) -> TaskCommand:
     if len(args) != 3:
         raise CommandError(f"expected {TASK_USAGE} (got {len(args)} argument(s))")
     suite, task_text, seed_text = args
-    suites = known_suites()
-    if suite not in suites:
+    if not _quick_suite_ok(suite) and suite not in (suites := known_suites()):
         raise CommandError(f"unsupported suite {suite!r}; known suites: {', '.join(suites)}")
     task = _int_field("task", task_text)
     count = task_count(suite)
