@@ -39,8 +39,8 @@ from .screens.operator import OperatorModal
 from .screens.run import RunScreen
 from .screens.services import ServicesScreen
 from .screens.trajectories import TrajectoriesScreen
-from .services.code_cells import CodeCellService
-from .services.flywheel import FlywheelRunner
+from rpent.session.code_cells import CodeCellService
+from rpent.session.flywheel_jobs import FlywheelRunner
 from rpent.session.core import Session
 from rpent.session.model import OperatorPrompt, OperatorResolved, SessionChanged
 from .services.trio_bridge import TrioBridge, install_exit_signals

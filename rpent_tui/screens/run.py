@@ -22,7 +22,7 @@ from textual.suggester import Suggester
 from textual.widgets import Footer, Header, Input, Static
 
 from .base import LiveScreen
-from ..services.commands import CommandError, SteerMessage, TaskCommand, completions, parse_input
+from rpent.session.commands import CommandError, SteerMessage, TaskCommand, completions, parse_input
 from rpent.session.model import RunEvents, SessionChanged, SessionNotReady, TaskRunView
 from ..widgets.frames import FramePane
 from ..widgets.timeline import StepTimeline

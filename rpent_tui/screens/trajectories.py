@@ -23,7 +23,8 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Header, RichLog, Static
 
 from .base import LiveScreen
-from ..services import datasets, readers
+from rpent.recording import run_readers as readers
+from ..services import datasets
 from ..widgets.frames import FramePane
 from ..widgets.tables import VimDataTable
 from ..widgets.transcript import MAX_RESULT_CHARS

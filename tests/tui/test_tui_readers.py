@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rpent_tui.services import readers
+from rpent.recording import run_readers as readers
 from tui_records import build_run
 
 
