@@ -20,7 +20,13 @@ Usage::
 (``rpent-batch --ray-address``), interleaved ``--rounds`` times, ``--parallel`` runs at once; prints
 the Ray executor's overhead against the local one (target <= 10 %). Without ``--ray-address`` it
 starts a one-node Ray cluster on 127.0.0.1 for the measurement (``ray.cluster_utils.Cluster``,
-``--parallel`` CPUs) and stops it at the end; its start-up is not counted.
+``--parallel`` CPUs) and stops it at the end; its start-up is not counted. Rounds alternate which
+executor goes first; besides the wall times it prints what each batch added on top of its runs'
+own wall times (from ``attempts.jsonl``: start-up, connection, task start, report), which the
+load on a shared machine disturbs far less than the runs themselves. Both executors' runs get the
+same ``OMP_NUM_THREADS`` (default 1: Ray would otherwise set it in its workers only), and the
+cluster it starts runs its workers at niceness 0 (``RAY_worker_niceness=0``; Ray's default +15
+deprioritises the Ray rounds' runs on a shared machine).
 
 Prints the load average (``uptime``) next to the figures: on a shared machine they are noisy.
 """
@@ -105,6 +111,12 @@ def ray_overhead(args: argparse.Namespace) -> None:
     import statistics
 
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # Ray node IPs on loopback (see tests/cluster/conftest.py)
+    # Ray sets OMP_NUM_THREADS=<the task's CPUs> in its workers when it is unset, and the runs inherit it:
+    # give both executors' runs the same value so only the executor differs
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # Ray starts its worker processes (and so the runs they spawn) at niceness +15 over the raylet; on a
+    # shared machine that slows the Ray rounds' runs, not the executor: start the nodes at the runs' niceness
+    os.environ.setdefault("RAY_worker_niceness", "0")
     os.environ.setdefault("RAY_agent_register_timeout_ms", "180000")
     os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
     tasks, seeds = parse_index_list(args.tasks, "--tasks"), parse_index_list(args.seeds, "--seeds")
@@ -114,27 +126,61 @@ def ray_overhead(args: argparse.Namespace) -> None:
     if address is None:
         from ray.cluster_utils import Cluster
 
-        temp = tempfile.mkdtemp(prefix="rray_bench_", dir="/tmp")
+        import shutil
+
         t0 = time.monotonic()
-        cluster = Cluster(initialize_head=True, head_node_args={
-            "num_cpus": args.parallel, "node_ip_address": "127.0.0.1", "include_dashboard": False,
-            "object_store_memory": 80 * 1024 * 1024, "temp_dir": temp})
+        for attempt in range(3):  # a raylet gives up after 15 s waiting for its agent on a loaded machine
+            temp = tempfile.mkdtemp(prefix="rray_bench_", dir="/tmp")
+            try:
+                cluster = Cluster(initialize_head=True, head_node_args={
+                    "num_cpus": args.parallel, "node_ip_address": "127.0.0.1", "include_dashboard": False,
+                    "object_store_memory": 80 * 1024 * 1024, "temp_dir": temp})
+                break
+            except Exception as exc:  # noqa: BLE001 - Ray raises several types for a failed start
+                import psutil
+
+                for proc in psutil.process_iter(["cmdline"]):  # the failed start's GCS server etc.
+                    try:
+                        if temp in " ".join(proc.info["cmdline"] or []):
+                            proc.kill()
+                    except (psutil.NoSuchProcess, psutil.AccessDenied):
+                        pass
+                shutil.rmtree(temp, ignore_errors=True)
+                print(f"Ray cluster start failed ({type(exc).__name__}: {str(exc)[:200]}); "
+                      f"{'retrying' if attempt < 2 else 'giving up'}", flush=True)
+                if attempt == 2:
+                    raise
+        assert cluster is not None
         address = cluster.address
-        print(f"one-node Ray cluster at {address} started in {time.monotonic() - t0:.1f} s (not counted)")
+        print(f"one-node Ray cluster at {address} started in {time.monotonic() - t0:.1f} s (not counted)", flush=True)
     run_flags = ["--no-video", "--max-episode-steps", str(args.max_episode_steps)]
     print(f"cells: {args.suite} tasks {tasks} seeds {seeds} ({n} episodes), --parallel {args.parallel}, "
-          f"{' '.join(run_flags)}; load before: {_load()}")
+          f"{' '.join(run_flags)}; OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} for both; {_uptime()}", flush=True)
     times: dict[str, list[float]] = {"local": [], "ray": []}
+    added: dict[str, list[float]] = {"local": [], "ray": []}
+    ratios: list[float] = []
     try:
         with tempfile.TemporaryDirectory(prefix="batch_bench_") as tmp:
             batch = [sys.executable, "-m", "rpent.cli.batch", "--suites", args.suite, "--tasks", args.tasks, "--seeds",
                      args.seeds, "--no-progress", "--parallel", str(args.parallel), *run_flags]
             for r in range(args.rounds):
-                for kind in ("local", "ray"):
+                # alternate which executor goes first, so a load trend does not favour one of them
+                order = ("local", "ray") if r % 2 == 0 else ("ray", "local")
+                pair = {}
+                for kind in order:
                     extra = ["--ray-address", address] if kind == "ray" else []
-                    dt = _timed(batch + ["--results-root", f"{tmp}/{kind}{r}", *extra])
+                    root = f"{tmp}/{kind}{r}"
+                    dt = _timed(batch + ["--results-root", root, *extra])
+                    runs = _run_walls(root)
+                    # what the batch added on top of its runs' own wall times (robust to the load the runs see)
+                    own = dt - sum(runs) / args.parallel
                     times[kind].append(dt)
-                    print(f"round {r + 1} {kind:5s}: {dt:.1f} s; load {_load()}")
+                    added[kind].append(own)
+                    pair[kind] = dt
+                    print(f"round {r + 1} {kind:5s}: {dt:.1f} s (its {len(runs)} runs {sum(runs):.1f} s; "
+                          f"added by rpent-batch + executor {own:+.1f} s); {_uptime()}", flush=True)
+                ratios.append(pair["ray"] / pair["local"])
+                print(f"round {r + 1} ratio ray/local {ratios[-1]:.3f}", flush=True)
     finally:
         if cluster is not None:
             import shutil
@@ -142,9 +188,25 @@ def ray_overhead(args: argparse.Namespace) -> None:
             cluster.shutdown()
             shutil.rmtree(temp, ignore_errors=True)
     loc, ray_ = statistics.median(times["local"]), statistics.median(times["ray"])
-    print(f"median local executor {loc:.1f} s, Ray executor {ray_:.1f} s: Ray overhead {100 * (ray_ - loc) / loc:+.1f} % "
-          f"(target <= 10 %); {60 * n / ray_:.2f} episodes/min on Ray")
-    print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    print(f"wall times local {['%.1f' % x for x in times['local']]} s, ray {['%.1f' % x for x in times['ray']]} s")
+    print(f"median local executor {loc:.1f} s, Ray executor {ray_:.1f} s: ratio {ray_ / loc:.3f}, Ray overhead "
+          f"{100 * (ray_ - loc) / loc:+.1f} % (target <= 10 %); median per-round ratio {statistics.median(ratios):.3f}; "
+          f"{60 * n / ray_:.2f} episodes/min on Ray")
+    al, ar = statistics.median(added["local"]), statistics.median(added["ray"])
+    print(f"median time added on top of the runs' own wall times: local {al:.1f} s, ray {ar:.1f} s "
+          f"(Ray executor's own cost {ar - al:+.1f} s per batch of {n} cells = {100 * (ar - al) / loc:+.1f} % of the "
+          "local batch)")
+    print(_uptime())
+
+
+def _run_walls(root: str) -> list[float]:
+    """Wall seconds of each run process of a batch (``end`` lines of its ``attempts.jsonl``)."""
+    lines = Path(root, "attempts.jsonl").read_text().splitlines()
+    return [float(e["wall_s"]) for e in map(json.loads, lines) if e.get("event") == "end"]
+
+
+def _uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
 if __name__ == "__main__":

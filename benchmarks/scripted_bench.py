@@ -1,14 +1,17 @@
 """Per-task success of the offline ``scripted`` planner through the full main job.
 
 Runs ``rpent --planner scripted`` (real env-server subprocess, the toolkit, the run record)
-on every task of the given suites at one seed and prints a table: success (the environment's
-predicate), env steps, wall time. Target (issue 3): >= 7/10 on ``libero_object`` and >= 7/10
-on ``libero_object_swap`` at seed 0.
+on the given tasks x seeds of the given suites and prints a per-task table (success = the
+environment's predicate, env steps, wall time, finish status, where it stopped) and per
+suite ``k/N`` with a 95% Wilson interval (``scipy.stats.binomtest``) and the median wall
+time per episode, plus the load average before and after (the machine is shared: figures
+are only comparable within one run). Targets (issue #16): >= 80% per suite, >= 85% over
+all, median <= 30 s per episode on libero_10.
 
 Usage::
 
-    python benchmarks/scripted_bench.py --suites libero_object libero_object_swap --seed 0 \\
-        --out /tmp/scripted_bench [--tasks 0 1 2] [--json results.json]
+    python benchmarks/scripted_bench.py --suites libero_spatial libero_goal --seeds 0 \\
+        --out /tmp/scripted_bench [--tasks 0 1 2] [--jobs 2] [--json results.json]
 """
 
 from __future__ import annotations
@@ -16,14 +19,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from scipy.stats import binomtest
 
 
 def run_one(suite: str, task: int, seed: int, out: Path, video: bool) -> dict:
-    """Run the main job once; returns {suite, task, success, env_steps, wall_s, exit_code, finish}."""
+    """Run the main job once; returns {suite, task, seed, success, env_steps, wall_s, exit_code, finish, summary}."""
     run_dir = out / f"{suite}_t{task}_s{seed}"
     argv = [sys.executable, "-m", "rpent.cli.main", "--suite", suite, "--task", str(task), "--seed", str(seed),
             "--planner", "scripted", "--output-dir", str(run_dir)]
@@ -40,35 +47,63 @@ def run_one(suite: str, task: int, seed: int, out: Path, video: bool) -> dict:
                    finish=(tr.get("finish") or {}).get("status"), summary=(tr.get("finish") or {}).get("summary"),
                    error=tr.get("error"))
     except (OSError, ValueError, KeyError) as exc:
-        row.update(success=False, env_steps=None, finish=None, error=f"no transcript: {exc}; {p.stderr[-500:]}")
+        row.update(success=False, env_steps=None, finish=None, summary=None,
+                   error=f"no transcript: {exc}; {p.stderr[-500:]}")
     return row
+
+
+def suite_line(suite: str, rows: list[dict]) -> str:
+    """``suite: k/N = p% (95% Wilson lo-hi%), median wall s``."""
+    k, n = sum(bool(r["success"]) for r in rows), len(rows)
+    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    med = statistics.median(r["wall_s"] for r in rows)
+    return (f"{suite}: {k}/{n} = {100 * k / n:.0f}% (95% Wilson {100 * ci.low:.0f}-{100 * ci.high:.0f}%), "
+            f"median wall {med:.1f} s/episode")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--suites", nargs="+", default=["libero_object", "libero_object_swap"])
     ap.add_argument("--tasks", nargs="*", type=int, default=None, help="task indices (default all 10)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", nargs="+", type=int, default=None, help="seeds (default 0)")
+    ap.add_argument("--seed", type=int, default=None, help="one seed (same as --seeds N)")
+    ap.add_argument("--jobs", type=int, default=1, help="episodes run at once (each is one simulator, ~1.3 GB)")
     ap.add_argument("--out", default="/tmp/rpent_scripted_bench")
     ap.add_argument("--video", action="store_true", help="also write episode.mp4 (slower)")
     ap.add_argument("--json", default=None, help="write the rows here")
     args = ap.parse_args()
+    seeds = args.seeds if args.seeds is not None else [args.seed if args.seed is not None else 0]
+    if args.jobs < 1:
+        ap.error("--jobs must be >= 1")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for suite in args.suites:
-        for task in (args.tasks if args.tasks is not None else range(10)):
-            row = run_one(suite, task, args.seed, out, args.video)
-            rows.append(row)
-            print(f"{suite:22s} t{task}  success={row['success']!s:5}  steps={row['env_steps']!s:5}  "
-                  f"wall={row['wall_s']:6.1f}s  finish={row['finish']}  {row.get('summary') or row.get('error') or ''}",
-                  flush=True)
-    print("\n| suite | task | success | env steps | wall (s) |\n|---|---|---|---|---|")
+    cells = [(s, t, sd) for s in args.suites for t in (args.tasks if args.tasks is not None else range(10)) for sd in seeds]
+    load_before = os.getloadavg()
+    t_all = time.monotonic()
+
+    def one(cell):
+        row = run_one(*cell, out, args.video)
+        print(f"{row['suite']:22s} t{row['task']} s{row['seed']}  success={row['success']!s:5}  "
+              f"steps={row['env_steps']!s:5}  wall={row['wall_s']:6.1f}s  finish={row['finish']}  "
+              f"{row.get('summary') or row.get('error') or ''}", flush=True)
+        return row
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        rows = list(pool.map(one, cells))
+    load_after = os.getloadavg()
+    print("\n| suite | task | seed | success | env steps | wall (s) | finish | where it stopped / why |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['suite']} | {r['task']} | {'yes' if r['success'] else 'no'} | {r['env_steps']} | {r['wall_s']} |")
+        why = "" if r["success"] else (r.get("summary") or r.get("error") or "").replace("|", "/")[:120]
+        print(f"| {r['suite']} | {r['task']} | {r['seed']} | {'yes' if r['success'] else 'no'} | {r['env_steps']} | "
+              f"{r['wall_s']} | {r['finish']} | {why} |")
+    print()
     for suite in args.suites:
-        sr = [r for r in rows if r["suite"] == suite]
-        print(f"{suite}: {sum(r['success'] for r in sr)}/{len(sr)} succeeded")
+        print(suite_line(suite, [r for r in rows if r["suite"] == suite]))
+    if len(args.suites) > 1:
+        print(suite_line("all", rows))
+    print(f"load average (1/5/15 min) before {tuple(round(x, 2) for x in load_before)}, after "
+          f"{tuple(round(x, 2) for x in load_after)}; {args.jobs} job(s); total {time.monotonic() - t_all:.0f} s")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

@@ -20,16 +20,25 @@ Results land under the driver's results root:
 Faults: Ray never re-runs a cell by itself (``max_retries=0``, a re-run must get a new run
 directory). A task whose worker or node died ends as an outcome with ``infra_error`` ("lost its
 Ray node"), so the runner retries the cell (a new attempt, a new run directory, placed wherever
-Ray finds room) and the report counts it once. ``shutdown(cancel=True)`` cancels the tasks: each
+Ray finds room) and the report counts it once. When no live node offers the cell's resources any
+more (the only node of a node group died), Ray would queue the cells forever: after
+``ray.preflight_wait_s`` seconds without such a node every pending cell ends with an
+``infra_error`` naming the resources and the live nodes, so the batch ends (cells without an
+outcome stay "infra"; re-running the command resumes them) instead of hanging. ``shutdown(cancel=True)`` cancels the tasks: each
 SIGTERMs its run (which writes a cancelled record), waits, then SIGKILLs.
 
 With ``ray.replicas.vla`` / ``ray.replicas.sam3`` the executor starts replica pools on GPU nodes
 when entered and adds ``--vla-endpoint`` / ``--sam3-endpoint`` (the least-loaded replica) to each
-job that does not name one.
+job that does not name one. A cell that ends without a task outcome (an exit code other than 0/1,
+or an infra error) has its replicas checked (:meth:`ReplicaPool.report_failure`): a dead one is
+restarted or dropped from the pool, logged with its reason and kept in :attr:`RayExecutor.replica_events`,
+so later cells get a live endpoint. When a role has no replica left, the cells submitted after
+that end at once with an ``infra_error`` naming it (they stay resumable).
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import os
@@ -42,7 +51,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rpent.batch.executor import CellJob, CellOutcome, register_executor, stop_process_group
+from rpent.batch.executor import CellJob, CellOutcome, _die_with_parent, register_executor, stop_process_group
 from rpent.cluster.errors import ClusterConfigError, ClusterError
 from rpent.cluster.settings import RaySettings, parse_ray_section
 
@@ -50,6 +59,8 @@ log = logging.getLogger("rpent.batch.ray")
 
 RESULTS_MODES = ("auto", "shared", "copy")
 MARKER_PREFIX = ".rpent_ray_visible_"
+NODE_CHECK_S = 2.0
+"""Seconds between checks that some live node still offers the cells' resources (while cells run)."""
 
 
 def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop_grace_s: float) -> dict[str, Any]:
@@ -65,8 +76,6 @@ def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop
         ``{"exit_code", "infra_error", "wall_s", "where", "archive"?: bytes (tar of run_dir + log)}``.
     """
     import ray
-
-    from rpent.batch.executor import _die_with_parent
 
     where = f"{os.uname().nodename} {ray.util.get_node_ip_address()} node {ray.get_runtime_context().get_node_id()[:8]}"
     copy = results == "copy" or (results == "auto" and not (marker and os.path.exists(marker)))
@@ -86,13 +95,17 @@ def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop
     try:
         proc = subprocess.Popen(argv, env={**os.environ, **job.get("env", {})}, cwd=job.get("cwd"),
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=_die_with_parent)
+                                start_new_session=True, preexec_fn=functools.partial(_child_setup, job.get("nice")))
     except OSError as exc:
         return {"exit_code": None, "infra_error": f"could not start the run on {where}: {exc}", "wall_s": 0.0,
                 "where": where}
     finally:
         if out is not subprocess.DEVNULL:
             out.close()
+    try:
+        run_nice = os.getpriority(os.PRIO_PROCESS, proc.pid)
+    except OSError:
+        run_nice = "?"
     limit = job.get("timeout_s")
     try:
         # poll in short sleeps, not one blocking wait: ray.cancel raises KeyboardInterrupt in this thread
@@ -110,7 +123,7 @@ def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop
     if infra is None and rc is not None and rc < 0:
         infra = f"run process killed by signal {signal.Signals(-rc).name}"
     result: dict[str, Any] = {"exit_code": rc, "infra_error": infra, "wall_s": round(time.monotonic() - t0, 3),
-                              "where": where}
+                              "where": f"{where}, nice {run_nice}"}
     if scratch is not None:
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -123,6 +136,27 @@ def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop
 
         shutil.rmtree(scratch, ignore_errors=True)
     return result
+
+
+def _child_setup(nice: int | None) -> None:  # runs in the child between fork and exec
+    """PDEATHSIG (see :func:`rpent.batch.executor._die_with_parent`), then the driver's niceness: Ray
+    starts its workers at +15 over the raylet (``RAY_worker_niceness``), which would deprioritise the
+    run against other work on the node; raising the priority back needs the privilege to do so
+    (root / CAP_SYS_NICE), else the run keeps the worker's niceness (reported in ``where``)."""
+    _die_with_parent()
+    if nice is not None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, int(nice))
+        except OSError:
+            pass
+
+
+def warm_up() -> str:
+    """Body of the warm-up task: nothing but what :func:`run_cell_on_node` imports (the worker process
+    that runs it is kept by Ray and reused for the cells)."""
+    from rpent.batch.executor import _die_with_parent  # noqa: F401 - imported for its cost
+
+    return os.uname().nodename
 
 
 def _unpack(archive: bytes, job: CellJob) -> None:
@@ -158,18 +192,22 @@ class RayExecutor:
         results_root: the driver's results root (for the ``auto`` marker).
         results: ``auto`` | ``shared`` | ``copy``.
         stop_grace_s: seconds between SIGTERM and SIGKILL of a stopped run.
+        warm_up_workers: submit ``slots`` no-op tasks with the cells' resources at construction, so
+            the Ray worker processes (reused by the cell tasks) start while the driver prepares.
 
     Raises:
         ClusterConfigError (a ValueError): no node offers the cell's resources, ``slots`` above what
-            the nodes hold, replicas above the GPUs; ClusterConnectError: no cluster answered.
+            the nodes hold, replicas above the GPUs; ClusterBusyError (a ClusterConfigError): they
+            would fit but other jobs hold the resources (after ``ray.preflight_wait_s``);
+            ClusterConnectError: no cluster answered.
     """
 
     name = "ray"
 
     def __init__(self, slots: int, *, settings: RaySettings, results_root: str | Path | None = None,
-                 results: str = "auto", stop_grace_s: float = 20.0):
+                 results: str = "auto", stop_grace_s: float = 20.0, warm_up_workers: bool = True):
         from rpent.cluster.connect import connect, import_ray
-        from rpent.cluster.preflight import Demand, check_placement, live_nodes
+        from rpent.cluster.preflight import Demand, preflight
 
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
@@ -184,17 +222,30 @@ class RayExecutor:
         demands = [Demand("cells (--parallel)", settings.cell, slots)]
         demands += [Demand(f"ray.replicas.{role}.count", rep.request, rep.count, " (one replica per GPU)")
                     for role, rep in settings.replicas.items()]
-        check_placement(live_nodes(self.ray), demands)
+        try:
+            preflight(self.ray, demands, wait_s=settings.preflight_wait_s)
+        except BaseException:
+            if self._owns_connection:
+                from rpent.cluster.connect import disconnect
+
+                disconnect()
+            raise
         self.marker: str | None = None
-        if results_root is not None and results == "auto":
-            root = Path(results_root)
-            root.mkdir(parents=True, exist_ok=True)
-            self.marker = str(root / f"{MARKER_PREFIX}{secrets.token_hex(8)}")
-            Path(self.marker).write_text("rpent-batch driver marker: nodes that see this file share the results root\n")
+        self._results_root = Path(results_root) if results_root is not None and results == "auto" else None
         self._task = self.ray.remote(max_retries=0)(run_cell_on_node)
+        # start the Ray worker processes the first cells will run in now (a Python + Ray start-up each,
+        # seconds on a loaded node) instead of when the first cells are submitted
+        warm = self.ray.remote(max_retries=0)(warm_up)
+        self._warm_refs = [warm.options(**settings.cell.ray_options()).remote() for _ in range(slots if warm_up_workers
+                                                                                                 else 0)]
         self._refs: dict[Any, tuple[CellJob, float]] = {}
         self._pools: dict[str, Any] = {}
         self.lost: list[dict[str, Any]] = []
+        self._no_node_since: float | None = None
+        self._last_node_check = 0.0
+        self._done: list[CellOutcome] = []
+        self._closed_events: list[dict[str, Any]] = []
+        self._used: dict[str, dict[str, str]] = {}  # cell key -> role -> replica endpoint it was given
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def __enter__(self) -> RayExecutor:
@@ -220,12 +271,28 @@ class RayExecutor:
             raise RuntimeError(f"all {self.slots} slots are busy; wait() first")
         if any(j.key == job.key for j, _ in self._refs.values()):
             raise RuntimeError(f"cell {job.key} is already running")
+        from rpent.cluster.errors import ClusterError
+
         argv = list(job.argv)
+        used: dict[str, str] = {}
         for role, flag in (("vla", "--vla-endpoint"), ("sam3", "--sam3-endpoint")):
             pool = self._pools.get(role)
             if pool is not None and flag not in argv:
-                argv += [flag, pool.endpoint_for(job.key)]
-        payload = {**job.to_dict(), "argv": argv}
+                try:
+                    used[role] = pool.endpoint_for(job.key)
+                except ClusterError as exc:  # no replica left: the cell cannot run; resumable later
+                    for p in self._pools.values():
+                        p.release(job.key)
+                    self._done.append(CellOutcome(job.key, None, job.run_dir, f"not started: {exc}", 0.0, job.attempt,
+                                                  job.arm, "ray"))
+                    return
+                argv += [flag, used[role]]
+        self._used[job.key] = used
+        if self._results_root is not None and self.marker is None:
+            self._results_root.mkdir(parents=True, exist_ok=True)
+            self.marker = str(self._results_root / f"{MARKER_PREFIX}{secrets.token_hex(8)}")
+            Path(self.marker).write_text("rpent-batch driver marker: nodes that see this file share the results root\n")
+        payload = {**job.to_dict(), "argv": argv, "nice": os.getpriority(os.PRIO_PROCESS, 0)}
         ref = self._task.options(**self.settings.cell.ray_options()).remote(
             payload, self.marker, self.results, self.stop_grace_s)
         self._refs[ref] = (job, time.monotonic())
@@ -233,6 +300,27 @@ class RayExecutor:
     def running(self) -> list[str]:
         """Keys of the jobs still running."""
         return [job.key for job, _ in self._refs.values()]
+
+    @property
+    def replica_events(self) -> list[dict[str, Any]]:
+        """Restart / drop decisions of every replica pool (``ReplicaPool.events``), oldest first."""
+        live = [e for pool in self._pools.values() for e in pool.events]
+        return sorted([*self._closed_events, *live], key=lambda e: e["time"])
+
+    def _check_replicas(self, out: CellOutcome) -> None:
+        """After a cell ended without a task outcome, check the replicas it used (restart or drop a dead one)."""
+        from rpent.cluster.errors import ClusterError
+
+        used = self._used.pop(out.key, {})
+        if out.exit_code in (0, 1) and out.infra_error is None:
+            return
+        for role, endpoint in used.items():
+            try:
+                self._pools[role].report_failure(
+                    endpoint, f"cell {out.key} attempt {out.attempt} ended with exit code {out.exit_code}"
+                              + (f" ({out.infra_error})" if out.infra_error else ""))
+            except ClusterError as exc:
+                log.warning("%s", exc)
 
     def _outcome(self, ref: Any) -> CellOutcome:
         from ray.exceptions import RayTaskError, TaskCancelledError
@@ -262,14 +350,68 @@ class RayExecutor:
                            job.arm, res["where"])
 
     def wait(self, timeout: float | None = None) -> list[CellOutcome]:
-        """Block until >= 1 job ended or ``timeout`` s passed; the ended jobs' outcomes, each once."""
+        """Block until >= 1 job ended or ``timeout`` s passed; the ended jobs' outcomes, each once.
+
+        With ``timeout=None`` it still returns when no live node offers the cells' resources any more
+        (those jobs end with an ``infra_error``; see the module docstring)."""
+        if self._done:
+            done, self._done = self._done, []
+            return done
         if not self._refs:
             return []
-        ready, rest = self.ray.wait(list(self._refs), num_returns=1, timeout=timeout)
-        if ready and rest:
-            more, _ = self.ray.wait(rest, num_returns=len(rest), timeout=0)
-            ready += more
-        return [self._outcome(ref) for ref in ready]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            step = NODE_CHECK_S if deadline is None else max(0.0, min(NODE_CHECK_S, deadline - time.monotonic()))
+            ready, rest = self.ray.wait(list(self._refs), num_returns=1, timeout=step)
+            if ready:
+                if rest:
+                    more, _ = self.ray.wait(rest, num_returns=len(rest), timeout=0)
+                    ready += more
+                outs = [self._outcome(ref) for ref in ready]
+                for out in outs:
+                    self._check_replicas(out)
+                return outs
+            stranded = self._stranded()
+            if stranded or (deadline is not None and time.monotonic() >= deadline):
+                return stranded
+
+    def _stranded(self) -> list[CellOutcome]:
+        """Outcomes of every running job once no live node has offered ``ray.cell``'s resources for
+        ``ray.preflight_wait_s`` seconds (checked every :data:`NODE_CHECK_S` s); else []."""
+        from rpent.cluster.preflight import live_nodes, node_capacity
+
+        now = time.monotonic()
+        if now - self._last_node_check < NODE_CHECK_S:
+            return []
+        self._last_node_check = now
+        nodes = live_nodes(self.ray, with_available=False)
+        if any(node_capacity(n.resources, self.settings.cell) > 0 for n in nodes):
+            self._no_node_since = None
+            return []
+        listing = "; ".join(n.describe() for n in nodes) or "none"
+        if self._no_node_since is None:
+            self._no_node_since = now
+            log.warning("no live Ray node offers %s (live nodes: %s); waiting up to %.0f s for one",
+                        self.settings.cell.describe(), listing, self.settings.preflight_wait_s)
+        waited = now - self._no_node_since
+        if waited < self.settings.preflight_wait_s:
+            return []
+        reason = (f"no live Ray node offers the cell's {self.settings.cell.describe()} any more (live nodes: {listing}); "
+                  f"gave up after {waited:.0f} s (ray.preflight_wait_s); add such a node and re-run to resume")
+        outs = []
+        for ref in list(self._refs):
+            try:
+                self.ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001 - already failed with its node
+                pass
+            job, t0 = self._refs.pop(ref)
+            for pool in self._pools.values():
+                pool.release(job.key)
+            self.lost.append({"key": job.key, "attempt": job.attempt, "error": reason})
+            log.warning("cell %s attempt %d: %s", job.key, job.attempt, reason)
+            outs.append(CellOutcome(job.key, None, job.run_dir, reason, round(now - t0, 3), job.attempt, job.arm,
+                                    "ray"))
+        return outs
 
     def shutdown(self, cancel: bool = True) -> None:
         """Cancel (SIGTERM -> grace -> SIGKILL on the node) or wait for the running jobs, stop the
@@ -287,7 +429,9 @@ class RayExecutor:
                     except Exception:  # noqa: BLE001 - already finished
                         pass
         self._refs.clear()
+        self._warm_refs = []
         for pool in self._pools.values():
+            self._closed_events += pool.events
             pool.close()
         self._pools = {}
         if self.marker:

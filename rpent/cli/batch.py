@@ -222,13 +222,7 @@ def _load_matrix(parser: argparse.ArgumentParser, root):
 
 
 def _run(argv: list[str]) -> int:
-    from rpent.batch.executor import create_executor
-    from rpent.batch.lock import RootLock, RootLockedError
-    from rpent.batch.manifest import Manifest, hash_checkpoint
-    from rpent.batch.matrix import Matrix
     from rpent.batch.records import ResultsRoot
-    from rpent.batch.report import render_markdown
-    from rpent.batch.runner import EXIT_USAGE, BatchOptions, BatchRunner
 
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -246,6 +240,78 @@ def _run(argv: list[str]) -> int:
     if blocker is not None:
         parser.error(f"--results-root {args.results_root}: {blocker} is a file, not a directory; "
                      "choose another --results-root")
+    early = _start_ray_executor(args, root)  # connects while the matrix is checked below (see its docstring)
+    try:
+        return _run_checked(argv, parser, args, extra, root, early)
+    finally:
+        if early is not None:
+            early.discard()
+
+
+def _start_ray_executor(args, root) -> "_EarlyExecutor | None":
+    """When Ray is asked for (``--ray-address``, ``--executor ray`` or a ``ray:`` section), start
+    building the Ray executor in a background thread: importing Ray, connecting, the placement check
+    and the first Ray worker processes' start-up (seconds each on a loaded machine) then overlap the
+    matrix and run-flag checks instead of adding to the batch's wall time. A bad ``ray:`` section is
+    reported when the executor is collected, as before."""
+    from rpent.batch.ray_executor import ray_section_of_matrix_file
+
+    ray_section = ray_section_of_matrix_file(args.matrix)
+    if not (args.ray_address or ray_section or args.executor == "ray"):
+        return None
+    args.executor = "ray"
+    return _EarlyExecutor(args, ray_section, root)
+
+
+class _EarlyExecutor:
+    """A Ray executor under construction in a daemon thread (see :func:`_start_ray_executor`)."""
+
+    def __init__(self, args, ray_section, root):
+        import threading
+
+        self.executor = None
+        self.error: BaseException | None = None
+        self.claimed = False
+        self._thread = threading.Thread(target=self._build, args=(args, ray_section, root), name="ray-executor",
+                                        daemon=True)
+        self._thread.start()
+
+    def _build(self, args, ray_section, root) -> None:
+        from rpent.batch.executor import create_executor
+        from rpent.cluster.settings import parse_ray_section
+
+        try:
+            address = args.ray_address or (None if (ray_section or {}).get("address") else "auto")
+            self.executor = create_executor("ray", slots=args.parallel, settings=parse_ray_section(ray_section, address),
+                                            results_root=root.root)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread by get()
+            self.error = exc
+
+    def get(self):
+        """The executor (the caller owns it from now on). Raises what its construction raised."""
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        self.claimed = True
+        return self.executor
+
+    def discard(self) -> None:
+        """Shut the executor down unless :meth:`get` handed it out (the batch was refused before it ran).
+        Waits at most 5 s for a connection still in progress (the daemon thread ends with the process,
+        and Ray disconnects at exit)."""
+        self._thread.join(timeout=5.0)
+        if not self.claimed and self.executor is not None:
+            self.executor.shutdown(cancel=True)
+
+
+def _run_checked(argv: list[str], parser, args, extra, root, early) -> int:
+    from rpent.batch.executor import create_executor
+    from rpent.batch.lock import RootLock, RootLockedError
+    from rpent.batch.manifest import Manifest, hash_checkpoint
+    from rpent.batch.matrix import Matrix
+    from rpent.batch.report import render_markdown
+    from rpent.batch.runner import EXIT_USAGE, BatchOptions, BatchRunner
+
     stored = None
     if root.matrix_path.exists():
         try:
@@ -274,18 +340,7 @@ def _run(argv: list[str]) -> int:
         from rpent.recording.atomic import write_bytes_atomic
 
         try:
-            from rpent.batch.ray_executor import ray_section_of_matrix_file
-
-            ray_section = ray_section_of_matrix_file(args.matrix)
-            if args.ray_address or ray_section or args.executor == "ray":
-                from rpent.cluster.settings import parse_ray_section
-
-                address = args.ray_address or (None if (ray_section or {}).get("address") else "auto")
-                args.executor = "ray"
-                executor = create_executor("ray", slots=args.parallel, settings=parse_ray_section(ray_section, address),
-                                           results_root=root.root)
-            else:
-                executor = create_executor(args.executor, slots=args.parallel)
+            executor = early.get() if early is not None else create_executor(args.executor, slots=args.parallel)
         except ValueError as exc:
             print(f"rpent-batch: --executor: {exc}", file=sys.stderr)
             return EXIT_USAGE
@@ -316,6 +371,8 @@ def _run(argv: list[str]) -> int:
             return 130
         finally:
             inv["attempts_started"] = runner.attempts_started
+            if getattr(executor, "replica_events", None):  # Ray replicas restarted / dropped, with reasons
+                inv["replica_events"] = executor.replica_events
             manifest.end(inv, code)
         print(render_markdown(report), end="")
         print(f"rpent-batch: report in {root.root / 'report.md'} and report.json")

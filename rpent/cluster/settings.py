@@ -6,6 +6,7 @@ Schema (every key optional; ``--ray-address`` on the command line overrides ``ad
       address: auto                 # auto (RAY_ADDRESS / the local head) | ray://HOST:PORT | HOST:PORT
       connect_timeout_s: 60         # bounded wait for the cluster to answer
       call_timeout_s: 900           # longest wait for one actor reply (an env chunk, a batch cell)
+      preflight_wait_s: 10          # wait this long for resources other jobs hold, then refuse
       env_worker:                   # one rpent-eval env worker actor
         num_cpus: 1
         num_gpus: 0                 # > 0: the worker renders with EGL on the GPU Ray assigns it
@@ -122,6 +123,8 @@ class RaySettings:
         address: ``auto``, ``ray://HOST:PORT`` or ``HOST:PORT``.
         connect_timeout_s: seconds for the cluster to answer ``ray.init``.
         call_timeout_s: longest wait for one actor reply before the run fails with a clear error.
+        preflight_wait_s: seconds to wait for free resources (held by other jobs) before refusing
+            (:func:`rpent.cluster.preflight.preflight`).
         env_worker: resources of one rpent-eval env worker actor.
         cell: resources of one rpent-batch cell task.
         cell_max_retries: re-runs of a cell whose node died.
@@ -133,6 +136,7 @@ class RaySettings:
     address: str
     connect_timeout_s: float = 60.0
     call_timeout_s: float = 900.0
+    preflight_wait_s: float = 10.0
     env_worker: ResourceRequest = field(default_factory=ResourceRequest)
     cell: ResourceRequest = field(default_factory=ResourceRequest)
     cell_max_retries: int = 2
@@ -224,8 +228,8 @@ def parse_ray_section(section: Any, address: str | None = None) -> RaySettings |
         ClusterConfigError: a malformed key, naming it and the allowed values.
     """
     section = _mapping(section, "ray")
-    _unknown(section, ("address", "connect_timeout_s", "call_timeout_s", "env_worker", "cell", "replicas", "results"),
-             "ray")
+    _unknown(section, ("address", "connect_timeout_s", "call_timeout_s", "preflight_wait_s", "env_worker", "cell",
+                       "replicas", "results"), "ray")
     address = address or section.get("address")
     if not address:
         if section:
@@ -250,6 +254,7 @@ def parse_ray_section(section: Any, address: str | None = None) -> RaySettings |
         address=address, results=results,
         connect_timeout_s=_number(section, "connect_timeout_s", "ray", 60.0, minimum=1.0),
         call_timeout_s=_number(section, "call_timeout_s", "ray", 900.0, minimum=1.0),
+        preflight_wait_s=_number(section, "preflight_wait_s", "ray", 10.0, minimum=0.0),
         env_worker=_request(section.get("env_worker"), "ray.env_worker", cpus=1.0, gpus=0.0),
         cell=_request(cell_section, "ray.cell", cpus=1.0, gpus=0.0),
         cell_max_retries=max_retries,

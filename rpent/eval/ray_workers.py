@@ -356,25 +356,30 @@ class RayRolloutDriver(RolloutDriver):
 
 
 def cluster_cpu_capacity(ray: Any, settings: RaySettings) -> int:
-    """How many env worker actors the live nodes can hold (for ``env.num_workers: auto``)."""
-    from rpent.cluster.preflight import live_nodes, node_capacity
+    """How many env worker actors fit in what the live nodes have free now (for ``env.num_workers:
+    auto``; the nodes' totals where the free view cannot be read)."""
+    from rpent.cluster.preflight import free_capacity, live_nodes, node_capacity
 
-    return max(1, sum(node_capacity(n.resources, settings.env_worker) for n in live_nodes(ray)))
+    nodes = live_nodes(ray)
+    if all(n.available is not None for n in nodes):
+        return max(1, free_capacity(nodes, settings.env_worker))
+    return max(1, sum(node_capacity(n.resources, settings.env_worker) for n in nodes))
 
 
 def preflight_eval(ray: Any, settings: Any, ray_settings: RaySettings) -> None:
-    """Refuse an evaluation the cluster cannot place (see :mod:`rpent.cluster.preflight`).
+    """Refuse an evaluation the cluster cannot place, or cannot place with what is free now (after
+    ``ray.preflight_wait_s``; see :mod:`rpent.cluster.preflight`).
 
     Raises:
-        ClusterConfigError: naming the numbers (workers, replicas, GPUs, nodes).
+        ClusterConfigError: naming the numbers (workers, replicas, GPUs, nodes; free and total).
     """
-    from rpent.cluster.preflight import Demand, check_placement, live_nodes
+    from rpent.cluster.preflight import Demand, preflight
 
     demands = [Demand("env workers (env.num_workers)", ray_settings.env_worker, settings.env.num_workers,
                       f"; total_num_envs={settings.env.total_num_envs} must stay divisible by env.num_workers")]
     for role, rep in ray_settings.replicas.items():
         demands.append(Demand(f"ray.replicas.{role}.count", rep.request, rep.count, " (one replica per GPU)"))
-    check_placement(live_nodes(ray), demands)
+    preflight(ray, demands, wait_s=ray_settings.preflight_wait_s)
 
 
 def run_eval_on_ray(settings: Any, loaded: Any, ray_settings: RaySettings, *, logs_dir: str | Path,

@@ -36,7 +36,7 @@ BIND_RADIUS_M = 0.15
 #: Estimate keys kept in the anchors file (the ``object_estimate`` of a ``segment`` result).
 _ESTIMATE_KEYS = ("center", "top_z", "bottom_z", "major_yaw", "major_extent", "minor_extent", "ridge_yaw")
 #: Read-only tools: never part of a recipe.
-_READONLY = {"view_env_state", "view_camera_meta", "back_project", "segment", "finish",
+_READONLY = {"view_env_state", "view_fixtures", "view_camera_meta", "back_project", "segment", "finish",
              "request_operator_verdict", "write_memory_draft"}
 
 

@@ -1,16 +1,21 @@
 """The offline ``scripted`` planner: no LLM, no VLA, no GPU.
 
-It reads the task instruction, finds the object and the target with ``segment`` (world
-position and size from the mask's back-projected points), and solves single-object
-pick-and-place instructions ("pick up the X and place it in the basket", "put the X on the
-Y", ...) with the scripted motion tools. Instruction kinds it cannot do end with
-``finish(status="unsupported")`` and the reason. It drives the toolkit only through
-``toolkit.execute`` — the interface the LLM planners use — so its run record looks the same.
-
-The motion plan (approach, align, descend, close, lift, transport, lower, release, retreat)
-is :func:`rpent.robots.libero.strategy.pick_and_place`; this module only turns its steps into
-tool calls, and gives it a second look at the object through ``segment(camera="wrist")`` while
-the gripper hovers above it.
+It reads the task instruction into a plan of steps
+(:func:`rpent.robots.libero.skills.language.parse_task`): pick-and-place steps ("pick up the
+black bowl next to the ramekin and place it on the plate", "put both the X and the Y in the
+basket", "put the white mug on the left plate and ...") and fixture steps ("turn on the
+stove", "open the top drawer", "... and close it"). For each pick-and-place step it finds
+every instance of the object and the target with ``segment(all_instances=True)`` (world
+position and shape from the masks' back-projected points), resolves spatial qualifiers
+geometrically (:mod:`rpent.robots.libero.skills.spatial`), chooses the grasp from the
+object's shape (rim grasp for bowls and mugs, :mod:`rpent.robots.libero.skills.grasp`) and
+runs :func:`rpent.robots.libero.skills.motion.pick_and_place`, with a second look through
+``segment(camera="wrist")`` while the gripper hovers above the object. Fixture steps read
+drawer and knob joints and handles from ``view_fixtures`` and run
+:mod:`rpent.robots.libero.skills.fixtures`. Instruction kinds it cannot do end with
+``finish(status="unsupported")`` and the reason; a failed step ends with ``failure`` naming
+the step and the stage. It drives the toolkit only through ``toolkit.execute`` — the
+interface the LLM planners use — so its run record looks the same.
 """
 
 from __future__ import annotations
@@ -101,45 +106,23 @@ class ScriptedPlanner:
         try:
             view = call("view_env_state", {})
             language = view.get("task_language") or ""
-            goal = strategy.parse_instruction(language)
-            if isinstance(goal, strategy.Unsupported):
-                say(f"I cannot do this instruction with scripted motions: {goal.reason}")
-                self._finish_or_give_up(call, result, "unsupported", goal.reason)
+            plan = strategy.parse_task(language)
+            if isinstance(plan, strategy.Unsupported):
+                say(f"I cannot do this instruction with scripted motions: {plan.reason}")
+                self._finish_or_give_up(call, result, "unsupported", plan.reason)
                 return self._done(result, t0)
-            say(f"Plan: pick '{goal.object_phrase}' and place it {goal.relation} '{goal.target_phrase}'.")
-            estimates = {}
-            for role, phrase in (("object", goal.object_phrase), ("target", goal.target_phrase)):
-                seg = call("segment", {"prompt": phrase})
-                if not seg.get("found") or not seg.get("object_estimate"):
-                    why = seg.get("reason") or seg.get("world_error") or seg.get("error") or "not found"
-                    say(f"Could not localise the {role} '{phrase}': {why}")
-                    self._finish_or_give_up(call, result, "failure", f"could not localise the {role} '{phrase}': {why}")
-                    return self._done(result, t0)
-                estimates[role] = strategy.ObjectEstimate(**seg["object_estimate"])
-            def relocate(_state: dict) -> "strategy.ObjectEstimate | None":
-                seg = call("segment", {"prompt": goal.object_phrase, "camera": "wrist"})
-                est = seg.get("object_estimate") if seg.get("found") else None
-                return strategy.ObjectEstimate(**est) if est else None
-
+            say("Plan: " + "; then ".join(
+                f"step {i}: " + (g.describe() if isinstance(g, strategy.FixtureGoal) else f"put the {g.describe()}")
+                for i, g in enumerate(plan.steps, 1)) + ".")
+            home = (view.get("state") or {}).get("robot0_eef_pos")
             for attempt in range(1, MAX_ATTEMPTS + 1):
                 if attempt > 1:
                     say(f"The operator says the task is not done; attempt {attempt} of {MAX_ATTEMPTS} from the "
                         "current scene.")
-                    for role, phrase in (("object", goal.object_phrase), ("target", goal.target_phrase)):
-                        seg = call("segment", {"prompt": phrase})
-                        if seg.get("found") and seg.get("object_estimate"):
-                            estimates[role] = strategy.ObjectEstimate(**seg["object_estimate"])
-                outcome = strategy.pick_and_place(_ToolExecutor(call), estimates["object"], estimates["target"],
-                                                  goal.relation, relocate=relocate)
-                solved = toolkit.solved()
-                if solved:
-                    say("The environment reports success.")
-                    status, summary = "success", (f"placed the {goal.object_phrase} {goal.relation} the "
-                                                  f"{goal.target_phrase}")
-                else:
-                    reason = outcome.get("reason") or "task predicate not satisfied"
-                    say(f"Pick-and-place ended at stage '{outcome.get('stage')}' without success: {reason}")
-                    status, summary = "failure", f"stopped at {outcome.get('stage')}: {reason}"
+                status, summary = self._run_plan(call, say, toolkit, plan, home)
+                if status is None:  # could not localise: no second attempt helps
+                    self._finish_or_give_up(call, result, "failure", summary)
+                    return self._done(result, t0)
                 if self._finish(call, result, status, summary) != "continue":
                     break
             else:
@@ -157,6 +140,82 @@ class ScriptedPlanner:
             remove_listener()
         ignore_operator_lines()
         return self._done(result, t0)
+
+    @staticmethod
+    def _run_plan(call, say, toolkit, plan, home=None) -> tuple[str | None, str]:
+        """Run every step of ``plan``; returns ``(status, summary)`` for ``finish`` (status None:
+        an object could not be localised, the summary says which). Before every step after
+        the first the arm goes back to ``home`` (the start eef position, m) so the cameras see
+        the scene without it."""
+        from rpent.robots.libero import strategy
+        from rpent.robots.libero.skills import scene
+
+        placed: set[str] = set()
+        n = len(plan.steps)
+        for k, goal in enumerate(plan.steps, 1):
+            tag = f"step {k}/{n} ({goal.describe()})" if n > 1 else goal.describe()
+            if k > 1 and home is not None:
+                ScriptedPlanner._go_home(call, home)
+            if isinstance(goal, strategy.FixtureGoal):
+                try:
+                    outcome = ScriptedPlanner._fixture_step(call, goal)
+                except scene.NotFound as exc:
+                    say(f"{tag}: {exc}")
+                    return None, f"{tag}: {exc}"
+                if toolkit.solved():
+                    say("The environment reports success.")
+                    return "success", "did: " + "; ".join(g.describe() for g in plan.steps[:k])
+                if not outcome.get("done") or k == n:
+                    reason = outcome.get("reason") or "task predicate not satisfied"
+                    say(f"{tag} ended at stage '{outcome.get('stage')}' without success: {reason}")
+                    return "failure", f"{tag} stopped at {outcome.get('stage')}: {reason}"
+                say(f"{tag}: done (joint at {outcome.get('qpos', float('nan')):.3f}).")
+                continue
+            try:
+                picked = scene.localise_step(call, goal, exclude=placed)
+            except scene.NotFound as exc:
+                say(f"{tag}: {exc}")
+                return None, f"{tag}: {exc}"
+            say(f"{tag}: picking {picked.object_name} at "
+                f"({picked.obj.center[0]:.3f}, {picked.obj.center[1]:.3f}) and placing it {goal.relation} "
+                f"{picked.target_name} at ({picked.target.center[0]:.3f}, {picked.target.center[1]:.3f}).")
+            outcome = strategy.pick_and_place(_ToolExecutor(call), picked.obj, picked.target, goal.relation,
+                                              relocate=scene.wrist_relocator(call, goal.object_phrase, picked.obj),
+                                              obstacles=picked.obstacles)
+            placed.add(picked.object_name)
+            if toolkit.solved():
+                say("The environment reports success.")
+                return "success", "placed the " + " and the ".join(g.describe() for g in plan.steps[:k])
+            if outcome.get("stage") != "retreat" or k == n:
+                reason = outcome.get("reason") or "task predicate not satisfied"
+                say(f"{tag} ended at stage '{outcome.get('stage')}' without success: {reason}")
+                return "failure", f"{tag} stopped at {outcome.get('stage')}: {reason}"
+        return "failure", "task predicate not satisfied"
+
+    @staticmethod
+    def _go_home(call, home) -> None:
+        """Rise 5 cm, then move (in <= 0.25 m legs) to ``home`` with the gripper open, pointing down."""
+        from rpent.robots.libero import control
+        from rpent.robots.libero.skills.motion import xy_waypoints
+
+        view = call("view_env_state", {})
+        pos = [float(v) for v in (view.get("state") or {}).get("robot0_eef_pos", home)]
+        start = [pos[0], pos[1], max(pos[2] + 0.05, float(home[2]))]
+        call("move_pose", {"xyz": start, "target_pitch": 0.0, "gripper": control.GRIPPER_OPEN, "max_steps": 80})
+        for wp in xy_waypoints(start, [float(v) for v in home], 0.25):
+            call("move_to", {"xyz": [float(v) for v in wp], "gripper": control.GRIPPER_OPEN, "max_steps": 80})
+
+    @staticmethod
+    def _fixture_step(call, goal) -> dict:
+        """Turn a knob / open / close a drawer (:mod:`rpent.robots.libero.skills.fixtures`)."""
+        from rpent.robots.libero.skills import fixtures, scene
+
+        ex = _ToolExecutor(call)
+        if goal.action in ("turn_on", "turn_off"):
+            _, part, read = scene.find_fixture_part(call, goal.fixture_phrase, (), "hinge")
+            return fixtures.turn_knob(ex, part, read, on=goal.action == "turn_on")
+        _, part, read = scene.find_fixture_part(call, goal.fixture_phrase, goal.part_words, "slide")
+        return (fixtures.open_drawer if goal.action == "open" else fixtures.close_drawer)(ex, part, read)
 
     @classmethod
     def _finish_or_give_up(cls, call, result: PlannerResult, status: str, summary: str) -> None:

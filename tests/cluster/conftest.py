@@ -35,6 +35,18 @@ sys.path.insert(0, str(REPO / "tests" / "eval"))  # policy_server / replay fixtu
 OBJECT_STORE_BYTES = 80 * 1024 * 1024
 
 
+def _kill_leftovers(temp_dir: str) -> None:
+    """Kill the processes of a failed cluster start: those whose command line names its temp folder."""
+    import psutil
+
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if temp_dir in " ".join(proc.info["cmdline"] or []):
+                proc.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+
+
 class LocalCluster:
     """The running test cluster: ``.address`` (GCS ``127.0.0.1:PORT``), ``.cluster``, ``.gpu_node``."""
 
@@ -42,10 +54,15 @@ class LocalCluster:
         from ray.cluster_utils import Cluster
 
         self.temp_dir = tempfile.mkdtemp(prefix="rray_", dir="/tmp")  # short: Unix socket paths
-        self.cluster = Cluster(initialize_head=True, head_node_args={
-            "num_cpus": 1, "num_gpus": 0, "resources": {"head_node": 1}, "node_ip_address": "127.0.0.1",
-            "object_store_memory": OBJECT_STORE_BYTES, "include_dashboard": False, "temp_dir": self.temp_dir,
-        })
+        try:
+            self.cluster = Cluster(initialize_head=True, head_node_args={
+                "num_cpus": 1, "num_gpus": 0, "resources": {"head_node": 1}, "node_ip_address": "127.0.0.1",
+                "object_store_memory": OBJECT_STORE_BYTES, "include_dashboard": False, "temp_dir": self.temp_dir,
+            })
+        except BaseException:
+            _kill_leftovers(self.temp_dir)  # a failed start leaves its GCS server etc. running
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+            raise
         try:
             self.gpu_node = self.add_gpu_node()
         except BaseException:
@@ -56,8 +73,11 @@ class LocalCluster:
 
     def add_gpu_node(self):
         """Add a node with 1 CPU, 1 GPU and ``gpu_node`` (also used to replace a killed one)."""
-        node = self.cluster.add_node(num_cpus=1, num_gpus=1, resources={"gpu_node": 1}, node_ip_address="127.0.0.1",
-                                     object_store_memory=OBJECT_STORE_BYTES)
+        return self.add_node(num_cpus=1, num_gpus=1, resources={"gpu_node": 1})
+
+    def add_node(self, **resources):
+        """Add a node on 127.0.0.1 with ``resources`` (``num_cpus``, ``num_gpus``, ``resources``) and wait for it."""
+        node = self.cluster.add_node(**resources, node_ip_address="127.0.0.1", object_store_memory=OBJECT_STORE_BYTES)
         self.cluster.wait_for_nodes()
         return node
 
@@ -77,10 +97,13 @@ def ray_cluster():
     pytest.importorskip("ray", reason='Ray is an extra: pip install -e ".[ray]"')
     import ray
 
-    try:
-        cluster = LocalCluster()
-    except Exception:  # noqa: BLE001 - Ray's node start-up can time out on a loaded machine: one more try
-        cluster = LocalCluster()
+    for attempt in range(3):
+        try:
+            cluster = LocalCluster()
+            break
+        except Exception:  # noqa: BLE001 - a raylet gives up after 15 s waiting for its agents on a loaded machine
+            if attempt == 2:
+                raise
     ray.init(address=cluster.address, log_to_driver=False)
     try:
         yield cluster

@@ -37,7 +37,7 @@ def _outcomes(root: Path) -> dict:
 
 
 def _wheres(root: Path) -> set[str]:
-    return {e["where"].split(" node ")[1].split()[0] for e in _ledger(root) if e["event"] == "end" and e.get("where")}
+    return {e["where"].split(" node ")[1].split()[0].rstrip(",") for e in _ledger(root) if e["event"] == "end" and e.get("where")}
 
 
 def test_two_cells_run_as_ray_tasks_on_both_nodes(ray_cluster, env_for_cli, tmp_path):

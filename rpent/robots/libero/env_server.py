@@ -30,6 +30,7 @@ Methods (``ro`` = read-only: never advances physics):
 ``env.capture``             ro    everything a toolkit step record needs, in one round trip
 ``env.object_names``        ro    {objects, fixtures, of_interest}
 ``env.object_poses``        ro    {name: {pos, quat}} (m, xyzw, world frame)
+``env.fixture_parts``       ro    articulated parts (drawers, knobs): joint, qpos, axis, handle
 ==========================  ====  ==========================================================
 
 Read-only methods may be called concurrently by the RPC layer, but MuJoCo rendering and
@@ -108,6 +109,7 @@ class EnvServer(RpcServer):
             "env.object_names": sim.object_names,
             "env.object_poses": sim.object_poses,
             "env.object_aabb": sim.object_aabb,
+            "env.fixture_parts": sim.fixture_parts,
         }
         mut = {"env.reset": sim.reset, "env.chunk_step": sim.chunk_step}
         for name, fn in ro.items():

@@ -556,6 +556,70 @@ class LiberoSim:
             "half_extents": (hi_b - lo_b) / 2.0,
         }
 
+    def fixture_parts(self) -> dict:
+        """Articulated parts of the scene's objects and fixtures (drawers, stove knobs, doors).
+
+        What a robot would be told about its workspace's furniture (issue #16: "fixture joint
+        state or handle poses"); movable objects' free joints are not listed.
+
+        Returns:
+            ``{object name: [{"part": body name without the object prefix (e.g.
+            "cabinet_top", "button"), "joint": joint name without the prefix, "type":
+            "slide" | "hinge", "qpos": float (m or rad), "range": [lo, hi], "axis": float[3]
+            world joint axis, "pos": float[3] part body origin (m, world), "handle": float[3]
+            | None centre of the part's geoms whose material name contains "handle" (world),
+            "min"/"max": float[3] world AABB of the part's visible geoms}]}``.
+        """
+        import mujoco
+
+        self._ensure_open()
+        m, d = self._model, self._data
+        roots = {b: n for n, b in self._object_roots.items()}
+        out: dict[str, list] = {}
+        for j in range(m.njnt):
+            jtype = int(m.jnt_type[j])
+            if jtype not in (int(mujoco.mjtJoint.mjJNT_SLIDE), int(mujoco.mjtJoint.mjJNT_HINGE)):
+                continue
+            body = int(m.jnt_bodyid[j])
+            root = body
+            while root != 0 and root not in roots:
+                root = int(m.body_parentid[root])
+            if root not in roots:
+                continue  # the robot's joints
+            obj = roots[root]
+            rot = np.asarray(d.xmat[body]).reshape(3, 3)
+            geoms = [g for g in range(m.ngeom) if int(m.geom_bodyid[g]) == body]
+            visible = [g for g in geoms if m.geom_rgba[g][3] > 0 and int(m.geom_group[g]) == 1] or geoms
+            signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], dtype=np.float64)
+
+            def world_box(gs):
+                pts = []
+                for g in gs:
+                    local = m.geom_aabb[g][:3] + signs * m.geom_aabb[g][3:]
+                    pts.append(local @ np.asarray(d.geom_xmat[g]).reshape(3, 3).T + d.geom_xpos[g])
+                return np.concatenate(pts, axis=0) if pts else None
+
+            box = world_box(visible)
+            handles = [g for g in geoms if int(m.geom_matid[g]) >= 0
+                       and "handle" in (mujoco.mj_id2name(m._model, mujoco.mjtObj.mjOBJ_MATERIAL, int(m.geom_matid[g])) or "")]
+            hbox = world_box(handles)
+            prefix = obj + "_"
+            jname = m.joint_id2name(j) or ""
+            bname = m.body_id2name(body) or ""
+            out.setdefault(obj, []).append({
+                "part": bname[len(prefix):] if bname.startswith(prefix) else bname,
+                "joint": jname[len(prefix):] if jname.startswith(prefix) else jname,
+                "type": "slide" if jtype == int(mujoco.mjtJoint.mjJNT_SLIDE) else "hinge",
+                "qpos": float(d.qpos[int(m.jnt_qposadr[j])]),
+                "range": [float(x) for x in m.jnt_range[j]],
+                "axis": [float(x) for x in rot @ np.asarray(m.jnt_axis[j], dtype=np.float64)],
+                "pos": [float(x) for x in d.xpos[body]],
+                "handle": None if hbox is None else [float(x) for x in (hbox.min(axis=0) + hbox.max(axis=0)) / 2.0],
+                "min": None if box is None else [float(x) for x in box.min(axis=0)],
+                "max": None if box is None else [float(x) for x in box.max(axis=0)],
+            })
+        return out
+
     def object_aabb(self, name: str) -> dict:
         """World axis-aligned box of an object's visible geoms (see :meth:`object_bbox`).
 

@@ -115,7 +115,7 @@ def test_parse_supported(text, expected):
     ("turn on the stove", "'turn on' skill"),
     ("put both the alphabet soup and the tomato sauce in the basket", "two objects"),
     ("put the black bowl in the bottom drawer of the cabinet and close it", "'close' skill"),
-    ("pick up the black bowl next to the ramekin and place it on the plate", "spatial qualifier"),
+    ("pick up the black bowl under the ramekin and place it on the plate", "spatial qualifier"),
     ("pick up the book and place it in the back compartment of the caddy", "region"),
     ("push the plate to the front of the stove", "'push' skill"),
     ("wave hello", "not a pick-and-place"),

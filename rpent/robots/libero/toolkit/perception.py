@@ -1,4 +1,4 @@
-"""Read-only perception tools: ``view_env_state``, ``view_camera_meta``, ``back_project``, ``segment``.
+"""Read-only perception tools: ``view_env_state``, ``view_fixtures``, ``view_camera_meta``, ``back_project``, ``segment``.
 
 Pixels are (row, col) of natural-orientation images (row 0 = top) of the step's recorded
 ``agentview.png``/``wrist.png`` — never of ``agentview_policy.png`` (mirrored left-right for
@@ -32,6 +32,15 @@ Step = Annotated[int, Field(description="step index: 0 = initial, -1 = latest")]
 SAM3_FALLBACK = "Use manual visual localization and back_project."
 
 
+def _estimate_dict(est) -> dict:
+    """JSON form of an :class:`~rpent.robots.libero.skills.estimate.ObjectEstimate` (rounded to 0.1 mm)."""
+    return {"center": [round(float(v), 4) for v in est.center], "top_z": round(est.top_z, 4),
+            "bottom_z": round(est.bottom_z, 4), "major_yaw": round(est.major_yaw, 4),
+            "major_extent": round(est.major_extent, 4), "minor_extent": round(est.minor_extent, 4),
+            "ridge_yaw": None if est.ridge_yaw is None else round(est.ridge_yaw, 4), "source": est.source,
+            "support": None if est.support is None else [round(float(v), 4) for v in est.support]}
+
+
 class PerceptionTools:
     """Mixin of :class:`rpent.robots.libero.toolkit.LiberoToolkit` with the read-only tools."""
 
@@ -54,6 +63,16 @@ class PerceptionTools:
         the command that produced it, artifact names, plus the agentview and wrist images."""
         idx = self.record.resolve_step(step)
         return self.step_view(idx)
+
+    @tool(readonly=True)
+    def view_fixtures(self) -> dict:
+        """Articulated parts of the scene's furniture as they are now: for each fixture (e.g.
+        wooden_cabinet_1, flat_stove_1, microwave_1) its drawers / knobs / doors: part, joint,
+        type (slide m / hinge rad), qpos, range, world joint axis, part origin, handle centre
+        (m, world; None without a handle) and the part's world box. Opening a LIBERO drawer
+        moves it along -axis (its open range is negative); a stove knob is on at qpos >= 0.5."""
+        return {"fixtures": self.env.call("env.fixture_parts"),
+                "note": "live simulator state (not a recorded step); positions in metres, world frame"}
 
     @tool(readonly=True)
     def view_camera_meta(self, camera: Camera = "agentview", step: Step = -1) -> dict:
@@ -115,12 +134,14 @@ class PerceptionTools:
                 prompt: Annotated[str | None, Field(description="text prompt, e.g. 'alphabet soup'")] = None,
                 point: Annotated[list[int] | None, Field(min_length=2, max_length=2, description="[row, col] point prompt (256 px image)")] = None,
                 camera: Camera = "agentview", step: Step = -1,
-                min_score: Annotated[float, Field(ge=0.0, le=1.0)] = 0.2) -> dict:
+                min_score: Annotated[float, Field(ge=0.0, le=1.0)] = 0.2,
+                all_instances: Annotated[bool, Field(description="also list every matching instance (e.g. both black bowls) with its own box and object_estimate")] = False) -> dict:
         """Segment an object in a recorded camera image (text or point prompt) and return
         found, score, box [x0, y0, x1, y1] (px), world_xyz (median of the mask's world points,
         m), world_extent, object_estimate (center, top_z, bottom_z, major_yaw (rad), major/minor
         extent (m) of the visible points: for planning grasps), pixel_count, source (sam3 or
-        sim_oracle), and the overlay image."""
+        sim_oracle), and the overlay image. With all_instances, ``instances`` lists every
+        matching instance ({object, box, pixel_count, object_estimate}; SAM3 gives its best one)."""
         if (prompt is None) == (point is None):
             raise ValueError("segment needs exactly one of prompt or point")
         idx = self.record.resolve_step(step)
@@ -133,6 +154,7 @@ class PerceptionTools:
             mask, score, source, extra = self._segment_sam3(rgb, prompt, point, min_score)
         else:
             mask, score, source, extra, seg_ids = self._segment_oracle(idx, camera, prompt, point)
+        instance_masks = extra.pop("_instance_masks", None)  # sim oracle: every matching instance
         result: dict = {"found": False, "source": source, "camera": camera, "step": idx, **extra}
         if source == "sim_oracle":
             result["note"] = ("no SAM3 service configured: answered from the simulator's instance "
@@ -157,14 +179,13 @@ class PerceptionTools:
             result["world_extent"] = [round(float(v), 4) for v in (hi - lo)]  # 5-95th percentile size (m)
             floor_z = support_height(mask, world, seg_ids)
             est = ObjectEstimate.from_points(pts, floor_z=floor_z, source=f"{source}_{camera}_mask")
-            result["object_estimate"] = {
-                "center": [round(float(v), 4) for v in est.center], "top_z": round(est.top_z, 4),
-                "bottom_z": round(est.bottom_z, 4), "major_yaw": round(est.major_yaw, 4),
-                "major_extent": round(est.major_extent, 4), "minor_extent": round(est.minor_extent, 4),
-                "ridge_yaw": None if est.ridge_yaw is None else round(est.ridge_yaw, 4), "source": est.source}
+            result["object_estimate"] = _estimate_dict(est)
         else:
             result["world_xyz"] = None
             result["world_error"] = f"only {len(pts)} valid mask points (< {MIN_SEGMENT_POINTS})"
+        if all_instances:
+            result["instances"] = self._instances(instance_masks or {extra.get("object", prompt): mask},
+                                                  world, seg_ids, f"{source}_{camera}_mask")
         overlay = rgb.copy()
         overlay[mask] = (0.5 * overlay[mask] + 0.5 * np.array([255, 0, 0])).astype(np.uint8)
         n = self.next_segment_index()
@@ -203,10 +224,32 @@ class PerceptionTools:
                                               "visible_objects": known}, ids
         # several indistinguishable instances: take the one with the most visible pixels
         best = max((i for i, n in table.items() if n in names), key=lambda i: int((ids == i).sum()))
-        extra = {"object": table[best]}
+        extra = {"object": table[best], "_instance_masks": {table[i]: ids == i for i, n in table.items() if n in names}}
         if len(names) > 1:
             extra["other_candidates"] = [n for n in names if n != table[best]]
         return ids == best, 1.0, "sim_oracle", extra, ids
+
+    @staticmethod
+    def _instances(masks: dict, world: np.ndarray, seg_ids, source: str) -> list[dict]:
+        """Per-instance {object, box, pixel_count, object_estimate} for ``segment(all_instances=True)``."""
+        from rpent.robots.libero.strategy import ObjectEstimate, erode_mask, support_height
+
+        out = []
+        for name, m in masks.items():
+            if not m.any():
+                continue
+            inner = erode_mask(m)
+            inner = inner if inner.sum() >= MIN_SEGMENT_POINTS else m
+            pts = world[inner].astype(np.float64)
+            pts = pts[np.isfinite(pts).all(axis=1)]
+            rows, cols = np.nonzero(m)
+            item = {"object": name, "box": [int(cols.min()), int(rows.min()), int(cols.max()), int(rows.max())],
+                    "pixel_count": int(m.sum()), "object_estimate": None}
+            if len(pts) >= MIN_SEGMENT_POINTS:
+                est = ObjectEstimate.from_points(pts, floor_z=support_height(m, world, seg_ids), source=source)
+                item["object_estimate"] = _estimate_dict(est)
+            out.append(item)
+        return out
 
     def _segment_sam3(self, rgb, prompt, point, min_score):
         try:

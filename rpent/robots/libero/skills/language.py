@@ -1,0 +1,393 @@
+"""Instruction parsing: LIBERO instructions -> a :class:`TaskPlan` of pick-and-place steps.
+
+Pure text processing (no simulator). Supported forms (case-insensitive; articles ignored):
+
+* "pick (up) the X and place/put it in/into/on/onto (the top of) the Y"
+* "put/place/move the X in/into/inside/on/onto/on top of the Y"
+* "grab/lift/take the X and put it into Y" (LIBERO-PRO ``_lan`` paraphrases)
+* object phrases with a spatial qualifier: "the black bowl between the plate and the
+  ramekin", "next to the X", "on the X", "in the top drawer of the X", "from table center",
+  "at the front/back/left/right ..." (:class:`Qualifier`, resolved geometrically by
+  :mod:`rpent.robots.libero.skills.spatial`)
+* target phrases "the left/right X" (which of two instances)
+* two objects to one target: "put both the X and the Y in the Z"; "put both X on the Z"
+  (two instances: "put both moka pots on the stove")
+* two sentences joined by "and": "put the X on the Y and put the Z on the W"
+
+Not supported (yield :class:`Unsupported` with the reason): articulated fixtures ("open",
+"close", "turn on/off"), pushing, placing into named regions ("to the right of the plate",
+"in the back compartment of the caddy", "in the bottom drawer").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rpent.robots.libero.skills.naming import clean_text, strip_articles
+
+__all__ = ["Qualifier", "PickPlaceGoal", "FixtureGoal", "TaskPlan", "Unsupported", "parse_task", "parse_instruction",
+           "parse_object_phrase"]
+
+_UNSUPPORTED_VERBS = ("open ", "close ", "turn on", "turn off", "push ", "pull ", "stack ", "slide ")
+
+
+@dataclass(frozen=True)
+class Qualifier:
+    """A spatial qualifier that singles out one instance among several.
+
+    Attributes:
+        relation: ``"between"`` (two refs), ``"next_to"``, ``"on"``, ``"in"``, ``"left_of"``,
+            ``"right_of"``, ``"front_of"``, ``"behind"`` (one ref),
+            ``"center"`` (no ref: the table center), ``"left"``, ``"right"``, ``"front"``,
+            ``"back"`` (no ref: the extreme instance along that direction, robot's view).
+        refs: reference object phrases, e.g. ``("plate", "ramekin")``.
+        text: the qualifier as written.
+        negated: the phrase says "not ..." (LIBERO-PRO ``_task``): the instance it does not designate.
+    """
+
+    relation: str
+    refs: tuple[str, ...] = ()
+    text: str = ""
+    negated: bool = False  #: "the bowl *not* between ...": any other instance
+
+
+@dataclass(frozen=True)
+class PickPlaceGoal:
+    """One pick-and-place step.
+
+    Attributes:
+        object_phrase: what to pick, e.g. ``"alphabet soup"``, ``"black bowl"``.
+        target_phrase: where to put it, e.g. ``"basket"``.
+        relation: ``"in"`` or ``"on"``.
+        instruction: the original text.
+        object_qualifier: which instance of the object (or None: any / the only one).
+        target_qualifier: which instance of the target (or None).
+    """
+
+    object_phrase: str
+    target_phrase: str
+    relation: str
+    instruction: str
+    object_qualifier: Qualifier | None = None
+    target_qualifier: Qualifier | None = None
+    target_part: tuple[str, ...] | None = None  #: a drawer of the target fixture, e.g. ("bottom",)
+
+    def describe(self) -> str:
+        """A short English description, e.g. ``"black bowl (next to ramekin) on plate"``."""
+        o = self.object_phrase + (f" ({self.object_qualifier.text})" if self.object_qualifier else "")
+        t = self.target_phrase + (f" ({self.target_qualifier.text})" if self.target_qualifier else "")
+        if self.target_part is not None:
+            t = f"{' '.join(self.target_part)} drawer of the {t}".strip()
+        return f"{o} {self.relation} {t}"
+
+
+@dataclass(frozen=True)
+class FixtureGoal:
+    """One step on an articulated fixture.
+
+    Attributes:
+        action: ``"turn_on"``, ``"turn_off"``, ``"open"`` or ``"close"``.
+        fixture_phrase: e.g. ``"stove"``, ``"cabinet"``.
+        part_words: which part, e.g. ``("top",)`` for the top drawer (empty: the only one).
+        instruction: the original text.
+    """
+
+    action: str
+    fixture_phrase: str
+    part_words: tuple[str, ...]
+    instruction: str
+
+    def describe(self) -> str:
+        """E.g. ``"open the top drawer of the cabinet"``."""
+        part = f"{' '.join(self.part_words)} drawer of the " if self.part_words else ""
+        return f"{self.action.replace('_', ' ')} the {part}{self.fixture_phrase}"
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """The steps of an instruction, run in order; ``instruction`` is the original text.
+    A :class:`PickPlaceGoal` whose ``target_part`` is set places into a fixture's part
+    (a drawer)."""
+
+    steps: tuple[PickPlaceGoal | FixtureGoal, ...]
+    instruction: str
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """An instruction the scripted strategy does not handle, with the reason."""
+
+    reason: str
+    instruction: str
+
+
+_RELATION = r"(?P<rel>in|into|inside|on top of|onto|on)"
+_PATTERNS = [
+    # pick up the X and place it in the Y
+    re.compile(
+        r"^(?:pick up|pick|grab|lift|take|get)\s+(?P<obj>.+?)\s+and\s+(?:place|put|drop|set|move)\s+(?:it\s+)?"
+        + _RELATION + r"\s+(?P<tgt>.+)$"
+    ),
+    # put the X in the Y  (the object phrase may itself contain "on"/"in": try the last relation first)
+    re.compile(r"^(?:put|place|move|set|drop)\s+(?P<obj>.+)\s+" + _RELATION + r"\s+(?P<tgt>.+)$"),
+    re.compile(r"^(?:put|place|move|set|drop)\s+(?P<obj>.+?)\s+" + _RELATION + r"\s+(?P<tgt>.+)$"),
+]
+_SPATIAL_WORDS = {"under", "below", "above", "beneath", "behind", "left", "right", "front", "back", "near",
+                  "between", "beside", "next", "middle", "center", "centre", "corner", "edge"}
+_COLOURS = {"yellow", "white", "black", "red", "blue", "green", "brown", "grey", "gray", "pink", "orange", "purple"}
+_SIDES = {"left": "left", "right": "right", "front": "front", "back": "back", "rear": "back"}
+
+
+def parse_object_phrase(phrase: str) -> tuple[str, Qualifier | None] | Unsupported:
+    """Split an object phrase into the object's name and an optional spatial qualifier.
+
+    ``"black bowl between the plate and the ramekin"`` -> ``("black bowl", Qualifier("between",
+    ("plate", "ramekin")))``; ``"left plate"`` -> ``("plate", Qualifier("left"))``.
+
+    Returns:
+        ``(name phrase, qualifier or None)`` or :class:`Unsupported` (an unknown qualifier).
+    """
+    p = clean_text(phrase)
+    neg = re.match(r"^(?P<head>.+?)\s+(?:that is\s+|which is\s+)?not\s+(?P<rest>.+)$", p)
+    if neg:
+        inner = parse_object_phrase(f"{neg.group('head')} {neg.group('rest')}")
+        if isinstance(inner, Unsupported) or inner[1] is None:
+            return Unsupported(f"cannot read the negated qualifier in {phrase!r}", phrase)
+        q = inner[1]
+        return inner[0], Qualifier(q.relation, q.refs, f"not {q.text}", negated=True)
+    m = re.match(r"^(?P<head>.+?)\s+(?:that is\s+|which is\s+)?(?:to the\s+|on the\s+|in\s+)?(?P<side>left|right|front|back)\s+of\s+"
+                 r"(?P<rest>.+)$", p) or re.match(r"^(?P<head>.+?)\s+(?P<side>behind)\s+(?P<rest>.+)$", p)
+    if m:
+        side = {"behind": "behind", "back": "behind", "front": "front_of"}.get(m.group("side"), m.group("side") + "_of")
+        return strip_articles(m.group("head")), Qualifier(side, (strip_articles(m.group("rest")),),
+                                                          f"{m.group('side')} of {m.group('rest')}")
+    m = re.match(r"^(?P<head>.+?)\s+(?:that is\s+|which is\s+)?(?P<q>between|next to|beside|near|on top of|on|in|inside|"
+                 r"from|at)\s+(?P<rest>.+)$", p)
+    if m:
+        head, q, rest = strip_articles(m.group("head")), m.group("q"), m.group("rest")
+        if q == "between":
+            parts = re.split(r"\s+and\s+", rest)
+            if len(parts) != 2:
+                return Unsupported(f"cannot read the two references of 'between' in {phrase!r}", phrase)
+            return head, Qualifier("between", tuple(strip_articles(x) for x in parts), f"between {rest}")
+        if q in ("next to", "beside", "near"):
+            return head, Qualifier("next_to", (strip_articles(rest),), f"next to {rest}")
+        if q in ("from", "at") and re.search(r"\b(center|centre|middle)\b", rest):
+            return head, Qualifier("center", (), "at the table center")
+        if "drawer" in rest or "layer" in rest:  # "in/from the top drawer (of the wooden cabinet)"
+            fx = re.search(r"\b(?:drawer|layer)\s+of\s+(?P<fx>.+)$", rest)
+            ref = strip_articles(fx.group("fx")) if fx and "drawer" not in fx.group("fx") else "cabinet"
+            return head, Qualifier("in", (ref,), f"in {rest}")
+        if q in ("on", "on top of", "from"):
+            return head, Qualifier("on", (strip_articles(re.sub(r"^(?:the\s+)?top\s+of\s+", "", rest)),), f"on {rest}")
+        if q in ("in", "inside"):
+            # "in the top drawer of the wooden cabinet" -> inside the cabinet
+            ref = re.sub(r"^(?:the\s+)?(?:\w+\s+)?(?:drawer|compartment|shelf)\s+of\s+", "", rest)
+            return head, Qualifier("in", (strip_articles(ref),), f"in {rest}")
+        return Unsupported(f"object phrase {phrase!r} uses a spatial qualifier the scripted planner cannot read", phrase)
+    words = strip_articles(p).split()
+    if words and words[0] in _SIDES and len(words) > 1:
+        return " ".join(words[1:]), Qualifier(_SIDES[words[0]], (), words[0])
+    odd = [w for w in words if w in _SPATIAL_WORDS]
+    if odd:
+        return Unsupported(f"object phrase {phrase!r} uses a spatial qualifier ({' '.join(odd)}) the scripted planner "
+                           "cannot read", phrase)
+    return strip_articles(p), None
+
+
+def _single(text: str, instruction: str) -> PickPlaceGoal | Unsupported:
+    for pattern in _PATTERNS:
+        m = pattern.match(text)
+        if not m:
+            continue
+        obj_raw, tgt = m.group("obj"), m.group("tgt").strip()
+        if re.match(r"^(?:the\s+)?(?:left|right|front|back)\s+of\b", tgt):
+            return Unsupported(f"target {tgt!r} is a region next to an object; the scripted planner places in or on objects",
+                               instruction)
+        rel = "in" if m.group("rel") in ("in", "into", "inside") else "on"
+        on_top = re.match(r"^(?:the\s+)?(?:top|top side)\s+of\s+", tgt) is not None or m.group("rel") == "on top of"
+        tgt = re.sub(r"^(?:the\s+)?(?:top|top side)\s+of\s+", "", tgt)
+        if on_top and strip_articles(tgt) in ("drawer", "drawers"):  # "the top of the drawer": the cabinet's top
+            tgt = "cabinet"
+        if re.search(r"\b(compartment|drawer|region)\b", tgt):
+            return Unsupported(f"target phrase {strip_articles(tgt)!r} names a region or a drawer; the scripted planner "
+                               "places in or on objects", instruction)
+        parsed_obj = parse_object_phrase(obj_raw)
+        if isinstance(parsed_obj, Unsupported):
+            return Unsupported(parsed_obj.reason, instruction)
+        parsed_tgt = parse_object_phrase(tgt)
+        if isinstance(parsed_tgt, Unsupported):
+            return Unsupported(parsed_tgt.reason, instruction)
+        (obj, oq), (tgt_name, tq) = parsed_obj, parsed_tgt
+        if tq is not None and tq.relation not in ("left", "right", "front", "back"):
+            return Unsupported(f"target phrase {tgt!r} uses a qualifier the scripted planner cannot read", instruction)
+        if not obj or not tgt_name:
+            break
+        return PickPlaceGoal(obj, tgt_name, rel, instruction, oq, tq)
+    return Unsupported("not a pick-and-place instruction ('pick up the X and place it in the Y' / 'put the X on the Y')",
+                       instruction)
+
+
+_FIXTURE_ACTION = r"(?P<act>open|close|turn on|turn off|switch on|switch off)"
+_DRAWER = (r"(?:the\s+)?(?:(?P<fx0>\w+)\s+s\s+)?(?:(?P<part>top|middle|bottom|upper|lower)\s+)?(?:drawer|layer)"
+           r"(?:\s+of\s+(?:the\s+)?(?:drawer|cabinet)s?)?(?:\s+of\s+(?P<fx>.+?))?")
+
+
+def _fixture_step(text: str, instruction: str) -> FixtureGoal | None:
+    text = re.sub(r"^(?:slide|pull)\s+open\b", "open", re.sub(r"^(?:push|slide)\s+(?:shut|closed?)\b", "close", text))
+    m = re.match(r"^" + _FIXTURE_ACTION + r"\s+" + _DRAWER + r"$", text)
+    if m and m.group("act") in ("open", "close"):
+        part = {"upper": "top", "lower": "bottom"}.get(m.group("part") or "", m.group("part") or "")
+        return FixtureGoal(m.group("act"), strip_articles(m.group("fx") or m.group("fx0") or "cabinet"), (part,) if part else (),
+                           instruction)
+    m = re.match(r"^(?P<act>turn on|turn off|switch on|switch off)\s+(?P<fx>.+)$", text) or \
+        re.match(r"^(?:turn|switch)\s+(?P<fx>.+?)\s+(?P<act>on|off)$", text)
+    if m and re.search(r"\b(stove|burner|cooktop)\b", m.group("fx")):
+        act = "turn_on" if m.group("act").endswith("on") else "turn_off"
+        return FixtureGoal(act, "stove", (), instruction)
+    return None
+
+
+def _fixture_plan(text: str, instruction: str) -> TaskPlan | Unsupported | None:
+    """Plans with fixture steps; None when the instruction has none."""
+    parts = re.split(r"\s+and\s+(?=(?:open|close|turn|switch|slide|put|place|pick)\b)", text)
+    into_drawer = r"^(?:put|place|move|set|drop)\s+.+?\s+(?:in|into|inside)\s+" + _DRAWER + r"$"
+    if not any(re.match(r"^(?:open|close|turn|switch|slide open|pull open)\b", p) or re.match(into_drawer, p)
+               for p in parts):
+        return None
+    steps: list = []
+    last_fixture: FixtureGoal | None = None
+    last_target: PickPlaceGoal | None = None
+    for p in parts:
+        if p in ("close it", "close the drawer", "shut it", "close the door", "close door"):
+            if last_target is not None and last_target.target_part is not None:
+                steps.append(FixtureGoal("close", last_target.target_phrase, last_target.target_part, instruction))
+                continue
+            return Unsupported(f"'{p}' refers to a door the scripted planner cannot close (it closes cabinet drawers)",
+                               instruction)
+        fx = _fixture_step(p, instruction)
+        if fx is not None:
+            steps.append(fx)
+            last_fixture = fx
+            continue
+        # a placing step; "inside" / "on it" refer to the last fixture
+        m = re.match(r"^(?:put|place|move|set|drop)\s+(?P<obj>.+?)\s+(?P<rel>inside|in it|into it|on it|on top of it)$", p)
+        if m and last_fixture is not None:
+            rel = "on" if "on" in m.group("rel") else "in"
+            obj = parse_object_phrase(m.group("obj"))
+            if isinstance(obj, Unsupported):
+                return Unsupported(obj.reason, instruction)
+            steps.append(PickPlaceGoal(obj[0], last_fixture.fixture_phrase, rel, instruction, obj[1],
+                                       target_part=last_fixture.part_words if last_fixture.action == "open" else None))
+            continue
+        m = re.match(r"^(?:put|place|move|set|drop)\s+(?P<obj>.+?)\s+(?:in|into|inside)\s+" + _DRAWER + r"$", p)
+        if m:
+            part = {"upper": "top", "lower": "bottom"}.get(m.group("part") or "", m.group("part") or "")
+            obj = parse_object_phrase(m.group("obj"))
+            if isinstance(obj, Unsupported):
+                return Unsupported(obj.reason, instruction)
+            g = PickPlaceGoal(obj[0], strip_articles(m.group("fx") or "cabinet"), "in", instruction, obj[1],
+                              target_part=(part,) if part else ())
+            steps.append(g)
+            last_target = g
+            continue
+        g = _single(p, instruction)
+        if isinstance(g, Unsupported):
+            return g
+        steps.append(g)
+        last_target = g
+    return TaskPlan(tuple(steps), instruction)
+
+
+def parse_task(instruction: str) -> TaskPlan | Unsupported:
+    """Parse an instruction into a :class:`TaskPlan` (one or more pick-and-place steps).
+
+    Args:
+        instruction: natural-language task instruction.
+    Returns:
+        :class:`TaskPlan` (phrases without articles; "the top of the cabinet" -> target
+        "cabinet", relation "on") or :class:`Unsupported` with a reason.
+    """
+    text = clean_text(instruction)
+    if not text:
+        return Unsupported("empty instruction", instruction)
+    fixture = _fixture_plan(text, instruction)
+    if fixture is not None:
+        return fixture
+    for verb in _UNSUPPORTED_VERBS:
+        if text.startswith(verb) or f" and {verb}" in f" {text}" or text.endswith(verb.strip() + " it"):
+            return Unsupported(f"instruction needs a '{verb.strip()}' skill the scripted planner does not have "
+                               "(it does pick-and-place, stove knobs and cabinet drawers)", instruction)
+    last = re.split(r"\b(?:put|place|move|set)\b", text)[-1]
+    side = re.search(r"\bto the (?:left|right|front|back) of\b(?P<after>.*)$", last)
+    if side and not re.search(r"\b(?:in|into|inside|on|onto)\b", side.group("after")):
+        return Unsupported("instruction places an object in a region next to another object ('to the left/right of'); "
+                           "the scripted planner places in or on objects", instruction)
+    # "put both the X and the Y in the Z" / "put both X on the Z" (two instances) / "place X and Y into Z"
+    m = re.match(r"^(?:put|place|move|pick up|pick)\s+both\s+(?P<objs>.+?)\s+" + _RELATION + r"\s+(?P<tgt>.+)$", text)
+    if m is None:
+        m2 = re.match(r"^(?:put|place|move)\s+(?P<objs>(?P<a>.+?)\s+and\s+.+?)\s+" + _RELATION + r"\s+(?P<tgt>.+)$", text)
+        a_words = strip_articles(m2.group("a")).split() if m2 else []
+        if m2 and (len(a_words) > 1 or (a_words and a_words[0] not in _COLOURS)) and " on " not in m2.group("objs") \
+                and " in " not in m2.group("objs"):
+            m = m2
+    if m:
+        parts = re.split(r"\s+and\s+", m.group("objs"))
+        rel = "in" if m.group("rel") in ("in", "into", "inside") else "on"
+        if len(parts) == 2:
+            objs = [strip_articles(x) for x in parts]
+        elif len(parts) == 1:  # "both moka pots": two instances of one kind
+            name = strip_articles(parts[0])
+            name = re.sub(r"s$", "", name) if not name.endswith("ss") else name
+            objs = [name, name]
+        else:
+            return Unsupported("instruction names more than two objects", instruction)
+        steps = []
+        for o in objs:
+            g = _single(f"put {o} {m.group('rel')} {m.group('tgt')}", instruction)
+            if isinstance(g, Unsupported):
+                return g
+            steps.append(g)
+        return TaskPlan(tuple(steps), instruction)
+    # one verb, two placements: "place the X on the left plate and the Y on the right plate"
+    m = re.match(r"^(?:put|place|move|set)\s+(?P<a>.+?\s+(?:on|onto|in|into)\s+.+?)\s+and\s+(?P<b>(?!(?:put|place|move|pick)\b)"
+                 r".+?\s+(?:on|onto|in|into)\s+.+)$", text)
+    if m and not text.startswith(("put both", "place both")) and not re.search(r"\band\s+(?:put|place|move|pick)\b", text):
+        a, b = _single("put " + m.group("a"), instruction), _single("put " + m.group("b"), instruction)
+        if not isinstance(a, Unsupported) and not isinstance(b, Unsupported):
+            return TaskPlan((a, b), instruction)
+    # two sentences: "put the X on the Y and put the Z on the W"
+    m = re.match(r"^(?P<a>(?:put|place|move|pick).+?)\s+and\s+(?P<b>(?:put|place|move|pick)\s.+)$", text)
+    if m and not re.match(r"^(?:pick up|pick|grab|lift|take|get)\s", text):
+        a, b = _single(m.group("a"), instruction), _single(m.group("b"), instruction)
+        for g in (a, b):
+            if isinstance(g, Unsupported):
+                return g
+        return TaskPlan((a, b), instruction)
+    g = _single(text, instruction)
+    if isinstance(g, Unsupported):
+        return g
+    if " and " in g.target_phrase:
+        return Unsupported("instruction has more than one step the scripted planner can read", instruction)
+    return TaskPlan((g,), instruction)
+
+
+def parse_instruction(instruction: str) -> PickPlaceGoal | Unsupported:
+    """Parse a single-step pick-and-place instruction (see :func:`parse_task` for several steps).
+
+    Returns:
+        the only :class:`PickPlaceGoal` of the plan, or :class:`Unsupported` (also for plans
+        of several steps, "instruction moves two objects ...", and for fixture steps,
+        "instruction needs a 'open' skill on a fixture ...").
+    """
+    plan = parse_task(instruction)
+    if isinstance(plan, Unsupported):
+        return plan
+    fixture = next((g for g in plan.steps if isinstance(g, FixtureGoal)), None)
+    if fixture is not None:
+        return Unsupported(f"instruction needs a '{fixture.action.replace('_', ' ')}' skill on a fixture; "
+                           "parse_task plans it", instruction)
+    if len(plan.steps) != 1:
+        return Unsupported(f"instruction moves two objects in {len(plan.steps)} steps; use parse_task", instruction)
+    return plan.steps[0]

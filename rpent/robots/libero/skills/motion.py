@@ -1,0 +1,243 @@
+"""Motion plans over the executor interface: waypoints, the executor protocol, pick-and-place.
+
+Moved out of :mod:`rpent.robots.libero.strategy`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+import numpy as np
+
+from rpent.robots.libero import control
+from rpent.robots.libero.skills.estimate import ObjectEstimate, refine_estimate
+from rpent.robots.libero.skills.grasp import StrategyParams, plan_grasp
+
+__all__ = ["StrategyParams", "plan_grasp", "xy_waypoints", "Executor", "InProcessExecutor", "pick_and_place"]
+
+
+def xy_waypoints(start: Any, goal: Any, max_xy: float) -> list[np.ndarray]:
+    """Split a move into waypoints whose xy steps are at most ``max_xy`` (m).
+
+    Args:
+        start, goal: (3,) world points; z is interpolated linearly.
+    Returns:
+        waypoints after ``start``, ending with ``goal``.
+    """
+    s = np.asarray(start, dtype=np.float64)
+    g = np.asarray(goal, dtype=np.float64)
+    dist = float(np.linalg.norm(g[:2] - s[:2]))
+    n = max(1, int(math.ceil(dist / max_xy)))
+    return [s + (g - s) * (i / n) for i in range(1, n + 1)]
+
+
+class Executor(Protocol):
+    """Runs motion primitives by tool name for :func:`pick_and_place`.
+
+    ``run(tool, args) -> result dict`` with the toolkit's tool names and arguments
+    (``move_to``, ``rotate_wrist``, ``set_gripper``, ``release``; RPent reference §3.3; an
+    ``"error"`` key marks a failed or cancelled call) and ``current_state() -> state dict``
+    (``robot0_eef_pos``, ``robot0_eef_quat`` xyzw, ``robot0_gripper_qpos``, ``terminated``,
+    ``truncated``, ``success``). The offline planner's executor makes toolkit calls
+    (:mod:`rpent.planners.scripted`); :class:`InProcessExecutor` runs the control loops.
+    """
+
+    def run(self, tool: str, args: dict) -> dict: ...
+
+    def current_state(self) -> Mapping[str, Any]: ...
+
+
+class InProcessExecutor:
+    """:class:`Executor` over the :mod:`rpent.robots.libero.control` loops and a ``step_fn``.
+
+    Args:
+        step_fn: ``step_fn(action[7]) -> step result`` (e.g. ``LiberoSim.step``).
+        state: the current state.
+        cancelled: checked between env steps.
+    """
+
+    _LOOPS = {"move_to": control.move_to, "move_pose": control.move_pose, "rotate_wrist": control.rotate_wrist,
+              "rotate_pitch": control.rotate_pitch, "set_gripper": control.set_gripper, "release": control.release}
+
+    def __init__(self, step_fn: Callable[[np.ndarray], Mapping[str, Any]], state: Mapping[str, Any],
+                 cancelled: Callable[[], bool] = lambda: False) -> None:
+        self.tracker = control.StateTracker(step_fn, state)
+        self.cancelled = cancelled
+
+    def run(self, tool: str, args: dict) -> dict:
+        """Run loop ``tool`` with ``args`` on the tracked state."""
+        return self._LOOPS[tool](self.tracker.step, self.tracker.state, cancelled=self.cancelled, **args)
+
+    def current_state(self) -> Mapping[str, Any]:
+        """The latest state."""
+        return self.tracker.state
+
+    @property
+    def steps(self) -> int:
+        """Env steps taken through this executor."""
+        return self.tracker.steps
+
+
+def pick_and_place(
+    ex: Executor,
+    obj: ObjectEstimate,
+    target: ObjectEstimate,
+    relation: str,
+    params: StrategyParams = StrategyParams(),
+    relocate: Callable[[Mapping[str, Any]], ObjectEstimate | None] | None = None,
+    obstacles: Sequence[ObjectEstimate] = (),
+) -> dict:
+    """Run approach / (relocate) / descend / close / lift / transport / lower / release / retreat.
+
+    Args:
+        ex: the :class:`Executor` (toolkit calls, or :class:`InProcessExecutor`).
+        obj: the object to pick; target: the container/support.
+        relation: ``"in"`` or ``"on"``.
+        params: heights and gains.
+        relocate: optional ``relocate(state) -> ObjectEstimate | None`` called once while the
+            gripper hovers above the object (e.g. segment + back-project the wrist camera);
+            its estimate is merged with :func:`refine_estimate` and the grasp re-planned.
+            A first estimate from the front camera is ~1.5 cm off for tall objects; a look
+            from above is within a few mm.
+        obstacles: other objects near the object (the rim grasp of
+            :func:`~rpent.robots.libero.skills.grasp.plan_grasp` picks the side away from them).
+            The grasp's ``offset`` (grasp xy minus object centre) is kept while carrying, so
+            the object's centre, not the eef, lands above the target's centre.
+    Returns:
+        ``{"success": bool (the env's predicate as last reported), "stage": last stage,
+        "env_steps": int | None (steps taken, when the executor counts them), "phases":
+        [{"phase", "tool", **primitive result}], "reason"?: str}``. Stops early when the
+        episode ends (success or truncation), when a primitive fails or is cancelled, or when
+        the grasp comes up empty (``reason`` says which).
+    Raises:
+        ValueError: unknown relation.
+    """
+    if relation not in ("in", "on"):
+        raise ValueError(f"relation must be 'in' or 'on', got {relation!r}")
+    phases: list[dict] = []
+
+    def over() -> bool:
+        return control.episode_over(ex.current_state())
+
+    def run(phase: str, tool: str, **args: Any) -> dict:
+        result = ex.run(tool, args)
+        phases.append({"phase": phase, "tool": tool,
+                       **{k: v for k, v in result.items() if k not in ("_images", "state_after")}})
+        return result
+
+    def finish(stage: str, reason: str | None = None) -> dict:
+        s = ex.current_state()
+        out = {
+            "success": bool(s.get("success", s.get("terminated", False))),
+            "stage": stage,
+            "env_steps": getattr(ex, "steps", None),
+            "phases": phases,
+        }
+        if reason:
+            out["reason"] = reason
+        return out
+
+    def travel(phase: str, goal: Any, gripper: float, yaw: float | None = None, **kw: Any) -> bool:
+        pos = control.robot_state(ex.current_state())["eef_pos"]
+        for wp in xy_waypoints(pos, goal, params.max_xy_travel):
+            args = {"xyz": [float(v) for v in wp], "gripper": gripper, **kw}
+            if yaw is not None:
+                args["target_yaw"] = float(yaw)
+            r = run(phase, "move_to", **args)
+            if "error" in r or over():
+                return False
+        return True
+
+    s0 = control.robot_state(ex.current_state())
+    grasp = plan_grasp(obj, control.eef_yaw(s0["eef_quat"]), params, obstacles)
+    gx, gy, gz = (float(v) for v in grasp["xyz"])
+    hang = gz - obj.bottom_z  # object bottom below the eef while carried
+    carry_z = max(params.min_carry_z, target.top_z + hang + params.carry_clearance, grasp["approach_z"])
+
+    # 1. rise to the travel height if low, cross above the object at that height (clears
+    #    neighbouring tall objects), then come down vertically to the approach height
+    travel_z = max(params.min_carry_z, grasp["approach_z"])
+    if s0["eef_pos"][2] < travel_z - 0.02:
+        if not travel("rise", [s0["eef_pos"][0], s0["eef_pos"][1], travel_z], control.GRIPPER_OPEN):
+            return finish("rise", _why(ex.current_state(), phases))
+    # with a second look coming, hover above the object's centre (the wrist camera sees all of it)
+    hx, hy = (float(obj.center[0]), float(obj.center[1])) if relocate is not None else (gx, gy)
+    if not travel("approach", [hx, hy, travel_z], control.GRIPPER_OPEN, yaw=grasp["yaw"], max_steps=120):
+        return finish("approach", _why(ex.current_state(), phases))
+    if travel_z - grasp["approach_z"] > 0.01:
+        r = run("approach", "move_to", xyz=[hx, hy, float(grasp["approach_z"])], gripper=control.GRIPPER_OPEN,
+                target_yaw=float(grasp["yaw"]), max_steps=80)
+        if "error" in r or over():
+            return finish("approach", _why(ex.current_state(), phases))
+    if relocate is not None:
+        closer = relocate(ex.current_state())
+        if closer is not None:
+            coarse, obj = obj, refine_estimate(obj, closer)
+            if grasp["kind"] == "rim":  # the top view of a wide rim is often cut by the image edge: keep it wide
+                obj = dataclasses.replace(obj, major_extent=max(obj.major_extent, coarse.major_extent),
+                                          minor_extent=max(obj.minor_extent, coarse.minor_extent))
+            grasp = plan_grasp(obj, control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"]), params,
+                               obstacles)
+            gx, gy, gz = (float(v) for v in grasp["xyz"])
+            hang = gz - obj.bottom_z
+            carry_z = max(params.min_carry_z, target.top_z + hang + params.carry_clearance, grasp["approach_z"])
+            phases.append({"phase": "relocate", "center": list(obj.center), "top_z": obj.top_z, "grasp": grasp["kind"],
+                           "yaw": grasp["yaw"], "source": obj.source})
+        r = run("approach", "move_to", xyz=[gx, gy, float(grasp["approach_z"])], gripper=control.GRIPPER_OPEN,
+                target_yaw=float(grasp["yaw"]), max_steps=60)
+        if "error" in r or over():
+            return finish("approach", _why(ex.current_state(), phases))
+    r = run("align", "rotate_wrist", target_yaw=float(grasp["yaw"]), gripper=control.GRIPPER_OPEN, tol=0.03)
+    if "error" in r or over():
+        return finish("align", _why(ex.current_state(), phases))
+    # 2. descend slowly onto the grasp pose
+    r = run("descend", "move_to", xyz=[gx, gy, gz], gripper=control.GRIPPER_OPEN, step_clip=0.015,
+            tol=0.008, max_steps=100, target_yaw=float(grasp["yaw"]))
+    if "error" in r or over():
+        return finish("descend", _why(ex.current_state(), phases))
+    # 3. close
+    r = run("close", "set_gripper", gripper=control.GRIPPER_CLOSE, steps=params.close_steps)
+    if "error" in r or over():
+        return finish("close", _why(ex.current_state(), phases))
+    # 4. lift straight up
+    if not travel("lift", [gx, gy, carry_z], control.GRIPPER_CLOSE, step_clip=0.02, max_steps=120):
+        return finish("lift", _why(ex.current_state(), phases))
+    opening = control.gripper_opening(control.robot_state(ex.current_state())["gripper_qpos"])
+    if opening < (params.grasped_min_opening_rim if grasp["kind"] == "rim" else params.grasped_min_opening):
+        return finish("lift", f"grasp came up empty (gripper opening {opening:.4f} m)")
+    if opening > params.grasped_max_opening:
+        return finish("lift", f"the gripper did not close (opening {opening:.4f} m): nothing between the fingers")
+    # 5. transport above the target
+    tx, ty = float(target.center[0] + grasp["offset"][0]), float(target.center[1] + grasp["offset"][1])
+    if not travel("transport", [tx, ty, carry_z], control.GRIPPER_CLOSE, max_steps=120):
+        return finish("transport", _why(ex.current_state(), phases))
+    # 6. lower to the release height
+    clearance = params.release_clearance_in if relation == "in" else params.release_clearance_on
+    release_z = target.top_z + hang + clearance
+    if release_z < carry_z:
+        r = run("lower", "move_to", xyz=[tx, ty, float(release_z)], gripper=control.GRIPPER_CLOSE,
+                step_clip=0.015, tol=0.008, max_steps=100)
+        if "error" in r or over():
+            return finish("lower", _why(ex.current_state(), phases))
+    # 7. release and retreat
+    r = run("release", "release")
+    if "error" in r or over():
+        return finish("release", _why(ex.current_state(), phases))
+    pos = control.robot_state(ex.current_state())["eef_pos"]
+    run("retreat", "move_to", xyz=[float(pos[0]), float(pos[1]), float(pos[2] + params.retreat_height)],
+        gripper=control.GRIPPER_OPEN, max_steps=40)
+    s = ex.current_state()
+    return finish("retreat", None if s.get("success") else _why(s, phases))
+
+
+def _why(state: Mapping[str, Any], phases: list[dict]) -> str | None:
+    if state.get("success") or state.get("terminated"):
+        return None
+    if state.get("truncated"):
+        return "episode truncated (max_episode_steps reached)"
+    if phases and "error" in phases[-1]:
+        return str(phases[-1]["error"])
+    return "task predicate not satisfied"
+

@@ -1,0 +1,182 @@
+"""Scene perception for one pick-and-place step through the planner's tools.
+
+Uses only the tools any planner has: ``segment(prompt, all_instances=True)`` (mask ->
+back-projected points -> :class:`~rpent.robots.libero.skills.estimate.ObjectEstimate` per
+instance), on the agentview camera, and on the wrist camera for a second look. The
+``call(tool, args) -> result dict`` callable is the planner's tool-call function.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from rpent.robots.libero.skills.estimate import ObjectEstimate
+from rpent.robots.libero.skills.language import PickPlaceGoal
+from rpent.robots.libero.skills.spatial import resolve_qualifier
+
+__all__ = ["NotFound", "Instance", "Picked", "find_instances", "localise_step", "wrist_relocator", "find_fixture_part",
+           "drawer_target"]
+
+Call = Callable[[str, dict], Mapping[str, Any]]
+
+
+class NotFound(Exception):
+    """An object or a reference could not be localised; the message names it and why."""
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One segmented instance: its name (as the segmenter reports it) and estimate."""
+
+    name: str
+    est: ObjectEstimate
+
+
+@dataclass(frozen=True)
+class Picked:
+    """What a step will move: object and target (names and estimates) and obstacles near the object."""
+
+    object_name: str
+    obj: ObjectEstimate
+    target_name: str
+    target: ObjectEstimate
+    obstacles: tuple[ObjectEstimate, ...] = field(default=())
+
+
+def find_instances(call: Call, phrase: str, camera: str = "agentview") -> list[Instance]:
+    """Every instance matching ``phrase`` in the latest ``camera`` image (best match first).
+
+    Raises:
+        NotFound: nothing matches or no instance has enough valid points.
+    """
+    seg = call("segment", {"prompt": phrase, "camera": camera, "all_instances": True})
+    if not seg.get("found"):
+        raise NotFound(f"could not localise '{phrase}': {seg.get('reason') or seg.get('error') or 'not found'}")
+    out = []
+    for item in seg.get("instances") or []:
+        if item.get("object_estimate"):
+            out.append((item.get("pixel_count", 0), Instance(str(item.get("object")), ObjectEstimate(**item["object_estimate"]))))
+    if not out and seg.get("object_estimate"):
+        out.append((1, Instance(str(seg.get("object") or phrase), ObjectEstimate(**seg["object_estimate"]))))
+    if not out:
+        raise NotFound(f"could not localise '{phrase}': {seg.get('world_error') or 'no valid world points'}")
+    out.sort(key=lambda t: -t[0])
+    return [inst for _, inst in out]
+
+
+def _choose(call: Call, phrase: str, qualifier, instances: list[Instance], exclude: set[str],
+            known: dict[str, Instance]) -> Instance:
+    if qualifier is None or len(instances) == 1:
+        fresh = [i for i in instances if i.name not in exclude]
+        return (fresh or instances)[0]
+    for ref in qualifier.refs:
+        if ref not in known:
+            known[ref] = find_instances(call, ref)[0]
+    k = resolve_qualifier(qualifier, [i.est for i in instances], {r: i.est for r, i in known.items()})
+    return instances[k]
+
+
+def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset()) -> Picked:
+    """Segment the object and target of ``goal``, resolving spatial qualifiers geometrically.
+
+    Args:
+        call: the planner's tool-call function.
+        goal: the step.
+        exclude: instance names already placed by earlier steps (not picked again when
+            another instance matches, e.g. the second of "both moka pots").
+    Raises:
+        NotFound: the object, the target or a reference was not found.
+    """
+    known: dict[str, Instance] = {}
+    objs = find_instances(call, goal.object_phrase)
+    obj = _choose(call, goal.object_phrase, goal.object_qualifier, objs, set(exclude), known)
+    if goal.target_part is not None:  # into a drawer of a fixture: its box from view_fixtures
+        fx, part, _ = find_fixture_part(call, goal.target_phrase, goal.target_part, "slide")
+        tgts = [Instance(f"{fx}/{part.get('part')}", drawer_target(part))]
+    elif goal.target_phrase in known and goal.target_qualifier is None:  # already segmented as a reference
+        tgts = [known[goal.target_phrase]]
+    else:
+        tgts = find_instances(call, goal.target_phrase)
+    tgts = [t for t in tgts if t.name != obj.name] or tgts
+    tgt = _choose(call, goal.target_phrase, goal.target_qualifier, tgts, set(), known)
+    target = tgt.est
+    if goal.relation == "on" and target.support is not None and goal.target_part is None:
+        # put it on the target's largest flat surface (a stove's burner, not its knob)
+        sx, sy, sz = target.support
+        target = dataclasses.replace(target, center=(sx, sy, target.center[2]), top_z=max(sz, target.bottom_z))
+        tgt = Instance(tgt.name, target)
+    obstacles = [i.est for i in objs if i.name != obj.name] + [t.est for t in tgts] + [i.est for i in known.values()]
+    near = tuple(o for o in obstacles if math.hypot(o.center[0] - obj.est.center[0], o.center[1] - obj.est.center[1]) > 1e-3)
+    return Picked(obj.name, obj.est, tgt.name, tgt.est, near)
+
+
+def wrist_relocator(call: Call, phrase: str, chosen: ObjectEstimate, max_shift: float = 0.05):
+    """A ``relocate(state)`` callback for :func:`~rpent.robots.libero.skills.motion.pick_and_place`:
+    segments ``phrase`` on the wrist camera and returns the instance nearest ``chosen`` (xy),
+    or None when none lies within ``max_shift`` m (then the first estimate stands)."""
+
+    def relocate(_state: Mapping[str, Any]) -> ObjectEstimate | None:
+        try:
+            inst = find_instances(call, phrase, camera="wrist")
+        except NotFound:
+            return None
+        best = min(inst, key=lambda i: math.hypot(i.est.center[0] - chosen.center[0], i.est.center[1] - chosen.center[1]))
+        d = math.hypot(best.est.center[0] - chosen.center[0], best.est.center[1] - chosen.center[1])
+        return best.est if d <= max_shift else None
+
+    return relocate
+
+
+# ---------------------------------------------------------------------- fixtures (view_fixtures)
+def _fixture_words(phrase: str) -> tuple[str, ...]:
+    from rpent.robots.libero.skills.naming import phrase_tokens
+
+    return tuple(w for w in phrase_tokens(phrase) if w not in ("drawer", "door")) or ("cabinet",)
+
+
+def find_fixture_part(call: Call, fixture_phrase: str, part_words: tuple[str, ...], joint_type: str):
+    """``(fixture name, part dict, read_part)`` from ``view_fixtures``; ``read_part()`` re-reads
+    that part's current state.
+
+    Raises:
+        NotFound: no fixture / part matches.
+    """
+    from rpent.robots.libero.skills.fixtures import part_by_words
+
+    words = _fixture_words(fixture_phrase)
+    parts = call("view_fixtures", {}).get("fixtures") or {}
+    hit = part_by_words(parts, words, tuple(w for w in part_words if w), joint_type)
+    if hit is None:
+        known = {fx: [p.get("part") for p in pl] for fx, pl in parts.items()}
+        raise NotFound(f"no {joint_type} part {' '.join(part_words)!r} of a fixture matching {fixture_phrase!r} "
+                       f"(fixtures: {known})")
+    fx, part = hit
+
+    def read_part():
+        now = call("view_fixtures", {}).get("fixtures") or {}
+        return next((p for p in now.get(fx, []) if p.get("joint") == part.get("joint")), None)
+
+    return fx, part, read_part
+
+
+def drawer_target(part: Mapping[str, Any]) -> ObjectEstimate:
+    """Where to put something into an open drawer: the middle of the drawer's exposed part
+    (between the cabinet front, i.e. the drawer front when closed, and its front now), at the
+    drawer's rim height (world frame, m)."""
+    import numpy as np
+
+    from rpent.robots.libero.skills.fixtures import open_direction
+
+    d = open_direction(part)
+    lo, hi = np.asarray(part["min"], dtype=np.float64), np.asarray(part["max"], dtype=np.float64)
+    centre = (lo + hi) / 2.0
+    half = float(abs((hi - lo) @ d)) / 2.0
+    opened = abs(float(part["qpos"]))
+    spot = centre + d * (half - 0.02 - opened / 2.0)
+    width = float(np.linalg.norm((hi - lo)[:2] - ((hi - lo)[:2] @ d[:2]) * d[:2]))
+    return ObjectEstimate(center=(float(spot[0]), float(spot[1]), float(centre[2])), top_z=float(hi[2]),
+                          bottom_z=float(lo[2]), major_yaw=0.0, major_extent=max(width, opened),
+                          minor_extent=min(width, opened), source="view_fixtures_drawer")

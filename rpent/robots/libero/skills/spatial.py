@@ -1,0 +1,102 @@
+"""Which instance a spatial qualifier means, from back-projected object estimates (world frame, m).
+
+LIBERO's world frame (robosuite): +x points away from the robot base across the table,
++y to the robot's left, z up; the main table's top is centred on the world origin in xy
+(robosuite ``TableArena`` at ``table_offset (0, 0, 0.9)``; LIBERO's "table center" region
+is around the origin). Rules (xy distances between estimate centres):
+
+* ``between A and B``: the candidate nearest the midpoint of A and B.
+* ``next_to A``: the candidate nearest A among those not resting on it (see ``on``).
+* ``on A`` / ``in A``: the candidate nearest A in xy among those resting above the table
+  (bottom >= ``ELEVATED`` above the lowest candidate bottom); if none is raised, nearest A.
+* ``left_of`` / ``right_of`` / ``front_of`` / ``behind`` A: the candidate nearest the point
+  ``SIDE_OFFSET`` m from A in that direction (-y / +y / -x / +x; see ``left`` below).
+* ``center``: the candidate nearest the table centre (0, 0).
+* negated ("not between ..."): the first other candidate than the one designated.
+* ``left`` / ``right``: smallest / largest y. LIBERO's instructions speak from the agentview
+  camera, which faces the robot: "left" is world -y (libero_10 task 4: the BDDL's
+  ``plate_left_region`` holds the plate at y = -0.30, the other one is at y = +0.29).
+  ``front`` / ``back``: smallest / largest x (the robot's side first; not checked against a
+  LIBERO task).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Mapping, Sequence
+
+from rpent.robots.libero.skills.estimate import ObjectEstimate
+from rpent.robots.libero.skills.language import Qualifier
+
+__all__ = ["resolve_qualifier", "TABLE_CENTER_XY", "ELEVATED"]
+
+#: xy (m) of the table centre in the LIBERO world frame (see module docstring).
+TABLE_CENTER_XY = (0.0, 0.0)
+#: a candidate whose bottom is this much (m) above the lowest candidate bottom rests on something.
+ELEVATED = 0.02
+#: distance (m) from a reference at which "left of / right of / in front of / behind" looks for the object.
+SIDE_OFFSET = 0.10
+_SIDE_DIRS = {"left_of": (0.0, -1.0), "right_of": (0.0, 1.0), "front_of": (-1.0, 0.0), "behind": (1.0, 0.0)}
+
+
+def _dxy(a: Sequence[float], b: Sequence[float]) -> float:
+    return math.hypot(a[0] - b[0], a[1] - b[1])
+
+
+def resolve_qualifier(qualifier: Qualifier, candidates: Sequence[ObjectEstimate],
+                      refs: Mapping[str, ObjectEstimate]) -> int:
+    """Index of the candidate the qualifier designates.
+
+    Args:
+        qualifier: the parsed qualifier (:class:`~rpent.robots.libero.skills.language.Qualifier`).
+        candidates: estimates of the instances of the object (at least one).
+        refs: estimates of the qualifier's reference objects, keyed by their phrase.
+    Returns:
+        index into ``candidates``.
+    Raises:
+        ValueError: no candidates, an unknown relation, or a reference missing from ``refs``.
+    """
+    if not candidates:
+        raise ValueError("no candidate instances to choose from")
+    missing = [r for r in qualifier.refs if r not in refs]
+    if missing:
+        raise ValueError(f"reference object(s) {missing} not localised")
+    if qualifier.negated:
+        if len(candidates) == 1:
+            return 0
+        hit = resolve_qualifier(dataclasses.replace(qualifier, negated=False), candidates, refs)
+        others = [i for i in range(len(candidates)) if i != hit]
+        return others[0]
+    idx = range(len(candidates))
+    c = [cand.center for cand in candidates]
+    rel = qualifier.relation
+    if rel == "between":
+        a, b = (refs[r].center for r in qualifier.refs)
+        mid = ((a[0] + b[0]) / 2.0, (a[1] + b[1]) / 2.0)
+        return min(idx, key=lambda i: _dxy(c[i], mid))
+    if rel == "center":
+        return min(idx, key=lambda i: _dxy(c[i], TABLE_CENTER_XY))
+    if rel == "left":
+        return min(idx, key=lambda i: c[i][1])
+    if rel == "right":
+        return max(idx, key=lambda i: c[i][1])
+    if rel == "front":
+        return min(idx, key=lambda i: c[i][0])
+    if rel == "back":
+        return max(idx, key=lambda i: c[i][0])
+    if rel in _SIDE_DIRS:
+        ref = refs[qualifier.refs[0]].center
+        d = _SIDE_DIRS[rel]
+        spot = (ref[0] + SIDE_OFFSET * d[0], ref[1] + SIDE_OFFSET * d[1])
+        return min(idx, key=lambda i: _dxy(c[i], spot))
+    if rel in ("on", "in", "next_to"):
+        ref = refs[qualifier.refs[0]]
+        low = min(cand.bottom_z for cand in candidates)
+        raised = [i for i in idx if candidates[i].bottom_z >= low + ELEVATED]
+        if rel == "next_to":
+            pool = [i for i in idx if i not in raised or _dxy(c[i], ref.center) > ref.major_extent / 2.0] or list(idx)
+        else:
+            pool = raised or list(idx)
+        return min(pool, key=lambda i: _dxy(c[i], ref.center))
+    raise ValueError(f"unknown spatial relation {rel!r}")

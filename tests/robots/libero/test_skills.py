@@ -1,0 +1,198 @@
+"""Pure tests of the scripted planner's skills: instruction plans, spatial qualifiers, grasp choice.
+
+The scene estimates are recorded from a real run (``libero_spatial`` task 0, seed 0: the
+``segment(all_instances=True)`` answers of the sim-oracle segmenter on the agentview camera).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import pytest
+
+from rpent.robots.libero.skills.estimate import ObjectEstimate
+from rpent.robots.libero.skills.grasp import GRIPPER_MAX_OPENING, needs_rim_grasp, plan_grasp
+from rpent.robots.libero.skills.language import Qualifier, TaskPlan, Unsupported, parse_task
+from rpent.robots.libero.skills.spatial import resolve_qualifier
+
+
+def est(center, top, bottom, major, minor, yaw=0.0):
+    return ObjectEstimate(center=tuple(center), top_z=top, bottom_z=bottom, major_yaw=yaw, major_extent=major,
+                          minor_extent=minor, source="recorded")
+
+
+# libero_spatial t0 s0, agentview, recorded
+BOWL_1 = est((-0.0622, 0.2013, 0.9255), 0.9501, 0.901, 0.1011, 0.0956, -0.3052)
+BOWL_2 = est((-0.1873, 0.3206, 0.9258), 0.9505, 0.9011, 0.1009, 0.0935, -0.3203)
+PLATE = est((0.0517, 0.2063, 0.9095), 0.918, 0.9009, 0.1071, 0.1037, 1.2231)
+RAMEKIN = est((-0.1949, 0.189, 0.9219), 0.9428, 0.9011, 0.08, 0.072, -0.2282)
+
+
+@pytest.mark.parametrize("text, steps", [
+    ("pick up the black bowl between the plate and the ramekin and place it on the plate",
+     [("black bowl", "plate", "on", Qualifier("between", ("plate", "ramekin"), "between the plate and the ramekin"))]),
+    ("pick up the black bowl from table center and place it on the plate",
+     [("black bowl", "plate", "on", Qualifier("center", (), "at the table center"))]),
+    ("pick up the black bowl in the top drawer of the wooden cabinet and place it on the plate",
+     [("black bowl", "plate", "on", Qualifier("in", ("wooden cabinet",), "in the top drawer of the wooden cabinet"))]),
+    ("put both the alphabet soup and the tomato sauce in the basket",
+     [("alphabet soup", "basket", "in", None), ("tomato sauce", "basket", "in", None)]),
+    ("put both moka pots on the stove", [("moka pot", "stove", "on", None), ("moka pot", "stove", "on", None)]),
+    ("put the bowl on top of the cabinet", [("bowl", "cabinet", "on", None)]),
+])
+def test_plans(text, steps):
+    plan = parse_task(text)
+    assert isinstance(plan, TaskPlan)
+    assert [(g.object_phrase, g.target_phrase, g.relation, g.object_qualifier) for g in plan.steps] == steps
+
+
+def test_target_qualifiers_and_two_sentences():
+    plan = parse_task("put the white mug on the left plate and put the yellow and white mug on the right plate")
+    assert isinstance(plan, TaskPlan) and len(plan.steps) == 2
+    assert [(g.object_phrase, g.target_qualifier.relation) for g in plan.steps] == [
+        ("white mug", "left"), ("yellow and white mug", "right")]
+
+
+@pytest.mark.parametrize("text, why", [
+    ("put the white mug on the plate and put the chocolate pudding to the right of the plate", "region next to"),
+    ("put the yellow and white mug in the microwave and close it", "cannot close"),
+    ("pick up the book and place it in the back compartment of the caddy", "region or a drawer"),
+    ("pick up the black bowl under the ramekin and place it on the plate", "spatial qualifier"),
+])
+def test_unsupported_reasons(text, why):
+    plan = parse_task(text)
+    assert isinstance(plan, Unsupported) and why in plan.reason
+
+
+@pytest.mark.parametrize("qualifier, expected", [
+    (Qualifier("between", ("plate", "ramekin")), 0),   # the task's bowl (solved in the recorded run)
+    (Qualifier("next_to", ("ramekin",)), 1),
+    (Qualifier("next_to", ("plate",)), 0),
+    (Qualifier("left"), 0),                            # smaller y: left as the agentview camera sees it
+    (Qualifier("right"), 1),
+    (Qualifier("center"), 0),
+    (Qualifier("behind", ("ramekin",)), 0),
+])
+def test_resolver_on_recorded_scene(qualifier, expected):
+    refs = {"plate": PLATE, "ramekin": RAMEKIN}
+    assert resolve_qualifier(qualifier, [BOWL_1, BOWL_2], refs) == expected
+
+
+def test_resolver_prefers_raised_instance_for_on():
+    on_box = est((0.05, 0.03, 0.95), 0.975, 0.921, 0.10, 0.095)   # bowl resting on a 2 cm box
+    cookie = est((0.06, 0.03, 0.91), 0.921, 0.90, 0.09, 0.06)
+    near = est((0.02, 0.10, 0.925), 0.95, 0.901, 0.10, 0.095)      # on the table, nearer in xy to nothing
+    assert resolve_qualifier(Qualifier("on", ("cookie box",)), [near, on_box], {"cookie box": cookie}) == 1
+    assert resolve_qualifier(Qualifier("next_to", ("cookie box",)), [near, on_box], {"cookie box": cookie}) == 0
+    with pytest.raises(ValueError, match="not localised"):
+        resolve_qualifier(Qualifier("on", ("stove",)), [near], {})
+
+
+def test_grasp_choice_from_shape():
+    # the bowl is wider than the gripper opens: a rim grasp with the finger gap on the wall
+    assert BOWL_1.minor_extent > GRIPPER_MAX_OPENING and needs_rim_grasp(BOWL_1)
+    g = plan_grasp(BOWL_1, 0.0, obstacles=[PLATE, RAMEKIN, BOWL_2])
+    assert g["kind"] == "rim"
+    off = math.hypot(*g["offset"])
+    assert 0.03 < off < 0.05  # inside the ~0.05 m rim radius
+    # the fingers close radially: the gripper's closing axis (-sin yaw, cos yaw) is parallel to the offset
+    closing = (-math.sin(g["yaw"]), math.cos(g["yaw"]))
+    assert abs(abs(closing[0] * g["offset"][0] + closing[1] * g["offset"][1]) - off) < 1e-6
+    assert g["xyz"][2] == pytest.approx(BOWL_1.top_z - 0.02)
+    # the side chosen keeps the outer finger away from the plate (+x) and the ramekin (-x, -y)
+    assert g["offset"][1] > 0
+    # a narrow box keeps the centre grasp, turned across its narrow side
+    box = est((0.0, 0.0, 0.93), 0.96, 0.90, 0.09, 0.04, yaw=0.3)
+    g = plan_grasp(box, 0.0)
+    assert g["kind"] == "centre" and g["offset"] == [0.0, 0.0] and g["yaw"] == pytest.approx(0.3)
+    assert not needs_rim_grasp(PLATE)  # flat
+
+
+@pytest.mark.parametrize("text, steps", [
+    ("open the middle drawer of the cabinet", ["open the middle drawer of the cabinet"]),
+    ("turn on the stove", ["turn on the stove"]),
+    ("open the top drawer and put the bowl inside", ["open the top drawer of the cabinet", "bowl in top drawer of the cabinet"]),
+    ("turn on the stove and put the moka pot on it", ["turn on the stove", "moka pot on stove"]),
+    ("put the black bowl in the bottom drawer of the cabinet and close it",
+     ["black bowl in bottom drawer of the cabinet", "close the bottom drawer of the cabinet"]),
+    ("pick up the black bowl in the top drawer of the wooden cabinet and place it on the plate",
+     ["black bowl (in the top drawer of the wooden cabinet) on plate"]),
+])
+def test_fixture_plans(text, steps):
+    plan = parse_task(text)
+    assert isinstance(plan, TaskPlan), plan
+    assert [g.describe() for g in plan.steps] == steps
+
+
+def test_fixture_geometry_helpers():
+    from rpent.robots.libero.skills.fixtures import open_direction, part_by_words
+    from rpent.robots.libero.skills.scene import drawer_target
+
+    # libero_goal t7 s0, view_fixtures answer (recorded): the bottom drawer, closed, and the knob
+    bottom = {"part": "cabinet_bottom", "joint": "bottom_level", "type": "slide", "qpos": 0.0, "range": [-0.16, 0.01],
+              "axis": [0.0, -1.0, 0.0], "pos": [0.031, -0.241, 0.905], "handle": [0.033, -0.15, 0.947],
+              "min": [-0.084, -0.337, 0.913], "max": [0.138, -0.131, 0.984]}
+    knob = {"part": "button", "joint": "button", "type": "hinge", "qpos": 0.0, "range": [-0.005, 2.1],
+            "axis": [0.0, 0.0, 1.0], "pos": [-0.414, 0.21, 0.905], "handle": None,
+            "min": [-0.471, 0.161, 0.896], "max": [-0.365, 0.257, 0.964]}
+    parts = {"wooden_cabinet_1": [bottom], "flat_stove_1": [knob]}
+    assert open_direction(bottom).tolist() == [0.0, 1.0, 0.0]  # negative open range: along -axis = +y
+    assert part_by_words(parts, ("cabinet",), ("bottom",), "slide") == ("wooden_cabinet_1", bottom)
+    assert part_by_words(parts, ("stove",), (), "hinge") == ("flat_stove_1", knob)
+    assert part_by_words(parts, ("cabinet",), ("top",), "slide") is None
+    opened = dict(bottom, qpos=-0.15, min=[-0.084, -0.187, 0.913], max=[0.138, 0.019, 0.984])
+    t = drawer_target(opened)
+    # the exposed part of the open drawer lies between the cabinet front (y -0.131) and the drawer front (y 0.019)
+    assert -0.131 < t.center[1] < 0.019 and t.top_z == pytest.approx(0.984)
+
+
+def test_support_surface_is_the_burner_not_the_knob():
+    from rpent.robots.libero.skills.estimate import ObjectEstimate, support_surface
+
+    rng = np.random.default_rng(0)
+    # a 15 cm burner plate at z 0.92 centred at (-0.26, 0.21) and a 4 cm knob rising to 0.964 at (-0.414, 0.21)
+    plate = np.c_[rng.uniform(-0.335, -0.185, 600), rng.uniform(0.135, 0.285, 600), np.full(600, 0.92)]
+    knob = np.c_[rng.uniform(-0.43, -0.40, 300), rng.uniform(0.20, 0.22, 300), rng.uniform(0.905, 0.964, 300)]
+    pts = np.r_[plate, knob]
+    est = ObjectEstimate.from_points(pts, floor_z=0.90)
+    assert est.center[0] < -0.39  # the top band (what a grasp needs) is the knob
+    sx, sy, sz = support_surface(pts, 0.90)
+    assert sx == pytest.approx(-0.26, abs=0.015) and sy == pytest.approx(0.21, abs=0.01) and sz == pytest.approx(0.92)
+    assert est.support == pytest.approx((sx, sy, sz))
+
+
+@pytest.mark.parametrize("text, steps", [  # LIBERO-PRO paraphrases (_lan) and variants (_swap, _task)
+    ("take the black bowl from the top drawer and put it on plate", ["black bowl (in the top drawer) on plate"]),
+    ("lift bowl from stove and set on plate", ["bowl (on stove) on plate"]),
+    ("open the cabinet\u2019s middle drawer", ["open the middle drawer of the cabinet"]),
+    ("slide open the top drawer and place the bowl in it", ["open the top drawer of the cabinet", "bowl in top drawer of the cabinet"]),
+    ("switch stove on and put moka pot on it", ["turn on the stove", "moka pot on stove"]),
+    ("place cream cheese box and butter into basket", ["cream cheese box in basket", "butter in basket"]),
+    ("place white mug on left plate and yellow-white mug on right plate", ["white mug on plate (left)", "yellow white mug on plate (right)"]),
+    ("put the yellow and white mug on the plate", ["yellow and white mug on plate"]),
+    ("open the middle layer of the drawer", ["open the middle drawer of the cabinet"]),
+    ("put the bowl on the top of the drawer", ["bowl on cabinet"]),
+    ("pick orange juice and put into basket", ["orange juice in basket"]),
+    ("pick the akita black bowl not between the plate and the ramekin and place it on the plate",
+     ["akita black bowl (not between the plate and the ramekin) on plate"]),
+])
+def test_paraphrases(text, steps):
+    plan = parse_task(text)
+    assert isinstance(plan, TaskPlan), plan
+    assert [g.describe() for g in plan.steps] == steps
+
+
+def test_negated_qualifier_picks_the_other_instance():
+    refs = {"plate": PLATE, "ramekin": RAMEKIN}
+    q = Qualifier("between", ("plate", "ramekin"), negated=True)
+    assert resolve_qualifier(q, [BOWL_1, BOWL_2], refs) == 1
+
+
+def test_white_mug_is_the_porcelain_one():
+    from rpent.robots.libero.skills.naming import match_object_names
+
+    names = ["porcelain_mug_1", "white_yellow_mug_1", "red_coffee_mug_1", "plate_1", "plate_2"]
+    assert match_object_names("white mug", names) == ["porcelain_mug_1"]
+    assert match_object_names("yellow and white mug", names) == ["white_yellow_mug_1"]
