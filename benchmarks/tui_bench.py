@@ -102,7 +102,7 @@ def child(args: argparse.Namespace) -> None:
                        sink, run_task=streaming_run, shared_specs=[], make_run_config=lambda *a: {},
                        batch_interval_s=args.batch_interval)
 
-    from rpent_tui.services import commands
+    from rpent.session import commands
 
     commands.known_suites()  # the one-time LIBERO registry scan, before the app: steady state is measured
     app = RpentApp(make, AppOptions(image_mode=args.images, start_mode="run", frame_interval_s=args.frame_interval,

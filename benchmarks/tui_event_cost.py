@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np, trio
 from PIL import Image
 from rpent_tui.app import AppOptions, RpentApp
-from rpent_tui.services import commands
-from rpent_tui.services.commands import TaskCommand
+from rpent.session import commands
+from rpent.session.commands import TaskCommand
 try:
     from rpent.session.core import Session
     from rpent.session.model import SessionConfig

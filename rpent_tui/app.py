@@ -39,9 +39,9 @@ from .screens.operator import OperatorModal
 from .screens.run import RunScreen
 from .screens.services import ServicesScreen
 from .screens.trajectories import TrajectoriesScreen
-from .services.code_cells import CodeCellService
-from .services.commands import warm_up as warm_suite_list
-from .services.flywheel import FlywheelRunner
+from rpent.session.code_cells import CodeCellService
+from rpent.session.commands import warm_up as warm_suite_list
+from rpent.session.flywheel_jobs import FlywheelRunner
 from rpent.session.core import Session
 from rpent.session.model import OperatorPrompt, OperatorResolved, SessionChanged
 from .services.trio_bridge import TrioBridge, install_exit_signals

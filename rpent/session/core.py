@@ -27,9 +27,9 @@ from typing import Any
 
 import trio
 
-from rpent_tui.services.batching import Batcher
-from rpent_tui.services.commands import TaskCommand
-from rpent_tui.services.operator import OperatorReply, OperatorReplyError, OperatorRequest, TuiOperator
+from rpent.session.batching import Batcher
+from rpent.session.commands import TaskCommand
+from rpent.session.operator import OperatorReply, OperatorReplyError, OperatorRequest, TuiOperator
 
 from .defaults import (RunTaskFn, default_make_run_config, default_make_steering, default_run_task,
                        default_supervisor_factory, default_shared_specs)

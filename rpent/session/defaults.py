@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from rpent_tui.services.commands import TaskCommand
+from rpent.session.commands import TaskCommand
 
 from .model import SessionConfig
 

@@ -1,7 +1,7 @@
 """The session model: configuration, service and TaskRun views, and the events handed to a sink.
 
 Plain dataclasses with no Textual and no trio: ``rpent.session.core.Session`` mutates them on its trio
-thread, ``rpent.session.server`` puts them on the wire, and the TUI (``rpent_tui``) renders them. Model:
+thread, ``rpent.session.server`` puts them on the wire, and the TUI and the dashboard render them. Model:
 the upstream Dashboard's Session/TaskRun (``shared/reference/rpent_reference.md`` §7).
 """
 
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rpent_tui.services.commands import TaskCommand
-from rpent_tui.services.operator import OperatorReply, OperatorRequest
+from rpent.session.commands import TaskCommand
+from rpent.session.operator import OperatorReply, OperatorRequest
 
 __all__ = [
     "ENV_ENDPOINT_REFUSED",

@@ -1,7 +1,7 @@
 """Code policy editor: a Python buffer run as a code-policy cell against the current TaskRun.
 
 The buffer (``TextArea.code_editor``, Python highlighting via tree-sitter) runs through
-``services.code_cells.CodeCellService`` -> ``rpent.policy.CodePolicyRunner.run_cell``, which saves
+``rpent.session.code_cells.CodeCellService`` -> ``rpent.policy.CodePolicyRunner.run_cell``, which saves
 each cell as ``<TaskRun>/code_policy/cell_NNN.{py,json}`` like ``--policy-mode code``. While the
 cell runs, two meters show elapsed time against the timeout (s) and robot calls against the call
 budget; stdout, stderr and the result appear beside the editor. Esc leaves the editor (focus moves
@@ -21,7 +21,7 @@ from textual.widgets import Header, Label, ProgressBar, RichLog, TextArea
 
 from .base import LiveScreen
 from ..widgets.footer import StableFooter
-from ..services.code_cells import CellFinished, CellProgress, NoToolkitError
+from rpent.session.code_cells import CellFinished, CellProgress, NoToolkitError
 
 __all__ = ["EditorScreen", "STARTER_CELL", "format_cell_result"]
 

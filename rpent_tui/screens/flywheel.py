@@ -1,6 +1,6 @@
 """Flywheel export screen: pick runs, an output directory and image-writer threads; run ``rpent-flywheel``.
 
-The export runs as a supervised subprocess (``services.flywheel.FlywheelRunner``: own process
+The export runs as a supervised subprocess (``rpent.session.flywheel_jobs.FlywheelRunner``: own process
 group, SIGTERM -> grace -> SIGKILL on ``x`` or when the TUI exits); its output streams into the log
 pane in batches with a progress bar (parsed ``done/total``), and at the end ``report.json`` is shown
 (exported episodes and frames, exclusions with reasons).
@@ -19,8 +19,8 @@ from textual.widgets import DataTable, Header, Input, Label, Log, ProgressBar, S
 
 from .base import LiveScreen
 from ..widgets.footer import StableFooter
-from ..services import readers
-from ..services.flywheel import FlywheelJob, FlywheelJobError, FlywheelOutput
+from rpent.recording import run_readers as readers
+from rpent.session.flywheel_jobs import FlywheelJob, FlywheelJobError, FlywheelOutput
 from ..widgets.tables import VimDataTable, VimSelectionList
 
 __all__ = ["FlywheelScreen"]

@@ -24,8 +24,8 @@ from textual.widgets import Header, Input, Static
 
 from .base import LiveScreen
 from ..widgets.footer import StableFooter
-from ..services.commands import (TASK_COMMAND, CommandError, SteerMessage, TaskCommand, completions, parse_input,
-                                 suites_ready)
+from rpent.session.commands import (TASK_COMMAND, CommandError, SteerMessage, TaskCommand, completions, parse_input,
+                                    suites_ready)
 from rpent.session.model import RunEvents, SessionChanged, SessionNotReady, TaskRunView
 from ..widgets.frames import FramePane
 from ..widgets.timeline import StepTimeline

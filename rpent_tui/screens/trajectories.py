@@ -24,7 +24,8 @@ from textual.widgets import DataTable, Header, RichLog, Static
 
 from .base import LiveScreen
 from ..widgets.footer import StableFooter
-from ..services import datasets, readers
+from rpent.recording import run_readers as readers
+from ..services import datasets
 from ..widgets.frames import FramePane
 from ..widgets.tables import VimDataTable
 from ..widgets.transcript import MAX_RESULT_CHARS

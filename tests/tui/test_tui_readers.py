@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rpent_tui.services import readers
+from rpent.recording import run_readers as readers
 from tui_records import build_run
 
 
@@ -56,7 +56,7 @@ def test_scripted_actions_without_images_show_the_run_frames(tmp_path):
     import numpy as np
 
     from rpent.recording import TaskInfo, TrajectoryRecorder
-    from rpent_tui.services.readers import step_records
+    from rpent.recording.run_readers import step_records
     from tui_records import build_run
 
     run = build_run(tmp_path, trajectory=False)  # states.json: env_steps 0, 10, 20, 30 with agentview.png/NN.png
