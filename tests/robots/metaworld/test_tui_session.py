@@ -116,3 +116,62 @@ def test_expert_taskrun_from_the_run_screen(tmp_path):
         ["view_env_state", "expert_policy", "finish"]
     states = json.loads(Path(dirs[0] / "states.json").read_text())
     assert states["episode"]["env_name"] == "reach-v3" and states["steps"][-1]["success"] is True
+
+
+@needs_metaworld
+@pytest.mark.slow
+@pytest.mark.timeout(280)
+def test_detached_session_runs_a_metaworld_taskrun(tmp_path, monkeypatch):
+    """The default ``rpent-tui`` path: a detached session process with ``--robot metaworld``; an attached
+    client starts ``pick-place-v3`` (the session parses it against Meta-World's suites), the TaskRun
+    succeeds and its taskrun.json names the robot (slow: ~1 min loaded)."""
+    import os
+    import shutil
+    import signal
+    import tempfile
+
+    import trio
+
+    from rpent.session.client import RemoteSession
+    from rpent.session.layout import SessionPaths
+    from rpent.session.process import start_detached, stop_session, write_session_options
+
+    monkeypatch.setenv("RPENT_SESSIONS_DIR", str(tmp_path / "registry"))
+    root = Path(tempfile.mkdtemp(prefix="rpmw-", dir="/tmp"))  # Unix socket paths are limited to 107 bytes
+    paths = SessionPaths(root / "sess")
+    write_session_options(paths, SessionConfig(output_dir=paths.root, robot="metaworld", planner="expert",
+                                               shared_services=()))
+    proc = start_detached(paths)
+    try:
+        async def attach():
+            client = RemoteSession(paths, lambda e: None)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(client.run)
+                with trio.fail_after(60):
+                    while client.state != "ready":
+                        await trio.sleep(0.05)
+                assert client.config.robot == "metaworld"
+                command = parse_input("/rpent-task mt10 pick-place-v3 0", client.config.robot)
+                run = await trio.to_thread.run_sync(client.start_task, command)
+                with trio.fail_after(220):
+                    while not run.finished:
+                        await trio.sleep(0.2)
+                nursery.cancel_scope.cancel()
+            client.close()
+            return run.state
+
+        assert trio.run(attach) == "succeeded"
+        record_path = paths.root / "tasks" / "0001_mt10_t2_s0" / "taskrun.json"
+        deadline = time.monotonic() + 60  # written once the TaskRun's env server has stopped
+        while (record := json.loads(record_path.read_text()))["ended_at"] is None:
+            assert time.monotonic() < deadline, f"taskrun.json never ended: {record}"
+            time.sleep(0.2)
+        assert (record["robot"], record["task"], record["state"]) == ("metaworld", 2, "succeeded")
+        assert record["environment_success"] is True
+        assert stop_session(paths)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        shutil.rmtree(root, ignore_errors=True)
