@@ -132,7 +132,7 @@ class RpentApp(App[int]):
         self.bridge.start()
         if self.options.start_session:
             self.bridge.spawn(self.session.run, name="session")
-            warm_suite_list()  # off the UI thread: the LIBERO registry scan takes seconds on a busy machine
+            warm_suite_list(getattr(getattr(self.session, "config", None), "robot", "libero"))  # off the UI thread: the LIBERO registry scan takes seconds on a busy machine
         if threading.current_thread() is threading.main_thread():
             self._restore_signals = install_exit_signals(self._exit_on_signal, asyncio.get_running_loop(),
                                                          on_stuck=self._hard_exit)

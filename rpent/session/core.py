@@ -361,7 +361,7 @@ class Session:
             previous.replaced_by = run_id
             self.cancel_task(previous.id, reason=f"replaced by TaskRun {run_id} ({command.display()})")
         run = TaskRunView(id=run_id, command=command, output_dir=output_dir,
-                          planner=self.config.planner, model=self.config.model)
+                          planner=self.config.planner, model=self.config.model, robot=self.config.robot)
         self.runs.append(run)
         self._done[run_id] = trio.Event()
         self.feedback = f"Task selected: {command.display()} (TaskRun {run_id})"

@@ -62,12 +62,12 @@ PASS_THROUGH = ("SessionNotReady", "OperatorReplyError", "CommandError", "KeyErr
                 "ValueError", "NoToolkitError", "RuntimeError", "FlywheelJobError")
 
 
-def _warm_commands() -> None:
-    """Load the ``/rpent-task`` suite tables once the session serves (LIBERO's benchmark import takes
-    seconds), so the first ``start_task`` replies at once."""
+def _warm_commands(robot: str = "libero") -> None:
+    """Load the ``/rpent-task`` suite tables of ``robot`` once the session serves (LIBERO's benchmark
+    import takes seconds), so the first ``start_task`` replies at once."""
     from rpent.session.commands import known_suites
 
-    known_suites()
+    known_suites(robot)
 
 
 class _Client:
@@ -332,7 +332,8 @@ class SessionServer:
                 nursery.start_soon(self.session.run, name="session")
                 nursery.start_soon(self._syncer, name="session-sync")
                 nursery.start_soon(self._accept, listener, name="session-accept")
-                nursery.start_soon(partial(trio.to_thread.run_sync, _warm_commands, abandon_on_cancel=True),
+                nursery.start_soon(partial(trio.to_thread.run_sync, _warm_commands, self.session.config.robot,
+                                           abandon_on_cancel=True),
                                    name="warm-task-commands")  # abandoned: never delays a stop
                 task_status.started()
         finally:
@@ -470,7 +471,8 @@ class SessionServer:
 
         # on a worker thread: the first parse imports the LIBERO suite tables (seconds; ~20 s on a loaded
         # machine), which must not stall the deltas every attached client is waiting for
-        command = await trio.to_thread.run_sync(parse_input, f"/rpent-task {suite} {int(task)} {int(seed)}")
+        command = await trio.to_thread.run_sync(parse_input, f"/rpent-task {suite} {int(task)} {int(seed)}",
+                                                self.session.config.robot)
         if not isinstance(command, TaskCommand):  # pragma: no cover - the line above always is one
             raise ValueError("not a task command")
         run = self.session.start_task(command)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
@@ -47,14 +48,16 @@ class CommandSuggester(Suggester):
     machine), so completions are computed in a worker thread: the event loop keeps drawing and
     reading keys while the first scan runs."""
 
-    def __init__(self) -> None:
+    def __init__(self, robot: Callable[[], str] = lambda: "libero") -> None:
         super().__init__(use_cache=False, case_sensitive=True)
+        self._robot = robot  # the session's robot (its suites and task names), read at each suggestion
 
     async def get_suggestion(self, value: str) -> str | None:
         """First completion of ``value``, or None."""
-        if value.startswith(TASK_COMMAND + " ") and len(value.split(" ")) == 2 and not suites_ready():
+        robot = self._robot()
+        if value.startswith(TASK_COMMAND + " ") and len(value.split(" ")) == 2 and not suites_ready(robot):
             return None  # the registry scan still runs (warm_up): no suite suggestion yet, never wait for it
-        options = await asyncio.to_thread(completions, value)
+        options = await asyncio.to_thread(completions, value, robot)
         return options[0] if options else None
 
 
@@ -115,7 +118,7 @@ class RunScreen(LiveScreen):
                     yield FramePane("main camera", self.app.options.image_mode, id="frame-main")
                     yield FramePane("wrist camera", self.app.options.image_mode, id="frame-wrist")
         yield Input(placeholder="/rpent-task <suite> <task> <seed> · text steers the planner · Esc interrupts",
-                    suggester=CommandSuggester(), select_on_focus=False, compact=True, id="message")
+                    suggester=CommandSuggester(self._session_robot), select_on_focus=False, compact=True, id="message")
         yield StableFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
@@ -221,6 +224,10 @@ class RunScreen(LiveScreen):
             self.query_one(f"#frame-{label}", FramePane).show(png, caption)
 
     # -- input ---------------------------------------------------------------------------------
+    def _session_robot(self) -> str:
+        """The session's ``--robot`` (an attached client learns it from the session's config)."""
+        return str(getattr(getattr(self.app.session, "config", None), "robot", None) or "libero")
+
     @on(Input.Submitted, "#message")
     def submit(self, event: Input.Submitted) -> None:
         """Start a task, run a steering command, or queue a message; then hand the keys back to the
@@ -228,7 +235,7 @@ class RunScreen(LiveScreen):
         one runs needs a second Enter (it replaces the running TaskRun)."""
         line = event.value
         try:
-            parsed = parse_input(line)
+            parsed = parse_input(line, self._session_robot())
             if isinstance(parsed, TaskCommand):
                 active = self.app.session.active
                 if active is not None and self._confirm_replace != line.strip():

@@ -17,7 +17,7 @@ def run_cli(*args):
     (["--env-endpoint", "http://127.0.0.1:9000"],
      "Dashboard task control cannot use --env-endpoint because each TaskRun requires a fresh owned env_server"),
     (["--images", "ascii-art"], "--images='ascii-art' is not an image mode; choose one of: auto, sixel"),
-    (["--robot", "franka"], "--robot 'franka': TaskRun control in rpent-tui supports --robot libero only"),
+    (["--robot", "franka"], "--robot: unknown robot 'franka'; choose one of: libero, metaworld"),
     (["--fps", "0"], "--fps must be a positive number"),
 ])
 def test_bad_options_exit_2_with_the_reason(args, message, tmp_path):
