@@ -65,6 +65,7 @@ def test_a_crashing_task_reports_through_on_crash():
 
 def test_sighup_requests_exit_on_the_loop():
     codes = []
+    before = signal.getsignal(signal.SIGHUP)  # another test of the run may have left its own handler
 
     async def main():
         loop = asyncio.get_running_loop()
@@ -78,7 +79,7 @@ def test_sighup_requests_exit_on_the_loop():
 
     asyncio.run(main())
     assert codes == [128 + signal.SIGHUP]
-    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+    assert signal.getsignal(signal.SIGHUP) == before  # restore() put the previous handler back
 
 
 def test_a_stuck_exit_is_finished_by_the_watchdog_and_a_second_signal_is_immediate():
