@@ -12,10 +12,14 @@ parent reads everything the app writes to the terminal and
 
 Usage::
 
+    python benchmarks/tui_bench.py --baseline-ref main  # this tree and main's code, same run
     python benchmarks/tui_bench.py                      # batched (the default 80 ms flush)
     python benchmarks/tui_bench.py --batch-interval 0.001 --fps 60   # ~unbatched, for comparison
 
-Prints one line per figure. Requires Linux (pty, termios).
+Also prints the app's CPU use while streaming (% of one core: less sensitive to a busy machine than
+latencies). With ``--baseline-ref REF`` the same measurement runs on REF's code (a temporary git
+worktree) in the same run, alternating ``--rounds`` times. Prints one line per figure. Requires
+Linux (pty, termios).
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ def child(args: argparse.Namespace) -> None:
     import trio
     from PIL import Image
 
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(args.code_root or ROOT))
     from rpent_tui.app import AppOptions, RpentApp
     from rpent.session.core import Session
     from rpent.session.model import SessionConfig
@@ -98,9 +102,17 @@ def child(args: argparse.Namespace) -> None:
                        sink, run_task=streaming_run, shared_specs=[], make_run_config=lambda *a: {},
                        batch_interval_s=args.batch_interval)
 
+    from rpent.session import commands
+
+    commands.known_suites()  # the one-time LIBERO registry scan, before the app: steady state is measured
     app = RpentApp(make, AppOptions(image_mode=args.images, start_mode="run", frame_interval_s=args.frame_interval,
                                     repaint_interval_s=args.repaint_interval))
-    app.run()
+    if args.profile:
+        import cProfile
+
+        cProfile.runctx("app.run()", globals(), {"app": app}, args.profile)
+    else:
+        app.run()
 
 
 # ---------------------------------------------------------------------------------- parent side
@@ -167,37 +179,46 @@ class Terminal:
         os.close(self.master)
 
 
-def parent(args: argparse.Namespace) -> int:
-    """Start the child on a pty, stream, measure, print figures."""
+def measure(args: argparse.Namespace, code_root: Path) -> dict | None:
+    """Start the app of ``code_root`` on a pty, stream, measure; the figures, or None on failure."""
     import tempfile
 
     out_dir = tempfile.mkdtemp(prefix="rpent_tui_bench_")
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(COLS), "LINES": str(ROWS), "ESCDELAY": "25",
-           "TEXTUAL_ANIMATIONS": "none"}
+           "TEXTUAL_ANIMATIONS": "none", "PYTHONPATH": str(code_root)}
     if args.fps:
         env["TEXTUAL_FPS"] = str(args.fps)
     argv = [sys.executable, __file__, "--child", "--output-dir", out_dir, "--rate", str(args.rate),
             "--batch-interval", str(args.batch_interval), "--images", args.images,
-            "--frame-interval", str(args.frame_interval), "--repaint-interval", str(args.repaint_interval)]
+            "--frame-interval", str(args.frame_interval), "--repaint-interval", str(args.repaint_interval),
+            "--code-root", str(code_root)]
+    if args.profile:
+        argv += ["--profile", args.profile]
     term = Terminal(argv, env)
     try:
-        if term.wait_for(b"Transcript", 60) is None:
-            print("child did not draw the Run screen in 60 s", file=sys.stderr)
-            return 1
+        if term.wait_for(b"Transcript", 120) is None:
+            print("child did not draw the Run screen in 120 s", file=sys.stderr)
+            return None
         term.read(1.0)
-        term.send(b"t")
-        term.wait_for(b"/rpent-task", 30)  # the input line has the focus: type only now (a busy machine lags)
+        for _ in range(6):  # "t" prefills the input line; its completion (the first suite) shows it has the focus
+            term.send(b"t")
+            if term.wait_for(b"libero_10", 20) is not None:
+                break
         time.sleep(0.2)
         term.send(b"libero_goal 0 0\r")
-        if term.wait_for(b"TaskRun 0001", 30) is None:
+        if term.wait_for(b"TaskRun 0001", 90) is None:
+            Path(out_dir, "terminal_tail.bin").write_bytes(term.tail)
+            print(f"(raw terminal tail saved to {out_dir}/terminal_tail.bin)", file=sys.stderr)
             print("the TaskRun did not start; last output:", re.sub(rb"\x1b\[[0-9;?]*[a-zA-Z]", b"", term.tail).decode(errors="replace")[-1500:], file=sys.stderr)
-            return 1
+            return None
         time.sleep(2.0)  # warm-up while streaming
         term.read(0.2)
+        cpu0 = child_cpu_s(term.proc.pid)
         start_bytes, t0 = term.total, time.monotonic()
         while time.monotonic() - t0 < args.seconds:
             term.read(0.05)
         elapsed = time.monotonic() - t0
+        cpu = (child_cpu_s(term.proc.pid) - cpu0) / elapsed
         rate_kb = (term.total - start_bytes) / elapsed / 1024
         latencies = []
         keys = [(b"\x1bOQ", b"Last error"), (b"\x1bOR", b"Transcript")]  # F2 Services, F3 Run
@@ -219,23 +240,73 @@ def parent(args: argparse.Namespace) -> int:
             term.read(0.0)
             sent = time.monotonic()
             term.send(ch)
-            took = term.wait_for(value, 5.0)
+            took = term.wait_for(value[-8:], 5.0)
             typing.append(float("inf") if took is None else time.monotonic() - sent)
             time.sleep(0.1)
-        typ_ms = sorted(x * 1000 for x in typing)
-        lat_ms = sorted(x * 1000 for x in latencies)
-        print(f"events/s streamed: {args.rate}  batch interval: {args.batch_interval * 1000:.0f} ms  "
-              f"images: {args.images} (repaint >= {args.frame_interval:g} s apart)  "
-              f"TEXTUAL_FPS: {args.fps or 'default (60)'}  terminal: {COLS}x{ROWS}")
-        print(f"terminal output: {rate_kb:.1f} KB/s over {elapsed:.1f} s (target <= 100 KB/s)")
-        print(f"keystroke-to-repaint (F2/F3 screen switch, n={len(lat_ms)}): median {statistics.median(lat_ms):.1f} ms, "
-              f"p90 {lat_ms[int(0.9 * (len(lat_ms) - 1))]:.1f} ms, max {lat_ms[-1]:.1f} ms (target <= 50 ms)")
-        print(f"keystroke-to-repaint (typing in the input line, n={len(typ_ms)}): median {statistics.median(typ_ms):.1f} ms, "
-              f"p90 {typ_ms[int(0.9 * (len(typ_ms) - 1))]:.1f} ms, max {typ_ms[-1]:.1f} ms (target <= 50 ms)")
-        print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPU(s)")
-        return 0
+        return {"rate_kb": rate_kb, "elapsed": elapsed, "cpu": cpu, "switch": sorted(x * 1000 for x in latencies),
+                "typing": sorted(x * 1000 for x in typing), "load": os.getloadavg()[0]}
     finally:
         term.close()
+
+
+def child_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads) from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def report(name: str, r: dict) -> None:
+    """Print one code version's figures."""
+    def stats(ms: list[float]) -> str:
+        return (f"median {statistics.median(ms):.1f} ms, p90 {ms[int(0.9 * (len(ms) - 1))]:.1f} ms, "
+                f"max {ms[-1]:.1f} ms")
+
+    print(f"[{name}] terminal output: {r['rate_kb']:.1f} KB/s over {r['elapsed']:.1f} s (target <= 100 KB/s)")
+    print(f"[{name}] app CPU while streaming: {r['cpu'] * 100:.0f}% of one core")
+    print(f"[{name}] keystroke-to-repaint (F2/F3 screen switch, n={len(r['switch'])}): {stats(r['switch'])} "
+          f"(target median and p90 <= 50 ms)")
+    print(f"[{name}] keystroke-to-repaint (typing in the input line, n={len(r['typing'])}): {stats(r['typing'])} "
+          f"(target median and p90 <= 50 ms)")
+    print(f"[{name}] load average at the end: {r['load']:.1f} on {os.cpu_count()} CPU(s)")
+
+
+def parent(args: argparse.Namespace) -> int:
+    """Measure the baseline (``--baseline-ref``, in a temporary git worktree) and this tree, alternating
+    ``--rounds`` times in the same run; print the figures of each."""
+    import shutil
+    import tempfile
+
+    print(f"events/s streamed: {args.rate}  batch interval: {args.batch_interval * 1000:.0f} ms  "
+          f"images: {args.images} (repaint >= {args.frame_interval:g} s apart)  "
+          f"TEXTUAL_FPS: {args.fps or 'default (60)'}  terminal: {COLS}x{ROWS}  load at start: {os.getloadavg()[0]:.1f}")
+    trees = [("this tree", ROOT)]
+    base_dir = None
+    if args.baseline_ref:
+        base_dir = Path(tempfile.mkdtemp(prefix="rpent_tui_bench_base_")) / "tree"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(base_dir), args.baseline_ref],
+                       check=True)
+        trees.insert(0, (f"baseline {args.baseline_ref}", base_dir))
+    results: dict[str, list[dict]] = {name: [] for name, _ in trees}
+    try:
+        for _ in range(args.rounds):
+            for name, root in trees:
+                r = measure(args, root)
+                if r is None:
+                    return 1
+                results[name].append(r)
+                report(name, r)
+    finally:
+        if base_dir is not None:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base_dir)], check=False)
+            shutil.rmtree(base_dir.parent, ignore_errors=True)
+    if args.rounds > 1:
+        for name, runs in results.items():
+            merged = {"rate_kb": statistics.mean(r["rate_kb"] for r in runs), "elapsed": sum(r["elapsed"] for r in runs),
+                      "cpu": statistics.mean(r["cpu"] for r in runs), "load": statistics.mean(r["load"] for r in runs),
+                      "switch": sorted(x for r in runs for x in r["switch"]),
+                      "typing": sorted(x for r in runs for x in r["typing"])}
+            report(f"{name}, all rounds", merged)
+    return 0
 
 
 def main() -> int:
@@ -249,7 +320,12 @@ def main() -> int:
     p.add_argument("--frame-interval", type=float, default=1.0, help="min s between camera frame repaints (default 1)")
     p.add_argument("--repaint-interval", type=float, default=0.3, help="min s between Run-screen repaints (default 0.3)")
     p.add_argument("--fps", type=int, default=None, help="TEXTUAL_FPS for the app (default: Textual's 60)")
+    p.add_argument("--profile", default=None, help="write a cProfile of the app's event-loop thread to this file")
+    p.add_argument("--baseline-ref", default=None,
+                   help="git ref measured too, in the same run (a temporary worktree), e.g. main")
+    p.add_argument("--rounds", type=int, default=1, help="alternate baseline/this tree this many times (default 1)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--code-root", default=None, help=argparse.SUPPRESS)
     p.add_argument("--output-dir", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:

@@ -39,8 +39,9 @@ from .screens.operator import OperatorModal
 from .screens.run import RunScreen
 from .screens.services import ServicesScreen
 from .screens.trajectories import TrajectoriesScreen
-from .services.code_cells import CodeCellService
-from .services.flywheel import FlywheelRunner
+from rpent.session.code_cells import CodeCellService
+from rpent.session.commands import warm_up as warm_suite_list
+from rpent.session.flywheel_jobs import FlywheelRunner
 from rpent.session.core import Session
 from rpent.session.model import OperatorPrompt, OperatorResolved, SessionChanged
 from .services.trio_bridge import TrioBridge, install_exit_signals
@@ -131,6 +132,7 @@ class RpentApp(App[int]):
         self.bridge.start()
         if self.options.start_session:
             self.bridge.spawn(self.session.run, name="session")
+            warm_suite_list(getattr(getattr(self.session, "config", None), "robot", "libero"))  # off the UI thread: the LIBERO registry scan takes seconds on a busy machine
         if threading.current_thread() is threading.main_thread():
             self._restore_signals = install_exit_signals(self._exit_on_signal, asyncio.get_running_loop(),
                                                          on_stuck=self._hard_exit)

@@ -99,7 +99,7 @@ class AttachedApp(RpentApp):
         LIBERO's benchmark on the UI thread: seconds). Textual then runs ``RpentApp.on_mount`` too."""
         import threading
 
-        from .services.commands import known_suites
+        from rpent.session.commands import known_suites
 
         threading.Thread(target=known_suites, name="warm-task-commands", daemon=True).start()
 

@@ -11,7 +11,9 @@ or detach; ``rpent-tui --attach [SESSION]`` re-attaches (several clients may att
 ``--list`` lists running sessions, ``--stop SESSION`` stops one, ``--in-process`` keeps the session
 inside the UI process (it ends with the UI), ``--foreground`` runs the session process here without a UI.
 
-Then, on the Run screen (F3): ``/rpent-task libero_goal 0 0``. ``--env-endpoint`` is refused
+Then, on the Run screen (F3): ``/rpent-task libero_goal 0 0``. Meta-World (its own interpreter,
+``scripts/install_metaworld.sh``): ``rpent-tui --robot metaworld --planner expert``, then
+``/rpent-task --suite mt10 --task pick-place-v3 --seed 0`` (or ``/rpent-task mt10 pick-place-v3 0``). ``--env-endpoint`` is refused
 (every TaskRun needs a fresh, owned env server). Images: ``--images auto|sixel|kitty|halfblock|none``
 (``auto`` queries the terminal before the UI starts; force a mode over slow SSH links).
 Exit status: 0 on quit, 128+N when stopped by signal N (SIGHUP 129, SIGTERM 143), 1 on a crash,
@@ -40,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``rpent-tui`` argument parser."""
     p = argparse.ArgumentParser(prog="rpent-tui", description="rpent operator's workbench (terminal UI).")
     s = p.add_argument_group("session")
-    s.add_argument("--robot", default="libero", help="robot package (only libero has TaskRun control); default libero")
+    s.add_argument("--robot", default="libero", help="robot of every TaskRun (rpent.robots.registry: libero, metaworld; the offline planner of metaworld is --planner expert); default libero")
     s.add_argument("--planner", default="api", help="planner kind: api, claude_code, codex, scripted ... (default api)")
     s.add_argument("--model", default=None, help="planner model id; api needs a provider prefix, e.g. anthropic:<id>")
     s.add_argument("--base-url", default=None, help="api planner only: provider base URL override")
@@ -52,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--env-endpoint", default=None, help=argparse.SUPPRESS)
     s.add_argument("--shared", default="auto",
                    help="shared services of the session: 'auto' (vla when --vla-endpoint or $PI05_CHECKPOINT_PATH is set, "
-                        "sam3 when --sam3-endpoint or $SAM3_CHECKPOINT_PATH is set, as rpent.run decides), "
+                        "sam3 when --sam3-endpoint or $SAM3_CHECKPOINT_PATH is set, as rpent.run decides; only those the "
+                        "robot's toolkit uses: none for metaworld), "
                         "a comma-separated subset of vla,sam3, or 'none' (default auto)")
     s.add_argument("--vla-server-args", default="", help="extra arguments for a spawned VLA server (shell-quoted string)")
     r = p.add_argument_group("every TaskRun")
@@ -105,6 +108,13 @@ def session_config_from_args(args: argparse.Namespace):
         shared = tuple(name for name, endpoint, env in (("vla", args.vla_endpoint, "PI05_CHECKPOINT_PATH"),
                                                         ("sam3", args.sam3_endpoint, "SAM3_CHECKPOINT_PATH"))
                        if endpoint or os.environ.get(env))
+        try:  # only the services the robot's toolkit uses (metaworld: none); an unknown robot fails in validate()
+            from rpent.robots.registry import get_robot
+
+            usable = tuple(getattr(get_robot(args.robot), "services", ("vla", "sam3")))
+            shared = tuple(s for s in shared if s in usable)
+        except ValueError:
+            pass
     elif choice in ("", "none"):
         shared = ()
     else:

@@ -13,7 +13,7 @@ from typing import Any
 
 from textual.message import Message
 
-from .services.code_cells import CellProgress
+from rpent.session.code_cells import CellProgress
 from rpent.session.model import SessionChanged
 
 __all__ = ["ServiceEvent"]

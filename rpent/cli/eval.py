@@ -13,6 +13,11 @@ Overrides are Hydra-style dotted ``key=value`` (``+key=value`` adds a key). The 
 ``<--logs-dir>/<YYYYmmdd-HH:MM:SS>-<config name>/``. Exit status: 0 success, 2 bad config or
 arguments (also: a placement the Ray cluster cannot satisfy), 1 evaluation failure (worker, policy,
 trajectory count, no replica left).
+
+``--robot`` is ``libero`` (the default): ``--robot metaworld`` is refused with exit status 2 and one
+line naming what to use instead (``rpent-batch --robot metaworld``: its offline expert planner over
+real Meta-World env servers, with success rates and Wilson intervals in ``report.json``), because
+the env workers of rpent-eval are LIBERO simulator processes of the main environment.
 """
 
 from __future__ import annotations
@@ -24,6 +29,12 @@ import sys
 from rich.console import Console
 
 
+#: Why ``rpent-eval --robot metaworld`` is refused, and what to run instead (one line).
+METAWORLD_REFUSED = ("--robot metaworld is not supported by rpent-eval (its env workers are LIBERO simulator "
+                     "processes of the main environment); evaluate Meta-World with rpent-batch --robot metaworld "
+                     "--suites mt10 --tasks 0-9 --seeds 0 (success rates in <results-root>/report.json)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``rpent-eval`` argument parser."""
     p = argparse.ArgumentParser(
@@ -31,6 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Evaluate a VLA policy on LIBERO in parallel env workers (closed loop, no planner).",
         epilog="Example: rpent-eval --config libero_10_pi05_eval env.eval.total_num_envs=20 env.num_workers=2",
     )
+    from rpent.robots.registry import robot_names
+
+    p.add_argument("--robot", default="libero", choices=robot_names(),
+                   help="robot of the env workers: libero (default); metaworld is refused with the command to use "
+                        "instead (rpent-batch --robot metaworld)")
     p.add_argument("--config", default=None, help="shipped config name (see --list-configs) or a YAML path")
     p.add_argument("overrides", nargs="*", help="Hydra-style overrides key=value (e.g. env.eval.rollout_epoch=2)")
     p.add_argument("--cuda-device", type=int, default=None,
@@ -54,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     from rpent.eval.errors import EvalConfigError, EvalError
 
     args = build_parser().parse_args(argv)
+    if args.robot != "libero":
+        print(f"rpent-eval: error: {METAWORLD_REFUSED}", file=sys.stderr)
+        return 2
     err = Console(stderr=True)
     if args.list_configs:
         print("\n".join(shipped_config_names()))

@@ -179,7 +179,7 @@ class ClaudeCodePlanner:
         toolkit.clear_cancel()
         bridge = ToolBridge(toolkit, emit, stats, transcript, stop_check=lambda: (
             (steering.stop_reason or "the operator stopped the run") if steering is not None and steering.stop_requested
-            else None), image_budget=IMAGE_BUDGET_BYTES)
+            else None), image_budget=IMAGE_BUDGET_BYTES, steering=steering)
 
         def make_handler(name: str) -> Any:
             async def handler(args: dict[str, Any]) -> dict[str, Any]:

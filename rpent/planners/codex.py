@@ -163,7 +163,7 @@ class CodexPlanner:
                 return steering.stop_reason or "the operator stopped the run"
             return None
 
-        bridge = ToolBridge(toolkit, emit, stats, transcript, stop_check=stop_check)
+        bridge = ToolBridge(toolkit, emit, stats, transcript, stop_check=stop_check, steering=steering)
         transcript.append({"role": "user", "content": [{"type": "text", "text": user_message}], "source": "task"})
         with tempfile.TemporaryDirectory(prefix="rpent-codex-") as home, McpHttpToolServer(defs, bridge) as mcp:
             Path(home, "config.toml").write_text(codex_config_toml(mcp.url, self.base_url, cfg.max_retries))

@@ -44,12 +44,19 @@ class ToolBridge:
             stop, timeout); such calls get an error result without touching the toolkit.
         image_budget: base64 bytes the images of one result may take together (larger ones are
             downscaled, :func:`rpent.planners.content.fit_images`); None: no limit.
+        steering: the run's steering. A plain interrupt (Esc, ``/interrupt``) cancels the running
+            tool through ``toolkit.cancel()`` (the planner's interrupt listener); the bridge then
+            clears the toolkit's cancel flag so that the agent's next tool runs, as the api planner
+            does. An interrupt that came while no tool ran had nothing to cancel and is cleared
+            before the next tool starts. A stop (``/quit``) is never cleared.
     """
 
     def __init__(self, toolkit: Toolkit, emit: EventEmitter, stats: PlannerStats,
                  transcript: list[dict[str, Any]], stop_check: Callable[[], str | None] | None = None,
-                 image_budget: int | None = None) -> None:
+                 image_budget: int | None = None, steering: Any = None) -> None:
         self.image_budget = image_budget
+        self.steering = steering
+        self._interrupts_seen = steering.interrupt_count if steering is not None else 0
         self.toolkit = toolkit
         self.emit = emit
         self.stats = stats
@@ -118,6 +125,18 @@ class ToolBridge:
                 self._expected_cond.wait(left)
             return self._expected[name].pop(0)
 
+    def _settle_interrupts(self, stopping: str | None, since: int | None = None) -> int:
+        """Clear the toolkit's cancel flag left by plain interrupts counted after ``since`` (default:
+        the last settled count), unless the run is stopping; returns the current interrupt count."""
+        if self.steering is None:
+            return 0
+        count = self.steering.interrupt_count
+        if count != (self._interrupts_seen if since is None else since) and not stopping \
+                and not self.steering.stop_requested:
+            self.toolkit.clear_cancel()
+        self._interrupts_seen = count
+        return count
+
     def call(self, name: str, args: dict[str, Any] | None, call_id: str | None = None,
              on_call_id: Callable[[str], None] | None = None) -> tuple[list[dict[str, Any]], bool]:
         """Run one tool (blocking; call from a worker thread).
@@ -140,6 +159,7 @@ class ToolBridge:
             self.emit("tool_call", name=tool, args=args, call_id=call_id)
             start = time.monotonic()
             blocked = self.stop_check() if self.stop_check is not None else None
+            seq0 = self._settle_interrupts(blocked)
             if blocked:
                 raw = {"error": f"not executed: {blocked}", "code": "tool_cancelled", "interrupted": True}
             else:
@@ -150,6 +170,7 @@ class ToolBridge:
                     raw = {"error": f"toolkit raised {type(exc).__name__}: {exc}"}
                 finally:
                     self.active.clear()
+                self._settle_interrupts(self.stop_check() if self.stop_check is not None else None, seq0)
             elapsed = time.monotonic() - start
             if not isinstance(raw, dict):
                 raw = {"error": f"toolkit returned {type(raw).__name__}, expected dict"}

@@ -50,10 +50,10 @@ class RemoteCallError(RuntimeError):
 
 
 def _error_class(name: str) -> type[Exception]:
-    from rpent_tui.services.code_cells import NoToolkitError
-    from rpent_tui.services.commands import CommandError
-    from rpent_tui.services.flywheel import FlywheelJobError
-    from rpent_tui.services.operator import OperatorReplyError
+    from rpent.session.code_cells import NoToolkitError
+    from rpent.session.commands import CommandError
+    from rpent.session.flywheel_jobs import FlywheelJobError
+    from rpent.session.operator import OperatorReplyError
     from rpent.session.model import SessionNotReady
 
     known = {"SessionNotReady": SessionNotReady, "OperatorReplyError": OperatorReplyError, "CommandError": CommandError,
@@ -132,7 +132,7 @@ class RemoteFlywheel:
     progress arrive as ``FlywheelOutput`` events (the backlog on attach)."""
 
     def __init__(self, session: RemoteSession) -> None:
-        from rpent_tui.services.flywheel import FlywheelState
+        from rpent.session.flywheel_jobs import FlywheelState
 
         self._session = session
         self.status = FlywheelState()
@@ -161,7 +161,7 @@ class RemoteFlywheel:
 
     def merge(self, data: dict[str, Any] | None) -> None:
         """Apply the session meta's ``flywheel`` entry to ``status``."""
-        from rpent_tui.services.flywheel import FlywheelJob
+        from rpent.session.flywheel_jobs import FlywheelJob
 
         if not data:
             return
@@ -327,7 +327,7 @@ class RemoteSession:
         Raises:
             OperatorReplyError: expired request or invalid answer (as ``TuiOperator.reply``).
         """
-        from rpent_tui.services.operator import OperatorReply
+        from rpent.session.operator import OperatorReply
 
         data = self.call("reply_operator", {"run_id": run_id, "request_id": request_id, "answer": answer,
                                             "notes": notes})
@@ -397,9 +397,9 @@ class RemoteSession:
 
     def apply(self, msg: dict[str, Any]) -> None:
         """Apply a ``snapshot`` or ``delta`` to the mirror and hand the matching UI events to the sink."""
-        from rpent_tui.services.code_cells import CellFinished, CellProgress
-        from rpent_tui.services.flywheel import FlywheelOutput
-        from rpent_tui.services.operator import OperatorReply
+        from rpent.session.code_cells import CellFinished, CellProgress
+        from rpent.session.flywheel_jobs import FlywheelOutput
+        from rpent.session.operator import OperatorReply
         from rpent.session.model import OperatorPrompt, OperatorResolved, RunEvents, ServiceLog, SessionChanged
 
         if msg.get("t") == "snapshot":
@@ -495,7 +495,7 @@ class RemoteSession:
         return new
 
     def _merge_run(self, data: dict[str, Any]) -> Any:
-        from rpent_tui.services.commands import TaskCommand
+        from rpent.session.commands import TaskCommand
         from rpent.session.model import TaskRunView
 
         run = self.run_by_id(data["id"])
@@ -522,7 +522,7 @@ class RemoteSession:
 
 
 def _request(data: dict[str, Any]) -> Any:
-    from rpent_tui.services.operator import OperatorRequest
+    from rpent.session.operator import OperatorRequest
 
     return OperatorRequest(id=data["id"], kind=data["kind"], prompt=data["prompt"], choices=tuple(data["choices"]),
                            frames=dict(data.get("frames") or {}), created_at=float(data.get("created_at") or 0.0))

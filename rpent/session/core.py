@@ -27,9 +27,9 @@ from typing import Any
 
 import trio
 
-from rpent_tui.services.batching import Batcher
-from rpent_tui.services.commands import TaskCommand
-from rpent_tui.services.operator import OperatorReply, OperatorReplyError, OperatorRequest, TuiOperator
+from rpent.session.batching import Batcher
+from rpent.session.commands import TaskCommand
+from rpent.session.operator import OperatorReply, OperatorReplyError, OperatorRequest, TuiOperator
 
 from .defaults import (RunTaskFn, default_make_run_config, default_make_steering, default_run_task,
                        default_supervisor_factory, default_shared_specs)
@@ -361,7 +361,7 @@ class Session:
             previous.replaced_by = run_id
             self.cancel_task(previous.id, reason=f"replaced by TaskRun {run_id} ({command.display()})")
         run = TaskRunView(id=run_id, command=command, output_dir=output_dir,
-                          planner=self.config.planner, model=self.config.model)
+                          planner=self.config.planner, model=self.config.model, robot=self.config.robot)
         self.runs.append(run)
         self._done[run_id] = trio.Event()
         self.feedback = f"Task selected: {command.display()} (TaskRun {run_id})"

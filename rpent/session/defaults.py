@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from rpent_tui.services.commands import TaskCommand
+from rpent.session.commands import TaskCommand
 
 from .model import SessionConfig
 
@@ -40,11 +40,19 @@ def default_supervisor_factory(log_dir: Path) -> Any:
 
 def default_make_run_config(config: SessionConfig, command: TaskCommand, output_dir: Path, endpoints: dict[str, str]) -> Any:
     """``rpent.run.RunConfig`` for one TaskRun: no env endpoint (the env server is always fresh),
-    the session's shared VLA/SAM3 endpoints, planner options in ``PlannerConfig``."""
+    the session's shared VLA/SAM3 endpoints, planner options in ``PlannerConfig``; without
+    ``max_episode_steps`` in the run options, a robot other than LIBERO gets its adapter's
+    ``default_max_episode_steps`` (Meta-World: 500, its ``max_path_length``), as ``rpent`` does."""
     from rpent.planners.base import PlannerConfig
     from rpent.run import RunConfig
 
     opts = dict(config.run_options)
+    if config.robot != "libero" and "max_episode_steps" not in opts:
+        from rpent.robots.registry import get_robot
+
+        default = getattr(get_robot(config.robot), "default_max_episode_steps", None)
+        if default is not None:
+            opts["max_episode_steps"] = int(default)
     planner_fields = {k: opts.pop(k) for k in ("base_url", "max_turns", "max_tokens", "reasoning_effort", "timeout_s")
                       if k in opts}
     return RunConfig(robot=config.robot, suite=command.suite, task=command.task, seed=command.seed,

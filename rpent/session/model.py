@@ -1,7 +1,7 @@
 """The session model: configuration, service and TaskRun views, and the events handed to a sink.
 
 Plain dataclasses with no Textual and no trio: ``rpent.session.core.Session`` mutates them on its trio
-thread, ``rpent.session.server`` puts them on the wire, and the TUI (``rpent_tui``) renders them. Model:
+thread, ``rpent.session.server`` puts them on the wire, and the TUI and the dashboard render them. Model:
 the upstream Dashboard's Session/TaskRun (``shared/reference/rpent_reference.md`` §7).
 """
 
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rpent_tui.services.commands import TaskCommand
-from rpent_tui.services.operator import OperatorReply, OperatorRequest
+from rpent.session.commands import TaskCommand
+from rpent.session.operator import OperatorReply, OperatorRequest
 
 __all__ = [
     "ENV_ENDPOINT_REFUSED",
@@ -132,7 +132,8 @@ class SessionConfig:
     """Options of a TUI session (the ``rpent-tui`` flags).
 
     Attributes:
-        robot: robot package (only ``libero`` has TaskRun control).
+        robot: robot name of :mod:`rpent.robots.registry` (``libero``, ``metaworld``); every TaskRun
+            drives it, and ``/rpent-task`` checks suites and tasks against it.
         planner: planner kind (``api``, ``claude_code``, ``codex``, ``scripted`` ...).
         model: planner model id (``anthropic:<id>`` for ``api``), or None.
         output_dir: session directory; TaskRuns record under ``<output_dir>/tasks/``.
@@ -158,16 +159,26 @@ class SessionConfig:
         """Check the options.
 
         Raises:
-            SessionConfigError: ``--env-endpoint`` given (the seed's reason), an unknown robot, or an
-                unknown shared service name.
+            SessionConfigError: ``--env-endpoint`` given (the seed's reason), an unknown robot, an
+                unknown shared service name, or a shared service the robot's toolkit does not use
+                (``metaworld`` uses none).
         """
         if self.env_endpoint:
             raise SessionConfigError(ENV_ENDPOINT_REFUSED)
-        if self.robot != "libero":
-            raise SessionConfigError(f"--robot {self.robot!r}: TaskRun control in rpent-tui supports --robot libero only")
+        from rpent.robots.registry import get_robot
+
+        try:
+            adapter = get_robot(self.robot)
+        except ValueError as exc:
+            raise SessionConfigError(f"--robot: {exc}") from None
         unknown = [s for s in self.shared_services if s not in ("vla", "sam3")]
         if unknown:
             raise SessionConfigError(f"unknown shared service(s) {unknown}; choose from: vla, sam3")
+        usable = tuple(getattr(adapter, "services", ("vla", "sam3")))
+        unused = [s for s in self.shared_services if s not in usable]
+        if unused:
+            raise SessionConfigError(f"--robot {self.robot} uses no {', '.join(unused)} service (its toolkit uses: "
+                                     f"{', '.join(usable) or 'none'}); drop it from --shared (e.g. --shared none)")
 
 
 # -- views (the model the UI renders) ------------------------------------------------------------------
@@ -223,6 +234,7 @@ class TaskRunView:
         outcome: the run layer's outcome dict once finished.
         operator: the pending operator request, if any.
         replaced_by: id of the TaskRun that replaced this one (a new task while it ran).
+        robot: the session's ``--robot`` the TaskRun drove (``libero``, ``metaworld``).
     """
 
     id: str
@@ -246,6 +258,7 @@ class TaskRunView:
     replaced_by: str | None = None
     planner: str | None = None
     model: str | None = None
+    robot: str = "libero"
 
     @property
     def finished(self) -> bool:
@@ -294,6 +307,7 @@ class TaskRunView:
         return {
             "schema_version": 1,
             "id": self.id,
+            "robot": self.robot,
             "suite": self.command.suite,
             "task": self.command.task,
             "seed": self.command.seed,

@@ -166,7 +166,7 @@ def serve(paths: SessionPaths, *, foreground: bool = False) -> int:
     client's ``stop_session``. Returns the exit status (0 clean, 1 crashed)."""
     import trio
 
-    from rpent_tui.services.code_cells import CodeCellService
+    from rpent.session.code_cells import CodeCellService
 
     from .server import SessionServer
     from .wire import read_token

@@ -62,12 +62,12 @@ PASS_THROUGH = ("SessionNotReady", "OperatorReplyError", "CommandError", "KeyErr
                 "ValueError", "NoToolkitError", "RuntimeError", "FlywheelJobError")
 
 
-def _warm_commands() -> None:
-    """Load the ``/rpent-task`` suite tables once the session serves (LIBERO's benchmark import takes
-    seconds), so the first ``start_task`` replies at once."""
-    from rpent_tui.services.commands import known_suites
+def _warm_commands(robot: str = "libero") -> None:
+    """Load the ``/rpent-task`` suite tables of ``robot`` once the session serves (LIBERO's benchmark
+    import takes seconds), so the first ``start_task`` replies at once."""
+    from rpent.session.commands import known_suites
 
-    known_suites()
+    known_suites(robot)
 
 
 class _Client:
@@ -88,7 +88,7 @@ class SessionServer:
         token: the secret clients must send (the content of ``paths.token``).
         make_cells: ``sink -> CodeCellService`` for code cells run against the active TaskRun's toolkit.
         flywheel_program: command prefix of the LeRobot exporter the session runs for ``flywheel_export``
-            (default ``python -m rpent.cli.flywheel``, see ``rpent_tui.services.flywheel.flywheel_argv``).
+            (default ``python -m rpent.cli.flywheel``, see ``rpent.session.flywheel_jobs.flywheel_argv``).
     """
 
     def __init__(self, paths: SessionPaths, make_session: Callable[[Callable[[Any], None]], Any], token: str, *,
@@ -310,7 +310,7 @@ class SessionServer:
         self.session = self._make_session(self._sink)
         if self._make_cells is not None:
             self.cells = self._make_cells(self._sink)
-        from rpent_tui.services.flywheel import FlywheelRunner
+        from rpent.session.flywheel_jobs import FlywheelRunner
 
         self.flywheel = FlywheelRunner(self._sink, self.paths.root, program=self._flywheel_program)
         sock_path = self.paths.socket
@@ -332,7 +332,8 @@ class SessionServer:
                 nursery.start_soon(self.session.run, name="session")
                 nursery.start_soon(self._syncer, name="session-sync")
                 nursery.start_soon(self._accept, listener, name="session-accept")
-                nursery.start_soon(partial(trio.to_thread.run_sync, _warm_commands, abandon_on_cancel=True),
+                nursery.start_soon(partial(trio.to_thread.run_sync, _warm_commands, self.session.config.robot,
+                                           abandon_on_cancel=True),
                                    name="warm-task-commands")  # abandoned: never delays a stop
                 task_status.started()
         finally:
@@ -466,11 +467,12 @@ class SessionServer:
                 "clients": sum(1 for c in self._clients.values() if c.role == "events"), "runs": len(self.session.runs)}
 
     async def _cmd_start_task(self, suite: str, task: int, seed: int) -> dict[str, Any]:
-        from rpent_tui.services.commands import TaskCommand, parse_input
+        from rpent.session.commands import TaskCommand, parse_input
 
         # on a worker thread: the first parse imports the LIBERO suite tables (seconds; ~20 s on a loaded
         # machine), which must not stall the deltas every attached client is waiting for
-        command = await trio.to_thread.run_sync(parse_input, f"/rpent-task {suite} {int(task)} {int(seed)}")
+        command = await trio.to_thread.run_sync(parse_input, f"/rpent-task {suite} {int(task)} {int(seed)}",
+                                                self.session.config.robot)
         if not isinstance(command, TaskCommand):  # pragma: no cover - the line above always is one
             raise ValueError("not a task command")
         run = self.session.start_task(command)
@@ -495,7 +497,7 @@ class SessionServer:
         await self.session.restart_service(str(name))
 
     async def _cmd_run_cell(self, source: str, timeout_s: float, max_calls: int) -> str:
-        from rpent_tui.services.code_cells import NoToolkitError
+        from rpent.session.code_cells import NoToolkitError
 
         run = self.session.active
         toolkit = self.session.toolkit_for(run.id) if run is not None else None
@@ -527,7 +529,7 @@ class SessionServer:
             FlywheelJobError: invalid job (missing input, existing output dir, negative threads) or an
                 export already running.
         """
-        from rpent_tui.services.flywheel import FlywheelJob, FlywheelJobError
+        from rpent.session.flywheel_jobs import FlywheelJob, FlywheelJobError
 
         if not isinstance(input_roots, list) or not input_roots or not all(isinstance(r, str) for r in input_roots):
             raise FlywheelJobError("input_roots must be a non-empty list of run directories")

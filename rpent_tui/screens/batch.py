@@ -16,9 +16,10 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Header, Input, Label, Log, ProgressBar, Static
+from textual.widgets import DataTable, Header, Input, Label, Log, ProgressBar, Static
 
 from .base import LiveScreen
+from ..widgets.footer import StableFooter
 from ..services.batch import CELL_STATES, BatchJobError, BatchLauncher, BatchOutput, MatrixSnapshot, batch_argv, \
     read_snapshot
 from ..widgets.tables import VimDataTable
@@ -78,7 +79,7 @@ class BatchScreen(LiveScreen):
                 log = Log(max_lines=2000, id="batch-log")
                 log.border_title = "rpent-batch output"
                 yield log
-        yield Footer()
+        yield StableFooter()
 
     # -- state -------------------------------------------------------------------------------------------
     @property

@@ -1,7 +1,7 @@
 """Code policy editor: a Python buffer run as a code-policy cell against the current TaskRun.
 
 The buffer (``TextArea.code_editor``, Python highlighting via tree-sitter) runs through
-``services.code_cells.CodeCellService`` -> ``rpent.policy.CodePolicyRunner.run_cell``, which saves
+``rpent.session.code_cells.CodeCellService`` -> ``rpent.policy.CodePolicyRunner.run_cell``, which saves
 each cell as ``<TaskRun>/code_policy/cell_NNN.{py,json}`` like ``--policy-mode code``. While the
 cell runs, two meters show elapsed time against the timeout (s) and robot calls against the call
 budget; stdout, stderr and the result appear beside the editor. Esc leaves the editor (focus moves
@@ -17,10 +17,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, Header, Label, ProgressBar, RichLog, TextArea
+from textual.widgets import Header, Label, ProgressBar, RichLog, TextArea
 
 from .base import LiveScreen
-from ..services.code_cells import CellFinished, CellProgress, NoToolkitError
+from ..widgets.footer import StableFooter
+from rpent.session.code_cells import CellFinished, CellProgress, NoToolkitError
 
 __all__ = ["EditorScreen", "STARTER_CELL", "format_cell_result"]
 
@@ -88,7 +89,7 @@ class EditorScreen(LiveScreen):
                 output = RichLog(wrap=True, markup=False, max_lines=2000, min_width=20, id="cell-output")
                 output.border_title = "Output"
                 yield output
-        yield Footer(compact=True, show_command_palette=False)
+        yield StableFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self._set_meters(0.0, 0)

@@ -1,6 +1,6 @@
 """Flywheel export screen: pick runs, an output directory and image-writer threads; run ``rpent-flywheel``.
 
-The export runs as a supervised subprocess (``services.flywheel.FlywheelRunner``: own process
+The export runs as a supervised subprocess (``rpent.session.flywheel_jobs.FlywheelRunner``: own process
 group, SIGTERM -> grace -> SIGKILL on ``x`` or when the TUI exits); its output streams into the log
 pane in batches with a progress bar (parsed ``done/total``), and at the end ``report.json`` is shown
 (exported episodes and frames, exclusions with reasons).
@@ -15,11 +15,12 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Header, Input, Label, Log, ProgressBar, SelectionList, Static
+from textual.widgets import DataTable, Header, Input, Label, Log, ProgressBar, SelectionList, Static
 
 from .base import LiveScreen
-from ..services import readers
-from ..services.flywheel import FlywheelJob, FlywheelJobError, FlywheelOutput
+from ..widgets.footer import StableFooter
+from rpent.recording import run_readers as readers
+from rpent.session.flywheel_jobs import FlywheelJob, FlywheelJobError, FlywheelOutput
 from ..widgets.tables import VimDataTable, VimSelectionList
 
 __all__ = ["FlywheelScreen"]
@@ -57,7 +58,7 @@ class FlywheelScreen(LiveScreen):
                 report = VimDataTable(id="fw-report", cursor_type="row")
                 report.border_title = "report.json"
                 yield report
-        yield Footer(compact=True, show_command_palette=False)
+        yield StableFooter(compact=True, show_command_palette=False)
 
     def _default_output(self) -> Path:
         """``<session>/exports/lerobot_NNN``: the first that does not exist (rpent-flywheel needs a new dir)."""

@@ -20,7 +20,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, Static
 
-from ..services.operator import ANSWER_KEYS, OperatorReplyError, OperatorRequest
+from rpent.session.operator import ANSWER_KEYS, OperatorReplyError, OperatorRequest
 from ..widgets.frames import FramePane
 
 __all__ = ["OperatorModal"]

@@ -10,7 +10,9 @@ is read from the session's ``TaskRunView``; run events arrive in batches (<= ~12
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
@@ -19,10 +21,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.suggester import Suggester
-from textual.widgets import Footer, Header, Input, Static
+from textual.widgets import Header, Input, Static
 
 from .base import LiveScreen
-from ..services.commands import CommandError, SteerMessage, TaskCommand, completions, parse_input
+from ..widgets.footer import StableFooter
+from rpent.session.commands import (TASK_COMMAND, CommandError, SteerMessage, TaskCommand, completions, parse_input,
+                                    suites_ready)
 from rpent.session.model import RunEvents, SessionChanged, SessionNotReady, TaskRunView
 from ..widgets.frames import FramePane
 from ..widgets.timeline import StepTimeline
@@ -38,14 +42,22 @@ STATE_STYLE = {"starting": "yellow", "running": "cyan", "succeeded": "bold green
 
 
 class CommandSuggester(Suggester):
-    """Inline completion for ``/rpent-task`` (command, then suites, then task indices)."""
+    """Inline completion for ``/rpent-task`` (command, then suites, then task indices).
 
-    def __init__(self) -> None:
+    The suite list comes from scanning the LIBERO registry (~1 s idle, tens of seconds on a busy
+    machine), so completions are computed in a worker thread: the event loop keeps drawing and
+    reading keys while the first scan runs."""
+
+    def __init__(self, robot: Callable[[], str] = lambda: "libero") -> None:
         super().__init__(use_cache=False, case_sensitive=True)
+        self._robot = robot  # the session's robot (its suites and task names), read at each suggestion
 
     async def get_suggestion(self, value: str) -> str | None:
         """First completion of ``value``, or None."""
-        options = completions(value)
+        robot = self._robot()
+        if value.startswith(TASK_COMMAND + " ") and len(value.split(" ")) == 2 and not suites_ready(robot):
+            return None  # the registry scan still runs (warm_up): no suite suggestion yet, never wait for it
+        options = await asyncio.to_thread(completions, value, robot)
         return options[0] if options else None
 
 
@@ -91,7 +103,7 @@ class RunScreen(LiveScreen):
         self._repaint_timer = None
         self._confirm_replace: str | None = None
         self._stale = False
-        self._transcript_width: int | None = None
+        self._counters_shown: Text | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -106,8 +118,8 @@ class RunScreen(LiveScreen):
                     yield FramePane("main camera", self.app.options.image_mode, id="frame-main")
                     yield FramePane("wrist camera", self.app.options.image_mode, id="frame-wrist")
         yield Input(placeholder="/rpent-task <suite> <task> <seed> · text steers the planner · Esc interrupts",
-                    suggester=CommandSuggester(), select_on_focus=False, compact=True, id="message")
-        yield Footer(compact=True, show_command_palette=False)
+                    suggester=CommandSuggester(self._session_robot), select_on_focus=False, compact=True, id="message")
+        yield StableFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.render_all()
@@ -127,7 +139,11 @@ class RunScreen(LiveScreen):
         self._render_side(run, frames=True)
 
     def _render_side(self, run: TaskRunView | None, frames: bool) -> None:
-        self.query_one("#counters", Static).update(counters_text(run, self.app.session))
+        counters = counters_text(run, self.app.session)
+        if counters != self._counters_shown:  # a repaint (and a layout pass only when the height changes)
+            rows_changed = self._counters_shown is None or counters.plain.count("\n") != self._counters_shown.plain.count("\n")
+            self._counters_shown = counters
+            self.query_one("#counters", Static).update(counters, layout=rows_changed)
         self.query_one(StepTimeline).set_steps(run.timeline if run is not None else [])
         if frames:
             self._show_frames()
@@ -159,14 +175,6 @@ class RunScreen(LiveScreen):
                     self._repaint()
                 else:
                     self._repaint_timer = self.set_timer(wait, self._repaint)
-
-    def on_resize(self) -> None:
-        """A new width re-wraps the transcript from the model (a RichLog keeps lines wrapped at the
-        width they were written with), following the end again."""
-        width = self.query_one(TranscriptView).size.width
-        if self._transcript_width not in (None, width):
-            self.call_after_refresh(self.render_all)
-        self._transcript_width = width
 
     def on_screen_resume(self) -> None:
         """Shown again: catch up with what arrived while hidden, right after the first paint."""
@@ -216,6 +224,10 @@ class RunScreen(LiveScreen):
             self.query_one(f"#frame-{label}", FramePane).show(png, caption)
 
     # -- input ---------------------------------------------------------------------------------
+    def _session_robot(self) -> str:
+        """The session's ``--robot`` (an attached client learns it from the session's config)."""
+        return str(getattr(getattr(self.app.session, "config", None), "robot", None) or "libero")
+
     @on(Input.Submitted, "#message")
     def submit(self, event: Input.Submitted) -> None:
         """Start a task, run a steering command, or queue a message; then hand the keys back to the
@@ -223,7 +235,7 @@ class RunScreen(LiveScreen):
         one runs needs a second Enter (it replaces the running TaskRun)."""
         line = event.value
         try:
-            parsed = parse_input(line)
+            parsed = parse_input(line, self._session_robot())
             if isinstance(parsed, TaskCommand):
                 active = self.app.session.active
                 if active is not None and self._confirm_replace != line.strip():

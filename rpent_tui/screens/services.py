@@ -12,9 +12,10 @@ from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Footer, Header
+from textual.widgets import DataTable, Header
 
 from .base import LiveScreen
+from ..widgets.footer import StableFooter
 from rpent.session.model import ServiceLog, ServiceView, SessionChanged
 from ..widgets.log_view import LogView
 from ..widgets.tables import VimDataTable
@@ -68,7 +69,7 @@ class ServicesScreen(LiveScreen):
         log = LogView(self.app.export_dir, id="service-log")
         log.border_title = "Log"
         yield log
-        yield Footer(compact=True, show_command_palette=False)
+        yield StableFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         table = self.query_one("#services", DataTable)

@@ -20,10 +20,12 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Header, RichLog, Static
+from textual.widgets import DataTable, Header, RichLog, Static
 
 from .base import LiveScreen
-from ..services import datasets, readers
+from ..widgets.footer import StableFooter
+from rpent.recording import run_readers as readers
+from ..services import datasets
 from ..widgets.frames import FramePane
 from ..widgets.tables import VimDataTable
 from ..widgets.transcript import MAX_RESULT_CHARS
@@ -118,7 +120,7 @@ class TrajectoriesScreen(LiveScreen):
                 log = RichLog(wrap=True, markup=False, max_lines=500, min_width=20, id="step-transcript")
                 log.border_title = "Transcript at this step"
                 yield log
-        yield Footer(compact=True, show_command_palette=False)
+        yield StableFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.query_one("#runs", DataTable).add_columns("Task", "Planner", "Outcome", "Steps", "Date")

@@ -92,7 +92,7 @@ class BatchLauncher:
         """Run the batch to its end (trio); returns the final state."""
         import trio
 
-        from .process import run_supervised
+        from rpent.session.supervised import run_supervised
 
         self.state, self.root = "running", Path(root)
         n = 1

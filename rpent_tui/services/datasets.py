@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from .readers import RunSummary, StepRecord
+from rpent.recording.run_readers import RunSummary, StepRecord
 
 __all__ = ["DatasetEpisode", "episode_steps", "is_dataset_dir", "list_dataset_episodes"]
 

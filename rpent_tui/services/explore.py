@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .readers import RecordError, read_json
+from rpent.recording.run_readers import RecordError, read_json
 
 __all__ = ["AttemptRow", "Exploration", "ExploreSummary", "RecordError", "SessionRow", "is_explore_dir",
            "list_explorations", "read_exploration"]

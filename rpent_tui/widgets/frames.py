@@ -76,6 +76,7 @@ class FramePane(Vertical):
         self.mode = mode
         self._cls = image_widget_class(mode)
         self.has_frame = False
+        self._shown_png: bytes | None = None
 
     def compose(self) -> ComposeResult:
         if self._cls is not None:
@@ -89,6 +90,9 @@ class FramePane(Vertical):
         self.border_subtitle = caption
         if self._cls is None:
             return
+        if png is not None and png is self._shown_png:
+            return  # the same frame (a screen switch or counter repaint): nothing to redraw
+        self._shown_png = png
         image = self.query_one(".frame-image")
         placeholder = self.query_one("#frame-placeholder", Static)
         if png is None:

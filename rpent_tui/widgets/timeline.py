@@ -54,11 +54,17 @@ class StepTimeline(Static):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", id=id)
         self._steps: Sequence[Mapping[str, Any]] = []
+        self._shown: Text | None = None
 
     def set_steps(self, steps: Sequence[Mapping[str, Any]]) -> None:
         """Redraw for ``steps`` (step events: ``step``, ``tool``, ``terminated``, ``truncated``, ``success``)."""
         self._steps = steps
-        self.update(timeline_text(steps, self.size.width or 40))
+        self._show(timeline_text(steps, self.size.width or 40))
+
+    def _show(self, text: Text) -> None:
+        if text != self._shown:  # fixed height: a repaint, never a layout pass
+            self._shown = text
+            self.update(text, layout=False)
 
     def on_resize(self) -> None:
-        self.update(timeline_text(self._steps, self.size.width or 40))
+        self._show(timeline_text(self._steps, self.size.width or 40))

@@ -1,21 +1,28 @@
 """The planner transcript pane: text, thinking, tool calls with arguments, tool results, operator lines.
 
-A ``RichLog`` (it keeps styled renderables) with a line cap; batches of run events are appended
-as they arrive, and the pane follows the end only while the operator has not scrolled up
-(elia's transcript model, reference §1.5). ``render_event`` is pure and used by tests.
+A line-based ``ScrollView`` that keeps the events and renders only the rows on screen (Textual's
+``Log`` model; a ``RichLog`` rendered every line on arrival and fell behind at 200 events/s);
+batches of run events are appended as they arrive, and the pane follows the end only while the
+operator has not scrolled up (elia's transcript model, reference §1.5). Tool results show the
+fields an operator reads; Enter on a selected result (n/p) shows its raw JSON.
+``render_event`` and ``raw_text`` are pure and used by tests.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rich.text import Text
 from textual.binding import Binding
-from textual.widgets import RichLog
+from textual.cache import LRUCache
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
-__all__ = ["TranscriptView", "render_event", "summarize_result", "MAX_RESULT_CHARS", "RESULT_FIELDS"]
+__all__ = ["TranscriptView", "render_event", "raw_text", "summarize_result", "MAX_RESULT_CHARS", "RESULT_FIELDS"]
 
 #: Tool results and arguments are cut to this many characters in the pane (full text is in the run record).
 MAX_RESULT_CHARS = 400
@@ -104,26 +111,264 @@ def render_event(event: Mapping[str, Any]) -> Text | None:
     return Text(_compact({k: v for k, v in event.items() if k != "kind"}), style="dim")
 
 
-class TranscriptView(RichLog):
-    """Scrollable, streaming planner transcript (j/k/g/G keys)."""
+def raw_text(event: Mapping[str, Any]) -> Text:
+    """The expanded form of a transcript line: the header line, then the event's raw JSON (for a tool
+    result: its full ``result``; indented, one key per line)."""
+    head = render_event(event) or Text("")
+    payload = event.get("result") if event.get("event") == "tool_result" else \
+        {k: v for k, v in event.items() if k not in ("kind", "images")}
+    try:
+        body = json.dumps(payload, ensure_ascii=False, default=str, indent=2)
+    except (TypeError, ValueError):
+        body = repr(payload)
+    return Text.assemble(head, "\n", (body, "dim"))
+
+
+def _line_spans(plain: str, width: int) -> list[tuple[int, int]]:
+    """(start, end) character ranges of ``plain`` word-wrapped at ``width`` cells (Rich's own line
+    breaking, ``rich._wrap.divide_line``, as ``Text.wrap`` uses); ``\\n`` always breaks."""
+    from rich._wrap import divide_line
+
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for part in plain.split("\n"):
+        if not part:
+            spans.append((pos, pos))
+        else:
+            cuts = [0, *divide_line(part, width, fold=True), len(part)]
+            spans.extend((pos + a, pos + b) for a, b in zip(cuts, cuts[1:]) if b > a)
+        pos += len(part) + 1
+    return spans
+
+
+class _Entry:
+    """One transcript line (event) and its wrapping at the view's current width."""
+
+    __slots__ = ("serial", "event", "text", "expanded", "spans")
+
+    def __init__(self, serial: int, event: Mapping[str, Any], text: Text) -> None:
+        self.serial, self.event, self.text, self.expanded = serial, event, text, False
+        self.spans: list[tuple[int, int]] = []
+
+
+class TranscriptView(ScrollView, can_focus=True):
+    """Scrollable, streaming planner transcript that renders only the rows on screen.
+
+    Appending a batch of events costs a word-wrap of their plain text (no Rich rendering); styled
+    rows are rendered when they scroll into view and cached (an LRU of strips). A ``RichLog``
+    renders every line at write time and copies its whole line list once over ``max_lines``, which
+    made the Run screen fall behind at 200 events/s (issue 12: screen switches took seconds).
+    The newest ``MAX_ENTRIES`` events are kept (the run record has all of them). The view follows
+    the end while the operator has not scrolled up, and re-wraps on a width change.
+
+    Keys: j/k/g/G scroll; n/p select the next/previous tool result; Enter shows the selected
+    result's raw JSON (again: the summary); E expands or collapses every tool result.
+    """
 
     BINDINGS = [
         Binding("j", "scroll_down", "Down", show=False, id="transcript-down"),
         Binding("k", "scroll_up", "Up", show=False, id="transcript-up"),
         Binding("g", "scroll_home", "Top", show=False, id="transcript-top"),
         Binding("G", "scroll_end", "Bottom", show=False, id="transcript-bottom"),
+        Binding("n", "select_result(1)", "Next result", show=False, id="transcript-next-result"),
+        Binding("p", "select_result(-1)", "Prev result", show=False, id="transcript-prev-result"),
+        Binding("enter", "toggle_raw", "Raw JSON", id="transcript-raw", show=False,
+                tooltip="Show the selected tool result's raw JSON (n/p select)"),
+        Binding("E", "toggle_all_raw", "Expand all", show=False, id="transcript-raw-all"),
     ]
 
+    DEFAULT_CSS = "TranscriptView { overflow-x: hidden; overflow-y: scroll; }"
+
+    #: Events kept in the pane (the oldest are dropped in chunks of ``TRIM_CHUNK``).
+    MAX_ENTRIES = 4000
+    TRIM_CHUNK = 500
+
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(max_lines=4000, wrap=True, markup=False, highlight=False, auto_scroll=True, min_width=20, id=id)
+        super().__init__(id=id)
+        self.border_subtitle = "n/p tool result · ⏎ raw JSON"
+        self._entries: list[_Entry] = []
+        self._starts: list[int] = []  # first row of each entry
+        self._total = 0
+        self._serial = 0
+        self._wrap_width = 0
+        self._selected: int | None = None  # serial of the selected tool result
+        self._cache: LRUCache[tuple, Strip] = LRUCache(1024)
+        self._follow = True
+        self._follow_size = Size(0, 0)
+
+    # -- model --------------------------------------------------------------------------------
+    def clear(self) -> "TranscriptView":
+        """Remove every line."""
+        self._entries.clear()
+        self._starts.clear()
+        self._total = 0
+        self._selected = None
+        self._cache.clear()
+        self._update_size()
+        self.refresh()
+        return self
 
     def add_events(self, events: Iterable[Mapping[str, Any]]) -> int:
-        """Append the displayable events; returns how many lines were written."""
-        near_end = self.is_vertical_scroll_end or self.max_scroll_y - self.scroll_y <= 2
+        """Append the displayable events; returns how many lines (events) were added. Follows the end
+        when the view was at (or within 2 rows of) the end."""
+        near_end = self._follow
         n = 0
+        width = self._width()
         for event in events:
             line = render_event(event)
-            if line is not None:
-                self.write(line, scroll_end=near_end)
-                n += 1
+            if line is None:
+                continue
+            self._serial += 1
+            entry = _Entry(self._serial, event, line)
+            entry.spans = _line_spans(line.plain, width)
+            self._entries.append(entry)
+            self._starts.append(self._total)
+            self._total += len(entry.spans)
+            n += 1
+        if n:
+            if len(self._entries) > self.MAX_ENTRIES + self.TRIM_CHUNK:
+                self._trim()
+            self._update_size()
+            if near_end:
+                self.scroll_end(animate=False, immediate=False, x_axis=False)
+            self.refresh()
         return n
+
+    def _trim(self) -> None:
+        drop = len(self._entries) - self.MAX_ENTRIES
+        rows = self._starts[drop]
+        del self._entries[:drop]
+        self._restart()
+        self.scroll_to(y=max(0, self.scroll_y - rows), animate=False, immediate=True)
+
+    def _restart(self) -> None:
+        """Recompute the row index (after a trim, a re-wrap or an expansion)."""
+        self._starts, total = [], 0
+        for entry in self._entries:
+            self._starts.append(total)
+            total += len(entry.spans)
+        self._total = total
+
+    def _width(self) -> int:
+        return max(self.scrollable_content_region.width, 20) if self.is_mounted else 80
+
+    def _update_size(self) -> None:
+        self._wrap_width = self._width()
+        self.virtual_size = Size(self._wrap_width, self._total)
+
+    def _rewrap(self, entries: Iterable[_Entry] | None = None) -> None:
+        width = self._width()
+        for entry in self._entries if entries is None else entries:
+            entry.spans = _line_spans(entry.text.plain, width)
+        self._restart()
+        self._update_size()
+        self._cache.clear()
+        self.refresh()
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        """Track whether the operator left the end (scrolling up stops following; G or scrolling to
+        the end resumes it). Scroll changes from a resize do not count."""
+        super().watch_scroll_y(old_value, new_value)
+        if self.size == self._follow_size:
+            self._follow = new_value >= self.max_scroll_y - 2
+
+    def on_resize(self) -> None:
+        """A new width re-wraps every line (kept, not clipped); a pane that followed the end still does."""
+        self._follow_size = self.size
+        if self._width() != self._wrap_width:
+            self._rewrap()
+        if self._follow:
+            self.call_after_refresh(lambda: self.scroll_end(animate=False, x_axis=False))
+
+    @property
+    def lines(self) -> list[Strip]:
+        """Every row as a strip (rendered on demand; tests and exports, not the paint path)."""
+        return [self._row(y, self._wrap_width or self._width()) for y in range(self._total)]
+
+    @property
+    def entry_count(self) -> int:
+        """Events shown (after the trim of the oldest)."""
+        return len(self._entries)
+
+    # -- painting -----------------------------------------------------------------------------
+    def _locate(self, y: int) -> tuple[_Entry, int]:
+        index = bisect.bisect_right(self._starts, y) - 1
+        return self._entries[index], y - self._starts[index]
+
+    def _row(self, y: int, width: int) -> Strip:
+        entry, sub = self._locate(y)
+        selected = entry.serial == self._selected
+        key = (entry.serial, entry.expanded, sub, width, selected)
+        strip = self._cache.get(key)
+        if strip is None:
+            start, end = entry.spans[sub]
+            part = entry.text[start:end]
+            part.rstrip()
+            if selected:
+                part.stylize("reverse")
+            strip = Strip(list(part.render(self.app.console)), part.cell_len).crop_extend(0, width, None)
+            self._cache[key] = strip
+        return strip
+
+    def render_line(self, y: int) -> Strip:
+        """Row ``y`` of the viewport (only rows on screen are ever rendered)."""
+        _scroll_x, scroll_y = self.scroll_offset
+        width = self.scrollable_content_region.width
+        row = scroll_y + y
+        if row >= self._total or width <= 0:
+            return Strip.blank(max(width, 0), self.rich_style)
+        return self._row(row, width).apply_style(self.rich_style)
+
+    # -- expansion ----------------------------------------------------------------------------
+    def _result_indices(self) -> list[int]:
+        return [i for i, e in enumerate(self._entries) if e.event.get("event") == "tool_result"]
+
+    def action_select_result(self, direction: int) -> None:
+        """Select the next (1) or previous (-1) tool result and scroll it into view."""
+        indices = self._result_indices()
+        if not indices:
+            self.notify("no tool result in the transcript yet", severity="warning")
+            return
+        current = next((i for i, e in enumerate(self._entries) if e.serial == self._selected), None)
+        if current is None:  # start from the rows on screen: the last result above the bottom
+            bottom = self.scroll_y + self.scrollable_content_region.height
+            visible = [i for i in indices if self._starts[i] < bottom] or indices
+            target = visible[-1] if direction < 0 or current is None else visible[0]
+        else:
+            later = [i for i in indices if (i > current if direction > 0 else i < current)]
+            target = (later[0] if direction > 0 else later[-1]) if later else current
+        self._selected = self._entries[target].serial
+        self._cache.clear()
+        self._scroll_to_entry(target)
+        self.refresh()
+
+    def _scroll_to_entry(self, index: int) -> None:
+        top, rows = self._starts[index], len(self._entries[index].spans)
+        height = max(self.scrollable_content_region.height, 1)
+        if top < self.scroll_y or top + min(rows, height) > self.scroll_y + height:
+            self.scroll_to(y=max(0, top + min(rows, height) - height), animate=False, immediate=True)
+
+    def action_toggle_raw(self) -> None:
+        """Show (or hide again) the raw JSON of the selected tool result (the last one when none)."""
+        if self._selected is None:
+            self.action_select_result(-1)
+        index = next((i for i, e in enumerate(self._entries) if e.serial == self._selected), None)
+        if index is None:
+            return
+        self._set_expanded([self._entries[index]], not self._entries[index].expanded)
+        self._scroll_to_entry(index)
+
+    def action_toggle_all_raw(self) -> None:
+        """Expand every tool result to its raw JSON, or collapse them all when any is expanded."""
+        results = [self._entries[i] for i in self._result_indices()]
+        self._set_expanded(results, not any(e.expanded for e in results))
+
+    def _set_expanded(self, entries: list[_Entry], expanded: bool) -> None:
+        for entry in entries:
+            entry.expanded = expanded
+            entry.text = raw_text(entry.event) if expanded else (render_event(entry.event) or Text(""))
+        self._rewrap(entries)
+
+    def is_expanded(self, event_index: int) -> bool:
+        """Whether entry ``event_index`` (0 = oldest shown) shows its raw JSON."""
+        return self._entries[event_index].expanded

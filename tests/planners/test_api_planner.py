@@ -188,6 +188,32 @@ def test_interrupt_without_stop_returns_cancelled_result_to_the_model(endpoint):
     assert [c[0] for c in toolkit.calls] == ["wait_steps", "finish"]
 
 
+def test_interrupt_while_the_model_thinks_does_not_cancel_later_tools(endpoint):
+    """An Esc while no tool runs (the model is answering) had nothing to cancel: the tools of the
+    next turns run in full (before the fix the left-over cancel flag cancelled every later motion)."""
+    toolkit = FixtureToolkit(step_s=0.002)
+    steering = Steering()
+    ep = endpoint(Script([
+        Turn(tool_calls=(ToolCall("wait_steps", {"steps": 3}),), delay_s=2.0),
+        Turn(tool_calls=(ToolCall("wait_steps", {"steps": 4}),)),
+        FINISH]))
+
+    def operator():  # Esc while the first model request is in flight (it answers after 2 s)
+        t_end = time.monotonic() + 60
+        while not ep.requests and time.monotonic() < t_end:
+            time.sleep(0.02)
+        steering.interrupt()
+        seen.append(toolkit._cancel.is_set())
+
+    seen = []
+    threading.Thread(target=operator, daemon=True).start()
+    result = make_planner("anthropic", ep).solve("s", "u", toolkit, steering=steering)
+    assert seen == [True]  # the Esc reached the toolkit while no tool was running
+    assert result.finish is not None and toolkit.cancelled_calls == []
+    assert toolkit.steps == 7
+    assert [json.loads(r.text).get("code") for r in ep.requests[1].tool_results] == [None]
+
+
 def test_operator_line_is_delivered_at_the_next_turn_boundary(endpoint):
     toolkit = FixtureToolkit(step_s=0.01)
     steering = Steering()

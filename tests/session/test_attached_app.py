@@ -56,7 +56,7 @@ def test_attached_app_runs_answers_detaches_reattaches_and_stops(short_tmp, png_
     from rpent_tui.attached import AttachedApp, QuitSessionScreen
     from rpent_tui.screens.operator import OperatorModal
     from rpent_tui.screens.run import RunScreen
-    from rpent_tui.services.code_cells import CodeCellService
+    from rpent.session.code_cells import CodeCellService
     from rpent.session.core import Session
     from rpent.session.model import SessionConfig
 

@@ -27,7 +27,7 @@ from rpent.session.server import SessionServer
 def make_server(root, run):
     from tui_helpers import plain_run_config
 
-    from rpent_tui.services.code_cells import CodeCellService
+    from rpent.session.code_cells import CodeCellService
     from rpent.session.core import Session
     from rpent.session.model import SessionConfig
 
@@ -63,8 +63,8 @@ async def until(predicate, what, timeout=20.0):
 def test_two_clients_share_a_verdict_and_see_the_same_run(short_tmp, png_bytes):
     from tui_helpers import StandInRun
 
-    from rpent_tui.services.commands import TaskCommand
-    from rpent_tui.services.operator import OperatorReplyError
+    from rpent.session.commands import TaskCommand
+    from rpent.session.operator import OperatorReplyError
 
     run = StandInRun(ask=True, png=png_bytes)
     server, paths, _ = make_server(short_tmp / "s", run)
@@ -203,8 +203,8 @@ def test_garbage_and_tokenless_clients_are_refused_and_the_session_keeps_serving
 def test_code_cells_run_in_the_session_against_the_taskrun_toolkit(short_tmp):
     from test_tui_app_screens import EchoToolkit, ToolkitRun
 
-    from rpent_tui.services.code_cells import NoToolkitError
-    from rpent_tui.services.commands import TaskCommand
+    from rpent.session.code_cells import NoToolkitError
+    from rpent.session.commands import TaskCommand
 
     toolkit = EchoToolkit()
     server, paths, _ = make_server(short_tmp / "s", ToolkitRun(toolkit))
@@ -271,7 +271,7 @@ def test_flywheel_export_in_the_session_is_refused_when_invalid_and_cancels(shor
 
     from tui_helpers import StandInRun
 
-    from rpent_tui.services.flywheel import FlywheelJobError
+    from rpent.session.flywheel_jobs import FlywheelJobError
 
     server, paths, token = make_server(short_tmp / "s", StandInRun())
     # stands in for rpent-flywheel: prints a progress line, then works for a minute

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rpent_tui.services.flywheel import FlywheelJob, FlywheelJobError, flywheel_argv
+from rpent.session.flywheel_jobs import FlywheelJob, FlywheelJobError, flywheel_argv
 
 
 def test_selection_to_input_roots(tmp_path):

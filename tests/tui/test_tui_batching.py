@@ -6,7 +6,7 @@ import time
 import pytest
 import trio
 
-from rpent_tui.services.batching import Batcher, LineSplitter
+from rpent.session.batching import Batcher, LineSplitter
 
 
 def test_batcher_caps_flush_rate_and_keeps_order_from_a_thread():

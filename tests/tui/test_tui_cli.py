@@ -17,7 +17,7 @@ def run_cli(*args):
     (["--env-endpoint", "http://127.0.0.1:9000"],
      "Dashboard task control cannot use --env-endpoint because each TaskRun requires a fresh owned env_server"),
     (["--images", "ascii-art"], "--images='ascii-art' is not an image mode; choose one of: auto, sixel"),
-    (["--robot", "franka"], "--robot 'franka': TaskRun control in rpent-tui supports --robot libero only"),
+    (["--robot", "franka"], "--robot: unknown robot 'franka'; choose one of: libero, metaworld"),
     (["--fps", "0"], "--fps must be a positive number"),
 ])
 def test_bad_options_exit_2_with_the_reason(args, message, tmp_path):
@@ -40,7 +40,7 @@ def test_shared_services_auto_follow_endpoints_and_checkpoints(tmp_path, monkeyp
 
 
 def test_run_config_for_a_taskrun_uses_the_real_runconfig(tmp_path):
-    from rpent_tui.services.commands import TaskCommand
+    from rpent.session.commands import TaskCommand
     from rpent.session.defaults import default_make_run_config
 
     cfg = session_config_from_args(build_parser().parse_args(
@@ -54,11 +54,12 @@ def test_run_config_for_a_taskrun_uses_the_real_runconfig(tmp_path):
 
 def test_service_layer_imports_no_textual():
     code = ("import sys, importlib\n"
-            "for m in ('batching','code_cells','commands','flywheel','images','operator','process','readers',"
-            "'trio_bridge'):\n"
+            "for m in ('batch','datasets','explore','images','trio_bridge'):\n"
             "    importlib.import_module('rpent_tui.services.' + m)\n"
-            "for m in ('model','core','defaults','layout','wire','server','client','process'):\n"
+            "for m in ('model','core','defaults','layout','wire','server','client','process','batching','code_cells',"
+            "'commands','flywheel_jobs','operator','supervised'):\n"
             "    importlib.import_module('rpent.session.' + m)\n"
+            "importlib.import_module('rpent.recording.run_readers')\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'textual_image')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

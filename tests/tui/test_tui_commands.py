@@ -2,7 +2,7 @@
 
 import pytest
 
-from rpent_tui.services.commands import (CommandError, SteerMessage, TaskCommand, completions, known_suites,
+from rpent.session.commands import (CommandError, SteerMessage, TaskCommand, completions, known_suites,
                                          parse_input)
 
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from rpent_tui.services.operator import OperatorBusyError, OperatorReplyError, TuiOperator
+from rpent.session.operator import OperatorBusyError, OperatorReplyError, TuiOperator
 
 
 def _ask_in_thread(op, *args):

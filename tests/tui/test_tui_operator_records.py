@@ -23,7 +23,7 @@ import pytest
 import trio
 
 from rpent.planners.provider_endpoint import ProviderEndpoint, Script, ToolCall, Turn
-from rpent_tui.services.commands import TaskCommand
+from rpent.session.commands import TaskCommand
 from rpent.session.core import Session
 from rpent.session.defaults import default_make_run_config
 from rpent.session.model import SessionConfig

@@ -7,7 +7,7 @@ import time
 import pytest
 import trio
 
-from rpent_tui.services.process import run_supervised
+from rpent.session.supervised import run_supervised
 
 
 def _alive(pid: int) -> bool:

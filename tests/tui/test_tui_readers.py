@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rpent_tui.services import readers
+from rpent.recording import run_readers as readers
 from tui_records import build_run
 
 
@@ -48,3 +48,31 @@ def test_report_summary_lists_counts_and_exclusion_reasons():
                                           "exclusions": [{"reason": "not successful"}, {"reason": "not successful"},
                                                          {"reason": "scripted action"}]}))
     assert rows["episodes"] == "3" and rows["excluded: not successful"] == "2" and rows["excluded: scripted action"] == "1"
+
+
+def test_scripted_actions_without_images_show_the_run_frames(tmp_path):
+    """Issue 12: a scripted run's trajectory records ``obs.main``/``obs.wrist`` as null; the
+    Trajectories view must still show frames (the run's camera at the last tool boundary)."""
+    import numpy as np
+
+    from rpent.recording import TaskInfo, TrajectoryRecorder
+    from rpent.recording.run_readers import step_records
+    from tui_records import build_run
+
+    run = build_run(tmp_path, trajectory=False)  # states.json: env_steps 0, 10, 20, 30 with agentview.png/NN.png
+    rec = TrajectoryRecorder(run, TaskInfo(robot="libero", suite="libero_goal", task=0, seed=0,
+                                           task_language="put the bowl on the plate", planner="scripted"))
+    rec.begin_tool_call("call-1", "move_to", {"xyz": [0.1, 0.0, 1.0]})
+    for step in range(25):
+        rec.record_action(np.zeros(7, np.float32), {"state": np.zeros(8, np.float32)}, call_id="call-1",
+                          source="scripted", reward=0.0, terminated=False, truncated=False, step=step)
+    rec.end_tool_call("call-1", {"final_dist_m": 0.003})
+    rec.close("finished", True)
+    steps = step_records(run)
+    assert len(steps) == 25 and all(s.raw["obs"]["main"] is None for s in steps)
+    by_step = {s.step: s.frames.get("agentview.png") for s in steps}
+    assert by_step[0] == run / "agentview.png" / "00.png"
+    assert by_step[9] == run / "agentview.png" / "00.png"
+    assert by_step[10] == run / "agentview.png" / "01.png"
+    assert by_step[24] == run / "agentview.png" / "02.png"
+    assert all(p.is_file() for p in by_step.values())

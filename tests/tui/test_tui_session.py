@@ -8,7 +8,7 @@ import os
 import pytest
 import trio
 
-from rpent_tui.services.commands import TaskCommand
+from rpent.session.commands import TaskCommand
 from rpent.session.core import Session
 from rpent.session.model import (ENV_ENDPOINT_REFUSED, OperatorPrompt, RunEvents, ServiceLog, SessionConfig,
                                  SessionConfigError, SessionNotReady)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rpent_tui.screens.trajectories import run_row
-from rpent_tui.services.readers import RunSummary, transcript_until
+from rpent.recording.run_readers import RunSummary, transcript_until
 from rpent_tui.widgets.transcript import render_event
 
 

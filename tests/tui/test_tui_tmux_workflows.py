@@ -173,3 +173,46 @@ def test_reused_output_dir_continues_the_taskrun_ids(tmux, tmp_path):
     tmux.keys("wf2", "x")
     _wait_state(tmux, "wf2", "0002", 60)
     tmux.keys("wf2", "C-q")
+
+
+@pytest.mark.slow
+def test_code_cell_trajectories_and_flywheel_export(tmux, tmp_path):
+    """A code cell with a short timeout against the running TaskRun, then (run cancelled) the
+    Trajectories screen with a frame, then a flywheel export of the run, asserted on the files."""
+    out = tmp_path / "session"
+    tmux.start("wf", out, extra="--record-trajectory --code-timeout-s 4")
+    tmux.start_task("wf", TASK)
+    tmux.wait("wf", "move_to", 180)
+    tmux.keys("wf", "F4")
+    tmux.wait("wf", "Cell (Python)", 30)
+    tmux.keys("wf", "C-a")  # select the starter cell; typing replaces it
+    tmux.keys("wf", "while True: pass", literal=True)
+    tmux.keys("wf", "C-r")
+    text = tmux.wait("wf", "cell done", 120)
+    assert "timeout" in text.lower() or "timed out" in text.lower(), text
+    tmux.keys("wf", "F3")
+    tmux.wait("wf", "Transcript", 30)
+    tmux.keys("wf", "x")
+    assert _wait_state(tmux, "wf", "0001", 120) == "cancelled"
+    task_dir = out / "tasks" / DIR
+    records(task_dir)
+    tmux.keys("wf", "F5")
+    tmux.wait("wf", "Transcript at this step", 30)
+    tmux.wait("wf", "libero_object t0 s0", 30)
+    tmux.keys("wf", "s")
+    tmux.keys("wf", "j")
+    text = tmux.wait("wf", "step ", 30)
+    assert "no frame" not in text.split("Transcript at this step")[0]
+    tmux.keys("wf", "F6")
+    tmux.wait("wf", "Runs to export", 30)
+    tmux.keys("wf", "C-a")
+    tmux.keys("wf", "C-r")
+    deadline = time.monotonic() + 240
+    report = out / "exports" / "lerobot_001" / "report.json"
+    while not report.is_file() and time.monotonic() < deadline:
+        time.sleep(1)
+    assert report.is_file(), tmux.screen("wf")
+    data = json.loads(report.read_text())
+    assert "exclusions" in data or "episodes" in data, data
+    assert (task_dir / "taskrun.json").is_file()  # the export never modifies its input
+    tmux.keys("wf", "C-q")

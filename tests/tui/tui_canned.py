@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from rpent_tui.app import AppOptions, RpentApp
-from rpent_tui.services.commands import TaskCommand
-from rpent_tui.services.operator import OperatorRequest
+from rpent.session.commands import TaskCommand
+from rpent.session.operator import OperatorRequest
 from rpent.session.core import Session
 from rpent.session.model import ServiceView, SessionConfig, TaskRunView
 from tui_records import build_run, gradient, png

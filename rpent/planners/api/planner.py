@@ -274,6 +274,10 @@ class ApiPlanner:
                 raw = {"error": f"bad arguments for {name}: {call['input_error']}"}
                 elapsed = 0.0
             else:
+                if steering is not None and not steering.stop_requested:
+                    # a plain interrupt that came while no tool ran (the model was answering) had
+                    # nothing to cancel: its flag must not cancel this call (a stop is never cleared)
+                    toolkit.clear_cancel()
                 outcome = run_tool(toolkit, name, args, call_id, deadline=deadline, steering=steering)
                 stats.tool_calls += 1
                 raw, elapsed, timed_out = outcome.result, outcome.elapsed_s, outcome.timed_out

@@ -48,6 +48,22 @@ class MetaWorldRobot:
 
         return tasks.resolve(suite or self.default_suite, task)
 
+    def suite_names(self) -> tuple[str, ...]:
+        """The suites (``mt10``, ``mt50``), for the TUI's ``/rpent-task`` check and completion."""
+        from rpent.robots.metaworld import tasks
+
+        return tasks.suite_names()
+
+    def task_names(self, suite: str) -> tuple[str, ...]:
+        """Task names of ``suite`` in index order (``reach-v3`` ...).
+
+        Raises:
+            ValueError: unknown suite (the message lists the suites).
+        """
+        from rpent.robots.metaworld import tasks
+
+        return tasks._suite(suite)
+
     def task_info(self, suite: str, task: int, variant: str | None = None):
         """:func:`rpent.robots.metaworld.tasks.task_info` (``variant`` unused)."""
         from rpent.robots.metaworld import tasks

@@ -4,7 +4,7 @@ Command line from the product documents (shared/seeds, "导出训练数据"):
 ``rpent-flywheel --input-root ROOT [--input-root ROOT ...] --output-dir OUT [--image-writer-threads N]``, where ROOT is one run
 (or trajectory) directory or a parent of many runs; ``--output-dir`` must not exist yet; the exporter writes ``OUT/report.json`` (exported episodes
 and frames, exclusions with reasons) and the dataset under ``OUT/train/``. The child runs through
-``process.run_supervised`` (own process group, SIGTERM -> grace -> SIGKILL on cancel); its output
+``supervised.run_supervised`` (own process group, SIGTERM -> grace -> SIGKILL on cancel); its output
 is logged to ``<session>/flywheel_<stamp>.log`` and streamed to the UI in batches.
 """
 
@@ -21,8 +21,8 @@ from typing import Any
 import trio
 
 from .batching import Batcher
-from .process import ProcessResult, run_supervised
-from .readers import RecordError, read_report
+from .supervised import ProcessResult, run_supervised
+from rpent.recording.run_readers import RecordError, read_report
 
 __all__ = ["FlywheelJob", "FlywheelJobError", "FlywheelOutput", "FlywheelState", "FlywheelRunner", "flywheel_argv"]
 

@@ -16,6 +16,7 @@ run): missing files give empty results, a malformed JSON file raises ``RecordErr
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections.abc import Iterator
@@ -352,6 +353,8 @@ def step_records(run_dir: str | Path) -> list[StepRecord]:
                 sr.prediction = by_id.get(rec["pred_id"])
             steps.append(sr)
         if steps:
+            if any(not sr.frames for sr in steps):
+                _frames_from_tool_boundaries(run_dir, steps)
             return steps
     try:
         states = read_states(run_dir)
@@ -362,6 +365,40 @@ def step_records(run_dir: str | Path) -> list[StepRecord]:
     if not isinstance(states, list):
         return []
     return [_step_from(s, i, run_dir) for i, s in enumerate(states) if isinstance(s, dict)]
+
+
+def _frames_from_tool_boundaries(run_dir: Path, steps: list[StepRecord]) -> None:
+    """Give actions recorded without observation images their run's nearest earlier camera frame.
+
+    Scripted actions are recorded with ``obs.main``/``obs.wrist`` null (``rpent.recording``: only
+    VLA actions, or ``observations="all"``, carry images), but the run record saves the cameras at
+    every motion-tool boundary: ``states.json`` step ``k`` (``env_steps`` so far) with
+    ``<camera>.png/<k>.png``. An action at env step ``n`` gets the frames of the last boundary with
+    ``env_steps <= n`` (what the robot saw when that motion began), labelled by the camera
+    directory (e.g. ``agentview.png``)."""
+    try:
+        states = read_states(run_dir)
+    except RecordError:
+        return
+    if isinstance(states, dict):
+        states = states.get("steps") or states.get("states") or []
+    if not isinstance(states, list):
+        return
+    boundaries: list[tuple[int, dict[str, Path]]] = []
+    for i, rec in enumerate(states):
+        if not isinstance(rec, dict) or not isinstance(rec.get("env_steps"), (int, float)):
+            continue
+        frames = _step_from(rec, i, run_dir).frames
+        if frames:
+            boundaries.append((int(rec["env_steps"]), frames))
+    if not boundaries:
+        return
+    boundaries.sort(key=lambda b: b[0])
+    keys = [b[0] for b in boundaries]
+    for sr in steps:
+        if not sr.frames:
+            at = bisect.bisect_right(keys, sr.step) - 1
+            sr.frames = dict(boundaries[max(at, 0)][1])
 
 
 def step_frames(run_dir: str | Path) -> dict[str, dict[int, Path]]:
