@@ -196,3 +196,32 @@ def test_white_mug_is_the_porcelain_one():
     names = ["porcelain_mug_1", "white_yellow_mug_1", "red_coffee_mug_1", "plate_1", "plate_2"]
     assert match_object_names("white mug", names) == ["porcelain_mug_1"]
     assert match_object_names("yellow and white mug", names) == ["white_yellow_mug_1"]
+
+
+def _support_scene(with_ramekin: bool):
+    """A 40x40 world map: table z 0.90 (id 0); a bowl (id 2, rows 5-24, x and y in [-0.05, 0.05] m) whose
+    lowest visible part is at z 0.935; below it in the image (rows 25-34) either a ramekin
+    (id 3, z 0.90-0.93, under the bowl's centre) or table."""
+    world = np.zeros((40, 40, 3))
+    seg = np.zeros((40, 40), dtype=int)
+    xs = np.linspace(-0.1, 0.1, 40)
+    world[..., 0] = xs[None, :]
+    world[..., 1] = np.linspace(0.1, -0.1, 40)[:, None]
+    world[..., 2] = 0.90
+    mask = np.zeros((40, 40), dtype=bool)
+    mask[5:25, 10:30] = True
+    world[5:25, 10:30, 1] = np.linspace(0.05, -0.05, 20)[:, None]
+    world[5:25, 10:30, 2] = np.linspace(0.99, 0.935, 20)[:, None]
+    seg[mask] = 2
+    if with_ramekin:
+        seg[25:35, 15:25] = 3
+        world[25:35, 15:25, 1] = -0.035  # the ramekin's front face, under the bowl (centre y 0)
+        world[25:35, 15:25, 2] = np.r_[np.full(5, 0.93), np.linspace(0.925, 0.90, 5)][:, None]  # top rim, then side
+    return mask, world, seg
+
+
+@pytest.mark.parametrize("with_ramekin,expected", [(False, 0.90), (True, 0.93)])
+def test_support_height_finds_the_object_an_object_rests_on(with_ramekin, expected):
+    from rpent.robots.libero.skills.naming import support_height
+    mask, world, seg = _support_scene(with_ramekin)
+    assert support_height(mask, world, seg) == pytest.approx(expected, abs=0.004)

@@ -6,9 +6,9 @@ joint axis, part origin, handle centre, part box; :meth:`LiberoSim.fixture_parts
 
 * ``flat_stove``: knob ``button`` is a hinge about world +z with range [-0.005, 2.1] rad;
   the stove is on at qpos >= 0.5 (``FlatStove.turn_on``). Its fins stand ~6 cm above the
-  table. :func:`turn_knob` pushes a fin along an arc around the knob axis with the closed
-  gripper (no grasp: the fins are thin and their orientation is unknown), checking the joint
-  after each sweep.
+  table. :func:`turn_knob` finds the grip plate by probing descents around the axis, then
+  pushes its side along an arc with the closed gripper (no grasp: the plate is thin),
+  re-reading the joint between short pushes.
 * ``wooden_cabinet`` drawers: slide joints whose open range is negative (open at qpos <=
   -0.14 m), so opening moves the drawer along ``-axis``. :func:`close_drawer` pushes the
   drawer's front face back along ``+axis`` with the closed gripper pointing down;
@@ -88,64 +88,113 @@ def _result(ex: Executor, phases: list[dict], stage: str, ok: bool, reason: str 
 
 
 def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Mapping[str, Any] | None],
-              on: bool = True, radius: float = 0.035, sweep: float = 1.6, attempts: int = 3) -> dict:
-    """Turn a hinge knob about world z by pushing the end of its grip with the closed gripper.
+              on: bool = True, radius: float = 0.042, attempts: int = 2, max_pushes: int = 30) -> dict:
+    """Turn a hinge knob about world z by pushing the side of its grip with the closed gripper.
 
-    LIBERO's stove knob (``flat_stove.xml``) has a vertical grip plate ~7 cm long and ~2.4 cm
-    thick, its top ~5 cm above the stove. The grip's ends may point along world x or y, so
-    the sides are tried in turn (robot's side first): rise above the knob, come down at
-    ``radius`` m from the axis 0.45 rad before that end (angle + qpos); when the descent
-    stops on the grip, go to the next side; else sweep
-    ``sweep`` rad along the arc (counter-clockwise seen from above = +qpos for ``on``,
-    clockwise for off) at 60% of the knob's height, rise, and re-read the joint
-    (``read_part``); stops once it is past :data:`KNOB_ON` + 0.05 (on) or below 0.005 (off).
+    LIBERO's stove knob (``flat_stove.xml``) has a vertical grip plate ~10 cm long (its ends
+    ~5 cm from the axis) and ~2.4 cm thick, ~5 cm tall; the knob body has a 1 kg m^2 inertia
+    and 1 N m s/rad damping about the hinge, so at 4 cm it resists like a ~600 kg mass: it
+    needs the full force of a saturated action for a second or more, pushed near the grip's
+    end. Steps: (1) find the grip: come down at ``radius`` m from the axis at angles 0,
+    pi/2, pi/4, 3pi/4 (a half turn suffices, the grip is symmetric; the robot's side first)
+    until the descent stops on it; (2) come down 0.9 rad before it (clockwise of it for
+    ``on``, which turns +qpos = counter-clockwise seen from above; the opposite for off) at
+    38% of the knob's height (higher, the fingers ride on the grip's top edge), the fingers'
+    closing line along the radius (their thin side leads); (3) push along the arc: aim 0.35 rad ahead of the gripper's
+    own angle about the axis with 3 cm per-step clips (a saturated action), re-reading the
+    joint (``read_part``) after each short push until it is past :data:`KNOB_ON` + 0.15
+    (on) or below 0.005 (off).
 
     Args:
         part: the knob part (``view_fixtures``); read_part: returns its current dict.
+        radius: push radius (m) about the hinge axis; attempts: grip searches;
+        max_pushes: short pushes (<= 8 env steps each) per attempt.
     Returns:
         ``{"success": env predicate, "done": joint reached the goal, "stage", "phases",
-        "reason"?, "qpos"}``.
+        "reason"?, "qpos", "grip_angle"?}``.
     """
     phases: list[dict] = []
     run, travel = _runner(ex, phases)
     c = np.asarray(part["pos"], dtype=np.float64)
     top = float(part["max"][2]) if part.get("max") else c[2] + 0.06
-    z_push = float(c[2] + 0.6 * (top - c[2]))
+    z_push = float(c[2] + 0.38 * (top - c[2]))
     sign = 1.0 if on else -1.0  # hinge about +z: +qpos is counter-clockwise seen from above
     qpos = float(part["qpos"])
-    tried = 0
-    for end in (math.pi, math.pi / 2, 1.5 * math.pi, 0.0):  # where a grip end may be; robot's side first
-        if tried >= attempts:
-            break
-        start = end + qpos - sign * 0.45
-        angles = [start + sign * sweep * i / 8 for i in range(9)]
-        pts = [c + np.array([radius * math.cos(a), radius * math.sin(a), 0.0]) for a in angles]
-        above = [float(pts[0][0]), float(pts[0][1]), top + 0.06]
-        if not travel("knob approach", above, control.GRIPPER_CLOSE, max_steps=120):
-            return {**_result(ex, phases, "knob approach", False, "approach failed"), "qpos": qpos}
-        r = run("knob descend", "move_to", xyz=[float(pts[0][0]), float(pts[0][1]), z_push],
-                gripper=control.GRIPPER_CLOSE, step_clip=0.015, max_steps=50)
+
+    def reached() -> bool:
+        return (on and qpos >= KNOB_ON + 0.15) or (not on and qpos <= 0.005)
+
+    def at(angle: float, z: float) -> list[float]:
+        return [float(c[0] + radius * math.cos(angle)), float(c[1] + radius * math.sin(angle)), z]
+
+    def radial_yaw(angle: float) -> float:
+        """Yaw that puts the fingers' closing line along the radius at ``angle`` (the
+        closed fingers are ~4 cm across that line and ~2 cm along the other; robosuite's
+        Panda closes along the eef y axis), the one of the two nearest the current yaw."""
+        cur = control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"])
+        want = angle - math.pi / 2
+        return float(cur + (want - cur + math.pi / 2) % math.pi - math.pi / 2)
+
+    def descend(angle: float, phase: str) -> bool | None:
+        """Come down at ``angle``; True when it reached z_push, False when it stopped on the
+        grip, None when the episode ended or a move failed."""
+        if not travel(phase, at(angle, top + 0.05), control.GRIPPER_CLOSE, max_steps=120):
+            return None
+        run(phase, "move_to", xyz=at(angle, top + 0.05), gripper=control.GRIPPER_CLOSE, target_yaw=radial_yaw(angle),
+            max_steps=40)
+        run(phase, "move_to", xyz=at(angle, z_push), gripper=control.GRIPPER_CLOSE, step_clip=0.015, max_steps=50)
         if control.episode_over(ex.current_state()):
-            return {**_result(ex, phases, "knob descend", True), "qpos": qpos}
-        if float(control.robot_state(ex.current_state())["eef_pos"][2]) > z_push + 0.012:
-            continue  # landed on the grip: try the next side
-        tried += 1
-        for p in pts[1:]:
-            r = run("knob push", "move_to", xyz=[float(p[0]), float(p[1]), z_push], gripper=control.GRIPPER_CLOSE,
-                    step_clip=0.01, max_steps=30)
+            return None
+        if float(control.robot_state(ex.current_state())["eef_pos"][2]) <= z_push + 0.012:
+            return True
+        run(phase, "move_to", xyz=at(angle, top + 0.05), gripper=control.GRIPPER_CLOSE, max_steps=40)
+        return False
+
+    if reached():
+        return {**_result(ex, phases, "knob check", True), "qpos": qpos}
+    grip = None
+    for probe in (math.pi, 1.5 * math.pi, 1.25 * math.pi, 1.75 * math.pi):  # the robot's side (-x) first
+        free = descend(probe + qpos, "knob find grip")
+        if free is None:
+            return {**_result(ex, phases, "knob find grip", bool(ex.current_state().get("success"))), "qpos": qpos}
+        if not free:
+            grip = probe + qpos
+            break
+        run("knob find grip", "move_to", xyz=at(probe + qpos, top + 0.05), gripper=control.GRIPPER_CLOSE,
+            max_steps=40)
+    if grip is None:
+        return {**_result(ex, phases, "knob find grip", False, "no grip found around the knob axis"), "qpos": qpos}
+    q0 = qpos
+    for attempt in range(attempts):
+        start = grip + (qpos - q0) - sign * (0.9 + 0.4 * attempt)
+        free = descend(start, "knob descend")
+        if free is None:
+            return {**_result(ex, phases, "knob descend", bool(ex.current_state().get("success"))), "qpos": qpos}
+        if not free:
+            continue
+        for _ in range(max_pushes):
+            pos = np.asarray(control.robot_state(ex.current_state())["eef_pos"], dtype=np.float64)
+            phi = math.atan2(pos[1] - c[1], pos[0] - c[0])
+            r = run("knob push", "move_to", xyz=at(phi + sign * 0.35, z_push), gripper=control.GRIPPER_CLOSE,
+                    step_clip=0.03, max_steps=8, target_yaw=radial_yaw(phi + sign * 0.2))
             if "error" in r or control.episode_over(ex.current_state()):
                 break
+            now = read_part()
+            qpos = float(now["qpos"]) if now else qpos
+            if reached():
+                break
         if control.episode_over(ex.current_state()):
-            return {**_result(ex, phases, "knob push", True), "qpos": qpos}
+            return {**_result(ex, phases, "knob push", bool(ex.current_state().get("success"))), "qpos": qpos,
+                    "grip_angle": grip}
         pos = control.robot_state(ex.current_state())["eef_pos"]
         run("knob retreat", "move_to", xyz=[float(pos[0]), float(pos[1]), top + 0.08], gripper=control.GRIPPER_CLOSE,
             max_steps=60)
         now = read_part()
         qpos = float(now["qpos"]) if now else qpos
-        if (on and qpos >= KNOB_ON + 0.05) or (not on and qpos <= 0.005):
-            return {**_result(ex, phases, "knob retreat", True), "qpos": qpos}
-    return {**_result(ex, phases, "knob push", False, f"knob joint at {qpos:.2f} rad after {tried} sweeps"),
-            "qpos": qpos}
+        if reached():
+            return {**_result(ex, phases, "knob retreat", True), "qpos": qpos, "grip_angle": grip}
+    return {**_result(ex, phases, "knob push", False, f"knob joint at {qpos:.2f} rad after {attempts} pushes"),
+            "qpos": qpos, "grip_angle": grip}
 
 
 def close_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Mapping[str, Any] | None]) -> dict:

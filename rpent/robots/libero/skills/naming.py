@@ -169,10 +169,13 @@ def dilate_mask(mask: np.ndarray, pixels: int) -> np.ndarray:
 def support_height(mask: np.ndarray, world: np.ndarray, seg: np.ndarray | None = None, ring_px: int = 6) -> float | None:
     """Height (m) of the surface an object rests on, from the pixels around its mask.
 
-    Takes a ring of ``ring_px`` pixels around the mask; with an instance image ``seg`` only
-    background pixels (id 0: table/floor) of the ring count and their median z is returned;
-    without it (e.g. a SAM3 mask) the 20th percentile z of the ring (neighbouring objects
-    are higher than the table, so a low percentile picks the table).
+    Takes a ring of ``ring_px`` pixels around the mask. With an instance image ``seg``: when
+    at least 10 ring pixels belong to other objects, lie under the object's footprint (within
+    its 10-90th percentile xy half-width of its xy centre, from the mask's world points) and below its
+    lowest visible part, the object sits on that object (a bowl on a ramekin) and their 90th
+    percentile z (its top) is returned; else the median z of the ring's background pixels
+    (id 0: table/floor). Without ``seg`` (e.g. a SAM3 mask) the 20th percentile z of the ring
+    (neighbouring objects are higher than the table, so a low percentile picks the table).
 
     Args:
         mask: bool (H, W) object mask; world: (H, W, 3) world map (m); seg: optional ids.
@@ -180,10 +183,24 @@ def support_height(mask: np.ndarray, world: np.ndarray, seg: np.ndarray | None =
         z in meters, or None when fewer than 10 ring pixels qualify.
     """
     m = np.asarray(mask, dtype=bool)
+    w = np.asarray(world)
     ring = dilate_mask(m, ring_px) & ~dilate_mask(m, 1)
     if seg is not None:
-        ring &= np.asarray(seg) == 0
-    z = np.asarray(world)[..., 2][ring]
+        ids = np.asarray(seg)
+        obj = w[m]
+        obj = obj[np.isfinite(obj).all(axis=1)]
+        under = ring & (ids != 0)
+        if len(obj) >= 10 and under.any():
+            centre = np.median(obj[:, :2], axis=0)
+            half = 0.5 * float(np.min(np.percentile(obj[:, :2], 90, axis=0) - np.percentile(obj[:, :2], 10, axis=0)))
+            low = float(np.percentile(obj[:, 2], 5))
+            pts = w[under]
+            pts = pts[np.isfinite(pts).all(axis=1)]
+            near = pts[(np.linalg.norm(pts[:, :2] - centre, axis=1) < half) & (pts[:, 2] < low)]
+            if len(near) >= 10:
+                return float(np.percentile(near[:, 2], 90))
+        ring &= ids == 0
+    z = w[..., 2][ring]
     z = z[np.isfinite(z)]
     if len(z) < 10:
         return None
