@@ -19,6 +19,8 @@ def check_output_dir(path: str | os.PathLike, flag: str) -> None:
     for candidate in (p, *p.parents):
         if candidate.exists():
             if not candidate.is_dir():
-                where = "" if candidate == p else f" ({candidate} is a file)"
-                raise ValueError(f"{flag} {path} cannot be a directory{where}; choose a new directory")
+                if candidate == p:
+                    raise ValueError(f"{flag} {path} is a file, not a directory; choose a new directory")
+                raise ValueError(f"{flag} {path} cannot be a directory ({candidate} is a file); "
+                                 "choose a new directory")
             return

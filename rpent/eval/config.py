@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, OmegaConfBaseException
 
@@ -121,6 +122,11 @@ def _read_yaml(path: Path, chain: tuple[Path, ...]) -> DictConfig:
         raise EvalConfigError(f"config defaults form a cycle: {cycle}; remove one of the entries")
     try:
         node = OmegaConf.load(path)
+    except yaml.YAMLError as exc:  # a syntax error: name the place, in one line
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise EvalConfigError(f"config {path} is not valid YAML{where}: {problem}; fix the file") from exc
     except (OSError, OmegaConfBaseException, ValueError) as exc:
         raise EvalConfigError(f"cannot read config {path}: {exc}") from exc
     if not isinstance(node, DictConfig):

@@ -186,3 +186,16 @@ def test_cli_show_plan_and_config_errors_in_a_real_process():
     listing = subprocess.run([sys.executable, "-m", "rpent.cli.eval", "--list-configs"], capture_output=True,
                              text=True, cwd=REPO, timeout=120)
     assert listing.returncode == 0 and "libero_10_swap_pi05_eval" in listing.stdout.split()
+
+
+def test_a_yaml_syntax_error_is_one_line_naming_the_place(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("suites: [libero_object\ntasks: 0-\n  arms: {\n")
+    with pytest.raises(EvalConfigError, match=r"is not valid YAML \(line 2, column 6\)"):
+        load_eval_config(str(bad))
+    run = subprocess.run([sys.executable, "-m", "rpent.cli.eval", "--config", str(bad)], capture_output=True,
+                         text=True, cwd=REPO, timeout=120)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines() == [
+        f"rpent-eval: config error: config {bad} is not valid YAML (line 2, column 6): "
+        "did not find expected ',' or ']'; fix the file"]

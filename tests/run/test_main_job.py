@@ -106,6 +106,10 @@ def test_output_dir_under_a_file_is_refused_in_one_line(tmp_path):
     assert p.returncode == 2, p.stdout + p.stderr
     assert p.stderr.strip().splitlines() == [
         f"rpent: error: --output-dir {blocker / 'sub'} cannot be a directory ({blocker} is a file); choose a new directory"]
+    p = _rpent("--suite", "libero_object", "--task", "0", "--output-dir", str(blocker), timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr.strip().splitlines() == [
+        f"rpent: error: --output-dir {blocker} is a file, not a directory; choose a new directory"]
     assert blocker.read_text() == "x"
 
 

@@ -10,7 +10,9 @@ repository root goes first on the server's ``PYTHONPATH`` so it imports this che
 
 from __future__ import annotations
 
+import functools
 import os
+import subprocess
 from pathlib import Path
 
 __all__ = ["MetaWorldRobot", "REPO_ROOT", "default_env_python", "ENV_PYTHON_VAR"]
@@ -25,6 +27,21 @@ def default_env_python() -> str:
     """``$RPENT_METAWORLD_PYTHON`` or ``<repo>/.venv-metaworld/bin/python`` (may not exist)."""
     return os.environ.get(ENV_PYTHON_VAR) or str(REPO_ROOT / ".venv-metaworld" / "bin" / "python")
 
+
+
+@functools.lru_cache(maxsize=8)
+def _missing_modules(python: str) -> tuple[str, ...]:
+    """Modules the env server needs that ``python`` cannot find (``importlib.util.find_spec``, no
+    import, ~50 ms); ``("a working interpreter",)`` when ``python`` does not run at all."""
+    code = ("import importlib.util as u\n"
+            "print(','.join(m for m in ('metaworld', 'msgpack', 'numpy') if u.find_spec(m) is None))")
+    try:
+        out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ("a working interpreter",)
+    if out.returncode != 0:
+        return ("a working interpreter",)
+    return tuple(m for m in out.stdout.strip().split(",") if m)
 
 class MetaWorldRobot:
     """Meta-World (Rethink Sawyer; metaworld 3.1.1 + mujoco 3.3.0 in ``.venv-metaworld``)."""
@@ -77,10 +94,15 @@ class MetaWorldRobot:
             ValueError: that interpreter does not exist (names the install command).
         """
         path = getattr(cfg, "env_python", None) or default_env_python()
+        fix = ("run scripts/install_metaworld.sh (or pass --env-python PATH of an environment with "
+               "metaworld==3.1.1)")
+        if not os.path.exists(path):
+            raise ValueError(f"the Meta-World env server's Python {path} does not exist: {fix}")
         if not os.path.isfile(path) or not os.access(path, os.X_OK):
-            raise ValueError(f"the Meta-World env server's Python {path} does not exist: run "
-                             "scripts/install_metaworld.sh (or pass --env-python PATH of an environment with "
-                             "metaworld==3.1.1)")
+            raise ValueError(f"the Meta-World env server's Python {path} is not an executable file: {fix}")
+        missing = _missing_modules(path)
+        if missing:
+            raise ValueError(f"the Meta-World env server's Python {path} has no {', '.join(missing)}: {fix}")
         return path
 
     def env_service_spec(self, cfg):

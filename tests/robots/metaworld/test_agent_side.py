@@ -74,11 +74,16 @@ def test_task_lookup_errors_name_the_fix():
 
 def test_cli_refuses_bad_metaworld_flags(tmp_path):
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    not_exec = tmp_path / "not_a_python"
+    not_exec.write_text("")
     cases = [(["--task", "nope"], "no Meta-World task 'nope'"),
              (["--task", "0", "--planner", "scripted"], "--planner scripted cannot drive --robot metaworld"),
              (["--task", "0", "--vla-endpoint", "127.0.0.1:9"], "has no tools that use a VLA service"),
              (["--task", "0", "--env-python", str(tmp_path / "missing" / "python")],
-              "scripts/install_metaworld.sh")]
+              "scripts/install_metaworld.sh"),
+             (["--task", "0", "--env-python", str(not_exec)], "is not an executable file"),
+             # an interpreter without metaworld/msgpack: refused before a server is spawned
+             (["--task", "0", "--env-python", sys.executable], "has no metaworld")]
     for extra, message in cases:
         out = subprocess.run([sys.executable, "-m", "rpent.cli.main", "--robot", "metaworld", *extra,
                               "--output-dir", str(tmp_path / "run")], capture_output=True, text=True, cwd=REPO,
