@@ -9,9 +9,11 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
-from tests.conftest import REPO
-from tests.robots.metaworld.conftest import needs_metaworld
+from rpent.rpc import RpcClient, RpcError
+from tests.conftest import REPO, start_server_process
+from tests.robots.metaworld.conftest import METAWORLD_PYTHON, needs_metaworld, server_env
 
 
 def _eval(tmp_path, *args, timeout=280):
@@ -87,3 +89,26 @@ def test_policy_obs_carries_the_environment_state(mw_server):
         assert np.allclose(full["environment_state"][:4], full["state"])
     finally:
         c.close()
+
+
+@needs_metaworld
+def test_expert_server_answers_the_predict_contract_and_refuses_bad_input():
+    srv = start_server_process([METAWORLD_PYTHON, "-m", "rpent.robots.metaworld.expert_server", "--transport",
+                                "socket", "--port", "0"], env=server_env(), timeout=120.0)
+    c = RpcClient(srv.endpoint, timeout=30.0)
+    try:
+        meta = c.call("vla.metadata")
+        assert (meta["action_dim"], meta["n_exec"], meta["policy"]) == (4, 1, "metaworld_expert")
+        obs = np.zeros((2, 39))
+        obs[:, 36:39] = [0.1, 0.8, 0.2]  # goal position (m, world)
+        obs[:, 0:3] = [0.0, 0.6, 0.2]  # hand position
+        act = np.asarray(c.call("vla.predict", {"environment_state": obs, "task": ["reach-v3", "reach-v3"]}))
+        assert act.shape == (2, 1, 4) and act.dtype == np.float32 and np.all(np.abs(act) <= 1.0)
+        assert act[0, 0, 0] > 0 and act[0, 0, 1] > 0  # reach moves the hand towards the goal (+x, +y)
+        with pytest.raises(RpcError, match=r"environment_state must be float\[B,39\]"):
+            c.call("vla.predict", {"environment_state": np.zeros((1, 7)), "task": ["reach-v3"]})
+        with pytest.raises(RpcError, match="no Meta-World expert for task 'fly-v3'"):
+            c.call("vla.predict", {"environment_state": np.zeros((1, 39)), "task": ["fly-v3"]})
+    finally:
+        c.close()
+        srv.stop()
