@@ -174,6 +174,13 @@ def _check_runs(matrix) -> tuple[int | None, str]:
 
     cuda, transport = None, "socket"
     for arm in matrix.arms:
+        for key, want_dir in (("vla_checkpoint", True), ("sam3_checkpoint", False), ("code_file", False)):
+            path = getattr(arm, key, None)
+            if path and not Path(path).exists():
+                raise ValueError(f"arm {arm.name}: {key} {path} does not exist; fix the path in the matrix")
+            if path and want_dir and not Path(path).is_dir():
+                raise ValueError(f"arm {arm.name}: {key} {path} is not a directory (a Pi0.5 checkpoint is a "
+                                 "directory); fix the path in the matrix")
         cell = matrix.cells(arm.name)[0]
         eps = {k: "127.0.0.1:1" for k, v in (("vla", arm.vla_endpoint), ("sam3", arm.sam3_endpoint)) if v}
         argv = run_argv(matrix, arm, cell, Path("/nonexistent-check"), eps)[3:]

@@ -47,6 +47,16 @@ def test_results_root_that_is_a_file_or_under_one(tmp_path, cli):
     assert f.read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
+def test_a_missing_arm_checkpoint_is_refused_before_anything_starts(tmp_path, cli):
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text("suites: [libero_object]\ntasks: [0]\nseeds: [0]\n"
+                      "arms:\n  - {name: a, planner: scripted, vla_checkpoint: /nonexistent/ckpt}\n")
+    root = tmp_path / "r"
+    _one_line_usage_error(cli("--matrix", str(matrix), "--results-root", str(root), "--no-progress"),
+                          "arm a: vla_checkpoint /nonexistent/ckpt does not exist")
+    assert not root.exists()
+
+
 @pytest.mark.parametrize("flags, needle", [
     (("--cell-timeout-s", "0"), "--cell-timeout-s must be > 0"),
     (("--cell-timeout-s", "-5"), "--cell-timeout-s must be > 0"),
