@@ -1,4 +1,4 @@
-"""``rpent-eval``: batch evaluation of a VLA policy on LIBERO (closed loop, no planner).
+"""``rpent-eval``: batch evaluation of a VLA policy on LIBERO or Meta-World (closed loop, no planner).
 
 Usage::
 
@@ -14,10 +14,16 @@ Overrides are Hydra-style dotted ``key=value`` (``+key=value`` adds a key). The 
 arguments (also: a placement the Ray cluster cannot satisfy), 1 evaluation failure (worker, policy,
 trajectory count, no replica left).
 
-``--robot`` is ``libero`` (the default): ``--robot metaworld`` is refused with exit status 2 and one
-line naming what to use instead (``rpent-batch --robot metaworld``: its offline expert planner over
-real Meta-World env servers, with success rates and Wilson intervals in ``report.json``), because
-the env workers of rpent-eval are LIBERO simulator processes of the main environment.
+``--robot`` is ``libero`` (the default: the config's LIBERO env worker processes) or ``metaworld``:
+Meta-World env server subprocesses under ``.venv-metaworld`` (one per task x seed cell) and a
+``vla.predict`` policy server, by default Meta-World's scripted expert (:mod:`rpent.eval.metaworld`)::
+
+    rpent-eval --robot metaworld --suite mt10 --tasks 0-9 --seeds 0 --policy expert
+    rpent-eval --robot metaworld --suite mt50 --tasks 3,5 --seeds 0-4 --policy endpoint --policy-endpoint socket://127.0.0.1:9000
+
+The Meta-World flags (``--suite --tasks --seeds --policy --policy-endpoint --max-episode-steps
+--env-python --images``) are refused with ``--robot libero`` (its settings come from ``--config``),
+and ``--config``/overrides/``--ray-address`` with ``--robot metaworld``.
 """
 
 from __future__ import annotations
@@ -29,24 +35,24 @@ import sys
 from rich.console import Console
 
 
-#: Why ``rpent-eval --robot metaworld`` is refused, and what to run instead (one line).
-METAWORLD_REFUSED = ("--robot metaworld is not supported by rpent-eval (its env workers are LIBERO simulator "
-                     "processes of the main environment); evaluate Meta-World with rpent-batch --robot metaworld "
-                     "--suites mt10 --tasks 0-9 --seeds 0 (success rates in <results-root>/report.json)")
+#: Flags of ``--robot metaworld`` only (dest names) and their defaults.
+METAWORLD_FLAGS = {"suite": None, "tasks": None, "seeds": "0", "policy": "expert", "policy_endpoint": None,
+                   "max_episode_steps": 500, "env_python": None, "images": False}
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``rpent-eval`` argument parser."""
     p = argparse.ArgumentParser(
         prog="rpent-eval",
-        description="Evaluate a VLA policy on LIBERO in parallel env workers (closed loop, no planner).",
+        description="Evaluate a VLA policy on LIBERO in parallel env workers, or on Meta-World (--robot metaworld), "
+                    "closed loop, no planner.",
         epilog="Example: rpent-eval --config libero_10_pi05_eval env.eval.total_num_envs=20 env.num_workers=2",
     )
     from rpent.robots.registry import robot_names
 
     p.add_argument("--robot", default="libero", choices=robot_names(),
-                   help="robot of the env workers: libero (default); metaworld is refused with the command to use "
-                        "instead (rpent-batch --robot metaworld)")
+                   help="robot of the env workers: libero (default; settings from --config) or metaworld (Meta-World "
+                        "env servers under .venv-metaworld; settings from the Meta-World flags below)")
     p.add_argument("--config", default=None, help="shipped config name (see --list-configs) or a YAML path")
     p.add_argument("overrides", nargs="*", help="Hydra-style overrides key=value (e.g. env.eval.rollout_epoch=2)")
     p.add_argument("--cuda-device", type=int, default=None,
@@ -60,7 +66,63 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ray-address", default=None, metavar="auto|ray://HOST:PORT",
                    help="run the env workers as Ray actors on this cluster (and the VLA replicas of the config's "
                         "ray.replicas.vla); overrides ray.address; needs pip install -e '.[ray]'")
+    mw = p.add_argument_group("--robot metaworld")
+    mw.add_argument("--suite", default=None, help="mt10 or mt50 (default mt10)")
+    mw.add_argument("--tasks", default=None, help="task indices in the suite, e.g. 0-9 or 0,3,5 (default: all)")
+    mw.add_argument("--seeds", default=None, help="goal-variant seeds, e.g. 0 or 0-4 (default 0); one episode per "
+                                                 "task x seed")
+    mw.add_argument("--policy", default=None, choices=("expert", "endpoint"),
+                    help="expert (default): Meta-World's scripted expert served over vla.predict under "
+                         ".venv-metaworld; endpoint: a running vla.predict server (--policy-endpoint)")
+    mw.add_argument("--policy-endpoint", default=None, metavar="[proto://]HOST:PORT",
+                    help="the vla.predict server of --policy endpoint")
+    mw.add_argument("--max-episode-steps", type=int, default=None, help="env steps before truncation, 1..500 (default 500)")
+    mw.add_argument("--env-python", default=None,
+                    help="the Meta-World interpreter (default $RPENT_METAWORLD_PYTHON or .venv-metaworld/bin/python)")
+    mw.add_argument("--images", action="store_true", default=None,
+                    help="also send main/wrist images (uint8 256x256x3) to the policy (the expert needs none)")
     return p
+
+
+def _main_metaworld(args: argparse.Namespace) -> int:
+    """``rpent-eval --robot metaworld`` (:mod:`rpent.eval.metaworld`)."""
+    from rpent.batch.matrix import parse_index_list
+    from rpent.eval.errors import EvalConfigError, EvalError
+    from rpent.eval.metaworld import build_settings, run_metaworld_eval
+    from rpent.robots.metaworld import tasks as mw_tasks
+
+    bad = [f for f, v in (("--config", args.config), ("--ray-address", args.ray_address),
+                          ("--show-plan", args.show_plan or None), ("--list-configs", args.list_configs or None))
+           if v is not None]
+    if bad or args.overrides:
+        what = ", ".join(bad + (["overrides " + " ".join(args.overrides)] if args.overrides else []))
+        print(f"rpent-eval: error: {what} apply to --robot libero only; --robot metaworld takes --suite --tasks "
+              "--seeds --policy (see --help)", file=sys.stderr)
+        return 2
+    suite = (args.suite or "mt10").lower()
+    try:
+        n = len(mw_tasks._suite(suite))
+        tasks = parse_index_list(args.tasks if args.tasks is not None else f"0-{n - 1}", "--tasks")
+        seeds = parse_index_list(args.seeds if args.seeds is not None else "0", "--seeds")
+        settings = build_settings(suite, tasks, seeds, args.policy or "expert", args.policy_endpoint,
+                                  args.max_episode_steps or 500, args.env_python, bool(args.images))
+    except (ValueError, EvalConfigError) as exc:
+        print(f"rpent-eval: config error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        outcome = run_metaworld_eval(settings, args.logs_dir)
+    except EvalError as exc:
+        print(f"rpent-eval: evaluation failed: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("rpent-eval: interrupted; finished episodes are in episodes.jsonl", file=sys.stderr)
+        return 130
+    from rpent.eval.outputs import metric_lines
+
+    print(f"log dir: {outcome.run_dir}")
+    for line in metric_lines(outcome.metrics, outcome.completeness):
+        print(line)
+    return 0 if outcome.completeness.complete else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,8 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     from rpent.eval.errors import EvalConfigError, EvalError
 
     args = build_parser().parse_args(argv)
-    if args.robot != "libero":
-        print(f"rpent-eval: error: {METAWORLD_REFUSED}", file=sys.stderr)
+    if args.robot == "metaworld":
+        return _main_metaworld(args)
+    given = [f"--{k.replace('_', '-')}" for k in METAWORLD_FLAGS if getattr(args, k) is not None]
+    if given:
+        print(f"rpent-eval: error: {', '.join(given)} apply to --robot metaworld only; LIBERO settings come from "
+              "--config and key=value overrides", file=sys.stderr)
         return 2
     err = Console(stderr=True)
     if args.list_configs:

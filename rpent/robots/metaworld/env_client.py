@@ -70,9 +70,10 @@ class MetaWorldEnvClient:
         """Hand position, gripper opening, 4-D state, 39-D observation."""
         return self.rpc.call("env.robot_obs")
 
-    def policy_obs(self) -> dict:
-        """Main/wrist images (natural orientation) and the 4-D state."""
-        return self.rpc.call("env.policy_obs", timeout=120.0)
+    def policy_obs(self, images: bool = True) -> dict:
+        """Main/wrist images (natural orientation; left out with ``images=False``), the 4-D state and the
+        39-D ``environment_state``."""
+        return self.rpc.call("env.policy_obs", images=images, timeout=120.0)
 
     def expert_action(self) -> np.ndarray:
         """Meta-World's scripted expert action for the current observation, float32[4]."""

@@ -26,7 +26,7 @@ Methods (``ro`` = read-only, never advances physics):
 ``env.status``              ro    {steps, terminated, truncated, success, done, reward}
 ``env.success``             ro    the environment's success predicate (bool)
 ``env.robot_obs``           ro    hand pos, gripper opening, 4-D state, 39-D observation
-``env.policy_obs``          ro    main/wrist images (uint8, natural orientation) + 4-D state
+``env.policy_obs(images)``  ro    main/wrist images (uint8, natural orientation) + 4-D state + 39-D environment_state
 ``env.render_camera``       ro    one camera: rgb (+ metric depth, + body segmentation)
 ``env.camera_meta``         ro    intrinsics K, cam2world (OpenCV)
 ``env.capture``             ro    state + main and wrist renders for a toolkit step record
@@ -118,15 +118,20 @@ class EnvServer(RpcServer):
         call.__doc__ = fn.__doc__
         return call
 
-    def policy_obs(self) -> dict:
+    def policy_obs(self, images: bool = True) -> dict:
         """``{"main_image", "wrist_image": uint8[256,256,3] natural orientation (no VLA mirroring for this
-        robot), "state": float32[4]}``."""
+        robot), "state": float32[4], "environment_state": float64[39] (the full Meta-World observation,
+        LeRobot's ``observation.environment_state``)}``; ``images=False`` leaves the two images out (a
+        state-only policy such as the scripted expert, no rendering)."""
         from rpent.robots.metaworld.sim import MAIN_CAMERA, WRIST_CAMERA
 
         s = POLICY_IMAGE_SIZE
-        return {"main_image": self.sim.render_camera(MAIN_CAMERA, s, s)["rgb"],
-                "wrist_image": self.sim.render_camera(WRIST_CAMERA, s, s)["rgb"],
-                "state": self.sim.robot_obs()["state"]}
+        robot = self.sim.robot_obs()
+        out = {"state": robot["state"], "environment_state": robot["obs"]}
+        if images:
+            out["main_image"] = self.sim.render_camera(MAIN_CAMERA, s, s)["rgb"]
+            out["wrist_image"] = self.sim.render_camera(WRIST_CAMERA, s, s)["rgb"]
+        return out
 
     def step(self, action: Any, observe: str | None = None, expert: bool = False) -> dict:
         """One env step, with what the caller renders after every step anyway.
