@@ -63,6 +63,19 @@ NODE_CHECK_S = 2.0
 """Seconds between checks that some live node still offers the cells' resources (while cells run)."""
 
 
+def _restore_keyboard_interrupt() -> None:
+    """Make ``ray.cancel(force=False)`` (a SIGINT to the worker, raised as KeyboardInterrupt) reach
+    the task even when the node was started with SIGINT ignored: a shell starts background jobs
+    (``ray start ... &``, ``nohup``) with SIGINT set to SIG_IGN, its children inherit that, and
+    Python then installs no KeyboardInterrupt handler, so a cancelled run would be SIGKILLed after
+    the grace period instead of writing its cancelled record. Only possible on the main thread."""
+    try:
+        if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:  # not the main thread: leave it
+        pass
+
+
 def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop_grace_s: float) -> dict[str, Any]:
     """Body of the Ray task: run one job's command on this node (see the module docstring).
 
@@ -77,6 +90,7 @@ def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop
     """
     import ray
 
+    _restore_keyboard_interrupt()
     where = f"{os.uname().nodename} {ray.util.get_node_ip_address()} node {ray.get_runtime_context().get_node_id()[:8]}"
     copy = results == "copy" or (results == "auto" and not (marker and os.path.exists(marker)))
     argv, run_dir, log_path = list(job["argv"]), job["run_dir"], job.get("log_path")
