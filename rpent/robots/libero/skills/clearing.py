@@ -58,32 +58,21 @@ def in_sweep(obj: ObjectEstimate, sweep: Box, margin: float = HAND_MARGIN) -> bo
     return obj.top_z < sweep.z_hi and sweep.signed_distance(obj.center[0], obj.center[1]) < obj.major_extent / 2.0 + margin
 
 
-def spot_candidates(obj: ObjectEstimate, sweep: Box, clearance: float = 0.09, step: float = 0.02,
-                    max_shift: float = 0.35) -> list[tuple[float, float]]:
-    """Spots (x, y) to move ``obj`` to, nearest first in each direction: away from the sweep
-    (the normal from its nearest point), then that direction turned by +/-45 and +/-90 degrees;
-    each is the shortest shift (>= the object's size + 3 cm, so its new footprint does not
-    overlap the old one) leaving the object's footprint ``clearance`` m from
-    the sweep, inside :data:`SPOT_X` x :data:`SPOT_Y`."""
+def spot_candidates(obj: ObjectEstimate, sweep: Box, clearance: float = 0.09, grid: float = 0.03,
+                    limit: int = 60) -> list[tuple[float, float]]:
+    """Spots (x, y) to move ``obj`` to, nearest first: the points of a ``grid`` m lattice over
+    :data:`SPOT_X` x :data:`SPOT_Y` that leave the object's footprint ``clearance`` m from the
+    sweep and do not overlap where it stands now (shift >= its size + 3 cm); at most ``limit``."""
     cx, cy = obj.center[0], obj.center[1]
-    a, b = sweep.local(cx, cy)
-    # nearest boundary point in the box frame, then the outward normal in the world
-    qa, qb = abs(a) - sweep.half_length, abs(b) - sweep.half_width
-    na, nb = (math.copysign(1.0, a), 0.0) if qa > qb else (0.0, math.copysign(1.0, b))
-    c, s = math.cos(sweep.yaw), math.sin(sweep.yaw)
-    base = math.atan2(na * s + nb * c, na * c - nb * s)
+    r = obj.major_extent / 2.0
     out = []
-    for turn in (0.0, math.pi / 4, -math.pi / 4, math.pi / 2, -math.pi / 2):
-        dx, dy = math.cos(base + turn), math.sin(base + turn)
-        t = obj.major_extent + 0.03
-        while t <= max_shift:
-            x, y = cx + dx * t, cy + dy * t
-            if sweep.signed_distance(x, y) >= obj.major_extent / 2.0 + clearance:
-                if SPOT_X[0] <= x <= SPOT_X[1] and SPOT_Y[0] <= y <= SPOT_Y[1]:
-                    out.append((x, y))
-                break
-            t += step
-    return out
+    for x in np.arange(SPOT_X[0], SPOT_X[1] + 1e-9, grid):
+        for y in np.arange(SPOT_Y[0], SPOT_Y[1] + 1e-9, grid):
+            d = math.hypot(x - cx, y - cy)
+            if d >= obj.major_extent + 0.03 and sweep.signed_distance(x, y) >= r + clearance:
+                out.append((d, float(x), float(y)))
+    out.sort()
+    return [(x, y) for _, x, y in out[:limit]]
 
 
 def project_disc(meta: Mapping[str, Any], x: float, y: float, z: float, radius: float,
@@ -127,14 +116,15 @@ def spot_is_free(call: Call, meta: Mapping[str, Any], x: float, y: float, table_
     return "error" in res
 
 
-def find_free_spot(call: Call, obj: ObjectEstimate, sweep: Box, table_z: float) -> tuple[float, float] | None:
-    """The first of :func:`spot_candidates` whose disc (the object's radius + 4 cm for the
-    fingers) :func:`spot_is_free`; None when none is."""
+def find_free_spot(call: Call, obj: ObjectEstimate, sweep: Box, table_z: float, margin: float = 0.07
+                   ) -> tuple[float, float] | None:
+    """The first of :func:`spot_candidates` whose disc (the object's radius + ``margin`` for
+    the fingers and the hand) :func:`spot_is_free`; None when none is."""
     meta = call("view_camera_meta", {"camera": "agentview"}).get("camera_meta") or {}
     if "intrinsic_K" not in meta:
         return None
     for x, y in spot_candidates(obj, sweep):
-        if spot_is_free(call, meta, x, y, table_z, obj.major_extent / 2.0 + 0.04):
+        if spot_is_free(call, meta, x, y, table_z, obj.major_extent / 2.0 + margin):
             return x, y
     return None
 
