@@ -189,6 +189,10 @@ class ScriptedPlanner:
             placed.add(picked.object_name)
             if toolkit.solved():
                 say("The environment reports success.")
+                if any(isinstance(g, strategy.FixtureGoal) for g in plan.steps[:k]):
+                    return "success", "did: " + "; ".join(
+                        g.describe() if isinstance(g, strategy.FixtureGoal) else f"put the {g.describe()}"
+                        for g in plan.steps[:k])
                 return "success", "placed the " + " and the ".join(g.describe() for g in plan.steps[:k])
             if outcome.get("stage") != "retreat" or k == n:
                 reason = outcome.get("reason") or "task predicate not satisfied"
