@@ -17,7 +17,8 @@ import pytest
 from rpent.robots.libero.skills import clearing
 from rpent.robots.libero.skills.estimate import ObjectEstimate
 from rpent.robots.libero.skills.grasp import (
-    FAR_REACH_X,
+    REACH_SOFT,
+    ROBOT_BASE_XY,
     HAND_HALF_LENGTH,
     HAND_HALF_THICKNESS,
     RIM_INSET,
@@ -107,11 +108,27 @@ def _hand_clearance(g, boxes):
 
 def test_rim_grasp_beside_a_cabinet_keeps_the_hand_off_it():
     boxes = [box_from_part(p) for p in SP6_PARTS]
-    old = plan_grasp(SP6_BOWL, 0.0, obstacles=SP6_OTHERS)
-    assert _hand_clearance(old, boxes) < 0  # the recorded run: the hand stalled against the cabinet
+    old = {"xyz": [0.1374, -0.108975, 0.9304], "offset": [0.0, -0.036975]}  # the grasp of the recorded run
+    assert _hand_clearance(old, boxes) < 0  # ... whose hand stalled against the cabinet
     g = plan_grasp(SP6_BOWL, 0.0, obstacles=SP6_OTHERS, boxes=boxes)
     assert g["kind"] == "rim" and _hand_clearance(g, boxes) > 0.02
-    assert g["xyz"][0] <= FAR_REACH_X
+    assert math.hypot(g["xyz"][0] - ROBOT_BASE_XY[0], g["xyz"][1] - ROBOT_BASE_XY[1]) < REACH_SOFT + 0.03
+
+
+def test_rim_side_within_reach_of_grasp_and_place():
+    # libero_spatial t6 seed 1 (recorded): by the far (+x) rim the eef stalled 24 cm above the
+    # plate (0.81 m from the robot base); the near (-x) rim has nearly as much clearance
+    boxes = [box_from_part(dict(p, axis=[-0.4404, -0.8978, 0.0], min=lo, max=hi)) for p, lo, hi in (
+        (SP6_PARTS[0], [-0.1196, -0.4046, 1.0528], [0.1559, -0.1511, 1.1236]),
+        (SP6_PARTS[1], [-0.1198, -0.4045, 0.9829], [0.1558, -0.1511, 1.0536]))]
+    bowl = est((0.1215, -0.0747, 0.9249), 0.9498, 0.9008, 0.1003, 0.0963)
+    others = [est((0.0839, 0.0153, 0.9105), 0.9202, 0.9008, 0.0697, 0.0501),
+              est((0.0456, 0.2112, 0.9094), 0.9178, 0.9009, 0.1063, 0.1039),
+              est((-0.2471, -0.1363, 0.9393), 0.9775, 0.9012, 0.1008, 0.0813)]
+    g = plan_grasp(bowl, 0.0, obstacles=others, boxes=boxes, place_xy=(0.0442, 0.2095))
+    assert g["offset"][0] < -0.03  # the rim nearest the robot
+    px, py = 0.0442 + g["offset"][0], 0.2095 + g["offset"][1]
+    assert math.hypot(px - ROBOT_BASE_XY[0], py - ROBOT_BASE_XY[1]) < REACH_SOFT
 
 
 def test_no_furniture_no_change():

@@ -33,9 +33,14 @@ RIM_DEPTH = 0.02
 HAND_HALF_LENGTH = 0.105
 HAND_HALF_THICKNESS = 0.035
 HAND_BOTTOM = 0.024
-#: world x (m) past which a grasp point is near the Panda's full reach at table height in
-#: LIBERO (robot base at x ~ -0.66 m, reach ~0.85 m): a rim side there is penalised.
-FAR_REACH_X = 0.15
+#: The robot base's world xy (m) in LIBERO's table scenes and the horizontal eef distance from
+#: it (m) past which reaching down to the table gets hard: on libero_spatial t6 (seed 1) the
+#: eef stalled 24 cm above a plate at 0.81 m while carrying a bowl by its far (+x) rim; at
+#: 0.72-0.76 m it got there. Rim sides whose grasp or place point lies past it are penalised
+#: (:data:`REACH_PENALTY` per metre beyond).
+ROBOT_BASE_XY = (-0.66, 0.0)
+REACH_SOFT = 0.74
+REACH_PENALTY = 0.2
 
 
 @dataclass(frozen=True)
@@ -163,15 +168,22 @@ def _fold(yaw: float, current: float) -> float:
     return yaw
 
 
+def _reach(x: float, y: float) -> float:
+    """Horizontal distance (m) of world point (x, y) from :data:`ROBOT_BASE_XY`."""
+    return math.hypot(x - ROBOT_BASE_XY[0], y - ROBOT_BASE_XY[1])
+
+
 def _rim_side(obj: ObjectEstimate, radius: float, obstacles: Sequence[ObjectEstimate],
-              boxes: Sequence[Box] = (), grasp_z: float | None = None) -> float:
+              boxes: Sequence[Box] = (), grasp_z: float | None = None,
+              place_xy: Sequence[float] | None = None) -> float:
     """Direction (rad) from the centre to the rim point to grasp: the one of +y, -y, -x, +x
     whose outer finger (``radius + 0.03`` m out) is farthest from the obstacles' footprints
     (centre distance minus half their major extent) and from the walls of ``boxes`` that reach
     above the fingertips (``grasp_z`` - 0.015 m); ties favour the order given (no wrist
     turn for +/-y; -x faces the robot), and whose hand (a bar :data:`HAND_HALF_LENGTH` each
     way along the closing axis) stays off any box taller than the hand's underside (a cabinet
-    beside the bowl). With boxes near (a bowl in an open drawer), the
+    beside the bowl), and whose grip point, at the object and at ``place_xy`` (where its
+    centre will be put), stays within easy reach (:data:`REACH_SOFT`). With boxes near (a bowl in an open drawer), the
     diagonals and the boxes' own axes are candidates too, taken only when better by > 8 mm,
     and an obstacle whose round footprint contains the object's centre (the cabinet around
     the drawer) gives way to the boxes' walls."""
@@ -204,8 +216,9 @@ def _rim_side(obj: ObjectEstimate, radius: float, obstacles: Sequence[ObjectEsti
                 hx, hy = ex + math.cos(phi) * t, ey + math.sin(phi) * t
                 for b in tall:
                     clear = min(clear, b.signed_distance(hx, hy) - HAND_HALF_THICKNESS)
-        if obj.center[0] + math.cos(phi) * radius > FAR_REACH_X:
-            penalty += 0.01  # the arm is near full stretch there: prefer a side nearer the robot
+        dx, dy = math.cos(phi) * (radius - RIM_INSET), math.sin(phi) * (radius - RIM_INSET)
+        for px, py in [(obj.center[0], obj.center[1])] + ([tuple(place_xy)] if place_xy is not None else []):
+            penalty += REACH_PENALTY * max(0.0, _reach(px + dx, py + dy) - REACH_SOFT)
         score = min(clear, 0.06) - penalty  # beyond 6 cm of clearance, prefer the order
         if score > best_score:
             best, best_score = phi, score
@@ -213,7 +226,8 @@ def _rim_side(obj: ObjectEstimate, radius: float, obstacles: Sequence[ObjectEsti
 
 
 def plan_grasp(obj: ObjectEstimate, current_yaw: float, params: StrategyParams = StrategyParams(),
-               obstacles: Sequence[ObjectEstimate] = (), boxes: Sequence[Box] = ()) -> dict:
+               obstacles: Sequence[ObjectEstimate] = (), boxes: Sequence[Box] = (),
+               place_xy: Sequence[float] | None = None) -> dict:
     """Grasp pose for an object, chosen from its shape.
 
     * Centre grasp (default): eef above the centre, ``grasp_depth`` below the top (at least
@@ -229,7 +243,8 @@ def plan_grasp(obj: ObjectEstimate, current_yaw: float, params: StrategyParams =
 
     Args:
         obj: the object; current_yaw: eef yaw now (rad); obstacles: other objects nearby;
-        boxes: furniture boxes (:class:`Box`, e.g. drawers) whose walls the fingers avoid.
+        boxes: furniture boxes (:class:`Box`, e.g. drawers) whose walls the fingers avoid;
+        place_xy: where the object's centre will be put (world xy, m), for the reach check.
     Returns:
         ``{"xyz": [x, y, z_grasp], "approach_z": float, "yaw": float, "kind": "centre" |
         "rim", "offset": [dx, dy]}`` (m, rad; ``offset`` = grasp xy minus object centre xy,
@@ -240,7 +255,7 @@ def plan_grasp(obj: ObjectEstimate, current_yaw: float, params: StrategyParams =
         round_ = obj.major_extent / obj.minor_extent < params.round_ratio
         radius = (obj.major_extent + obj.minor_extent) / 4.0 if round_ else obj.minor_extent / 2.0  # mug: body, not handle
         grasp_z = max(obj.bottom_z + params.min_grasp_height, obj.top_z - RIM_DEPTH)
-        phi = _rim_side(obj, radius, obstacles, boxes, grasp_z)
+        phi = _rim_side(obj, radius, obstacles, boxes, grasp_z, place_xy)
         off = radius - RIM_INSET
         dx, dy = math.cos(phi) * off, math.sin(phi) * off
         return {

@@ -157,7 +157,7 @@ def pick_and_place(
         return True
 
     s0 = control.robot_state(ex.current_state())
-    grasp = plan_grasp(obj, control.eef_yaw(s0["eef_quat"]), params, obstacles, boxes)
+    grasp = plan_grasp(obj, control.eef_yaw(s0["eef_quat"]), params, obstacles, boxes, target.center[:2])
     gx, gy, gz = (float(v) for v in grasp["xyz"])
     hang = gz - obj.bottom_z  # object bottom below the eef while carried
     carry_z = max(params.min_carry_z, target.top_z + hang + params.carry_clearance, grasp["approach_z"])
@@ -194,7 +194,7 @@ def pick_and_place(
                 obj = dataclasses.replace(obj, major_extent=max(obj.major_extent, coarse.major_extent),
                                           minor_extent=max(obj.minor_extent, coarse.minor_extent))
             grasp = plan_grasp(obj, control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"]), params,
-                               obstacles, boxes)
+                               obstacles, boxes, target.center[:2])
             gx, gy, gz = (float(v) for v in grasp["xyz"])
             hang = gz - obj.bottom_z
             carry_z = max(params.min_carry_z, target.top_z + hang + params.carry_clearance, grasp["approach_z"],
