@@ -150,7 +150,11 @@ class ScriptedPlanner:
         from rpent.robots.libero import strategy
         from rpent.robots.libero.skills import scene
 
+        from rpent.robots.libero.skills import layout
+
         placed: set[str] = set()
+        placed_tops: dict[tuple, float] = {}  # target key -> top z (m) of what was put there
+        slots = ScriptedPlanner._slots(plan)
         n = len(plan.steps)
         for k, goal in enumerate(plan.steps, 1):
             tag = f"step {k}/{n} ({goal.describe()})" if n > 1 else goal.describe()
@@ -176,13 +180,32 @@ class ScriptedPlanner:
             except scene.NotFound as exc:
                 say(f"{tag}: {exc}")
                 return None, f"{tag}: {exc}"
+            target, where = picked.target, f"{goal.relation} {picked.target_name}"
+            relocate_target = None if goal.target_part is not None else \
+                scene.target_relocator(call, goal.target_phrase, picked.target)
+            if goal.target_side is not None:  # on the table beside the target
+                target = layout.beside_target(picked.target, picked.obj, goal.target_side)
+                where = f"on the table {goal.target_side} of {picked.target_name}"
+                ref_look, side, obj_est = relocate_target, goal.target_side, picked.obj
+                relocate_target = (lambda st, look=ref_look, sd=side, o=obj_est:  # noqa: E731
+                                   (lambda ref: None if ref is None else layout.beside_target(ref, o, sd))(look(st)))
+            key = ScriptedPlanner._target_key(goal)
+            if k - 1 in slots:
+                slot, count = slots[k - 1]
+                target = layout.slot_target(target, picked.obj, slot, count)
+                where += f" (slot {slot + 1} of {count} along y)"
+                if relocate_target is not None:
+                    relocate_target = (lambda st, look=relocate_target, o=picked.obj, sl=slot, c=count:  # noqa: E731
+                                       (lambda ref: None if ref is None else layout.slot_target(ref, o, sl, c))(look(st)))
             say(f"{tag}: picking {picked.object_name} at "
-                f"({picked.obj.center[0]:.3f}, {picked.obj.center[1]:.3f}) and placing it {goal.relation} "
-                f"{picked.target_name} at ({picked.target.center[0]:.3f}, {picked.target.center[1]:.3f}).")
-            outcome = strategy.pick_and_place(_ToolExecutor(call), picked.obj, picked.target, goal.relation,
+                f"({picked.obj.center[0]:.3f}, {picked.obj.center[1]:.3f}) and placing it {where} "
+                f"at ({target.center[0]:.3f}, {target.center[1]:.3f}).")
+            outcome = strategy.pick_and_place(_ToolExecutor(call), picked.obj, target, goal.relation,
                                               relocate=scene.wrist_relocator(call, goal.object_phrase, picked.obj),
-                                              obstacles=picked.obstacles)
+                                              obstacles=picked.obstacles, relocate_target=relocate_target,
+                                              carry_over=placed_tops.get(key))
             placed.add(picked.object_name)
+            placed_tops[key] = max(placed_tops.get(key, -1e9), target.top_z + picked.obj.height)
             if toolkit.solved():
                 say("The environment reports success.")
                 return "success", "placed the " + " and the ".join(g.describe() for g in plan.steps[:k])
@@ -191,6 +214,23 @@ class ScriptedPlanner:
                 say(f"{tag} ended at stage '{outcome.get('stage')}' without success: {reason}")
                 return "failure", f"{tag} stopped at {outcome.get('stage')}: {reason}"
         return "failure", "task predicate not satisfied"
+
+    @staticmethod
+    def _target_key(goal) -> tuple:
+        """What identifies a step's target: phrase, qualifier, drawer, side."""
+        return (goal.target_phrase, goal.target_qualifier, goal.target_part, goal.target_side, goal.relation)
+
+    @staticmethod
+    def _slots(plan) -> dict[int, tuple[int, int]]:
+        """``{step index: (slot, count)}`` for pick-and-place steps that share one target (two
+        objects "both ... on the stove" / "in the basket" go side by side, not onto each other)."""
+        from rpent.robots.libero import strategy
+
+        groups: dict[tuple, list[int]] = {}
+        for i, g in enumerate(plan.steps):
+            if isinstance(g, strategy.PickPlaceGoal) and g.target_side is None:
+                groups.setdefault(ScriptedPlanner._target_key(g), []).append(i)
+        return {i: (j, len(idx)) for idx in groups.values() if len(idx) > 1 for j, i in enumerate(idx)}
 
     @staticmethod
     def _go_home(call, home) -> None:

@@ -17,7 +17,7 @@ from rpent.robots.libero.skills.estimate import ObjectEstimate
 from rpent.robots.libero.skills.language import PickPlaceGoal
 from rpent.robots.libero.skills.spatial import resolve_qualifier
 
-__all__ = ["NotFound", "Instance", "Picked", "find_instances", "localise_step", "wrist_relocator", "find_fixture_part",
+__all__ = ["NotFound", "Instance", "Picked", "find_instances", "localise_step", "wrist_relocator", "target_relocator", "find_fixture_part",
            "drawer_target"]
 
 Call = Callable[[str, dict], Mapping[str, Any]]
@@ -117,6 +117,25 @@ def wrist_relocator(call: Call, phrase: str, chosen: ObjectEstimate, max_shift: 
     """A ``relocate(state)`` callback for :func:`~rpent.robots.libero.skills.motion.pick_and_place`:
     segments ``phrase`` on the wrist camera and returns the instance nearest ``chosen`` (xy),
     or None when none lies within ``max_shift`` m (then the first estimate stands)."""
+
+    def relocate(_state: Mapping[str, Any]) -> ObjectEstimate | None:
+        try:
+            inst = find_instances(call, phrase, camera="wrist")
+        except NotFound:
+            return None
+        best = min(inst, key=lambda i: math.hypot(i.est.center[0] - chosen.center[0], i.est.center[1] - chosen.center[1]))
+        d = math.hypot(best.est.center[0] - chosen.center[0], best.est.center[1] - chosen.center[1])
+        return best.est if d <= max_shift else None
+
+    return relocate
+
+
+def target_relocator(call: Call, phrase: str, chosen: ObjectEstimate, max_shift: float = 0.08):
+    """A ``relocate_target(state)`` callback for :func:`~rpent.robots.libero.skills.motion.pick_and_place`:
+    segments ``phrase`` on the wrist camera (looking down from above the target, the carried
+    object hiding the middle of the view) and returns the instance nearest ``chosen`` (xy),
+    or None when none lies within ``max_shift`` m or nothing was found (the first estimate
+    stands)."""
 
     def relocate(_state: Mapping[str, Any]) -> ObjectEstimate | None:
         try:
