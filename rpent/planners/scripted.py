@@ -180,30 +180,23 @@ class ScriptedPlanner:
             except scene.NotFound as exc:
                 say(f"{tag}: {exc}")
                 return None, f"{tag}: {exc}"
+            if picked.target_cut and goal.target_part is None:
+                picked = ScriptedPlanner._look_at_target(call, say, goal, picked)
             target, where = picked.target, f"{goal.relation} {picked.target_name}"
-            relocate_target = None if goal.target_part is not None else \
-                scene.target_relocator(call, goal.target_phrase, picked.target)
             if goal.target_side is not None:  # on the table beside the target
                 target = layout.beside_target(picked.target, picked.obj, goal.target_side)
                 where = f"on the table {goal.target_side} of {picked.target_name}"
-                ref_look, side, obj_est = relocate_target, goal.target_side, picked.obj
-                relocate_target = (lambda st, look=ref_look, sd=side, o=obj_est:  # noqa: E731
-                                   (lambda ref: None if ref is None else layout.beside_target(ref, o, sd))(look(st)))
             key = ScriptedPlanner._target_key(goal)
             if k - 1 in slots:
                 slot, count = slots[k - 1]
                 target = layout.slot_target(target, picked.obj, slot, count)
                 where += f" (slot {slot + 1} of {count} along y)"
-                if relocate_target is not None:
-                    relocate_target = (lambda st, look=relocate_target, o=picked.obj, sl=slot, c=count:  # noqa: E731
-                                       (lambda ref: None if ref is None else layout.slot_target(ref, o, sl, c))(look(st)))
             say(f"{tag}: picking {picked.object_name} at "
                 f"({picked.obj.center[0]:.3f}, {picked.obj.center[1]:.3f}) and placing it {where} "
                 f"at ({target.center[0]:.3f}, {target.center[1]:.3f}).")
             outcome = strategy.pick_and_place(_ToolExecutor(call), picked.obj, target, goal.relation,
                                               relocate=scene.wrist_relocator(call, goal.object_phrase, picked.obj),
-                                              obstacles=picked.obstacles, relocate_target=relocate_target,
-                                              carry_over=placed_tops.get(key))
+                                              obstacles=picked.obstacles, carry_over=placed_tops.get(key))
             placed.add(picked.object_name)
             placed_tops[key] = max(placed_tops.get(key, -1e9), target.top_z + picked.obj.height)
             if toolkit.solved():

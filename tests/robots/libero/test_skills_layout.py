@@ -92,3 +92,28 @@ def test_beside_target_is_on_the_table_clear_of_the_reference():
 ])
 def test_steps_sharing_a_target_get_slots(text, slots):
     assert ScriptedPlanner._slots(parse_task(text)) == slots
+
+
+def _recorded_segment(box, image_size=(256, 256)):
+    """A ``segment(all_instances=True)`` answer recorded on libero_10 t4 s0 (the right plate), with its box."""
+    e = {"center": [-0.006, 0.288, 0.439], "top_z": 0.4528, "bottom_z": 0.4258, "major_yaw": -0.36,
+         "major_extent": 0.105, "minor_extent": 0.064, "ridge_yaw": None, "source": "sim_oracle_agentview_mask",
+         "support": None}
+    seg = {"found": True, "camera": "agentview", "object": "plate_2", "box": box, "object_estimate": e,
+           "instances": [{"object": "plate_2", "box": box, "pixel_count": 900, "object_estimate": e}]}
+    if image_size is not None:
+        seg["image_size"] = list(image_size)
+    return seg
+
+
+@pytest.mark.parametrize("box, image_size, cut", [
+    ([223, 156, 255, 190], (256, 256), True),   # the plate at the right edge (recorded)
+    ([30, 117, 99, 185], (256, 256), False),    # libero_10 t8's stove, whole in view
+    ([0, 10, 40, 50], (256, 256), True),
+    ([223, 156, 255, 190], None, False),        # an answer without image_size: not known to be cut
+])
+def test_find_instances_flags_a_mask_cut_by_the_image_border(box, image_size, cut):
+    from rpent.robots.libero.skills import scene
+
+    (inst,) = scene.find_instances(lambda name, args: _recorded_segment(box, image_size), "plate")
+    assert inst.name == "plate_2" and inst.cut is cut

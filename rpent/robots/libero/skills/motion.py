@@ -15,9 +15,6 @@ from rpent.robots.libero import control
 from rpent.robots.libero.skills.estimate import ObjectEstimate, refine_estimate
 from rpent.robots.libero.skills.grasp import StrategyParams, plan_grasp
 
-#: largest xy shift (m) a second look at the target may make to its centre (further: a different object).
-TARGET_MAX_SHIFT = 0.08
-
 __all__ = ["StrategyParams", "plan_grasp", "xy_waypoints", "Executor", "InProcessExecutor", "pick_and_place"]
 
 
@@ -91,7 +88,6 @@ def pick_and_place(
     params: StrategyParams = StrategyParams(),
     relocate: Callable[[Mapping[str, Any]], ObjectEstimate | None] | None = None,
     obstacles: Sequence[ObjectEstimate] = (),
-    relocate_target: Callable[[Mapping[str, Any]], ObjectEstimate | None] | None = None,
     carry_over: float | None = None,
 ) -> dict:
     """Run approach / (relocate) / descend / close / lift / transport / lower / release / retreat.
@@ -110,13 +106,6 @@ def pick_and_place(
             :func:`~rpent.robots.libero.skills.grasp.plan_grasp` picks the side away from them).
             The grasp's ``offset`` (grasp xy minus object centre) is kept while carrying, so
             the object's centre, not the eef, lands above the target's centre.
-        relocate_target: optional ``relocate_target(state) -> ObjectEstimate | None`` called
-            once when the eef arrives above the target (e.g. the wrist camera looking down
-            at it): a target at the edge of the front camera's image, or partly hidden, has
-            its centre biased toward the visible part and its top misjudged (measured on
-            libero_10 t1: a basket seen 4 px wide, its top 10 cm low). The returned estimate
-            (its ``support`` centre for ``on``) replaces the target's centre when within
-            ``TARGET_MAX_SHIFT`` m, and its top when higher.
         carry_over: optional world z (m) the carried object's bottom must clear during
             transport (e.g. the top of an object placed before on the same target).
     Returns:
@@ -215,6 +204,22 @@ def pick_and_place(
             tol=0.008, max_steps=100, target_yaw=float(grasp["yaw"]))
     if "error" in r or over():
         return finish("descend", _why(ex.current_state(), phases))
+    z_now = float(control.robot_state(ex.current_state())["eef_pos"][2])
+    if grasp["kind"] == "centre" and z_now > gz + params.blocked_descent and obj.major_extent <= params.turn_max_extent:
+        # the fingers came down on a neighbour (libero_10 t1: a milk carton beside the cream cheese):
+        # go back up and try across the other side of the object
+        yaw2 = float(grasp["yaw"] + math.pi / 2)
+        phases.append({"phase": "descend blocked", "eef_z": z_now, "grasp_z": gz, "retry_yaw": yaw2})
+        for phase, tool, args in (
+                ("approach", "move_to", dict(xyz=[gx, gy, float(grasp["approach_z"])], gripper=control.GRIPPER_OPEN,
+                                             max_steps=60)),
+                ("align", "rotate_wrist", dict(target_yaw=yaw2, gripper=control.GRIPPER_OPEN, tol=0.03)),
+                ("descend", "move_to", dict(xyz=[gx, gy, gz], gripper=control.GRIPPER_OPEN, step_clip=0.015, tol=0.008,
+                                            max_steps=100, target_yaw=yaw2))):
+            r = run(phase, tool, **args)
+            if "error" in r or over():
+                return finish(phase, _why(ex.current_state(), phases))
+        grasp = {**grasp, "yaw": yaw2}
     # 3. close
     r = run("close", "set_gripper", gripper=control.GRIPPER_CLOSE, steps=params.close_steps)
     if "error" in r or over():
@@ -227,31 +232,10 @@ def pick_and_place(
         return finish("lift", f"grasp came up empty (gripper opening {opening:.4f} m)")
     if opening > params.grasped_max_opening:
         return finish("lift", f"the gripper did not close (opening {opening:.4f} m): nothing between the fingers")
-    # 5. transport above the target (higher when a second look may find it taller than first seen)
-    if relocate_target is not None:
-        carry_z += params.target_look_margin
+    # 5. transport above the target
     tx, ty = float(target.center[0] + grasp["offset"][0]), float(target.center[1] + grasp["offset"][1])
     if not travel("transport", [tx, ty, carry_z], control.GRIPPER_CLOSE, max_steps=120):
         return finish("transport", _why(ex.current_state(), phases))
-    if relocate_target is not None:
-        closer = relocate_target(ex.current_state())
-        if closer is not None:
-            cx, cy = (closer.support[0], closer.support[1]) if relation == "on" and closer.support is not None \
-                else (closer.center[0], closer.center[1])
-            shift = math.hypot(cx - target.center[0], cy - target.center[1])
-            if shift <= TARGET_MAX_SHIFT:
-                top = closer.support[2] if relation == "on" and closer.support is not None else closer.top_z
-                target = dataclasses.replace(target, center=(float(cx), float(cy), target.center[2]),
-                                             top_z=max(target.top_z, float(top)))
-                tx, ty = float(cx + grasp["offset"][0]), float(cy + grasp["offset"][1])
-                carry_z = max(carry_z, target.top_z + hang + params.carry_clearance)
-                phases.append({"phase": "relocate target", "center": [float(cx), float(cy)], "top_z": target.top_z,
-                               "shift": round(shift, 4), "source": closer.source})
-                r = run("transport", "move_to", xyz=[tx, ty, carry_z], gripper=control.GRIPPER_CLOSE, max_steps=60)
-                if "error" in r or over():
-                    return finish("transport", _why(ex.current_state(), phases))
-            else:
-                phases.append({"phase": "relocate target", "ignored": f"shift {shift:.3f} m > {TARGET_MAX_SHIFT} m"})
     # 6. lower to the release height
     clearance = params.release_clearance_in if relation == "in" else params.release_clearance_on
     release_z = target.top_z + hang + clearance
