@@ -14,7 +14,7 @@ from rpent.planners.scripted import ScriptedPlanner
 from rpent.robots.libero.skills.estimate import ObjectEstimate
 from rpent.robots.libero.skills.language import TaskPlan, Unsupported, parse_task
 from rpent.robots.libero.skills.layout import (BESIDE_MIN_OFFSET, SLOT_MAX_OFFSET, beside_target, extent_along,
-                                               slot_offset, slot_target)
+                                               slot_axis, slot_offset, slot_target)
 
 
 def est(center, top, bottom, major, minor, yaw=0.0, support=None):
@@ -25,6 +25,9 @@ def est(center, top, bottom, major, minor, yaw=0.0, support=None):
 # libero_10 t1 s0, agentview, recorded
 BASKET = est((0.008, 0.231, 0.501), 0.577, 0.426, 0.166, 0.108, -0.32)
 CREAM_CHEESE = est((0.104, -0.179, 0.441), 0.456, 0.426, 0.071, 0.036, -0.02)
+# libero_10 t8 s0: a moka pot (long along y: handle and spout) and the stove, seen mostly as its knob
+MOKA_POT = est((0.051, 0.031, 0.973), 1.045, 0.901, 0.103, 0.05, 1.51)
+STOVE = est((-0.188, -0.196, 0.928), 0.956, 0.901, 0.071, 0.013, 1.43, support=(-0.0251, -0.1889, 0.9259))
 # libero_10 t4 s0: the right plate, cut by the image edge
 PLATE = est((-0.006, 0.288, 0.439), 0.4528, 0.4258, 0.105, 0.064, -0.36)
 
@@ -68,6 +71,16 @@ def test_two_slots_on_one_target_are_apart_and_inside():
     assert moved.support[1] - stove.support[1] == pytest.approx(moved.center[1] - stove.center[1]) == SLOT_MAX_OFFSET
     with pytest.raises(ValueError, match="slot 2"):
         slot_offset(BASKET, CREAM_CHEESE, 2, 2)
+
+
+def test_moka_pots_go_side_by_side_across_their_long_axis_on_a_stove_seen_as_its_knob():
+    assert slot_axis(MOKA_POT) == (1.0, 0.0) and slot_axis(CREAM_CHEESE) == (0.0, 1.0)
+    first, second = slot_target(STOVE, MOKA_POT, 0, 2), slot_target(STOVE, MOKA_POT, 1, 2)
+    assert first.support[1] == second.support[1] == STOVE.support[1]
+    dx1, dx2 = first.support[0] - STOVE.support[0], second.support[0] - STOVE.support[0]
+    assert dx1 > 0 > dx2  # the far side first: the second pot is not carried past the first
+    assert dx1 - dx2 >= MOKA_POT.minor_extent + 0.02  # apart, not touching
+    assert max(abs(dx1), abs(dx2)) <= SLOT_MAX_OFFSET + 1e-9  # both on the 0.15 m cook region
 
 
 def test_beside_target_is_on_the_table_clear_of_the_reference():

@@ -13,13 +13,13 @@ import math
 
 from rpent.robots.libero.skills.estimate import ObjectEstimate
 
-__all__ = ["SLOT_MAX_OFFSET", "BESIDE_GAP", "BESIDE_MIN_OFFSET", "SIDE_DIRS", "extent_along", "slot_offset",
+__all__ = ["SLOT_MAX_OFFSET", "BESIDE_GAP", "BESIDE_MIN_OFFSET", "SIDE_DIRS", "extent_along", "slot_axis", "slot_offset",
            "slot_target", "beside_target"]
 
 #: largest distance (m) of a slot from the target's centre. LIBERO's stove "cook region" is a
 #: 0.15 m square on the burner (``flat_stove.xml`` site ``cook_region``, half size 0.075): two
-#: moka pots at +/-0.045 m both stay on it.
-SLOT_MAX_OFFSET = 0.045
+#: moka pots at +/-0.04 m both stay on it with 2-3 cm of error.
+SLOT_MAX_OFFSET = 0.04
 #: free gap (m) between a reference object's footprint and an object placed beside it.
 BESIDE_GAP = 0.02
 #: smallest centre distance (m) of a spot beside a reference (a small or partly seen reference).
@@ -36,13 +36,24 @@ def extent_along(est: ObjectEstimate, direction: tuple[float, float]) -> float:
     return est.major_extent * along_major + est.minor_extent * along_minor
 
 
+def slot_axis(obj: ObjectEstimate) -> tuple[float, float]:
+    """The world axis (unit xy) along which objects like ``obj`` go side by side: x or y,
+    whichever ``obj`` is narrower along (two moka pots, 0.105 m long along y and 0.05 m
+    across, fit side by side along x on a stove's 0.15 m cook region; boxes lying along x,
+    along y)."""
+    return (1.0, 0.0) if extent_along(obj, (1.0, 0.0)) < extent_along(obj, (0.0, 1.0)) else (0.0, 1.0)
+
+
 def slot_offset(target: ObjectEstimate, obj: ObjectEstimate, slot: int, count: int) -> tuple[float, float]:
     """xy offset (m) from the target's centre of slot ``slot`` (0-based) of ``count`` objects
-    side by side on or in ``target`` along world y.
+    side by side on or in ``target`` along :func:`slot_axis` (from +x to -x, i.e. the far side
+    first, so a later object is not carried past an earlier one; from -y to +y).
 
-    The target's extent along y is cut into ``count`` equal parts; slot ``i`` is the middle of
-    part ``i`` (from -y to +y), pulled in so the object (its extent along y) stays inside, and at
-    most :data:`SLOT_MAX_OFFSET` from the centre. ``count`` 1 gives (0, 0).
+    The target's extent along that axis is cut into ``count`` equal parts; slot ``i`` is the
+    middle of part ``i``, pulled in so the object (its extent along the axis) stays inside,
+    and at most :data:`SLOT_MAX_OFFSET` from the centre. A target seen narrower than the
+    object along the axis (a stove whose front camera view is mostly its knob) is not
+    trusted: its part is taken as the object's extent plus 3 cm. ``count`` 1 gives (0, 0).
 
     Raises:
         ValueError: ``slot`` outside ``0..count-1``.
@@ -51,11 +62,17 @@ def slot_offset(target: ObjectEstimate, obj: ObjectEstimate, slot: int, count: i
         raise ValueError(f"slot {slot} outside 0..{count - 1}")
     if count == 1:
         return 0.0, 0.0
-    width = extent_along(target, (0.0, 1.0))
-    raw = -width / 2.0 + width / count * (slot + 0.5)
-    room = max(0.0, width / 2.0 - extent_along(obj, (0.0, 1.0)) / 2.0)
+    axis = slot_axis(obj)
+    size = extent_along(obj, axis)
+    width = extent_along(target, axis)
+    if width < size:
+        width = count * (size + 0.03)
+    i = count - 1 - slot if axis[0] else slot
+    raw = -width / 2.0 + width / count * (i + 0.5)
+    room = max(0.0, width / 2.0 - size / 2.0)
     lim = min(SLOT_MAX_OFFSET, room)
-    return 0.0, float(max(-lim, min(lim, raw)))
+    off = float(max(-lim, min(lim, raw)))
+    return axis[0] * off, axis[1] * off
 
 
 def slot_target(target: ObjectEstimate, obj: ObjectEstimate, slot: int, count: int) -> ObjectEstimate:
