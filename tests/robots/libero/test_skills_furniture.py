@@ -188,3 +188,14 @@ def test_free_spot_reads_back_projected_points():
     spots = clearing.spot_candidates(G3_BOWL, sweep)
     assert clearing.find_free_spot(call, G3_BOWL, sweep, G3_BOWL.bottom_z) == spots[1]
     assert len(seen) == 2
+
+
+def test_a_hand_well_clear_of_furniture_keeps_the_default_rim_side():
+    # libero_goal t4 seed 0 (recorded): the bowl 4.3 cm from the closed cabinet's drawers;
+    # the +y rim (the default, fingers along world y) keeps the hand 4.3 cm off the cabinet
+    parts = [drawer(n, 0.0, [0.0, -1.0, 0.0], [0.03, -0.24, 0.905], None, [-0.082, -0.343, z0], [0.141, -0.137, z1])
+             for n, z0, z1 in (("cabinet_top", 1.053, 1.124), ("cabinet_middle", 0.983, 1.054),
+                               ("cabinet_bottom", 0.913, 0.984))]
+    bowl = est((-0.1005, 0.0071, 0.9249), 0.9498, 0.901, 0.1011, 0.0942)
+    g = plan_grasp(bowl, 0.0, boxes=[box_from_part(p) for p in parts], place_xy=(0.042, -0.2426))
+    assert g["kind"] == "rim" and g["offset"][1] > 0.03 and g["yaw"] == 0.0

@@ -216,10 +216,13 @@ def _rim_side(obj: ObjectEstimate, radius: float, obstacles: Sequence[ObjectEsti
         if tall:  # the hand itself: a bar along the closing (radial) axis through the grip point
             ex = obj.center[0] + math.cos(phi) * (radius - RIM_INSET)
             ey = obj.center[1] + math.sin(phi) * (radius - RIM_INSET)
+            # a hand 3 cm or more off the furniture is as good as any (the rim grasp's own
+            # side order and reach decide then: goal t4's bowl 4.3 cm from the cabinet was
+            # taken by its -x rim instead of the default +y one and slipped out on the lift)
             for t in (-HAND_HALF_LENGTH, -HAND_HALF_LENGTH / 2, 0.0, HAND_HALF_LENGTH / 2, HAND_HALF_LENGTH):
                 hx, hy = ex + math.cos(phi) * t, ey + math.sin(phi) * t
                 for b in tall:
-                    clear = min(clear, b.signed_distance(hx, hy) - HAND_HALF_THICKNESS)
+                    clear = min(clear, b.signed_distance(hx, hy) - HAND_HALF_THICKNESS + 0.03)
         dx, dy = math.cos(phi) * (radius - RIM_INSET), math.sin(phi) * (radius - RIM_INSET)
         for px, py in [(obj.center[0], obj.center[1])] + ([tuple(place_xy)] if place_xy is not None else []):
             penalty += REACH_PENALTY * max(0.0, _reach(px + dx, py + dy) - REACH_SOFT)
