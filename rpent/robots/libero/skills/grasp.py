@@ -72,6 +72,10 @@ class StrategyParams:
     max_xy_travel: float = 0.25  #: per move_to (the hard limit is 0.30 m, RPent reference §9)
     round_ratio: float = 1.25  #: major/minor extent ratio below which the yaw is left as is
     rim_min_width: float = 0.066  #: narrow side (m) from which a round object gets a rim grasp
+    #: a centre-grasp descent that stops this far (m) above the grasp height came down on something else
+    blocked_descent: float = 0.03
+    #: longest object (m) a blocked centre grasp retries across its other side (the gripper opens 0.079 m)
+    turn_max_extent: float = 0.072
 
 
 @dataclass(frozen=True)

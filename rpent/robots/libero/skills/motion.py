@@ -89,6 +89,7 @@ def pick_and_place(
     relocate: Callable[[Mapping[str, Any]], ObjectEstimate | None] | None = None,
     obstacles: Sequence[ObjectEstimate] = (),
     boxes: Sequence[Box] = (),
+    carry_over: float | None = None,
 ) -> dict:
     """Run approach / (relocate) / descend / close / lift / transport / lower / release / retreat.
 
@@ -111,6 +112,8 @@ def pick_and_place(
             0.15 m of its path (the arm caught on a cabinet's edge when crossing lower), and
             the second look hovers above the grasp point rather than the object's centre when
             a box overhangs that column.
+        carry_over: optional world z (m) the carried object's bottom must clear during
+            transport (e.g. the top of an object placed before on the same target).
     Returns:
         ``{"success": bool (the env's predicate as last reported), "stage": last stage,
         "env_steps": int | None (steps taken, when the executor counts them), "phases":
@@ -161,6 +164,8 @@ def pick_and_place(
     gx, gy, gz = (float(v) for v in grasp["xyz"])
     hang = gz - obj.bottom_z  # object bottom below the eef while carried
     carry_z = max(params.min_carry_z, target.top_z + hang + params.carry_clearance, grasp["approach_z"])
+    if carry_over is not None:
+        carry_z = max(carry_z, carry_over + hang + params.carry_clearance)
 
     # 1. rise to the travel height if low, cross above the object at that height (clears
     #    neighbouring tall objects and furniture near the path), then come down vertically
@@ -199,6 +204,8 @@ def pick_and_place(
             hang = gz - obj.bottom_z
             carry_z = max(params.min_carry_z, target.top_z + hang + params.carry_clearance, grasp["approach_z"],
                           _furniture_clear_z(boxes, obj.center, target.center))
+            if carry_over is not None:
+                carry_z = max(carry_z, carry_over + hang + params.carry_clearance)
             phases.append({"phase": "relocate", "center": list(obj.center), "top_z": obj.top_z, "grasp": grasp["kind"],
                            "yaw": grasp["yaw"], "source": obj.source})
         r = run("approach", "move_to", xyz=[gx, gy, float(grasp["approach_z"])], gripper=control.GRIPPER_OPEN,
@@ -213,6 +220,22 @@ def pick_and_place(
             tol=0.008, max_steps=100, target_yaw=float(grasp["yaw"]))
     if "error" in r or over():
         return finish("descend", _why(ex.current_state(), phases))
+    z_now = float(control.robot_state(ex.current_state())["eef_pos"][2])
+    if grasp["kind"] == "centre" and z_now > gz + params.blocked_descent and obj.major_extent <= params.turn_max_extent:
+        # the fingers came down on a neighbour (libero_10 t1: a milk carton beside the cream cheese):
+        # go back up and try across the other side of the object
+        yaw2 = float(grasp["yaw"] + math.pi / 2)
+        phases.append({"phase": "descend blocked", "eef_z": z_now, "grasp_z": gz, "retry_yaw": yaw2})
+        for phase, tool, args in (
+                ("approach", "move_to", dict(xyz=[gx, gy, float(grasp["approach_z"])], gripper=control.GRIPPER_OPEN,
+                                             max_steps=60)),
+                ("align", "rotate_wrist", dict(target_yaw=yaw2, gripper=control.GRIPPER_OPEN, tol=0.03)),
+                ("descend", "move_to", dict(xyz=[gx, gy, gz], gripper=control.GRIPPER_OPEN, step_clip=0.015, tol=0.008,
+                                            max_steps=100, target_yaw=yaw2))):
+            r = run(phase, tool, **args)
+            if "error" in r or over():
+                return finish(phase, _why(ex.current_state(), phases))
+        grasp = {**grasp, "yaw": yaw2}
     # 3. close
     r = run("close", "set_gripper", gripper=control.GRIPPER_CLOSE, steps=params.close_steps)
     if "error" in r or over():

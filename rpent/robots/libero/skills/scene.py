@@ -18,8 +18,8 @@ from rpent.robots.libero.skills.grasp import Box, box_from_part
 from rpent.robots.libero.skills.language import PickPlaceGoal
 from rpent.robots.libero.skills.spatial import resolve_qualifier
 
-__all__ = ["NotFound", "Instance", "Picked", "find_instances", "choose_instance", "localise_step", "wrist_relocator", "find_fixture_part",
-           "drawer_target", "furniture_boxes"]
+__all__ = ["NotFound", "Instance", "Picked", "find_instances", "choose_instance", "localise_step", "wrist_relocator",
+           "target_relocator", "find_fixture_part", "drawer_target", "furniture_boxes"]
 
 Call = Callable[[str, dict], Mapping[str, Any]]
 
@@ -30,10 +30,13 @@ class NotFound(Exception):
 
 @dataclass(frozen=True)
 class Instance:
-    """One segmented instance: its name (as the segmenter reports it) and estimate."""
+    """One segmented instance: its name (as the segmenter reports it), estimate, and whether
+    its mask's box touches the image border (``cut``: only part of it was seen, so its centre
+    is biased toward the visible part)."""
 
     name: str
     est: ObjectEstimate
+    cut: bool = False
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class Picked:
     target: ObjectEstimate
     obstacles: tuple[ObjectEstimate, ...] = field(default=())
     boxes: tuple[Box, ...] = field(default=())  #: furniture (drawers) from ``view_fixtures``
+    target_cut: bool = False  #: the target's mask touched the image border (see :class:`Instance`)
 
 
 def find_instances(call: Call, phrase: str, camera: str = "agentview") -> list[Instance]:
@@ -57,12 +61,18 @@ def find_instances(call: Call, phrase: str, camera: str = "agentview") -> list[I
     seg = call("segment", {"prompt": phrase, "camera": camera, "all_instances": True})
     if not seg.get("found"):
         raise NotFound(f"could not localise '{phrase}': {seg.get('reason') or seg.get('error') or 'not found'}")
+    size = seg.get("image_size")
+
+    def cut(box) -> bool:
+        return bool(size and box) and (box[0] <= 0 or box[1] <= 0 or box[2] >= size[0] - 1 or box[3] >= size[1] - 1)
+
     out = []
     for item in seg.get("instances") or []:
         if item.get("object_estimate"):
-            out.append((item.get("pixel_count", 0), Instance(str(item.get("object")), ObjectEstimate(**item["object_estimate"]))))
+            out.append((item.get("pixel_count", 0), Instance(str(item.get("object")), ObjectEstimate(**item["object_estimate"]),
+                                                             cut(item.get("box")))))
     if not out and seg.get("object_estimate"):
-        out.append((1, Instance(str(seg.get("object") or phrase), ObjectEstimate(**seg["object_estimate"]))))
+        out.append((1, Instance(str(seg.get("object") or phrase), ObjectEstimate(**seg["object_estimate"]), cut(seg.get("box")))))
     if not out:
         raise NotFound(f"could not localise '{phrase}': {seg.get('world_error') or 'no valid world points'}")
     out.sort(key=lambda t: -t[0])
@@ -119,10 +129,10 @@ def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset
         # put it on the target's largest flat surface (a stove's burner, not its knob)
         sx, sy, sz = target.support
         target = dataclasses.replace(target, center=(sx, sy, target.center[2]), top_z=max(sz, target.bottom_z))
-        tgt = Instance(tgt.name, target)
+        tgt = Instance(tgt.name, target, tgt.cut)
     obstacles = [i.est for i in objs if i.name != obj.name] + [t.est for t in tgts] + [i.est for i in known.values()]
     near = tuple(o for o in obstacles if math.hypot(o.center[0] - obj.est.center[0], o.center[1] - obj.est.center[1]) > 1e-3)
-    return Picked(obj.name, obj.est, tgt.name, tgt.est, near, furniture_boxes(call))
+    return Picked(obj.name, obj.est, tgt.name, tgt.est, near, boxes=furniture_boxes(call), target_cut=tgt.cut)
 
 
 def furniture_boxes(call: Call) -> tuple[Box, ...]:
@@ -152,6 +162,24 @@ def wrist_relocator(call: Call, phrase: str, chosen: ObjectEstimate, max_shift: 
         best = min(inst, key=lambda i: math.hypot(i.est.center[0] - chosen.center[0], i.est.center[1] - chosen.center[1]))
         d = math.hypot(best.est.center[0] - chosen.center[0], best.est.center[1] - chosen.center[1])
         return best.est if d <= max_shift else None
+
+    return relocate
+
+
+def target_relocator(call: Call, phrase: str, chosen: ObjectEstimate, max_shift: float = 0.08):
+    """A ``relocate(state)`` callback for a second look at a target: segments ``phrase`` on the
+    wrist camera (the arm above the target, looking down) and returns the instance nearest
+    ``chosen`` (xy), or None when none lies within ``max_shift`` m, it is cut by the image border too,
+    or nothing was found (the first estimate stands). Used by the scripted planner for a target cut by the image border."""
+
+    def relocate(_state: Mapping[str, Any]) -> ObjectEstimate | None:
+        try:
+            inst = find_instances(call, phrase, camera="wrist")
+        except NotFound:
+            return None
+        best = min(inst, key=lambda i: math.hypot(i.est.center[0] - chosen.center[0], i.est.center[1] - chosen.center[1]))
+        d = math.hypot(best.est.center[0] - chosen.center[0], best.est.center[1] - chosen.center[1])
+        return best.est if d <= max_shift and not best.cut else None
 
     return relocate
 
