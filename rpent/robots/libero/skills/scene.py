@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from rpent.robots.libero.skills.estimate import ObjectEstimate
+from rpent.robots.libero.skills.grasp import Box, box_from_part
 from rpent.robots.libero.skills.language import PickPlaceGoal
 from rpent.robots.libero.skills.spatial import resolve_qualifier
 
-__all__ = ["NotFound", "Instance", "Picked", "find_instances", "localise_step", "wrist_relocator", "target_relocator", "find_fixture_part",
-           "drawer_target"]
+__all__ = ["NotFound", "Instance", "Picked", "find_instances", "choose_instance", "localise_step", "wrist_relocator",
+           "target_relocator", "find_fixture_part", "drawer_target", "furniture_boxes"]
 
 Call = Callable[[str, dict], Mapping[str, Any]]
 
@@ -47,6 +48,7 @@ class Picked:
     target_name: str
     target: ObjectEstimate
     obstacles: tuple[ObjectEstimate, ...] = field(default=())
+    boxes: tuple[Box, ...] = field(default=())  #: furniture (drawers) from ``view_fixtures``
     target_cut: bool = False  #: the target's mask touched the image border (see :class:`Instance`)
 
 
@@ -89,6 +91,16 @@ def _choose(call: Call, phrase: str, qualifier, instances: list[Instance], exclu
     return instances[k]
 
 
+def choose_instance(call: Call, qualifier, instances: list[Instance], exclude: set[str] = frozenset()) -> Instance:
+    """The instance a phrase's ``qualifier`` (:class:`~rpent.robots.libero.skills.language.Qualifier`
+    or None) designates among ``instances`` (references segmented as needed).
+
+    Raises:
+        NotFound: a reference was not found.
+    """
+    return _choose(call, "", qualifier, instances, set(exclude), {})
+
+
 def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset()) -> Picked:
     """Segment the object and target of ``goal``, resolving spatial qualifiers geometrically.
 
@@ -120,7 +132,21 @@ def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset
         tgt = Instance(tgt.name, target, tgt.cut)
     obstacles = [i.est for i in objs if i.name != obj.name] + [t.est for t in tgts] + [i.est for i in known.values()]
     near = tuple(o for o in obstacles if math.hypot(o.center[0] - obj.est.center[0], o.center[1] - obj.est.center[1]) > 1e-3)
-    return Picked(obj.name, obj.est, tgt.name, tgt.est, near, tgt.cut)
+    return Picked(obj.name, obj.est, tgt.name, tgt.est, near, furniture_boxes(call), tgt.cut)
+
+
+def furniture_boxes(call: Call) -> tuple[Box, ...]:
+    """The boxes of every slide part (drawer) that ``view_fixtures`` lists, in their current
+    (open or closed) position; empty when the scene has none or the tool is missing."""
+    res = call("view_fixtures", {})
+    out = []
+    for plist in (res.get("fixtures") or {}).values():
+        for p in plist:
+            if p.get("type") == "slide":
+                b = box_from_part(p)
+                if b is not None:
+                    out.append(b)
+    return tuple(out)
 
 
 def wrist_relocator(call: Call, phrase: str, chosen: ObjectEstimate, max_shift: float = 0.05):
