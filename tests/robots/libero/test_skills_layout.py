@@ -38,6 +38,7 @@ PLATE = est((-0.006, 0.288, 0.439), 0.4528, 0.4258, 0.105, 0.064, -0.36)
     ("put the ketchup in front of the basket", ["front"]),
     ("place the cream cheese behind the bowl", ["back"]),
     ("put the bowl on the right side of the plate", ["right"]),
+    ("place white mug on plate and chocolate pudding to right", [None, "right"]),  # libero_10_lan t6
 ])
 def test_beside_plans(text, sides):
     plan = parse_task(text)
