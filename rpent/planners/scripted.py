@@ -214,7 +214,9 @@ class ScriptedPlanner:
             outcome = strategy.pick_and_place(_ToolExecutor(call), picked.obj, target, goal.relation,
                                               relocate=scene.wrist_relocator(call, goal.object_phrase, picked.obj),
                                               obstacles=picked.obstacles, boxes=picked.boxes,
-                                              carry_over=placed_tops.get(key))
+                                              carry_over=placed_tops.get(key),
+                                              release_top=target.support[2] if goal.target_part is not None
+                                              and target.support is not None else None)
             placed.add(picked.object_name)
             placed_tops[key] = max(placed_tops.get(key, -1e9), target.top_z + picked.obj.height)
             if toolkit.solved():

@@ -144,3 +144,19 @@ def test_a_moka_pot_gets_a_centre_grasp_across_its_narrow_side():
     assert abs(math.cos(g["yaw"])) < 0.1
     low_bowl_partly_hidden = est((0.0, 0.0, 0.93), 0.955, 0.9, 0.101, 0.062)
     assert needs_rim_grasp(low_bowl_partly_hidden)
+
+
+def test_drawer_target_sets_things_down_on_the_drawer_floor():
+    from rpent.robots.libero.skills.scene import DRAWER_FLOOR, drawer_target
+
+    # libero_10 t3 s0, view_fixtures (recorded): the open bottom drawer of the white cabinet
+    part = {"part": "cabinet_bottom", "joint": "bottom_level", "type": "slide", "qpos": -0.1460353727890157,
+            "range": [-0.16, 0.01], "axis": [0.0, 1.0, 0.0], "pos": [-0.0022, 0.1582, 0.905],
+            "handle": [-0.0048, 0.0667, 0.9466], "min": [-0.1094, 0.0479, 0.9133], "max": [0.1130, 0.2535, 0.9841]}
+    t = drawer_target(part)
+    assert t.top_z == pytest.approx(0.9841) and t.support[2] == pytest.approx(0.9133 + DRAWER_FLOOR)
+    assert t.support[:2] == t.center[:2]
+    # in the part of the drawer outside the cabinet (front at y 0.048 now, 0.194 when closed)
+    assert 0.048 + 0.05 < t.center[1] < 0.194
+    # a 5 cm bowl set down on the floor stays under the opening (the middle drawer starts at 0.983 m)
+    assert t.support[2] + 0.05 < 0.983
