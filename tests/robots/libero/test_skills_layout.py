@@ -80,7 +80,7 @@ def test_moka_pots_go_side_by_side_across_their_long_axis_on_a_stove_seen_as_its
     assert first.support[1] == second.support[1] == STOVE.support[1]
     dx1, dx2 = first.support[0] - STOVE.support[0], second.support[0] - STOVE.support[0]
     assert dx1 > 0 > dx2  # the far side first: the second pot is not carried past the first
-    assert dx1 - dx2 >= MOKA_POT.minor_extent + 0.02  # apart, not touching
+    assert dx1 - dx2 >= MOKA_POT.minor_extent + 0.015  # apart, not touching
     assert max(abs(dx1), abs(dx2)) <= SLOT_MAX_OFFSET + 1e-9  # both on the 0.15 m cook region
 
 
