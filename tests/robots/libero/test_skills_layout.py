@@ -13,7 +13,7 @@ import pytest
 from rpent.planners.scripted import ScriptedPlanner
 from rpent.robots.libero.skills.estimate import ObjectEstimate
 from rpent.robots.libero.skills.language import TaskPlan, Unsupported, parse_task
-from rpent.robots.libero.skills.layout import (BESIDE_MIN_OFFSET, SLOT_MAX_OFFSET, beside_target, extent_along,
+from rpent.robots.libero.skills.layout import (BESIDE_MIN_OFFSET, SLOT_MAX_OFFSET, SLOT_MAX_OFFSET_IN, beside_target, extent_along,
                                                slot_axis, slot_offset, slot_target)
 
 
@@ -64,12 +64,14 @@ def test_extent_along_rotated_box():
 def test_two_slots_on_one_target_are_apart_and_inside():
     a, b = slot_offset(BASKET, CREAM_CHEESE, 0, 2), slot_offset(BASKET, CREAM_CHEESE, 1, 2)
     assert a[0] == b[0] == 0.0 and a[1] < 0 < b[1]
-    assert b[1] - a[1] >= 0.06  # two boxes side by side, not on each other
+    assert b[1] - a[1] >= 0.06  # two boxes side by side, not on each other (on a support)
     assert abs(a[1]) <= SLOT_MAX_OFFSET and abs(b[1]) <= SLOT_MAX_OFFSET
     assert slot_offset(BASKET, CREAM_CHEESE, 0, 1) == (0.0, 0.0)
     stove = est((-0.2, -0.2, 0.93), 0.97, 0.9, 0.3, 0.2, 0.0, support=(-0.21, -0.19, 0.92))
     moved = slot_target(stove, CREAM_CHEESE, 1, 2)
     assert moved.support[1] - stove.support[1] == pytest.approx(moved.center[1] - stove.center[1]) == SLOT_MAX_OFFSET
+    small = slot_offset(BASKET, CREAM_CHEESE, 1, 2, max_offset=SLOT_MAX_OFFSET_IN)
+    assert small == (0.0, SLOT_MAX_OFFSET_IN)  # in a container: near its centre (the basket counts +/-6.1 cm)
     with pytest.raises(ValueError, match="slot 2"):
         slot_offset(BASKET, CREAM_CHEESE, 2, 2)
 
