@@ -135,19 +135,6 @@ def test_find_instances_flags_a_mask_cut_by_the_image_border(box, image_size, cu
     assert inst.name == "plate_2" and inst.cut is cut
 
 
-def test_a_moka_pot_gets_a_centre_grasp_across_its_narrow_side():
-    from rpent.robots.libero.skills.grasp import needs_rim_grasp, plan_grasp
-
-    wrist_view = est((0.043, 0.033, 0.976), 1.053, 0.9, 0.096, 0.057, -1.55)  # libero_10 t8 s0, recorded
-    assert not needs_rim_grasp(wrist_view) and not needs_rim_grasp(MOKA_POT)
-    g = plan_grasp(wrist_view, 0.0)
-    assert g["kind"] == "centre" and g["offset"] == [0.0, 0.0]
-    # the fingers close along (-sin yaw, cos yaw): across the pot's 0.057 m side, i.e. along x
-    assert abs(math.cos(g["yaw"])) < 0.1
-    low_bowl_partly_hidden = est((0.0, 0.0, 0.93), 0.955, 0.9, 0.101, 0.062)
-    assert needs_rim_grasp(low_bowl_partly_hidden)
-
-
 def test_drawer_target_sets_things_down_on_the_drawer_floor():
     from rpent.robots.libero.skills.scene import DRAWER_FLOOR, drawer_target
 

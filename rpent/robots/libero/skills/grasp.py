@@ -27,8 +27,6 @@ GRIPPER_MAX_OPENING = 0.079
 RIM_INSET = 0.012
 #: eef depth below the object's top for a rim grasp (m); the pads reach ~0.013 m lower.
 RIM_DEPTH = 0.02
-#: tallest object (m) that a partly seen wide footprint sends to a rim grasp (bowls ~0.05 m; moka pot 0.14 m).
-RIM_PARTIAL_MAX_HEIGHT = 0.08
 #: The Panda hand around the grip site (robosuite's hand collision geoms, measured at yaw 0):
 #: it reaches 0.105 m each way along the closing axis, ~0.035 m across it, from 0.024 m above
 #: the grip site upward (the fingers below that are ~2 cm wide).
@@ -162,10 +160,8 @@ def needs_rim_grasp(obj: ObjectEstimate, params: StrategyParams = StrategyParams
         return False
     if obj.minor_extent >= params.rim_min_width:
         return True
-    # a wide, low object seen partly hidden (e.g. a bowl behind the arm): its long side still tells;
-    # not a tall one (a moka pot, 0.10 x 0.057 x 0.14 m, gripped at its rim swung ~10 cm in the grip
-    # and was set down off the stove, libero_10 t8)
-    return obj.major_extent >= 0.09 and obj.minor_extent >= 0.045 and 0.03 <= obj.height <= RIM_PARTIAL_MAX_HEIGHT
+    # a wide object seen partly hidden (e.g. a bowl behind the arm): its long side still tells
+    return obj.major_extent >= 0.09 and obj.minor_extent >= 0.045 and obj.height >= 0.03
 
 
 def _fold(yaw: float, current: float) -> float:
