@@ -206,7 +206,8 @@ class ScriptedPlanner:
             key = ScriptedPlanner._target_key(goal)
             if k - 1 in slots:
                 slot, count = slots[k - 1]
-                target = layout.slot_target(target, picked.obj, slot, count)
+                target = layout.slot_target(target, picked.obj, slot, count, layout.SLOT_MAX_OFFSET if goal.relation == "on"
+                                            else layout.SLOT_MAX_OFFSET_IN)
                 where += f" (slot {slot + 1} of {count})"
             say(f"{tag}: picking {picked.object_name} at "
                 f"({picked.obj.center[0]:.3f}, {picked.obj.center[1]:.3f}) and placing it {where} "
@@ -214,7 +215,9 @@ class ScriptedPlanner:
             outcome = strategy.pick_and_place(_ToolExecutor(call), picked.obj, target, goal.relation,
                                               relocate=scene.wrist_relocator(call, goal.object_phrase, picked.obj),
                                               obstacles=picked.obstacles, boxes=picked.boxes,
-                                              carry_over=placed_tops.get(key))
+                                              carry_over=placed_tops.get(key),
+                                              release_top=target.support[2] if goal.target_part is not None
+                                              and target.support is not None else None)
             placed.add(picked.object_name)
             placed_tops[key] = max(placed_tops.get(key, -1e9), target.top_z + picked.obj.height)
             if toolkit.solved():
@@ -229,48 +232,6 @@ class ScriptedPlanner:
                 say(f"{tag} ended at stage '{outcome.get('stage')}' without success: {reason}")
                 return "failure", f"{tag} stopped at {outcome.get('stage')}: {reason}"
         return "failure", "task predicate not satisfied"
-
-    @staticmethod
-    def _clear_drawer_path(call, say, goal, later) -> bool:
-        """Before opening a drawer: move each object a later step picks that stands in the
-        drawer's path (:mod:`rpent.robots.libero.skills.clearing`) to a free spot on the table.
-        Returns True when something was moved (successfully or not: the steps that follow
-        re-localise it)."""
-        from rpent.robots.libero import strategy
-        from rpent.robots.libero.skills import clearing, fixtures, scene
-
-        if not later:
-            return False
-        _, part, _ = scene.find_fixture_part(call, goal.fixture_phrase, goal.part_words, "slide")
-        sweep = clearing.sweep_box(part, fixtures.DRAWER_TRAVEL)
-        if sweep is None:
-            return False
-        moved = False
-        for g in later:
-            try:
-                insts = scene.find_instances(call, g.object_phrase)
-                inst = scene.choose_instance(call, g.object_qualifier, insts)
-            except scene.NotFound:
-                continue  # the step itself will say so
-            if not clearing.in_sweep(inst.est, sweep):
-                continue
-            spot = clearing.find_free_spot(call, inst.est, sweep, inst.est.bottom_z)
-            if spot is None:
-                say(f"The {g.object_phrase} stands in the path of the drawer ({goal.describe()}), but I found no "
-                    "free spot on the table to move it to; opening anyway.")
-                continue
-            say(f"The {g.object_phrase} at ({inst.est.center[0]:.3f}, {inst.est.center[1]:.3f}) stands in the path "
-                f"of the drawer I am about to open (it would end up under it); moving it to the free spot "
-                f"({spot[0]:.3f}, {spot[1]:.3f}) first.")
-            others = tuple(i.est for i in insts if i.name != inst.name)
-            out = strategy.pick_and_place(_ToolExecutor(call), inst.est, clearing.table_target(*spot, inst.est.bottom_z),
-                                          "on", relocate=scene.wrist_relocator(call, g.object_phrase, inst.est),
-                                          obstacles=others, boxes=scene.furniture_boxes(call))
-            if out.get("stage") != "retreat":
-                say(f"Moving the {g.object_phrase} out of the way stopped at {out.get('stage')}: "
-                    f"{out.get('reason') or 'unknown'}; carrying on.")
-            moved = True
-        return moved
 
     @staticmethod
     def _look_at_target(call, say, goal, picked):
@@ -326,6 +287,48 @@ class ScriptedPlanner:
             if isinstance(g, strategy.PickPlaceGoal) and g.target_side is None:
                 groups.setdefault(ScriptedPlanner._target_key(g), []).append(i)
         return {i: (j, len(idx)) for idx in groups.values() if len(idx) > 1 for j, i in enumerate(idx)}
+
+    @staticmethod
+    def _clear_drawer_path(call, say, goal, later) -> bool:
+        """Before opening a drawer: move each object a later step picks that stands in the
+        drawer's path (:mod:`rpent.robots.libero.skills.clearing`) to a free spot on the table.
+        Returns True when something was moved (successfully or not: the steps that follow
+        re-localise it)."""
+        from rpent.robots.libero import strategy
+        from rpent.robots.libero.skills import clearing, fixtures, scene
+
+        if not later:
+            return False
+        _, part, _ = scene.find_fixture_part(call, goal.fixture_phrase, goal.part_words, "slide")
+        sweep = clearing.sweep_box(part, fixtures.DRAWER_TRAVEL)
+        if sweep is None:
+            return False
+        moved = False
+        for g in later:
+            try:
+                insts = scene.find_instances(call, g.object_phrase)
+                inst = scene.choose_instance(call, g.object_qualifier, insts)
+            except scene.NotFound:
+                continue  # the step itself will say so
+            if not clearing.in_sweep(inst.est, sweep):
+                continue
+            spot = clearing.find_free_spot(call, inst.est, sweep, inst.est.bottom_z)
+            if spot is None:
+                say(f"The {g.object_phrase} stands in the path of the drawer ({goal.describe()}), but I found no "
+                    "free spot on the table to move it to; opening anyway.")
+                continue
+            say(f"The {g.object_phrase} at ({inst.est.center[0]:.3f}, {inst.est.center[1]:.3f}) stands in the path "
+                f"of the drawer I am about to open (it would end up under it); moving it to the free spot "
+                f"({spot[0]:.3f}, {spot[1]:.3f}) first.")
+            others = tuple(i.est for i in insts if i.name != inst.name)
+            out = strategy.pick_and_place(_ToolExecutor(call), inst.est, clearing.table_target(*spot, inst.est.bottom_z),
+                                          "on", relocate=scene.wrist_relocator(call, g.object_phrase, inst.est),
+                                          obstacles=others, boxes=scene.furniture_boxes(call))
+            if out.get("stage") != "retreat":
+                say(f"Moving the {g.object_phrase} out of the way stopped at {out.get('stage')}: "
+                    f"{out.get('reason') or 'unknown'}; carrying on.")
+            moved = True
+        return moved
 
     @staticmethod
     def _go_home(call, home) -> None:

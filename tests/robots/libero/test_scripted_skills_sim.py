@@ -145,3 +145,28 @@ def test_drawer_path_cleared_before_opening_episode(tmp_path):
     assert any("stands in the path" in t and "free spot" in t for t in said), said
     calls = [c["name"] for m in tr["messages"] if m["role"] == "assistant" for c in m["content"] if c["type"] == "tool_use"]
     assert calls.count("release") >= 3  # moved aside, the drawer's handle, the bowl into the drawer
+
+
+def _said(tr: dict) -> list[str]:
+    return [c["text"] for m in tr["messages"] if m["role"] == "assistant" for c in m["content"] if c["type"] == "text"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_place_beside_a_reference_episode(tmp_path):
+    # "put the white mug on the plate and put the chocolate pudding to the right of the plate"
+    tr = _episode(tmp_path, "libero_10", 6)
+    said = _said(tr)
+    assert any("on the table right of plate_1" in t for t in said), said
+    releases = [c for m in tr["messages"] if m["role"] == "assistant" for c in m["content"]
+                if c["type"] == "tool_use" and c["name"] == "release"]
+    assert len(releases) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_two_objects_side_by_side_in_a_basket_seen_at_the_image_edge_episode(tmp_path):
+    tr = _episode(tmp_path, "libero_10", 1)  # "put both the cream cheese box and the butter in the basket"
+    said = _said(tr)
+    assert any("cut by the image border; seen from above" in t for t in said), said  # the second look
+    assert any("(slot 1 of 2)" in t for t in said) and any("(slot 2 of 2)" in t for t in said), said

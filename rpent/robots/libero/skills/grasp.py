@@ -160,7 +160,7 @@ def needs_rim_grasp(obj: ObjectEstimate, params: StrategyParams = StrategyParams
         return False
     if obj.minor_extent >= params.rim_min_width:
         return True
-    # a wide object seen partly hidden (e.g. behind the arm): its long side still tells
+    # a wide object seen partly hidden (e.g. a bowl behind the arm): its long side still tells
     return obj.major_extent >= 0.09 and obj.minor_extent >= 0.045 and obj.height >= 0.03
 
 

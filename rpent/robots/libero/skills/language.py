@@ -21,6 +21,7 @@ Not supported (yield :class:`Unsupported` with the reason): articulated fixtures
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -377,6 +378,16 @@ def parse_task(instruction: str) -> TaskPlan | Unsupported:
                 return g
             steps.append(g)
         return TaskPlan(tuple(steps), instruction)
+    # one verb, the second object beside the first's target: "place white mug on plate and chocolate
+    # pudding to right" (LIBERO-PRO libero_10_lan t6): "to (the) right" of that target
+    m = re.match(r"^(?:put|place|move|set)\s+(?P<a>.+?\s+(?:on|onto|in|into)\s+.+?)\s+and\s+(?P<b>(?!(?:put|place|move|pick)\b)"
+                 r".+?)\s+(?:to|on|at)\s+(?:the\s+)?(?P<side>left|right)(?:\s+side)?$", text)
+    if m:
+        a = _single("put " + m.group("a"), instruction)
+        if not isinstance(a, Unsupported):
+            b = _single(f"put {m.group('b')} to the {m.group('side')} of {a.target_phrase}", instruction)
+            if not isinstance(b, Unsupported):
+                return TaskPlan((a, dataclasses.replace(b, target_qualifier=a.target_qualifier)), instruction)
     # one verb, two placements: "place the X on the left plate and the Y on the right plate"
     m = re.match(r"^(?:put|place|move|set)\s+(?P<a>.+?\s+(?:on|onto|in|into)\s+.+?)\s+and\s+(?P<b>(?!(?:put|place|move|pick)\b)"
                  r".+?\s+(?:on|onto|in|into)\s+.+)$", text)

@@ -88,8 +88,9 @@ def pick_and_place(
     params: StrategyParams = StrategyParams(),
     relocate: Callable[[Mapping[str, Any]], ObjectEstimate | None] | None = None,
     obstacles: Sequence[ObjectEstimate] = (),
-    boxes: Sequence[Box] = (),
     carry_over: float | None = None,
+    release_top: float | None = None,
+    boxes: Sequence[Box] = (),
 ) -> dict:
     """Run approach / (relocate) / descend / close / lift / transport / lower / release / retreat.
 
@@ -107,13 +108,18 @@ def pick_and_place(
             :func:`~rpent.robots.libero.skills.grasp.plan_grasp` picks the side away from them).
             The grasp's ``offset`` (grasp xy minus object centre) is kept while carrying, so
             the object's centre, not the eef, lands above the target's centre.
+        carry_over: optional world z (m) the carried object's bottom must clear during
+            transport (e.g. the top of an object placed before on the same target).
+        release_top: optional world z (m) of the surface inside the target the object is
+            set down on (a drawer's floor): it is lowered to ``release_clearance_on`` above
+            it instead of being let go ``release_clearance_in`` above the target's top (a
+            bowl dropped into libero_10 t3's drawer from above its rim landed tilted, its rim
+            higher than the cabinet's opening, and jammed the drawer at qpos -0.065 m).
         boxes: furniture (drawers, :class:`~rpent.robots.libero.skills.grasp.Box`): the rim
             grasp keeps its fingers off their walls, every move crosses above any box within
             0.15 m of its path (the arm caught on a cabinet's edge when crossing lower), and
             the second look hovers above the grasp point rather than the object's centre when
             a box overhangs that column.
-        carry_over: optional world z (m) the carried object's bottom must clear during
-            transport (e.g. the top of an object placed before on the same target).
     Returns:
         ``{"success": bool (the env's predicate as last reported), "stage": last stage,
         "env_steps": int | None (steps taken, when the executor counts them), "phases":
@@ -255,6 +261,8 @@ def pick_and_place(
     # 6. lower to the release height
     clearance = params.release_clearance_in if relation == "in" else params.release_clearance_on
     release_z = target.top_z + hang + clearance
+    if release_top is not None:  # set it down on this surface (a drawer's floor), not dropped from the rim
+        release_z = release_top + hang + params.release_clearance_on
     if release_z < carry_z:
         r = run("lower", "move_to", xyz=[tx, ty, float(release_z)], gripper=control.GRIPPER_CLOSE,
                 step_clip=0.015, tol=0.008, max_steps=100)

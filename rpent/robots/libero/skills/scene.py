@@ -22,6 +22,9 @@ __all__ = ["NotFound", "Instance", "Picked", "find_instances", "choose_instance"
            "target_relocator", "find_fixture_part", "drawer_target", "furniture_boxes"]
 
 Call = Callable[[str, dict], Mapping[str, Any]]
+#: height (m) of a drawer's inner floor above the bottom of its box (``view_fixtures`` ``min``): the
+#: bottom panel's thickness, taken with margin (LIBERO cabinet drawers).
+DRAWER_FLOOR = 0.012
 
 
 class NotFound(Exception):
@@ -132,7 +135,7 @@ def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset
         tgt = Instance(tgt.name, target, tgt.cut)
     obstacles = [i.est for i in objs if i.name != obj.name] + [t.est for t in tgts] + [i.est for i in known.values()]
     near = tuple(o for o in obstacles if math.hypot(o.center[0] - obj.est.center[0], o.center[1] - obj.est.center[1]) > 1e-3)
-    return Picked(obj.name, obj.est, tgt.name, tgt.est, near, boxes=furniture_boxes(call), target_cut=tgt.cut)
+    return Picked(obj.name, obj.est, tgt.name, tgt.est, near, furniture_boxes(call), tgt.cut)
 
 
 def furniture_boxes(call: Call) -> tuple[Box, ...]:
@@ -219,7 +222,8 @@ def find_fixture_part(call: Call, fixture_phrase: str, part_words: tuple[str, ..
 def drawer_target(part: Mapping[str, Any]) -> ObjectEstimate:
     """Where to put something into an open drawer: the middle of the drawer's exposed part
     (between the cabinet front, i.e. the drawer front when closed, and its front now), at the
-    drawer's rim height (world frame, m)."""
+    drawer's rim height (world frame, m); its ``support`` is the drawer's floor there
+    (``DRAWER_FLOOR`` above the part box's bottom)."""
     import numpy as np
 
     from rpent.robots.libero.skills.fixtures import open_direction
@@ -233,4 +237,5 @@ def drawer_target(part: Mapping[str, Any]) -> ObjectEstimate:
     width = float(np.linalg.norm((hi - lo)[:2] - ((hi - lo)[:2] @ d[:2]) * d[:2]))
     return ObjectEstimate(center=(float(spot[0]), float(spot[1]), float(centre[2])), top_z=float(hi[2]),
                           bottom_z=float(lo[2]), major_yaw=0.0, major_extent=max(width, opened),
-                          minor_extent=min(width, opened), source="view_fixtures_drawer")
+                          minor_extent=min(width, opened), source="view_fixtures_drawer",
+                          support=(float(spot[0]), float(spot[1]), float(lo[2]) + DRAWER_FLOOR))
