@@ -116,7 +116,7 @@ def test_output_dir_under_a_file_is_refused_in_one_line(tmp_path):
 def test_killed_env_server_keeps_record_and_leaves_no_orphans(tmp_path):
     out = tmp_path / "killed"
     cfg = RunConfig(suite="libero_object", task=0, seed=0, planner="scripted", output_dir=out, video=False,
-                    planner_config=PlannerConfig())
+                    planner_config=PlannerConfig(), record_trajectory=True)
     pids: dict[str, int] = {}
 
     async def main():
@@ -131,9 +131,18 @@ def test_killed_env_server_keeps_record_and_leaves_no_orphans(tmp_path):
 
     outcome = trio.run(main)
     assert "env" in pids
-    assert not outcome.environment_success
+    # the predicate could not be read at the end: unknown (null) with the reason, never the last
+    # value the env reported before it died (false here)
+    assert outcome.environment_success is None and outcome.label == "error"
     tr = json.loads((out / f"transcript_object_t0_s0.json").read_text())
-    assert tr["environment_success"] is False
+    assert tr["environment_success"] is None and tr["label"] == "error"
+    reason = tr["environment_success_unknown"]
+    assert reason.startswith("could not read the environment's success at the end of the run (")
+    assert "the env last reported success=False after" in reason and "\n" not in reason
+    assert outcome.environment_success_unknown == reason and tr["error"]
+    (task_json,) = out.glob("trajectories/*/task.json")  # the trajectory record says the same
+    task = json.loads(task_json.read_text())
+    assert task["environment_success"] is None and task["status"] == "error" and reason in task["error"]
     # the planner saw the service failure as tool errors naming the endpoint/transport and stopped
     errors = [m["content"].get("error", "") for m in tr["messages"] if m["role"] == "tool" and m["is_error"]]
     assert errors and any("env_server" in e or "127.0.0.1" in e for e in errors), errors

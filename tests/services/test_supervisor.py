@@ -244,22 +244,57 @@ trio.run(main)
 """
 
 
-@pytest.mark.slow  # a grandchild outlived its SIGKILLed parent in 1 of 3 full default runs here
-# (2026-12-01; passes alone): a race in the parent watch to be found, see the session-3 note
 def test_no_orphans_when_the_parent_is_killed(tmp_path):
+    """SIGKILL the supervising process: its server and the server's grandchild both end. The death
+    signal may reach the server before the parent's other threads (and its stdin pipe) are gone."""
     pidfile = tmp_path / "gc.pid"
     parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path), CHILD, str(pidfile)],
                               stdout=subprocess.PIPE, text=True)
+    pids = []
     try:
-        child_pid = int(parent.stdout.readline())
-        gc_pid = int(pidfile.read_text())
+        pids.append(int(parent.stdout.readline()))
+        pids.append(int(pidfile.read_text()))  # written before the server binds, so before its pid line
         parent.kill()
         parent.wait()
-        assert wait_gone(child_pid, 10), "server outlived its supervising parent"
-        assert wait_gone(gc_pid, 10), "grandchild outlived the supervising parent"
+        assert wait_gone(pids[0], 30), "server outlived its supervising parent"
+        assert wait_gone(pids[1], 30), "grandchild outlived the supervising parent"
     finally:
         parent.kill()
         parent.stdout.close()
+        for pid in pids:
+            if not pid_gone(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_server_stopped_by_a_signal_stops_its_process_group(tmp_path):
+    """The race behind the flaky orphan test, provoked deterministically: the kernel sends the parent's
+    death signal when the parent's *forking thread* exits, possibly while the rest of the parent (and
+    so the server's stdin pipe) still lives. A group-leading server with --parent-watch that is
+    stopped by SIGTERM alone, its stdin still open, must still end its grandchild."""
+    pidfile = tmp_path / "gc.pid"
+    server = subprocess.Popen([sys.executable, CHILD, "--grandchild-pidfile", str(pidfile), "--host", "127.0.0.1",
+                               "--port", "0", "--parent-watch"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    gc = None
+    try:
+        for line in server.stdout:
+            if line.startswith("RPC server listening on"):
+                break
+        else:
+            pytest.fail(f"the server exited before it was ready (code {server.wait()})")
+        gc = int(pidfile.read_text())
+        assert not pid_gone(gc)
+        server.send_signal(signal.SIGTERM)  # stdin stays open: the parent watch does not fire
+        assert server.wait(timeout=60) == 0
+        assert wait_gone(gc, 30), "the grandchild outlived its server stopped by SIGTERM"
+    finally:
+        server.stdin.close()
+        if server.poll() is None:
+            server.kill()
+        server.wait()
+        server.stdout.close()
+        if gc is not None and not pid_gone(gc):
+            os.kill(gc, signal.SIGKILL)
 
 
 def test_guest_mode_under_asyncio(tmp_path):
