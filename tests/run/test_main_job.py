@@ -99,6 +99,34 @@ def test_bad_cli_arguments(args, needle, tmp_path):
     assert "Traceback" not in p.stderr
 
 
+def test_required_verdict_without_a_terminal_is_refused_before_anything_starts(tmp_path):
+    """Nobody can answer an operator request without a terminal: refused up front (exit 2, one line
+    naming the fix), not at the end of a run whose finish can never be accepted."""
+    out = tmp_path / "r"
+    p = subprocess.run(RPENT + ["--suite", "libero_object", "--task", "0", "--planner", "scripted",
+                                "--require-operator-verdict", "--output-dir", str(out)],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, MUJOCO_GL="egl"))
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr.strip().splitlines() == [
+        "rpent: error: --require-operator-verdict needs an operator at a terminal, but stdin is not a terminal; "
+        "run rpent from a terminal, or use rpent-tui (or rpent --dashboard) to give verdicts there"]
+    assert not out.exists()  # nothing started: no run directory, no env server log
+    # with a terminal on stdin the flag passes this check (the bad task is what is refused then)
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.run(RPENT + ["--suite", "libero_object", "--task", "42", "--require-operator-verdict",
+                                    "--output-dir", str(out)],
+                           stdin=slave, capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, MUJOCO_GL="egl"))
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert p.returncode == 2 and "42" in p.stderr and "terminal" not in p.stderr, p.stderr
+
+
 def test_output_dir_under_a_file_is_refused_in_one_line(tmp_path):
     blocker = tmp_path / "afile"
     blocker.write_text("x")
