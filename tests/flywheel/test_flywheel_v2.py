@@ -88,7 +88,7 @@ def test_v2_names_what_it_cannot_export(tmp_path, record_run):
     record_run(runs / "no_images", [("scripted", 2), ("vla", "pick", [2])], success_seq=3)  # default: vla only
     record_run(runs / "no_step", [("scripted", 2)], observations="all")  # success claimed, no terminated step
     out = tmp_path / "out"
-    assert flywheel_main(["--input-root", str(runs), "--output-dir", str(out), "--rules", "v2", "--no-progress"]) == 0
+    assert flywheel_main(["--input-root", str(runs), "--output-dir", str(out), "--rules", "v2", "--no-progress"]) == 3
     report = json.loads((out / "report.json").read_text())
     assert [p.name for p in out.iterdir()] == ["report.json"] and report["dataset"] is None
     assert report["exclusion_counts"] == {"no_success_step": 1, "observations_missing": 1}
