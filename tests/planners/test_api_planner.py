@@ -223,10 +223,10 @@ def test_operator_line_is_delivered_at_the_next_turn_boundary(endpoint):
     def responder(req):
         if "[operator] use the left bowl" in req.last_user_text:
             return FINISH
-        return Turn(tool_calls=(ToolCall("wait_steps", {"steps": 20}),))
+        return Turn(tool_calls=(ToolCall("wait_steps", {"steps": 300}),))  # 3 s: the line comes while it runs
 
     ep = endpoint(responder)
-    threading.Thread(target=lambda: (toolkit.running.wait(10), steering.send("use the left bowl")),
+    threading.Thread(target=lambda: (toolkit.running.wait(120), steering.send("use the left bowl")),
                      daemon=True).start()
     result = make_planner("anthropic", ep, max_turns=10).solve("s", "u", toolkit, steering=steering)
     assert result.finish is not None

@@ -74,8 +74,8 @@ def test_fail_fast_names_service_exit_code_and_last_lines(tmp_path):
         async with Supervisor(tmp_path) as sup:
             t0 = time.monotonic()
             with pytest.raises(ServiceStartError) as info:
-                await sup.start(child_spec("vla", "--exit-before-ready", "3"))
-            assert time.monotonic() - t0 < 10
+                await sup.start(child_spec("vla", "--exit-before-ready", "3", ready_timeout_s=300))
+            assert time.monotonic() - t0 < 100  # at the exit, not at the readiness timeout (300 s)
             assert sup.get("vla").state is ServiceState.FAILED
             return info.value
 
@@ -161,14 +161,15 @@ def test_cancellation_still_tears_down(tmp_path, cancel_after):
             async with Supervisor(tmp_path) as sup:
                 if cancel_after is not None:
                     scope.deadline = trio.current_time() + cancel_after
-                svc = await sup.start(child_spec("c1", "--delay", "3" if cancel_after else "0"))
+                # a cancelled start must not wait for the readiness 120 s away
+                svc = await sup.start(child_spec("c1", "--delay", "120" if cancel_after else "0"))
                 scope.cancel()
                 await trio.sleep_forever()
         return sup.get("c1")
 
     t0 = time.monotonic()
     svc = trio.run(main)
-    assert time.monotonic() - t0 < 6
+    assert time.monotonic() - t0 < 60
     assert svc.state is ServiceState.STOPPED and svc.returncode is not None and pid_gone(svc.pid)
     log = (tmp_path / "c1.log").read_text()
     assert "stopped (exit code" in log
@@ -182,7 +183,7 @@ def test_unexpected_exit_is_reported(tmp_path):
             events = sup.subscribe()
             svc = await sup.start(child_spec("crashy"))
             os.kill(svc.pid, signal.SIGKILL)
-            with trio.fail_after(10):
+            with trio.fail_after(60):
                 async for e in events:
                     if e["kind"] == "service_state" and e["state"] == "failed":
                         return e
