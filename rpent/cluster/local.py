@@ -1,0 +1,214 @@
+"""A Ray cluster of one or more nodes on this machine, bound to 127.0.0.1, started robustly.
+
+For measurements (``benchmarks/batch_bench.py --executor ray``) and the distributed tests
+(``tests/cluster``): ``ray.cluster_utils.Cluster`` nodes whose processes all run here. On a loaded
+machine a Ray node start fails in ways that a second try fixes: the raylet gives up waiting for
+its dashboard agent's port files (``Timed out waiting for file .../dashboard_agent_listen_port_<node>``:
+a 30 s wait that no setting lengthens in Ray 2.60; the agent's Python start-up takes longer on a
+machine with a load average several times its cores), for the agent's registration
+(``RAY_agent_register_timeout_ms``) or for the GCS (``RAY_raylet_start_wait_time_s``); the failed
+start leaves its GCS server and other processes running, and can leave ``Cluster`` waiting.
+:func:`start_local_cluster` therefore
+
+* raises those two Ray timeouts (180 s, unless the environment already sets them),
+* bounds each attempt (``start_timeout_s``) and tries up to ``attempts`` times, killing every process of a failed try (those whose command line
+  names its own temp folder) and removing that folder before the next,
+* raises :class:`~rpent.cluster.errors.ClusterConnectError` naming the attempts, each error and the
+  load average when every try failed.
+
+Environment set here (before the first node starts; inherited by every Ray process):
+``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` makes Ray resolve "this node's IP" to 127.0.0.1 (otherwise a
+driver that connects to 127.0.0.1 is sent to the machine's address, where nothing listens);
+``RAY_USAGE_STATS_ENABLED=0``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+from typing import Any
+
+from rpent.cluster.errors import ClusterConnectError
+
+log = logging.getLogger("rpent.cluster")
+
+START_ENV = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_agent_register_timeout_ms": "180000",
+    "RAY_raylet_start_wait_time_s": "180",
+}
+"""Environment defaults for local nodes (see the module docstring); a value already set wins, except
+``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` which loopback nodes need."""
+
+
+def local_node_env() -> None:
+    """Apply :data:`START_ENV` to ``os.environ`` (idempotent)."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    for key, value in START_ENV.items():
+        os.environ.setdefault(key, value)
+
+
+def kill_processes_naming(text: str) -> int:
+    """SIGKILL every process whose command line contains ``text`` (a failed start's temp folder); returns
+    how many."""
+    import psutil
+
+    n = 0
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if proc.pid != os.getpid() and text in " ".join(proc.info["cmdline"] or []):
+                proc.kill()
+                n += 1
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return n
+
+
+class LocalRayCluster:
+    """A running local cluster (see :func:`start_local_cluster`).
+
+    Attributes:
+        cluster: the ``ray.cluster_utils.Cluster``.
+        address: the head's GCS address ``127.0.0.1:PORT`` (``ray.init(address=...)``,
+            ``--ray-address``).
+        temp_dir: this cluster's Ray temp folder (removed at :meth:`shutdown`).
+        nodes: the worker nodes added at start (``Cluster.add_node`` results), in order.
+        start_s: seconds the start took, failed attempts included.
+        attempts: how many attempts the start needed.
+    """
+
+    def __init__(self, cluster: Any, temp_dir: str, nodes: list[Any], start_s: float, attempts: int):
+        self.cluster = cluster
+        self.address: str = cluster.address
+        self.temp_dir = temp_dir
+        self.nodes = nodes
+        self.start_s = start_s
+        self.attempts = attempts
+
+    def add_node(self, num_cpus: float = 1, num_gpus: float = 0, resources: dict[str, float] | None = None,
+                 object_store_bytes: int = 80 * 1024 * 1024) -> Any:
+        """Add a node on 127.0.0.1 and wait until the cluster sees it; returns the ``Node``."""
+        node = self.cluster.add_node(num_cpus=num_cpus, num_gpus=num_gpus, resources=resources or {},
+                                     node_ip_address="127.0.0.1", object_store_memory=object_store_bytes)
+        self.cluster.wait_for_nodes()
+        return node
+
+    def shutdown(self) -> None:
+        """Disconnect this process if connected, stop every node, remove the temp folder (idempotent)."""
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+        try:
+            self.cluster.shutdown()
+        finally:
+            kill_processes_naming(self.temp_dir)  # anything a node left behind
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def start_local_cluster(head: dict[str, Any], workers: list[dict[str, Any]] = (), *, attempts: int = 3,
+                        object_store_bytes: int = 80 * 1024 * 1024, temp_prefix: str = "rray_",
+                        start_timeout_s: float = 300.0) -> LocalRayCluster:
+    """Start a head node (and ``workers``) on 127.0.0.1, retrying a failed start (module docstring).
+
+    Args:
+        head: ``num_cpus``, ``num_gpus``, ``resources`` of the head node (a dict of those keys).
+        workers: the same for each further node.
+        attempts: starts to try (>= 1).
+        object_store_bytes: object store of each node (small: the payloads here are small).
+        temp_prefix: prefix of the temp folder under /tmp (short: Ray's Unix socket paths are limited to
+            107 bytes).
+        start_timeout_s: seconds one attempt may take (a raylet that exits during its start can leave
+            ``Cluster`` waiting much longer); then its processes are killed, which ends the wait.
+
+    Returns:
+        :class:`LocalRayCluster` (not connected: ``ray.init(address=cluster.address)`` to use it).
+
+    Raises:
+        ClusterConnectError: every attempt failed (each error and the load average named).
+        ValueError: ``attempts`` < 1.
+    """
+    if attempts < 1:
+        raise ValueError(f"attempts must be >= 1, got {attempts}")
+    local_node_env()
+    from ray.cluster_utils import Cluster
+
+    t0 = time.monotonic()
+    errors: list[str] = []
+    for attempt in range(1, attempts + 1):
+        temp_dir = tempfile.mkdtemp(prefix=temp_prefix, dir="/tmp")
+        box: dict[str, Any] = {}
+        # Ray's node start must run on the main thread (it installs signal handlers): a watchdog kills the
+        # attempt's processes at its deadline, which makes the start raise instead of waiting on
+        expired = threading.Event()
+        done = threading.Event()
+
+        def watchdog(temp_dir: str = temp_dir) -> None:
+            if not done.wait(start_timeout_s):
+                expired.set()
+                kill_processes_naming(temp_dir)
+
+        dog = threading.Thread(target=watchdog, name=f"ray-local-start-{attempt}", daemon=True)
+        dog.start()
+        try:
+            box["cluster"] = Cluster(initialize_head=False)
+            box["cluster"].add_node(
+                num_cpus=head.get("num_cpus", 1), num_gpus=head.get("num_gpus", 0),
+                resources=dict(head.get("resources") or {}), node_ip_address="127.0.0.1",
+                object_store_memory=object_store_bytes, include_dashboard=False, temp_dir=temp_dir)
+            started = LocalRayCluster(box["cluster"], temp_dir, [], 0.0, attempt)
+            for spec in workers:
+                started.nodes.append(started.add_node(spec.get("num_cpus", 1), spec.get("num_gpus", 0),
+                                                      spec.get("resources"), object_store_bytes))
+            if not expired.is_set():
+                box["started"] = started
+        except Exception as exc:  # noqa: BLE001 - Ray raises several types for a failed node start
+            box["error"] = exc
+        finally:
+            done.set()
+        if "started" in box:
+            started = box["started"]
+            started.start_s = time.monotonic() - t0
+            if attempt > 1:
+                log.warning("local Ray cluster started at attempt %d (%.0f s)", attempt, started.start_s)
+            return started
+        exc = box.get("error")
+        what = (f"no start within {start_timeout_s:.0f} s" if expired.is_set()
+                else f"{type(exc).__name__}: {str(exc).strip()[:300]}")
+        crash = _raylet_crash(temp_dir)
+        errors.append(f"attempt {attempt}: {what}" + (f" (raylet: {crash})" if crash else ""))
+        log.warning("local Ray cluster start failed (%s); %s", errors[-1], "retrying" if attempt < attempts else
+                    "giving up")
+        cluster = box.get("cluster")
+        kill_processes_naming(temp_dir)  # a failed start leaves its GCS server etc. running
+        if cluster is not None:
+            try:
+                cluster.shutdown()
+            except Exception:  # noqa: BLE001 - half started
+                pass
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    raise ClusterConnectError(
+        f"could not start a local Ray cluster in {attempts} attempts ({time.monotonic() - t0:.0f} s; load average "
+        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}): {'; '.join(errors)}; on a loaded machine retry later "
+        "or raise RAY_agent_register_timeout_ms / RAY_raylet_start_wait_time_s"
+    )
+
+
+def _raylet_crash(temp_dir: str) -> str:
+    """The raylet's fatal log line of a failed start in ``temp_dir`` (Ray's ``... C ...`` lines), or ''."""
+    import glob
+
+    for path in glob.glob(os.path.join(temp_dir, "session_*", "logs", "raylet*.out")):
+        try:
+            with open(path, errors="replace") as f:
+                for line in f:
+                    if " C " in line[:40] and "Check failed" in line:
+                        return line.split("Check failed:", 1)[1].strip()[:300]
+        except OSError:
+            pass
+    return ""
