@@ -28,6 +28,14 @@ same ``OMP_NUM_THREADS`` (default 1: Ray would otherwise set it in its workers o
 cluster it starts runs its workers at niceness 0 (``RAY_worker_niceness=0``; Ray's default +15
 deprioritises the Ray rounds' runs on a shared machine).
 
+It also splits what each batch added outside its runs by the ledger's timestamps (``head``: launch
+to the first run's start; ``dispatch``: per run, ledger start..end minus the run's own wall time;
+``gaps``: between runs; ``tail``: the last run's end to exit), and measures Ray's own fixed cost
+per driver with a bare script against the same cluster (``import ray``, ``ray.init``, the first
+task, which starts the job's worker process, the next task, ``ray.shutdown``), so the part of the
+overhead that is Ray's own start-up is shown apart from what the executor adds per cell. The
+cluster start itself is reported apart (a ratio with it counted in one batch, labelled as such).
+
 Prints the load average (``uptime``) next to the figures: on a shared machine they are noisy.
 """
 
@@ -129,6 +137,10 @@ def ray_overhead(args: argparse.Namespace) -> None:
         address = cluster.address
         print(f"one-node Ray cluster at {address} started in {cluster.start_s:.1f} s ({cluster.attempts} attempt(s); "
               "not counted)", flush=True)
+    fixed = [_ray_fixed_cost(address) for _ in range(2)]
+    for f in fixed:
+        print(f"Ray's own fixed cost per driver, a bare script against the same cluster: {_phase_text(f)} s "
+              f"(sum {sum(f.values()):.1f} s); {_uptime()}", flush=True)
     run_flags = ["--no-video", "--max-episode-steps", str(args.max_episode_steps)]
     print(f"cells: {args.suite} tasks {tasks} seeds {seeds} ({n} episodes), --parallel {args.parallel}, "
           f"{' '.join(run_flags)}; OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} for both; {_uptime()}", flush=True)
@@ -184,7 +196,39 @@ def ray_overhead(args: argparse.Namespace) -> None:
     if cluster is not None:
         print(f"with the one-time cluster start ({cluster.start_s:.1f} s) counted in one Ray batch: ratio "
               f"{(ray_ + cluster.start_s) / loc:.3f} (a cluster normally outlives many batches: not the per-batch cost)")
+    fx = {k: statistics.median(f[k] for f in fixed) for k in fixed[0]}
+    print(f"Ray's own fixed cost per driver (median of {len(fixed)} bare probes): {_phase_text(fx)} s, sum "
+          f"{sum(fx.values()):.1f} s = {100 * sum(fx.values()) / loc:.1f} % of the local batch")
     print(_uptime())
+
+
+_FIXED_COST_SCRIPT = """
+import json, os, sys, time
+t0 = time.monotonic()
+import ray
+t1 = time.monotonic()
+ray.init(address=sys.argv[1], log_to_driver=False, logging_level="WARNING")
+t2 = time.monotonic()
+f = ray.remote(num_cpus=1, max_retries=0)(os.getpid)
+ray.get(f.remote())
+t3 = time.monotonic()
+ray.get(f.remote())
+t4 = time.monotonic()
+ray.shutdown()
+t5 = time.monotonic()
+print(json.dumps({"import": t1 - t0, "init": t2 - t1, "first_task": t3 - t2, "next_task": t4 - t3,
+                  "shutdown": t5 - t4}))
+"""
+
+
+def _ray_fixed_cost(address: str) -> dict[str, float]:
+    """What Ray itself costs a driver, without rpent: ``import ray``, ``ray.init``, the first task (its worker
+    process starts: workers belong to one job, so every batch pays it), the next task, ``ray.shutdown``."""
+    out = subprocess.run([sys.executable, "-c", _FIXED_COST_SCRIPT, address], capture_output=True, text=True,
+                         timeout=600)
+    if out.returncode != 0:
+        raise SystemExit(f"fixed-cost probe failed: {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _phases(root: str, t_launch: float, t_exit: float) -> dict[str, float]:
