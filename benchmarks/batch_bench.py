@@ -137,10 +137,6 @@ def ray_overhead(args: argparse.Namespace) -> None:
         address = cluster.address
         print(f"one-node Ray cluster at {address} started in {cluster.start_s:.1f} s ({cluster.attempts} attempt(s); "
               "not counted)", flush=True)
-    fixed = [_ray_fixed_cost(address) for _ in range(2)]
-    for f in fixed:
-        print(f"Ray's own fixed cost per driver, a bare script against the same cluster: {_phase_text(f)} s "
-              f"(sum {sum(f.values()):.1f} s); {_uptime()}", flush=True)
     run_flags = ["--no-video", "--max-episode-steps", str(args.max_episode_steps)]
     print(f"cells: {args.suite} tasks {tasks} seeds {seeds} ({n} episodes), --parallel {args.parallel}, "
           f"{' '.join(run_flags)}; OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} for both; {_uptime()}", flush=True)
@@ -149,6 +145,10 @@ def ray_overhead(args: argparse.Namespace) -> None:
     phases: dict[str, list[dict[str, float]]] = {"local": [], "ray": []}
     ratios: list[float] = []
     try:
+        fixed = [_ray_fixed_cost(address) for _ in range(2)]
+        for f in fixed:
+            print(f"Ray's own fixed cost per driver, a bare script against the same cluster: {_phase_text(f)} s "
+                  f"(sum {sum(f.values()):.1f} s); {_uptime()}", flush=True)
         with tempfile.TemporaryDirectory(prefix="batch_bench_") as tmp:
             batch = [sys.executable, "-m", "rpent.cli.batch", "--suites", args.suite, "--tasks", args.tasks, "--seeds",
                      args.seeds, "--no-progress", "--parallel", str(args.parallel), *run_flags]
@@ -209,7 +209,9 @@ import ray
 t1 = time.monotonic()
 ray.init(address=sys.argv[1], log_to_driver=False, logging_level="WARNING")
 t2 = time.monotonic()
-f = ray.remote(num_cpus=1, max_retries=0)(os.getpid)
+def pid():
+    return os.getpid()
+f = ray.remote(num_cpus=1, max_retries=0)(pid)
 ray.get(f.remote())
 t3 = time.monotonic()
 ray.get(f.remote())
@@ -227,7 +229,7 @@ def _ray_fixed_cost(address: str) -> dict[str, float]:
     out = subprocess.run([sys.executable, "-c", _FIXED_COST_SCRIPT, address], capture_output=True, text=True,
                          timeout=600)
     if out.returncode != 0:
-        raise SystemExit(f"fixed-cost probe failed: {out.stderr[-2000:]}")
+        raise RuntimeError(f"fixed-cost probe failed: {out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
