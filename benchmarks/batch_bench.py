@@ -197,8 +197,9 @@ def ray_overhead(args: argparse.Namespace) -> None:
         print(f"with the one-time cluster start ({cluster.start_s:.1f} s) counted in one Ray batch: ratio "
               f"{(ray_ + cluster.start_s) / loc:.3f} (a cluster normally outlives many batches: not the per-batch cost)")
     fx = {k: statistics.median(f[k] for f in fixed) for k in fixed[0]}
-    print(f"Ray's own fixed cost per driver (median of {len(fixed)} bare probes): {_phase_text(fx)} s, sum "
-          f"{sum(fx.values()):.1f} s = {100 * sum(fx.values()) / loc:.1f} % of the local batch")
+    print(f"Ray's own fixed cost per driver (median of {len(fixed)} bare probes: {_phase_text(fx)} s; sum "
+          f"{sum(fx.values()):.1f} s = {100 * sum(fx.values()) / loc:.1f} % of the local batch); without it: "
+          f"ratio {(ray_ - sum(fx.values())) / loc:.3f} (what the executor adds beyond Ray's own start-up)")
     print(_uptime())
 
 
