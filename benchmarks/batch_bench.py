@@ -25,8 +25,10 @@ executor goes first; besides the wall times it prints what each batch added on t
 own wall times (from ``attempts.jsonl``: start-up, connection, task start, report), which the
 load on a shared machine disturbs far less than the runs themselves. Both executors' runs get the
 same ``OMP_NUM_THREADS`` (default 1: Ray would otherwise set it in its workers only), and the
-cluster it starts runs its workers at niceness 0 (``RAY_worker_niceness=0``; Ray's default +15
-deprioritises the Ray rounds' runs on a shared machine).
+cluster it starts runs its workers at the raylet's niceness (``RAY_worker_niceness=0``; Ray's default
++15 deprioritises the Ray rounds' runs on a shared machine); each run is set to the driver's niceness
+(as locally). The cluster is started by :func:`rpent.cluster.local.start_local_cluster` (its
+system processes 5 below this process's niceness where permitted, a failed start retried).
 
 It also splits what each batch added outside its runs by the ledger's timestamps (``head``: launch
 to the first run's start; ``dispatch``: per run, ledger start..end minus the run's own wall time;

@@ -61,6 +61,15 @@ class LocalCluster:
         self.local.shutdown()
 
 
+def pytest_collection_modifyitems(config, items):
+    """The session cluster's start (minutes on a loaded machine, a failed try retried) is charged to the
+    first test that uses it: tests here get 600 s unless they set their own limit."""
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if Path(str(item.fspath)).resolve().parent == here and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(600))
+
+
 @pytest.fixture(scope="session")
 def ray_cluster():
     """Session-wide two-node cluster; this process is connected to it as the driver."""
