@@ -128,6 +128,34 @@ def test_resize_rewraps_the_transcript_and_keeps_following(tmp_path):
             width = view.scrollable_content_region.width
             assert max(line.cell_length for line in view.lines) <= width  # re-wrapped, not clipped
             assert view.is_vertical_scroll_end  # still following the end
+            assert_pane_shows_only_its_text(app, view)
+            # 12 lines: at 80x24 a scrollbar thumb of this length ended mid-cell ("▃▃" drawn in the pane)
+            del app.session.current.transcript[3:]
+            app.session.current.transcript.extend(
+                {"kind": "planner", "event": "text", "text": f"line {i}: " + "a long planner sentence " * 4}
+                for i in range(12))
+            await pilot.resize_terminal(120, 40)
+            app.screen.render_all()
+            await pilot.pause(0.3)
+            await pilot.resize_terminal(80, 24)
+            await wait_for(pilot, lambda: view.size.width < 60 and view.is_vertical_scroll_end, what="re-layout",
+                           timeout=60)
+            await pilot.pause(0.3)
+            assert_pane_shows_only_its_text(app, view)
             await pilot.press("ctrl+q")
 
     asyncio.run(main())
+
+
+def assert_pane_shows_only_its_text(app, view):
+    """Every row of the transcript pane on screen (the composited screen, inside the border) is the
+    pane's own wrapped text padded with blanks: nothing else is drawn in it (issue 12: after a resize
+    a lone block glyph, the end of a scrollbar thumb, appeared at the pane's right edge)."""
+    strips = app.screen._compositor.render_strips()
+    region = view.region
+    top = int(view.scroll_y)
+    rows = [line.text for line in view.lines]
+    for y in range(1, region.height - 1):  # inside the round border
+        shown = strips[region.y + y].crop(region.x + 1, region.right - 1).text
+        want = rows[top + y - 1] if top + y - 1 < len(rows) else ""
+        assert shown.rstrip() == want.rstrip(), f"row {y} of the pane: {shown!r}, expected {want!r}"
