@@ -75,7 +75,9 @@ def render_event(event: Mapping[str, Any]) -> Text | None:
         return Text.assemble(("■ finished  ", "bold"),
                              (f"{label}  " if label else "", "bold green" if label == "succeeded" else "bold red"),
                              (f"operator: {verdict}  " if verdict else "", "bold magenta"),
-                             ("environment success" if ok else "environment not solved", "green" if ok else "red"),
+                             ("environment success" if ok else "environment success unknown" if ok is None and
+                              "environment_success" in outcome else "environment not solved",
+                              "green" if ok else "yellow" if ok is None else "red"),
                              (f"  disagreement: {outcome['disagreement']}" if outcome.get("disagreement") else "",
                               "bold yellow"),
                              (f"  {outcome.get('error')}" if outcome.get("error") else "", "red"))

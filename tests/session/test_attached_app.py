@@ -145,8 +145,12 @@ def test_flywheel_export_runs_in_the_session_and_survives_a_detach(short_tmp):
         return Session(SessionConfig(output_dir=root, planner="scripted", shared_services=()), sink,
                        run_task=StandInRun(), shared_specs=[], make_run_config=plain_run_config)
 
-    # the real exporter, started 3 s late so that it is certainly still running when the client detaches
-    program = [sys.executable, "-c", "import runpy, sys, time; time.sleep(3); sys.argv[0] = 'rpent-flywheel'; "
+    # the real exporter, held until the first client has detached (the test then creates `go`), so
+    # that it is certainly still running when the client detaches, on any machine
+    go = short_tmp / "go"
+    program = [sys.executable, "-c", "import os, runpy, sys, time\n"
+                                     f"while not os.path.exists({str(go)!r}):\n    time.sleep(0.05)\n"
+                                     "sys.argv[0] = 'rpent-flywheel'\n"
                                      "runpy.run_module('rpent.cli.flywheel', run_name='__main__')"]
     server = SessionServer(paths, make, token, flywheel_program=program)
     options = AppOptions(image_mode="halfblock", start_mode="flywheel", logs_dir=logs)
@@ -171,7 +175,7 @@ def test_flywheel_export_runs_in_the_session_and_survives_a_detach(short_tmp):
     async def second() -> AttachedApp:
         app = AttachedApp(RemoteSession(paths, lambda e: None), options)
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(pilot, lambda: app.flywheel.status.state not in ("idle", "running"), timeout=120,
+            await wait_for(pilot, lambda: app.flywheel.status.state not in ("idle", "running"), timeout=300,
                            what="export end seen by the re-attached client")
             await pilot.pause(0.3)
             seen["final"] = app.flywheel.status
@@ -181,6 +185,7 @@ def test_flywheel_export_runs_in_the_session_and_survives_a_detach(short_tmp):
 
     with ServerThread(server):
         app = asyncio.run(first())
+        go.touch()  # detached: let the export go on
         assert app.return_code == 0 and seen["state_at_detach"] == "running"
         assert seen["pid"] != os.getpid()  # a child of the session, not of the client
         app = asyncio.run(second())
