@@ -226,6 +226,13 @@ def test_blocked_grasp_descent_is_retried_once_shifted_along_the_long_axis():
                      [pytest.approx(0.045), -0.1, 0.25]]  # the lift keeps the shift
     assert [n for n, _ in calls].count("set_gripper") == 1
     assert [n for n, _ in calls].count("segment") == 2  # the object is looked at again after the blocked descent
+    # flash_replay.json's plan-step log names the repair next to the replayed steps
+    ops = [(e["op"], e.get("tool") or e.get("kind")) for e in planner._log]
+    assert ops == [("locate", None), ("tool", "move_to"), ("tool", "move_to"), ("repair", "blocked_grasp_descent"),
+                   ("tool", "set_gripper"), ("tool", "move_to")]
+    assert planner._log[2]["reached"] is False and planner._log[2]["mode"] == "anchored"
+    repair = planner._log[3]
+    assert repair["grasp_shift_xy"] == [pytest.approx(-0.015), 0.0] and repair["relocalised"] is True
     # a descent that reached its target (or stopped within 8 mm) is not retried
     calls.clear()
 
