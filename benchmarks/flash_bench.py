@@ -80,6 +80,18 @@ def _replay(flash: Path, suite: str, task: int, seeds: list[int], root: Path) ->
     return rows, total
 
 
+def _flash_row(suite: str, task: int, r: dict, total: dict | None, n: int, start: dict | None) -> dict:
+    """A benchmark row of one flash episode (a ``replay.jsonl`` episode line); amortised figures
+    only when the whole replay process finished (``total``)."""
+    return {"suite": suite, "task": task, "seed": r["seed"], "planner": "flash", "wall_s": r.get("wall_s"),
+            "cpu_s": r.get("cpu_s"), "cpu_server_s": r.get("cpu_server_s"), "cpu_client_s": r.get("cpu_client_s"),
+            "load_at_start": r.get("load"), "success": bool(r.get("success")), "error": r.get("error"),
+            "finish": r.get("finish"), "env_steps": r.get("env_steps"), "run_dir": r.get("run_dir"), "tokens": 0,
+            "amortised_wall_s": round(total["wall_s"] / n, 2) if total else None,
+            "amortised_cpu_s": round(total["cpu_s"] / n, 2) if total else None,
+            "env_server_start_cpu_s": start["cpu_s"] if start else None}
+
+
 def _median(vals: list) -> str:
     vals = [v for v in vals if v is not None]
     return f"{statistics.median(vals):.1f}" if vals else "n/a"
@@ -148,6 +160,12 @@ def main() -> None:
                     out.append(keep({"suite": suite, "task": task, "seed": 0, "planner": "flash-generate",
                                      "rc": g.returncode, "error": g.stderr.strip()}))
                     return out
+            for ledger in sorted(base.glob("replay_*/replay.jsonl")) if args.resume else []:
+                # episodes a stopped replay process finished (their run records are complete)
+                for line in ledger.read_text().splitlines():
+                    r = json.loads(line) if line.strip() else {}
+                    if r.get("kind") == "episode" and r["seed"] in args.seeds and (suite, task, r["seed"], "flash") not in done:
+                        done[(suite, task, r["seed"], "flash")] = keep(_flash_row(suite, task, r, None, 0, None))
             todo = [s for s in args.seeds if (suite, task, s, "flash") not in done]
             out += [done[(suite, task, s, "flash")] for s in args.seeds if s not in todo]
             if todo:
@@ -157,15 +175,7 @@ def main() -> None:
                 start = [r for r in eps if r["kind"] == "env_server_start"]
                 for r in eps:
                     if r["kind"] == "episode":
-                        out.append(keep({"suite": suite, "task": task, "seed": r["seed"], "planner": "flash",
-                                         "wall_s": r["wall_s"], "cpu_s": r["cpu_s"],
-                                         "cpu_server_s": r.get("cpu_server_s"), "cpu_client_s": r.get("cpu_client_s"),
-                                         "load_at_start": r["load"], "success": bool(r["success"]),
-                                         "error": r.get("error"), "finish": r.get("finish"), "env_steps": r.get("env_steps"),
-                                         "run_dir": r["run_dir"], "tokens": 0,
-                                         "amortised_wall_s": round(total["wall_s"] / len(todo), 2),
-                                         "amortised_cpu_s": round(total["cpu_s"] / len(todo), 2),
-                                         "env_server_start_cpu_s": start[0]["cpu_s"] if start else None}))
+                        out.append(keep(_flash_row(suite, task, r, total, len(todo), start[0] if start else None)))
                 for s in todo:
                     if not any(r.get("seed") == s and r.get("planner") == "flash" for r in out):
                         out.append(keep({"suite": suite, "task": task, "seed": s, "planner": "flash", "success": False,

@@ -15,8 +15,8 @@
    ``cpu_server_s``), the 1-min load average; a first line (``"kind":
    "env_server_start"``) gives the server start's wall and CPU time, which the episodes share.
 
-With ``fresh_env=True`` (``--fresh-env-per-seed``) every seed gets its own env server, like a
-plain ``rpent`` run (for comparison). A server that died is restarted before the next seed
+With ``fresh_env=True`` (``--fresh-env-per-seed``) every seed gets its own plain LIBERO env server,
+like a plain ``rpent`` run (for comparison; ``flash_replay.json`` then says ``shared: false``). A server that died is restarted before the next seed
 (the dead one's failure is in that run's record). The compiled model is kept across seeds;
 :meth:`rpent.robots.libero.sim.LiberoSim.reset` makes a seed's episode independent of what ran
 before, so sharing changes the cost, not the episode.
@@ -85,7 +85,8 @@ def _self_cpu_s() -> float:
 def _server_spec(opts: ReplayOptions, seed: int, name: str):
     from rpent.services import ServiceSpec
 
-    argv = [sys.executable, "-m", ENV_SERVER_MODULE, "--suite", opts.suite, "--task", str(opts.task),
+    module = "rpent.robots.libero.env_server" if opts.fresh_env else ENV_SERVER_MODULE
+    argv = [sys.executable, "-m", module, "--suite", opts.suite, "--task", str(opts.task),
             "--seed", str(seed), "--max-episode-steps", str(opts.max_episode_steps)]
     if opts.libero_type:
         argv += ["--libero-type", opts.libero_type]
