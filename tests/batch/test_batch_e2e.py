@@ -85,9 +85,53 @@ def _outcomes(report: dict) -> dict:
             "cells": {c["key"]: c["status"] for c in report["cells"]}}
 
 
-def _kill_mid_way_and_resume(root: Path, extra: list[str], *, kill_env_server: bool) -> subprocess.CompletedProcess:
+def _kill_a_running_env_server(root: Path, runner_pid: int) -> str:
+    """SIGKILL the env server of a run still in progress and return that cell's key.
+
+    Whether a kill lands before its run has decided is a race this test cannot win on every machine
+    (a 25-step episode can end between "listening" and the kill): the ledger says which it was. A kill
+    that came too late (the attempt ended decided, not "infra") is tried again on the next running
+    attempt, so the test does not depend on the machine's speed."""
+    tried: set[tuple[str, int]] = set()
+    deadline = time.monotonic() + 420
+    while time.monotonic() < deadline:
+        ledger = _ledger(root)
+        ended = {(e["key"], e["attempt"]) for e in ledger if e["event"] == "end"}
+        running = [e for e in ledger if e["event"] == "start"
+                   and (e["key"], e["attempt"]) not in ended | tried]
+        if not running and len(ended) >= 4:
+            break
+        for start in running:
+            env_log = Path(start["run_dir"]) / "env_server.log"
+            if not (env_log.exists() and "listening" in env_log.read_text()):
+                continue
+            cell = start["key"].split("/")
+            task_seed = f"--task {cell[2][1:]} --seed {cell[3][1:]} "
+            pid = next((p for p in _descendants(runner_pid)
+                        if "rpent.robots.libero.env_server" in _cmdline(p) and task_seed in _cmdline(p)), None)
+            if pid is None:
+                continue
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+            attempt = (start["key"], start["attempt"])
+            tried.add(attempt)
+            end = _wait(lambda: next((e for e in _ledger(root) if e["event"] == "end"
+                                      and (e["key"], e["attempt"]) == attempt), None), 180, "the killed cell to end")
+            if end["status"] == "infra":
+                return start["key"]
+            break  # too late: that attempt had already decided; try the next running one
+        time.sleep(0.2)
+    raise AssertionError(f"no env server was killed while its run was in progress (tried {sorted(tried)})")
+
+
+def _kill_mid_way_and_resume(root: Path, extra: list[str], *, kill_env_server: bool
+                             ) -> tuple[subprocess.CompletedProcess, str | None]:
     """Start a batch, check a second runner is refused, optionally SIGKILL one run's env server
-    (once it is serving), SIGKILL the runner after the first task outcome, then resume to the end."""
+    (while its run is in progress), SIGKILL the runner after the first task outcome, then resume to
+    the end. Returns the resumed runner's result and the key of the cell whose env server was killed."""
+    killed = None
     log = open(root.parent / f"{root.name}-first.log", "w")
     runner = subprocess.Popen(_cmd(root, *extra), stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -96,20 +140,7 @@ def _kill_mid_way_and_resume(root: Path, extra: list[str], *, kill_env_server: b
         assert second.returncode == 2, second.stdout + second.stderr
         assert "is in use by another rpent-batch (pid %d" % runner.pid in second.stderr
         if kill_env_server:
-            first = _ledger(root)[0]
-            env_log = Path(first["run_dir"]) / "env_server.log"
-            _wait(lambda: env_log.exists() and "listening" in env_log.read_text(), 180, "the env server to serve")
-
-            cell = first["key"].split("/")
-            task_seed = f"--task {cell[2][1:]} --seed {cell[3][1:]} "
-
-            def env_server_pid():
-                return next((p for p in _descendants(runner.pid)
-                             if "rpent.robots.libero.env_server" in _cmdline(p) and task_seed in _cmdline(p)), None)
-
-            os.kill(_wait(env_server_pid, 30, "the env server process"), signal.SIGKILL)
-            _wait(lambda: any(e["event"] == "end" and e["key"] == first["key"] for e in _ledger(root)), 180,
-                  "the killed cell to end")
+            killed = _kill_a_running_env_server(root, runner.pid)
         _wait(lambda: any(e.get("status") in ("success", "failure") for e in _ledger(root)), 240,
               "a first task outcome")
         procs = _descendants(runner.pid)
@@ -121,19 +152,18 @@ def _kill_mid_way_and_resume(root: Path, extra: list[str], *, kill_env_server: b
             runner.kill()
             runner.wait()
         log.close()
-    return subprocess.run(_cmd(root, *extra), capture_output=True, text=True, timeout=280)
+    return subprocess.run(_cmd(root, *extra), capture_output=True, text=True, timeout=280), killed
 
 
 @pytest.mark.timeout(600)  # ~1 min on an idle 2-core machine; several on a loaded one
 def test_env_server_killed_is_retried_runner_killed_is_resumed(tmp_path):
     root = tmp_path / "r"
-    done = _kill_mid_way_and_resume(root, ["--max-episode-steps", "25"], kill_env_server=True)
+    done, first_key = _kill_mid_way_and_resume(root, ["--max-episode-steps", "25"], kill_env_server=True)
     assert done.returncode == 0, done.stdout + done.stderr
     report = _report(root)
     o = report["arms"][0]["overall"]
     # every cell decided once; short episodes (25 env steps) cannot solve the task
     assert (o["planned"], o["n"], o["k"], o["infra"], o["pending"]) == (4, 4, 0, 0, 0)
-    first_key = _ledger(root)[0]["key"]
     cell = next(c for c in report["cells"] if c["key"] == first_key)
     assert cell["infra_attempts"] == 1 and cell["decided_attempt"] >= 2
     # the run's own error: the env server's death as the client saw it (and, when the supervisor
@@ -162,7 +192,7 @@ def test_interrupted_and_resumed_report_equals_uninterrupted(tmp_path):
     extra = ["--max-episode-steps", "180"]  # swap task 9 needs ~150 env steps, task 4 ~190: a mix of outcomes
     straight = subprocess.run(_cmd(tmp_path / "straight", *extra), capture_output=True, text=True, timeout=900)
     assert straight.returncode == 0, straight.stdout + straight.stderr
-    resumed = _kill_mid_way_and_resume(tmp_path / "resumed", extra, kill_env_server=False)
+    resumed, _ = _kill_mid_way_and_resume(tmp_path / "resumed", extra, kill_env_server=False)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     a, b = _outcomes(_report(tmp_path / "straight")), _outcomes(_report(tmp_path / "resumed"))
     assert a["overall"]["n"] == 4
