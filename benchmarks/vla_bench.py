@@ -33,6 +33,12 @@ step 0 after the prefix, same run), B=16 75.5 ms; socket e2e B=1 11.57 ms; 16 cl
 pipelined vs 165.6 with ``--no-pipeline`` (same run); cold start from disk with the page cache dropped
 19.3 s (empty Triton cache) / 13.0 s (Triton cache of the previous start). lerobot's own
 ``compile_model=True`` path: ``benchmarks/vla_lerobot_compile.py``.
+
+With the checkpoint prefetch (another lent H200, ``--iters 30 --requests-per-client 30 --transport socket
+--skip-eager-server --cold-start-from-disk --drop-caches --verbose --compare-root <checkout before>``): cold
+start from disk 11.6 s vs 11.8 s baseline (warm Triton cache), 16.3 vs 18.6 s (empty); 16 clients 197.9
+inferences/s with the GPU busy 99.1 % of the time at 39.76 ms per batch of 8 (GPU-bound: 201.5 /s at most);
+model B=1 10.58 ms on that machine.
 """
 
 from __future__ import annotations
@@ -323,13 +329,15 @@ def _client_proc(ep: str, seed: int, per: int, barrier, q, warmup: int = 5, imag
         q.put(repr(exc))
 
 
-def start_server(extra: list[str], args, env_extra: dict | None = None) -> tuple[subprocess.Popen, str, float]:
+def start_server(extra: list[str], args, env_extra: dict | None = None, root: Path | None = None) -> tuple[subprocess.Popen, str, float]:
+    """Start the Pi0.5 server of checkout ``root`` (default: this one) and wait for its readiness line."""
     t0 = time.perf_counter()
     env = dict(os.environ, **(env_extra or {}))
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    root = Path(root or REPO)
+    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
     p = subprocess.Popen([sys.executable, "-m", "rpent.robots.components.pi05_vla_server", "--embodiment", "libero",
                           "--transport", args.transport, "--port", "0", *extra],
-                         stdout=subprocess.PIPE, stderr=None if args.verbose else subprocess.DEVNULL, text=True, env=env, cwd=REPO)
+                         stdout=subprocess.PIPE, stderr=None if args.verbose else subprocess.DEVNULL, text=True, env=env, cwd=root)
     line = p.stdout.readline()
     if not line.startswith("RPC server listening on "):
         p.kill()
@@ -345,10 +353,10 @@ def stop_server(p: subprocess.Popen) -> None:
         p.kill()
 
 
-def bench_server(server_args: list[str], name: str, args, results, env_extra: dict | None = None) -> None:
+def bench_server(server_args: list[str], name: str, args, results, env_extra: dict | None = None, root: Path | None = None) -> None:
     from rpent.robots.components.vla_client import VlaClient
 
-    p, ep, ready_s = start_server(server_args, args, env_extra)
+    p, ep, ready_s = start_server(server_args, args, env_extra, root)
     try:
         obs1 = tiny_observation("libero", 1, args.image_size, seed=0)
         t0 = time.perf_counter()
@@ -376,9 +384,12 @@ def bench_server(server_args: list[str], name: str, args, results, env_extra: di
             stats = c.rpc.call("vla.stats")
         entry["throughput"] = {"clients": n, "requests": n * per, "seconds": el, "inferences_per_s": n * per / el,
                                "mean_batch_rows": stats["mean_batch_rows"], "recent_batch_rows": stats["recent_batch_rows"],
-                               "timing_ms": stats.get("timing_ms"), "errors": errors[:3]}
+                               "timing_ms": stats.get("timing_ms"), "gpu_ms": stats.get("gpu_ms"), "gpu_busy": stats.get("gpu_busy"),
+                               "errors": errors[:3]}
         entry["timing_ms_b1"] = b1_timing
-        print(f"  server {name}: {n} clients -> {n * per / el:.1f} inferences/s (recent batch rows {stats['recent_batch_rows'][-12:]})", flush=True)
+        gpu = (f"; GPU {stats['gpu_ms']:.2f} ms per model call, busy {100 * stats.get('gpu_busy', float('nan')):.1f} % of the time"
+               if stats.get("gpu_ms") else "")
+        print(f"  server {name}: {n} clients -> {n * per / el:.1f} inferences/s (recent batch rows {stats['recent_batch_rows'][-12:]}{gpu})", flush=True)
         results[f"server_{name}"] = entry
     finally:
         stop_server(p)
@@ -442,6 +453,8 @@ def main() -> None:
                     help="also run the graph server with these extra arguments, e.g. '--max-batch 16' (repeatable)")
     ap.add_argument("--cold-start-from-disk", action="store_true", help="also start a server from a full random checkpoint written to local disk")
     ap.add_argument("--drop-caches", action="store_true", help="drop the page cache before each from-disk cold start (root)")
+    ap.add_argument("--compare-root", action="append", default=[],
+                    help="also make the from-disk cold starts with the server of this checkout (baseline rows in the same run)")
     ap.add_argument("--lerobot", action="store_true", help="compare with lerobot's PI05Pytorch if importable (latency + parity)")
     ap.add_argument("--lerobot-compile", action="store_true", help="also time lerobot under torch.compile (long warm-up)")
     ap.add_argument("--skip-model", action="store_true", help="skip the in-process model figures")
@@ -503,12 +516,14 @@ def main() -> None:
             print(f"  wrote random checkpoint to {d} in {time.perf_counter() - t0:.1f} s")
             # a fresh Triton cache: the cold start includes compiling the fused kernels, as on a new machine;
             # then a restart on a machine that ran the server before (the Triton cache the first run filled)
-            first_cache = tempfile.mkdtemp(prefix="triton_cold_")
-            for name, extra, cache in (("from_disk", [], first_cache), ("from_disk_warm_triton_cache", [], first_cache)):
-                results[f"page_cache_{name}"] = drop_page_cache(args)
-                bench_server(["--model-path", str(d)] + common + extra + (["--cpu"] if device.type == "cpu" else []), name, args,
-                             results, env_extra={"TRITON_CACHE_DIR": cache})
-                save(results, args)
+            # --compare-root: the same two starts of another checkout's server (its own Triton cache), in the same run
+            for root, tag in [(None, "")] + [(Path(r), f"_baseline{i or ''}") for i, r in enumerate(args.compare_root)]:
+                first_cache = tempfile.mkdtemp(prefix="triton_cold_")
+                for name, extra, cache in (("from_disk" + tag, [], first_cache), ("from_disk_warm_triton_cache" + tag, [], first_cache)):
+                    results[f"page_cache_{name}"] = drop_page_cache(args)
+                    bench_server(["--model-path", str(d)] + common + extra + (["--cpu"] if device.type == "cpu" else []), name, args,
+                                 results, env_extra={"TRITON_CACHE_DIR": cache}, root=root)
+                    save(results, args)
     if args.lerobot and args.lerobot_compile and device.type == "cuda" and not args.tiny:
         save(results, args)
         bench_lerobot(cfg, device, args, results, None, compile_only=True)

@@ -41,7 +41,7 @@ class ServerProcess:
                 f.close()
 
 
-def start_server_process(argv: list[str], env: dict | None = None, timeout: float = 30.0) -> ServerProcess:
+def start_server_process(argv: list[str], env: dict | None = None, timeout: float = 120.0) -> ServerProcess:
     """Spawn ``argv`` (a server using rpent.rpc.cli) and wait for its readiness line.
 
     Raises:

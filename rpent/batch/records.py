@@ -20,8 +20,9 @@ checked, not just present) together with the ledger:
 success        the record is valid and the environment's success predicate held
 failure        valid record, task not solved (exit code 1: gave up, max turns, timeout)
 infra          infrastructure error: the run's error with exit code 2 (service died,
-               planner crash), the process died without a record, or the executor
-               killed it (time limit, signal); retried up to ``--max-retries`` times
+               planner crash; ``environment_success`` null: the env server died before
+               its predicate could be read), the process died without a record, or the
+               executor killed it (time limit, signal); retried up to ``--max-retries`` times
 interrupted    stopped with the runner (cancelled record, or no record and no "end"
                line in the ledger): re-run on resume, not counted, not an infra error
 invalid        a record that is present but unreadable or inconsistent: re-run
@@ -192,6 +193,8 @@ def classify_attempt(cell: Cell, attempt: int, run_dir: Path, end: dict | None,
         res.status = "success"
     elif executor_error:
         res.status, res.reason = "infra", executor_error
+    elif doc.get("environment_success") is None:  # unknown: the env server died before it could be read
+        res.status, res.reason = "infra", str(error).splitlines()[0][:500]
     elif doc.get("stop_reason") == "cancelled":
         res.status, res.reason = "interrupted", error or "run cancelled"
     elif error and doc.get("stop_reason") in ("error", "service_error"):
@@ -209,7 +212,9 @@ def _record_problem(cell: Cell, doc: Any, states: Any) -> str | None:
     for key, want in (("suite", cell.suite), ("task", cell.task), ("seed", cell.seed)):
         if doc.get(key) != want:
             return f"transcript names {key}={doc.get(key)!r}, the cell is {key}={want!r}"
-    if not isinstance(doc.get("environment_success"), bool):
+    if not isinstance(doc.get("environment_success"), bool) and not (
+            "environment_success" in doc and doc["environment_success"] is None and doc.get("error")):
+        # null is a complete record only with the error saying why it is unknown (the env server died)
         return "transcript has no boolean environment_success"
     if not isinstance(doc.get("stop_reason"), str):
         return "transcript has no stop_reason"

@@ -11,10 +11,11 @@ Usage::
 ``export`` is the default command (the product document ``shared/seeds/004`` form
 ``rpent-flywheel --input-root ... --output-dir ...`` keeps working).
 
-Exit status: export: 0 on success (also when nothing qualified: then only ``report.json`` is
-written), 2 when refused (existing output dir, missing input, mixed robots, bad values),
-1 when writing failed, 130 when interrupted (SIGINT) and 143 (SIGTERM); nothing is left at
-``--output-dir`` in the last three cases. validate: 0 when every record is sound, 1 when some
+Exit status: export: 0 when a dataset was written, 3 when no episode qualified (nothing exported:
+only ``--output-dir``/``report.json`` is written, with the exclusions; no ``train/``), 2 when
+refused (existing output dir, missing input, mixed robots, bad values), 1 when writing failed,
+130 when interrupted (SIGINT) and 143 (SIGTERM); nothing is left at ``--output-dir`` in the last
+three cases. validate: 0 when every record is sound, 1 when some
 has a problem, 2 on a missing root. view: 0 written, 2 on bad input.
 """
 
@@ -25,6 +26,9 @@ import json
 import sys
 
 COMMANDS = ("export", "validate", "view")
+
+#: ``export`` exit status when no episode qualified: nothing exported, only ``report.json`` written.
+EXIT_NOTHING_EXPORTED = 3
 
 
 def _export_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -59,6 +63,8 @@ def _export_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
              "only matters for images that are not PNG files",
     )
     p.add_argument("--no-progress", action="store_true", help="do not show progress bars")
+    p.epilog = (f"Exit status: 0 dataset written; {EXIT_NOTHING_EXPORTED} no episode qualified (nothing exported, "
+                "only OUT/report.json with the exclusions); 2 refused; 1 write failed; 130/143 interrupted.")
     return p
 
 
@@ -139,13 +145,14 @@ def _run_export(args: argparse.Namespace) -> int:
     c = report["counts"]
     if report["dataset"] is None:
         reasons = ", ".join(f"{k} x{v}" for k, v in report["exclusion_counts"].items()) or "none"
-        print(
-            f"nothing qualifies under rules {report['rules']}: {c['runs_seen']} run(s) seen, 0 exported "
-            f"(reasons: {reasons}); only {args.output_dir}/report.json was written (see its exclusions)"
+        _err(
+            f"nothing exported: no episode qualifies under rules {report['rules']}: {c['runs_seen']} run(s) seen, "
+            f"0 exported (reasons: {reasons}); only {args.output_dir}/report.json was written (see its exclusions)"
         )
         if c["runs_seen"] == 0:
-            print("no trajectory records (trajectories/<task_id>/task.json) under the input root: record runs with "
-                  "`rpent ... --record-trajectory --output-dir RUN` and export RUN")
+            _err("no trajectory records (trajectories/<task_id>/task.json) under the input root: record runs with "
+                 "`rpent ... --record-trajectory --output-dir RUN` and export RUN")
+        return EXIT_NOTHING_EXPORTED
     else:
         val = report.get("val_dataset")
         print(

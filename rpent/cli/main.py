@@ -123,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --record-trajectory: which actions carry their camera images: vla (default) "
                         "or all (scripted too; what rpent-flywheel --rules v2 exports; one extra render per step)")
     g.add_argument("--require-operator-verdict", action="store_true",
-                   help="refuse finish until the operator gave a verdict (the real-robot rule)")
+                   help="refuse finish until the operator gave a verdict (the real-robot rule); needs stdin "
+                        "to be a terminal (else refused at start; rpent-tui gives verdicts in its workbench)")
     g.add_argument("--no-video", action="store_true", help="do not write episode.mp4")
     g.add_argument("--verbose", action="store_true", help="DEBUG logging on stdout and in run.log")
 
@@ -264,6 +265,13 @@ def main(argv: list[str] | None = None) -> int:
         return _exit(dashboard_main(args, parser))
     if (args.suite is None and robot.default_suite is None) or args.task is None:
         parser.error("--suite and --task are required (or use --dashboard and start tasks with /rpent-task there)")
+    if args.require_operator_verdict and not sys.stdin.isatty():
+        # refuse before anything starts: without a terminal nobody can answer, and finish would be
+        # refused only at the end of the run (NoOperator)
+        print("rpent: error: --require-operator-verdict needs an operator at a terminal, but stdin is not a "
+              "terminal; run rpent from a terminal, or use rpent-tui (or rpent --dashboard) to give verdicts there",
+              file=sys.stderr)
+        return _exit(2)
     try:
         cfg = config_from_args(args)
         info = robot.task_info(cfg.suite, cfg.task, cfg.libero_type)

@@ -60,10 +60,14 @@ def serve_from_args(server: RpcServer, args: argparse.Namespace) -> None:
 
     SIGTERM and SIGINT stop the server cleanly (handlers are installed only here, in the server
     process's main thread). With ``--parent-watch`` a thread reads stdin; at EOF (the parent died
-    or closed the pipe) the server shuts down and, if it leads its own process group (as under
-    the Supervisor, which uses ``start_new_session``), SIGTERMs the group, waits up to
-    ``PARENT_WATCH_GRACE_S`` for the other members and itself, then SIGKILLs the group, so no
-    grandchild is orphaned.
+    or closed the pipe) the server shuts down. With ``--parent-watch``, once the server stopped
+    because of a signal or of the parent watch, and if it leads its own process group (as under
+    the Supervisor, which uses ``start_new_session``), the main thread SIGTERMs the group, waits up
+    to ``PARENT_WATCH_GRACE_S`` for the other members, then SIGKILLs the group, so no grandchild
+    is orphaned. This is done by the main thread itself, not left to the watch thread: the
+    parent's death signal (``PR_SET_PDEATHSIG``, :mod:`rpent.services.spawn`) fires when the
+    parent's *forking thread* exits, which can be before the rest of the parent is gone, i.e.
+    before stdin reaches EOF and while ``getppid()`` still names the dying parent.
 
     Raises:
         SystemExit(2): the address cannot be bound or the arguments are invalid (message on stderr).
@@ -80,23 +84,25 @@ def serve_from_args(server: RpcServer, args: argparse.Namespace) -> None:
     except (ValueError, OSError) as exc:
         print(f"{server.name}: cannot start RPC server: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
-    if threading.current_thread() is threading.main_thread():
+    signalled = threading.Event()
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread:
+        def on_signal(*_: object) -> None:
+            signalled.set()
+            server.shutdown()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: server.shutdown())
+            signal.signal(sig, on_signal)
     fired = threading.Event()
-    watcher = None
-    parent = os.getppid()
     if args.parent_watch:
-        watcher = threading.Thread(target=_watch_parent, args=(server, fired), name="parent-watch", daemon=True)
-        watcher.start()
+        threading.Thread(target=_watch_parent, args=(server, fired), name="parent-watch", daemon=True).start()
     print(ready_line(server), flush=True)
-    server.serve_forever()
-    if watcher is not None and not fired.is_set() and os.getppid() != parent:
-        # the parent died and its death signal (SIGTERM, rpent.services.spawn) stopped us before the
-        # watcher saw stdin close: it sees it now; let it stop our process group (no orphaned grandchild)
-        fired.wait(PARENT_WATCH_GRACE_S)
-    if watcher is not None and fired.is_set():
-        watcher.join(2 * PARENT_WATCH_GRACE_S)  # let it finish stopping the process group
+    try:
+        server.serve_forever()
+    finally:
+        # only on the main thread: there our own SIGTERM handler (above) absorbs the group SIGTERM
+        if args.parent_watch and main_thread and (fired.is_set() or signalled.is_set()):
+            _stop_own_group()
 
 
 def _watch_parent(server: RpcServer, fired: threading.Event) -> None:
@@ -112,14 +118,17 @@ def _watch_parent(server: RpcServer, fired: threading.Event) -> None:
         print(f"{server.name}: parent went away (stdin closed); shutting down", file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass
+
+
+def _stop_own_group() -> None:
+    """If this process leads its own process group, SIGTERM the group, wait up to
+    ``PARENT_WATCH_GRACE_S`` for the other live members, then SIGKILL the group if any is left."""
     me = os.getpid()
     if os.getpgrp() != me:
         return  # not a group leader: only this process is ours to stop
-    # Leader of our own group (the supervisor used start_new_session): take every descendant along.
     killpg_quiet(me, signal.SIGTERM)  # our own SIGTERM handler only repeats shutdown()
     deadline = time.monotonic() + PARENT_WATCH_GRACE_S
     while time.monotonic() < deadline and group_alive(me, exclude_pid=me):
         time.sleep(0.05)
-    server.wait_stopped(max(0.0, deadline - time.monotonic()))
-    if group_alive(me, exclude_pid=me) or not server.wait_stopped(0):
+    if group_alive(me, exclude_pid=me):
         killpg_quiet(me, signal.SIGKILL)

@@ -106,7 +106,7 @@ class RunConfig:
 RUN_LABELS = ("succeeded", "failed", "aborted", "cancelled", "error")
 
 
-def run_label(*, environment_success: bool, verdict: str | None, verdict_required: bool, stop_reason: str,
+def run_label(*, environment_success: bool | None, verdict: str | None, verdict_required: bool, stop_reason: str,
               error: str | None) -> str:
     """The run's label, by the rule of the README ("Operator verdicts").
 
@@ -116,11 +116,12 @@ def run_label(*, environment_success: bool, verdict: str | None, verdict_require
       -> ``aborted``; no final verdict -> ``cancelled`` (operator stop/``/quit``), ``error`` or
       ``failed``. The environment predicate is recorded next to it, never substituted.
     * Without: the environment's predicate decides (``succeeded``); else an operator ``abort``
-      -> ``aborted``; an operator stop -> ``cancelled``; a planner/service error -> ``error``;
-      otherwise ``failed``.
+      -> ``aborted``; an operator stop -> ``cancelled``; a planner/service error, or an unknown
+      predicate (``None``: the env server died before it could be read) -> ``error``; otherwise
+      ``failed``.
 
     Args:
-        environment_success: the env's success predicate at the end.
+        environment_success: the env's success predicate at the end; None = unknown (unreadable).
         verdict: the operator's last final answer (``success|failure|abort``) or None.
         verdict_required: whether ``finish`` needed an operator verdict.
         stop_reason: the planner's stop reason, or ``cancelled`` / ``error`` from the run layer.
@@ -141,14 +142,16 @@ def run_label(*, environment_success: bool, verdict: str | None, verdict_require
         return "failed"
     if stop_reason == "interrupted":
         return "cancelled"
-    if error and stop_reason in ("error", "service_error"):
+    if error and (stop_reason in ("error", "service_error") or environment_success is None):
         return "error"
     return "failed"
 
 
-def verdict_disagreement(environment_success: bool, verdict: str | None) -> str | None:
+def verdict_disagreement(environment_success: bool | None, verdict: str | None) -> str | None:
     """A one-line note when the operator's final verdict (``success``/``failure``) and the env
-    predicate disagree (simulation), else None."""
+    predicate disagree (simulation), else None (also when the predicate is unknown, None)."""
+    if environment_success is None:
+        return None
     if verdict == "success" and not environment_success:
         return "operator said success; environment predicate: not satisfied"
     if verdict == "failure" and environment_success:
@@ -161,7 +164,9 @@ class RunOutcome:
     """How a run ended.
 
     Attributes:
-        environment_success: the env's own success predicate at the end (never the finish claim).
+        environment_success: the env's own success predicate at the end (never the finish claim);
+            None when it could not be read (the env server died): unknown, never a stale value.
+        environment_success_unknown: why ``environment_success`` is None (one line), else None.
         finish: ``{"status", "summary"}`` of an accepted finish, or None.
         error: one-line error, or None.
         stop_reason: the planner's stop reason (``finished``, ``max_turns``, ``timeout``, ...),
@@ -176,7 +181,7 @@ class RunOutcome:
         disagreement: :func:`verdict_disagreement` note, or None.
     """
 
-    environment_success: bool = False
+    environment_success: bool | None = False
     finish: dict | None = None
     error: str | None = None
     stop_reason: str = "error"
@@ -187,6 +192,7 @@ class RunOutcome:
     verdict_required: bool = False
     label: str = ""
     disagreement: str | None = None
+    environment_success_unknown: str | None = None
 
     @property
     def exit_code(self) -> int:

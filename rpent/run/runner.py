@@ -356,14 +356,21 @@ def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome,
               steering=None, steering_log: list | None = None,
               memory: dict | None = None) -> None:
     """Write everything that must exist after any run (blocking; runs on a worker thread)."""
-    success = False
+    success: bool | None = False  # no toolkit: no environment ever ran, so no action could solve the task
+    unknown_reason: str | None = None
     verdicts: list = []
     if toolkit is not None:
         try:
             success = toolkit.solved()
         except Exception as exc:  # noqa: BLE001 — the env server may be dead
-            outcome.error = outcome.error or f"could not read the environment's success: {exc}"
-            success = bool(toolkit.current_state().get("success"))
+            # the predicate cannot be read at the end: unknown, never the last value the env reported
+            last = toolkit.current_state()
+            unknown_reason = (f"could not read the environment's success at the end of the run "
+                              f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+                              f"the env last reported success={bool(last.get('success'))} "
+                              f"after {int(last.get('steps', 0))} env steps")
+            outcome.error = outcome.error or unknown_reason
+            success = None
         try:
             toolkit.close()
         except Exception:  # noqa: BLE001
@@ -375,6 +382,7 @@ def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome,
         outcome.operator_verdict = getattr(toolkit, "operator_verdict_record", None)
         verdicts = list(getattr(toolkit, "operator_verdicts", []) or [])
     outcome.environment_success = success
+    outcome.environment_success_unknown = unknown_reason
     outcome.verdict_required = bool(cfg.require_operator_verdict)
     answer = (outcome.operator_verdict or {}).get("answer")
     outcome.label = run_label(environment_success=success, verdict=answer, verdict_required=outcome.verdict_required,
@@ -392,7 +400,8 @@ def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome,
         "init_state_sha256": episode.get("init_state_sha256"), "task_language": info.language,
         "planner": cfg.planner, "model": cfg.planner_config.model, "policy_mode": cfg.policy_mode,
         "elapsed_s": round(elapsed, 3), "finish": outcome.finish, "error": outcome.error,
-        "stop_reason": outcome.stop_reason, "environment_success": success, "env_steps": outcome.env_steps,
+        "stop_reason": outcome.stop_reason, "environment_success": success,
+        "environment_success_unknown": unknown_reason, "env_steps": outcome.env_steps,
         "label": outcome.label, "operator_verdict": outcome.operator_verdict, "verdict_required": outcome.verdict_required,
         "disagreement": outcome.disagreement, "operator_verdicts": verdicts, "steering": list(steering_log or []),
         "undelivered_operator_lines": undelivered,
@@ -406,7 +415,10 @@ def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome,
     if recorder is not None:
         status = {"cancelled": "interrupted"}.get(outcome.stop_reason, "error" if outcome.error else "finished")
         try:
-            recorder.close(status, success, outcome.error)
+            rec_error = outcome.error
+            if unknown_reason and unknown_reason not in (rec_error or ""):
+                rec_error = f"{rec_error}; {unknown_reason}" if rec_error else unknown_reason
+            recorder.close(status, success, rec_error)
         except Exception:  # noqa: BLE001
             log.exception("closing the trajectory record failed")
     for c in clients:

@@ -7,8 +7,10 @@ forks on the calling (trio) thread, which lives as long as the trio run that own
 the child asks for ``death_signal`` (default SIGTERM) before it runs a single line of its program:
 if the owner is SIGKILLed while the child is still importing (an env server needs 30-45 s before it
 serves, and only then does its ``--parent-watch`` thread run), the child still ends. SIGTERM, not
-SIGKILL, so a server that is already serving stops cleanly (``rpent.rpc.cli`` handles SIGTERM and its
-parent watch then ends the rest of its process group).
+SIGKILL, so a server that is already serving stops cleanly (``rpent.rpc.cli`` handles SIGTERM, then
+ends the rest of its process group). The kernel sends the signal when the forking *thread* exits: when
+the owner is SIGKILLed that can come before its other threads are gone (``getppid()`` still names it
+and the child's stdin pipe is still open), so the child must act on the signal alone.
 
 The child leads its own process group (``start_new_session``), as the supervisor's teardown expects.
 Off Linux (no ``prctl``) the child is spawned the same way without the death signal.

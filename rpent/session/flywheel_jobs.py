@@ -183,7 +183,9 @@ class FlywheelRunner:
             else:
                 self.status.returncode = result.returncode
                 self.status.state = "succeeded" if result.returncode == 0 else "failed"
-                if result.returncode != 0:
+                if result.returncode == 3:  # rpent.cli.flywheel.EXIT_NOTHING_EXPORTED
+                    self.status.error = "nothing exported: no episode qualified (see report.json for why)"
+                elif result.returncode != 0:
                     self.status.error = f"rpent-flywheel exited with status {result.returncode}"
             try:
                 self.status.report = read_report(job.output_dir)

@@ -8,6 +8,7 @@ own rows), config checks, startup failures with their messages (OK/MISS list, mi
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -186,3 +187,21 @@ def test_a_damaged_model_safetensors_is_a_named_error_and_exit_2(tmp_path):
     line = next(ln for ln in err.splitlines() if "cannot load the checkpoint" in ln)
     assert f"weight file {weights} cannot be loaded: truncated" in line
     assert "copy or download the file again" in line
+
+
+def test_start_up_log_names_the_phases_and_the_prefetch(ckpts):
+    # the checkpoint is read into the page cache from the start of main() (rpent.models.prefetch); the log
+    # gives each start-up phase its seconds, so a slow cold start can be taken apart from the log alone
+    srv = ServerProc(["--embodiment", "libero", "--model-path", str(ckpts["openpi"]), "--transport", "socket"])
+    try:
+        with VlaClient(srv.endpoint) as vla:
+            assert vla.predict(tiny_observation("libero", 1)).shape == (1, 5, 7)
+    finally:
+        srv.proc.terminate()
+        srv.proc.wait(30)
+        err = srv.proc.stderr.read()
+        srv.stop()
+    assert "torch import + CUDA init " in err
+    assert re.search(r"pi05_vla_server: prefetch (done|still reading): [0-9.]+ of [0-9.]+ GB in ", err), err
+    assert re.search(r"loaded openpi-layout weights to cpu \(float32\) in [0-9.]+ s", err), err
+    assert re.search(r"ready in [0-9.]+ s", err), err

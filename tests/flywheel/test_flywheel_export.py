@@ -180,6 +180,29 @@ def test_nothing_qualifies_writes_only_the_report(tmp_path, record_run):
     assert {e["reason"] for e in report["exclusions"]} == {"not_successful", "not_vla", "no_qualifying_actions"}
 
 
+def test_cli_exits_3_when_nothing_qualifies_and_writes_no_dataset(tmp_path, record_run):
+    """A script must not take an export with no episode for a dataset: exit 3 (documented), one line
+    saying nothing was exported and why, only report.json (with the exclusions), no train/."""
+    record_run(tmp_path / "runs" / "a", [("scripted", 3), ("vla", "open", [2])], success=False)
+    out = tmp_path / "export"
+    p = subprocess.run([sys.executable, "-m", "rpent.cli.flywheel", "--input-root", str(tmp_path / "runs"),
+                        "--output-dir", str(out), "--no-progress"], capture_output=True, text=True, timeout=240)
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert ("rpent-flywheel: nothing exported: no episode qualifies under rules v1: 1 run(s) seen, 0 exported "
+            "(reasons: not_successful x1)") in p.stderr
+    assert [q.name for q in out.iterdir()] == ["report.json"]
+    report = json.loads((out / "report.json").read_text())
+    assert report["dataset"] is None and report["counts"]["episodes"] == 0
+    # no record at all under the input root: the same status, and the line names how to record one
+    (tmp_path / "empty").mkdir()
+    p = subprocess.run([sys.executable, "-m", "rpent.cli.flywheel", "--input-root", str(tmp_path / "empty"),
+                        "--output-dir", str(tmp_path / "export2"), "--no-progress"], capture_output=True, text=True,
+                       timeout=240)
+    assert p.returncode == 3 and "--record-trajectory" in p.stderr, p.stdout + p.stderr
+    assert "3 no episode qualified" in subprocess.run([sys.executable, "-m", "rpent.cli.flywheel", "export", "--help"],
+                                                      capture_output=True, text=True, timeout=240).stdout
+
+
 def test_existing_output_dir_and_mixed_robots_are_refused(tmp_path, capsys, record_run):
     record_run(tmp_path / "runs" / "a", [("vla", "open", [2])])
     out = tmp_path / "export"

@@ -88,7 +88,7 @@ def test_v2_names_what_it_cannot_export(tmp_path, record_run):
     record_run(runs / "no_images", [("scripted", 2), ("vla", "pick", [2])], success_seq=3)  # default: vla only
     record_run(runs / "no_step", [("scripted", 2)], observations="all")  # success claimed, no terminated step
     out = tmp_path / "out"
-    assert flywheel_main(["--input-root", str(runs), "--output-dir", str(out), "--rules", "v2", "--no-progress"]) == 0
+    assert flywheel_main(["--input-root", str(runs), "--output-dir", str(out), "--rules", "v2", "--no-progress"]) == 3
     report = json.loads((out / "report.json").read_text())
     assert [p.name for p in out.iterdir()] == ["report.json"] and report["dataset"] is None
     assert report["exclusion_counts"] == {"no_success_step": 1, "observations_missing": 1}
@@ -258,42 +258,80 @@ def test_view_writes_an_rrd_that_rerun_reads_back(tmp_path, record_run, capsys):
         write_episode_rrd(tmp_path / "out", 1, rrd)
 
 
-def _export_proc(runs: Path, out: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "rpent.cli.flywheel", "--input-root", str(runs), "--output-dir", str(out), "--no-progress"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
-
-
-def _wait_for_partial(parent: Path, name: str, proc: subprocess.Popen, timeout: float = 60.0) -> Path:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [p for p in parent.glob(f".{name}.partial-*") if (p / OWNER_FILE).is_file()]
-        if found:
-            return found[0]
-        assert proc.poll() is None, proc.communicate()
+# The real exporter, held inside its build directory (a test hook around
+# rpent.flywheel.dataset.write_lerobot_dataset: at its entry, or after its first frame is written)
+# until a signal ends it: the signal lands inside the export on any machine, however fast (a fixed
+# sleep did not ensure it).
+HELD_EXPORT = """
+import os, runpy, sys, time
+import rpent.flywheel.dataset as dataset
+real = dataset.write_lerobot_dataset
+def hold():
+    open(os.environ["RPENT_TEST_HELD_FLAG"], "w").close()
+    while True:  # held inside the export until the test's signal
         time.sleep(0.05)
-    raise AssertionError("the export never created its build directory")
+def held(*args, on_frame=None, **kwargs):
+    if os.environ["RPENT_TEST_HELD_AT"] == "entry":
+        hold()
+    def frame_written():
+        if on_frame is not None:
+            on_frame()
+        if not os.path.exists(os.environ["RPENT_TEST_HELD_FLAG"]):
+            hold()
+    return real(*args, on_frame=frame_written, **kwargs)
+dataset.write_lerobot_dataset = held
+sys.argv = ["rpent-flywheel", *sys.argv[1:]]
+runpy.run_module("rpent.cli.flywheel", run_name="__main__")
+"""
+
+
+def _held_export_proc(runs: Path, out: Path, flag: Path, at: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", HELD_EXPORT, "--input-root", str(runs), "--output-dir", str(out), "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, RPENT_TEST_HELD_FLAG=str(flag), RPENT_TEST_HELD_AT=at))
+
+
+def _wait_held(proc: subprocess.Popen, flag: Path, timeout: float = 240.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not flag.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the export never reached the point where the test holds it"
+        time.sleep(0.05)
+
+
+def _partials(parent: Path, name: str) -> list[Path]:
+    return [p for p in parent.glob(f".{name}.partial-*") if (p / OWNER_FILE).is_file()]
 
 
 def test_sigterm_removes_the_build_dir_and_kill9_leftovers_are_removed_by_the_next_export(tmp_path, record_run):
     runs = tmp_path / "runs"
     record_run(runs / "a", [("vla", "pick", [5] * 8)])
     out = tmp_path / "out"
+    flags = tmp_path / "flags"
+    flags.mkdir()
 
-    proc = _export_proc(runs, out)
-    _wait_for_partial(tmp_path, "out", proc)
-    time.sleep(1.0)  # inside the export (lerobot import / writing)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
+    proc = _held_export_proc(runs, out, flags / "1", "frame")
+    try:
+        _wait_held(proc, flags / "1")  # inside the export: lerobot imported, a frame written
+        assert len(_partials(tmp_path, "out")) == 1
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 143, err
     assert "interrupted by SIGTERM" in err and "partial build directory was removed" in err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["flags", "runs"]
 
-    proc = _export_proc(runs, out)
-    stale = _wait_for_partial(tmp_path, "out", proc)
-    time.sleep(1.0)
-    proc.kill()
-    proc.communicate(timeout=30)
+    proc = _held_export_proc(runs, out, flags / "2", "entry")
+    try:
+        _wait_held(proc, flags / "2")  # inside the export: its build directory made
+    finally:
+        proc.kill()
+        proc.communicate(timeout=60)
+    (stale,) = _partials(tmp_path, "out")
     assert stale.is_dir() and not out.exists()  # what kill -9 leaves behind
 
     notes: list[str] = []
@@ -302,4 +340,4 @@ def test_sigterm_removes_the_build_dir_and_kill9_leftovers_are_removed_by_the_ne
     (removed,) = report["stale_partials_removed"]
     assert removed["path"] == str(stale) and removed["bytes"] > 0
     assert len(notes) == 1 and f"removed stale build directory {stale}" in notes[0] and "killed" in notes[0]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "runs"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["flags", "out", "runs"]

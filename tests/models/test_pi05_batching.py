@@ -38,11 +38,11 @@ def test_concurrent_items_share_calls_and_get_their_own_results():
 
 
 def test_lone_client_is_not_delayed_by_the_window():
-    b = DynamicBatcher(lambda items: items, window_s=0.5, max_batch=8)
+    b = DynamicBatcher(lambda items: items, window_s=5.0, max_batch=8)
     t0 = time.perf_counter()
     for i in range(3):
         assert b.submit(i) == i
-    assert time.perf_counter() - t0 < 0.5  # three calls, no 0.5 s collection window paid
+    assert time.perf_counter() - t0 < 4.0  # three calls, not one 5 s collection window paid
     b.close()
 
 
@@ -92,7 +92,8 @@ class _Handle:
         self.items = items
         self.ready = threading.Event()
         log.append(("launch", list(items), time.perf_counter()))
-        threading.Timer(seconds, self.ready.set).start()
+        if seconds is not None:  # None: the test sets ``ready`` itself
+            threading.Timer(seconds, self.ready.set).start()
 
     def result(self):
         self.ready.wait(10)
@@ -136,17 +137,35 @@ def test_pipelined_mode_launches_the_next_batch_while_one_runs():
 
 def test_pipelined_mode_merges_small_groups_while_the_gpu_is_busy():
     log = []
-    b = DynamicBatcher(lambda items: items, window_s=0.001, max_batch=4, launch=lambda items: _Handle(items, 0.3, log))
+    coming = threading.Semaphore(0)  # released by each of items 1-4 just before it submits
+
+    def launch(items):
+        if items != [0]:
+            return _Handle(items, 0.0, log)
+        handle = _Handle(items, None, log)  # item 0's long batch ends once 1-4 are (about to be) queued
+
+        def finish():
+            for _ in range(4):
+                coming.acquire(timeout=120)
+            time.sleep(0.3)
+            handle.ready.set()
+
+        threading.Thread(target=finish, daemon=True).start()
+        return handle
+
+    b = DynamicBatcher(lambda items: items, window_s=0.001, max_batch=4, launch=launch)
     results = {}
 
     def client(i, delay):
         time.sleep(delay)
+        if i:
+            coming.release()
         results[i] = b.submit(i)
 
     # item 0 starts a long batch; items 1-4 arrive in two groups while it runs, 50 ms apart
     threads = [threading.Thread(target=client, args=(i, d)) for i, d in ((0, 0.0), (1, 0.05), (2, 0.05), (3, 0.1), (4, 0.1))]
     [t.start() for t in threads]
-    [t.join(10) for t in threads]
+    [t.join(120) for t in threads]
     b.close()
     assert results == {i: i * 10 for i in range(5)}
     assert [sorted(items) for _, items, _ in log] == [[0], [1, 2, 3, 4]]  # one full batch, not [1, 2] + [3, 4]

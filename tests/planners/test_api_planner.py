@@ -136,27 +136,29 @@ def test_timeout_cancels_the_running_tool(provider, endpoint):
 
 
 def test_timeout_while_waiting_for_the_model(endpoint, toolkit):
-    ep = endpoint(Script([Turn(text="too slow", delay_s=3.0)]))
+    ep = endpoint(Script([Turn(text="too slow", delay_s=30.0)]))  # the endpoint's thread is a daemon
+    planner = make_planner("openai-chat", ep, timeout_s=0.5)  # outside the timing: a first SDK import takes s
     t0 = time.monotonic()
-    result = make_planner("openai-chat", ep, timeout_s=0.5).solve("s", "u", toolkit)
-    assert result.error == "API planner timed out after 0.5s" and time.monotonic() - t0 < 2.5
+    result = planner.solve("s", "u", toolkit)
+    # well before the model's answer (30 s): the 0.5 s timeout ended the wait
+    assert result.error == "API planner timed out after 0.5s" and time.monotonic() - t0 < 15
 
 
 def test_interrupt_with_stop_during_a_long_tool(endpoint):
     toolkit = FixtureToolkit(step_s=0.01)
     steering = Steering()
-    ep = endpoint(Script([Turn(tool_calls=(ToolCall("wait_steps", {"steps": 3000}),)), FINISH]))
+    ep = endpoint(Script([Turn(tool_calls=(ToolCall("wait_steps", {"steps": 30000}),)), FINISH]))  # 300 s
 
     def operator():
-        toolkit.running.wait(10)
-        time.sleep(0.1)
+        toolkit.running.wait(120)  # the tool runs
         steering.submit("/quit")
 
+    planner = make_planner("anthropic", ep)
     threading.Thread(target=operator, daemon=True).start()
     t0 = time.monotonic()
-    result = make_planner("anthropic", ep).solve("s", "u", toolkit, steering=steering)
+    result = planner.solve("s", "u", toolkit, steering=steering)
     assert result.stop_reason == "interrupted" and result.error == "operator quit"
-    assert toolkit.cancelled_calls == ["wait_steps"] and time.monotonic() - t0 < 10
+    assert toolkit.cancelled_calls == ["wait_steps"] and time.monotonic() - t0 < 60  # the tool takes 300 s
     assert len(ep.requests) == 1  # no further model request after the stop
 
 
@@ -168,13 +170,13 @@ def test_interrupt_without_stop_returns_cancelled_result_to_the_model(endpoint):
     def responder(req):
         seen.append(req)
         if len(seen) == 1:
-            return Turn(tool_calls=(ToolCall("wait_steps", {"steps": 3000}), ToolCall("view_env_state")))
+            return Turn(tool_calls=(ToolCall("wait_steps", {"steps": 30000}), ToolCall("view_env_state")))
         return FINISH
 
     ep = endpoint(responder)
 
     def operator():
-        toolkit.running.wait(10)
+        toolkit.running.wait(120)  # the 300 s tool runs
         steering.send("stop waiting, just finish")
         steering.interrupt()
 
@@ -194,11 +196,11 @@ def test_interrupt_while_the_model_thinks_does_not_cancel_later_tools(endpoint):
     toolkit = FixtureToolkit(step_s=0.002)
     steering = Steering()
     ep = endpoint(Script([
-        Turn(tool_calls=(ToolCall("wait_steps", {"steps": 3}),), delay_s=2.0),
+        Turn(tool_calls=(ToolCall("wait_steps", {"steps": 3}),), delay_s=5.0),
         Turn(tool_calls=(ToolCall("wait_steps", {"steps": 4}),)),
         FINISH]))
 
-    def operator():  # Esc while the first model request is in flight (it answers after 2 s)
+    def operator():  # Esc while the first model request is in flight (it answers after 5 s)
         t_end = time.monotonic() + 60
         while not ep.requests and time.monotonic() < t_end:
             time.sleep(0.02)
@@ -221,10 +223,10 @@ def test_operator_line_is_delivered_at_the_next_turn_boundary(endpoint):
     def responder(req):
         if "[operator] use the left bowl" in req.last_user_text:
             return FINISH
-        return Turn(tool_calls=(ToolCall("wait_steps", {"steps": 20}),))
+        return Turn(tool_calls=(ToolCall("wait_steps", {"steps": 300}),))  # 3 s: the line comes while it runs
 
     ep = endpoint(responder)
-    threading.Thread(target=lambda: (toolkit.running.wait(10), steering.send("use the left bowl")),
+    threading.Thread(target=lambda: (toolkit.running.wait(120), steering.send("use the left bowl")),
                      daemon=True).start()
     result = make_planner("anthropic", ep, max_turns=10).solve("s", "u", toolkit, steering=steering)
     assert result.finish is not None

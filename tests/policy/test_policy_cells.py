@@ -124,14 +124,17 @@ def test_cells_run_one_at_a_time(make_runner):
 
     def long_cell():
         started.set()
-        out["r"] = runner.run_cell("import time\ntime.sleep(1.0)\n'slept'")
+        out["r"] = runner.run_cell("import time\ntime.sleep(2.0)\n'slept'")
 
     thread = threading.Thread(target=long_cell)
     thread.start()
     started.wait()
     import time
 
-    time.sleep(0.3)
+    deadline = time.monotonic() + 120
+    while not runner._run_lock.locked():  # the first cell is running (not merely its thread started)
+        assert thread.is_alive() and time.monotonic() < deadline, out
+        time.sleep(0.01)
     with pytest.raises(RuntimeError, match="one at a time"):
         runner.run_cell("1")
     thread.join()

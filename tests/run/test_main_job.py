@@ -99,6 +99,34 @@ def test_bad_cli_arguments(args, needle, tmp_path):
     assert "Traceback" not in p.stderr
 
 
+def test_required_verdict_without_a_terminal_is_refused_before_anything_starts(tmp_path):
+    """Nobody can answer an operator request without a terminal: refused up front (exit 2, one line
+    naming the fix), not at the end of a run whose finish can never be accepted."""
+    out = tmp_path / "r"
+    p = subprocess.run(RPENT + ["--suite", "libero_object", "--task", "0", "--planner", "scripted",
+                                "--require-operator-verdict", "--output-dir", str(out)],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, MUJOCO_GL="egl"))
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr.strip().splitlines() == [
+        "rpent: error: --require-operator-verdict needs an operator at a terminal, but stdin is not a terminal; "
+        "run rpent from a terminal, or use rpent-tui (or rpent --dashboard) to give verdicts there"]
+    assert not out.exists()  # nothing started: no run directory, no env server log
+    # with a terminal on stdin the flag passes this check (the bad task is what is refused then)
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.run(RPENT + ["--suite", "libero_object", "--task", "42", "--require-operator-verdict",
+                                    "--output-dir", str(out)],
+                           stdin=slave, capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, MUJOCO_GL="egl"))
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert p.returncode == 2 and "42" in p.stderr and "terminal" not in p.stderr, p.stderr
+
+
 def test_output_dir_under_a_file_is_refused_in_one_line(tmp_path):
     blocker = tmp_path / "afile"
     blocker.write_text("x")
@@ -116,7 +144,7 @@ def test_output_dir_under_a_file_is_refused_in_one_line(tmp_path):
 def test_killed_env_server_keeps_record_and_leaves_no_orphans(tmp_path):
     out = tmp_path / "killed"
     cfg = RunConfig(suite="libero_object", task=0, seed=0, planner="scripted", output_dir=out, video=False,
-                    planner_config=PlannerConfig())
+                    planner_config=PlannerConfig(), record_trajectory=True)
     pids: dict[str, int] = {}
 
     async def main():
@@ -131,9 +159,18 @@ def test_killed_env_server_keeps_record_and_leaves_no_orphans(tmp_path):
 
     outcome = trio.run(main)
     assert "env" in pids
-    assert not outcome.environment_success
+    # the predicate could not be read at the end: unknown (null) with the reason, never the last
+    # value the env reported before it died (false here)
+    assert outcome.environment_success is None and outcome.label == "error"
     tr = json.loads((out / f"transcript_object_t0_s0.json").read_text())
-    assert tr["environment_success"] is False
+    assert tr["environment_success"] is None and tr["label"] == "error"
+    reason = tr["environment_success_unknown"]
+    assert reason.startswith("could not read the environment's success at the end of the run (")
+    assert "the env last reported success=False after" in reason and "\n" not in reason
+    assert outcome.environment_success_unknown == reason and tr["error"]
+    (task_json,) = out.glob("trajectories/*/task.json")  # the trajectory record says the same
+    task = json.loads(task_json.read_text())
+    assert task["environment_success"] is None and task["status"] == "error" and reason in task["error"]
     # the planner saw the service failure as tool errors naming the endpoint/transport and stopped
     errors = [m["content"].get("error", "") for m in tr["messages"] if m["role"] == "tool" and m["is_error"]]
     assert errors and any("env_server" in e or "127.0.0.1" in e for e in errors), errors

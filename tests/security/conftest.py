@@ -38,7 +38,7 @@ def cell_processes(marker: str) -> list[int]:
     return found
 
 
-def wait_gone(marker: str, timeout_s: float = 10.0) -> list[int]:
+def wait_gone(marker: str, timeout_s: float = 60.0) -> list[int]:
     """Wait until no process of ``marker`` is left; returns what is left at the deadline."""
     deadline = time.monotonic() + timeout_s
     while True:

@@ -219,7 +219,7 @@ def test_a_cell_cannot_reach_outside_its_sandbox(make_runner, tmp_path):
 
 
 def test_a_cell_looping_on_refused_calls_is_ended_and_its_record_stays_small(make_runner, tmp_path):
-    runner = make_runner(max_calls=5, timeout_s=20)
+    runner = make_runner(max_calls=5, timeout_s=120)
     t0 = time.monotonic()
     result = runner.run_cell(textwrap.dedent("""
         n = 0
@@ -229,7 +229,7 @@ def test_a_cell_looping_on_refused_calls_is_ended_and_its_record_stays_small(mak
             except Exception:
                 n += 1
     """))
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 60  # ended by the call budget, not by the 120 s cell timeout
     assert result["exception"]["type"] == "CallBudgetExhausted" and result["worker_lost"]
     assert len(result["robot_calls"]) == 7 and result["calls_made"] == 5
     path = tmp_path / "run" / result["result_path"]

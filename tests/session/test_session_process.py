@@ -56,7 +56,7 @@ def test_detached_session_lives_alone_lists_attaches_and_stops(short_tmp, sessio
             client = RemoteSession(paths, lambda e: None)
             async with trio.open_nursery() as nursery:
                 await nursery.start(client.run)
-                with trio.fail_after(20):
+                with trio.fail_after(120):
                     while client.state != "ready":
                         await trio.sleep(0.05)
                 status = await trio.to_thread.run_sync(client.call, "status")

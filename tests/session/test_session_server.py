@@ -54,7 +54,7 @@ class Recorder:
         return [e for e in self.events if type(e).__name__ == name]
 
 
-async def until(predicate, what, timeout=20.0):
+async def until(predicate, what, timeout=120.0):
     with trio.fail_after(timeout):
         while not predicate():
             await trio.sleep(0.02)

@@ -134,7 +134,7 @@ def test_explore_screen_in_a_real_terminal(tmp_path):
         return subprocess.run(["tmux", "-L", sock, "-f", "/dev/null", *args], check=check, capture_output=True,
                               text=True).stdout
 
-    def wait_screen(needle, timeout=30.0):
+    def wait_screen(needle, timeout=120.0):
         deadline, text = time.monotonic() + timeout, ""
         while time.monotonic() < deadline:
             text = tmux("capture-pane", "-p", "-t", "ex", check=False)

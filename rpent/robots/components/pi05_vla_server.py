@@ -23,6 +23,9 @@ graph per batch bucket and prompt length; H200 figures are in ``benchmarks/vla_b
 Concurrent requests from several clients are collected for up to ``--batch-window-ms`` (only while
 more are expected) and run as one batched model call; each client gets its own rows back. The
 readiness line is printed after the model is loaded and warmed up, so "launch -> ready" is the cold start.
+A checkpoint's safetensors files are read into the page cache by background threads from the start of
+``main()`` (:mod:`rpent.models.prefetch`; ``RPENT_PI05_PREFETCH=0`` turns it off), so the disk read overlaps
+the torch import and the CUDA context; the log names each start-up phase with its seconds.
 """
 
 from __future__ import annotations
@@ -103,7 +106,9 @@ class Pi05VlaServer(RpcServer):
     def stats(self) -> dict:
         """Batching statistics: model calls run and rows per call (graph_captures: 0 without a CUDA-graph runner),
         and ``timing_ms``: median ms per request over the last 256 of validation+tokenisation (``prepare``),
-        waiting for and running the batched model call (``batch``) and un-normalisation (``finish``)."""
+        waiting for and running the batched model call (``batch``) and un-normalisation (``finish``); with
+        CUDA graphs also ``gpu_ms`` (median GPU ms per model call) and ``gpu_busy`` (GPU time over wall
+        time across the recent calls, :meth:`Pi05Runner.gpu_stats`)."""
         sizes = list(self.batcher.batch_sizes)
         runner = getattr(self.policy, "runner", None)
         tm = list(self._timings)
@@ -114,6 +119,7 @@ class Pi05VlaServer(RpcServer):
             "mean_batch_rows": (sum(sizes) / len(sizes)) if sizes else 0.0,
             "recent_batch_rows": sizes[-32:],
             "graph_captures": getattr(runner, "graph_captures", 0),
+            **(runner.gpu_stats() if hasattr(runner, "gpu_stats") else {}),
         }
 
     def close(self) -> None:
@@ -219,12 +225,40 @@ def load_policy(args: argparse.Namespace) -> "Pi05Policy":
         raise SystemExit(2) from None
 
 
+def start_checkpoint_prefetch(args: argparse.Namespace):
+    """Start reading the checkpoint's safetensors files into the page cache (before torch is imported, so
+    the disk read overlaps the torch import and the CUDA context; :mod:`rpent.models.prefetch`). Returns the
+    :class:`rpent.models.prefetch.Prefetch`, or None (random weights, ``--cpu``, ``RPENT_PI05_PREFETCH=0``,
+    or no directory: the loader then reports the problem)."""
+    path = args.model_path or os.environ.get(CHECKPOINT_ENV)
+    if args.random_weights or args.cpu or not path or os.environ.get("RPENT_PI05_PREFETCH", "1") == "0":
+        return None
+    from pathlib import Path
+
+    from rpent.models.prefetch import start_prefetch
+
+    d = Path(path)
+    single = d / "model.safetensors"  # the loader's choice (rpent.models.pi05.checkpoint.safetensors_files)
+    files = [single] if single.is_file() else sorted(p for p in d.glob("*.safetensors") if p.is_file())
+    return start_prefetch(files, threads=int(os.environ.get("RPENT_PI05_PREFETCH_THREADS", "4"))) if files else None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: load, warm up, print the readiness line, serve until shutdown."""
     args = build_parser().parse_args(argv)
     t0 = time.perf_counter()
     check_args(args)
+    prefetch = start_checkpoint_prefetch(args)
+    t_torch = time.perf_counter()
+    import torch
+
+    if not args.cpu and torch.cuda.is_available() and args.cuda_device < torch.cuda.device_count():
+        torch.cuda.init()  # the CUDA context, while the prefetch threads keep the disk busy
+    _log(f"torch import + CUDA init {time.perf_counter() - t_torch:.1f} s"
+         + (f" ({prefetch.summary()})" if prefetch is not None else ""))
     policy = load_policy(args)
+    if prefetch is not None:
+        _log(prefetch.summary())
     meta = policy.metadata()
     if policy.model.device.type == "cuda":
         t1 = time.perf_counter()

@@ -22,6 +22,8 @@ Methods (``ro`` = read-only: never advances physics):
 ``env.chunk_step(actions,``       (n,7) actions, stops early at episode end; ``return_all_frames``
 ``  return_all_frames)``          also returns the policy observation after every step
 ``env.status``              ro    {steps, terminated, truncated, success, done}
+``env.step_timing``         ro    {steps, sim_step_s}: env.step calls served and the seconds spent inside
+                                  ``LiberoSim.step`` (RPC overhead = client time - sim_step_s)
 ``env.success``             ro    the BDDL success predicate evaluated now (bool)
 ``env.robot_obs``           ro    eef pos/quat/axis-angle, gripper qpos, 8-D state
 ``env.policy_obs``          ro    main/wrist 256x256x3 uint8 in VLA orientation + 8-D state
@@ -50,6 +52,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import sys
+import time
 from typing import Any, Callable
 
 from rpent.rpc import RpcServer
@@ -117,6 +120,16 @@ class EnvServer(RpcServer):
         for name, fn in mut.items():
             self.register(name, self._on_sim_thread(fn), readonly=False)
         self.register("env.step", self._step_call, readonly=False)
+        self._steps_served = 0
+        self._sim_step_s = 0.0
+        self.register("env.step_timing", self.step_timing, readonly=True)
+
+    def step_timing(self) -> dict:
+        """``{"steps": int, "sim_step_s": float}``: ``env.step`` calls served so far and the wall seconds
+        spent inside ``LiberoSim.step`` for them (rendering for ``observe`` not included). A client that
+        times its own steps subtracts the difference of two readings to get the RPC overhead per step
+        without the per-process variation of the simulator's speed (``benchmarks/env_step_bench.py``)."""
+        return {"steps": self._steps_served, "sim_step_s": self._sim_step_s}
 
     def _step_call(self, action: Any, observe: str | None = None) -> dict:
         """``env.step``: a state-only step runs on the calling RPC thread, one that renders on the sim thread.
@@ -154,7 +167,10 @@ class EnvServer(RpcServer):
         """
         if observe not in (None, "main", "policy"):
             raise ValueError(f"observe must be None, 'main' or 'policy', got {observe!r}")
+        t0 = time.perf_counter()
         out = self.sim.step(action)
+        self._sim_step_s += time.perf_counter() - t0  # mutating calls are serialised: no lock needed
+        self._steps_served += 1
         if observe == "main":
             from rpent.robots.libero.sim import POLICY_IMAGE_SIZE
 

@@ -36,18 +36,23 @@ def test_meta_and_mismatch(short_env):
 def test_step_until_truncated_then_error(short_env):
     c = EnvClient(short_env.endpoint)
     c.reset()
+    t0 = c.call("env.step_timing")
     r = None
     for _ in range(3):
         r = c.step(np.zeros(7))
     assert r["truncated"] and not r["terminated"] and r["steps"] == 3
+    t1 = c.call("env.step_timing")  # the seconds spent inside LiberoSim.step, for env_step_bench's RPC column
+    assert t1["steps"] - t0["steps"] == 3 and t1["sim_step_s"] > t0["sim_step_s"]
     assert c.status()["done"]
     with pytest.raises(RemoteError, match="step called after episode done"):
         c.step(np.zeros(7))
+    assert c.call("env.step_timing")["steps"] == t1["steps"]  # a refused step is not counted
     # the server survives the error and a reset starts a new episode
     obs = c.reset()
     assert np.asarray(obs["state"]).shape == (8,)
     r = c.step(np.zeros(7), observe="main")
     assert r["frame"].shape == (256, 256, 3) and r["frame"].dtype == np.uint8
+    assert c.call("env.step_timing")["steps"] == t1["steps"] + 1
     with pytest.raises(RemoteError, match="observe must be"):
         c.step(np.zeros(7), observe="bogus")
     with pytest.raises(RemoteError, match="shape"):
