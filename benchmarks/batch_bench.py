@@ -25,8 +25,18 @@ executor goes first; besides the wall times it prints what each batch added on t
 own wall times (from ``attempts.jsonl``: start-up, connection, task start, report), which the
 load on a shared machine disturbs far less than the runs themselves. Both executors' runs get the
 same ``OMP_NUM_THREADS`` (default 1: Ray would otherwise set it in its workers only), and the
-cluster it starts runs its workers at niceness 0 (``RAY_worker_niceness=0``; Ray's default +15
-deprioritises the Ray rounds' runs on a shared machine).
+cluster it starts runs its workers at the raylet's niceness (``RAY_worker_niceness=0``; Ray's default
++15 deprioritises the Ray rounds' runs on a shared machine); each run is set to the driver's niceness
+(as locally). The cluster is started by :func:`rpent.cluster.local.start_local_cluster` (its
+system processes 5 below this process's niceness where permitted, a failed start retried).
+
+It also splits what each batch added outside its runs by the ledger's timestamps (``head``: launch
+to the first run's start; ``dispatch``: per run, ledger start..end minus the run's own wall time;
+``gaps``: between runs; ``tail``: the last run's end to exit), and measures Ray's own fixed cost
+per driver with a bare script against the same cluster (``import ray``, ``ray.init``, the first
+task, which starts the job's worker process, the next task, ``ray.shutdown``), so the part of the
+overhead that is Ray's own start-up is shown apart from what the executor adds per cell. The
+cluster start itself is reported apart (a ratio with it counted in one batch, labelled as such).
 
 Prints the load average (``uptime``) next to the figures: on a shared machine they are noisy.
 """
@@ -110,56 +120,37 @@ def ray_overhead(args: argparse.Namespace) -> None:
     """Local vs Ray executor on the same batch, interleaved; medians and the overhead."""
     import statistics
 
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # Ray node IPs on loopback (see tests/cluster/conftest.py)
+    from rpent.cluster.local import local_node_env, start_local_cluster
+
+    local_node_env()  # loopback node IPs, raised Ray start timeouts (rpent.cluster.local)
     # Ray sets OMP_NUM_THREADS=<the task's CPUs> in its workers when it is unset, and the runs inherit it:
     # give both executors' runs the same value so only the executor differs
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     # Ray starts its worker processes (and so the runs they spawn) at niceness +15 over the raylet; on a
     # shared machine that slows the Ray rounds' runs, not the executor: start the nodes at the runs' niceness
+    # (the cell task also sets its run to the driver's niceness when it may; the bench does not rely on it)
     os.environ.setdefault("RAY_worker_niceness", "0")
-    os.environ.setdefault("RAY_agent_register_timeout_ms", "180000")
-    os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
     tasks, seeds = parse_index_list(args.tasks, "--tasks"), parse_index_list(args.seeds, "--seeds")
     n = len(tasks) * len(seeds)
     cluster = None
     address = args.ray_address
     if address is None:
-        from ray.cluster_utils import Cluster
-
-        import shutil
-
-        t0 = time.monotonic()
-        for attempt in range(3):  # a raylet gives up after 15 s waiting for its agent on a loaded machine
-            temp = tempfile.mkdtemp(prefix="rray_bench_", dir="/tmp")
-            try:
-                cluster = Cluster(initialize_head=True, head_node_args={
-                    "num_cpus": args.parallel, "node_ip_address": "127.0.0.1", "include_dashboard": False,
-                    "object_store_memory": 80 * 1024 * 1024, "temp_dir": temp})
-                break
-            except Exception as exc:  # noqa: BLE001 - Ray raises several types for a failed start
-                import psutil
-
-                for proc in psutil.process_iter(["cmdline"]):  # the failed start's GCS server etc.
-                    try:
-                        if temp in " ".join(proc.info["cmdline"] or []):
-                            proc.kill()
-                    except (psutil.NoSuchProcess, psutil.AccessDenied):
-                        pass
-                shutil.rmtree(temp, ignore_errors=True)
-                print(f"Ray cluster start failed ({type(exc).__name__}: {str(exc)[:200]}); "
-                      f"{'retrying' if attempt < 2 else 'giving up'}", flush=True)
-                if attempt == 2:
-                    raise
-        assert cluster is not None
+        cluster = start_local_cluster({"num_cpus": args.parallel}, temp_prefix="rray_bench_")
         address = cluster.address
-        print(f"one-node Ray cluster at {address} started in {time.monotonic() - t0:.1f} s (not counted)", flush=True)
+        print(f"one-node Ray cluster at {address} started in {cluster.start_s:.1f} s ({cluster.attempts} attempt(s); "
+              "not counted)", flush=True)
     run_flags = ["--no-video", "--max-episode-steps", str(args.max_episode_steps)]
     print(f"cells: {args.suite} tasks {tasks} seeds {seeds} ({n} episodes), --parallel {args.parallel}, "
           f"{' '.join(run_flags)}; OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} for both; {_uptime()}", flush=True)
     times: dict[str, list[float]] = {"local": [], "ray": []}
     added: dict[str, list[float]] = {"local": [], "ray": []}
+    phases: dict[str, list[dict[str, float]]] = {"local": [], "ray": []}
     ratios: list[float] = []
     try:
+        fixed = [_ray_fixed_cost(address) for _ in range(2)]
+        for f in fixed:
+            print(f"Ray's own fixed cost per driver, a bare script against the same cluster: {_phase_text(f)} s "
+                  f"(sum {sum(f.values()):.1f} s); {_uptime()}", flush=True)
         with tempfile.TemporaryDirectory(prefix="batch_bench_") as tmp:
             batch = [sys.executable, "-m", "rpent.cli.batch", "--suites", args.suite, "--tasks", args.tasks, "--seeds",
                      args.seeds, "--no-progress", "--parallel", str(args.parallel), *run_flags]
@@ -170,23 +161,24 @@ def ray_overhead(args: argparse.Namespace) -> None:
                 for kind in order:
                     extra = ["--ray-address", address] if kind == "ray" else []
                     root = f"{tmp}/{kind}{r}"
+                    t_launch = time.time()
                     dt = _timed(batch + ["--results-root", root, *extra])
+                    t_exit = time.time()
                     runs = _run_walls(root)
+                    phases[kind].append(_phases(root, t_launch, t_exit))
                     # what the batch added on top of its runs' own wall times (robust to the load the runs see)
                     own = dt - sum(runs) / args.parallel
                     times[kind].append(dt)
                     added[kind].append(own)
                     pair[kind] = dt
                     print(f"round {r + 1} {kind:5s}: {dt:.1f} s (its {len(runs)} runs {sum(runs):.1f} s; "
-                          f"added by rpent-batch + executor {own:+.1f} s); {_uptime()}", flush=True)
+                          f"added by rpent-batch + executor {own:+.1f} s: {_phase_text(phases[kind][-1])}); {_uptime()}",
+                          flush=True)
                 ratios.append(pair["ray"] / pair["local"])
                 print(f"round {r + 1} ratio ray/local {ratios[-1]:.3f}", flush=True)
     finally:
         if cluster is not None:
-            import shutil
-
             cluster.shutdown()
-            shutil.rmtree(temp, ignore_errors=True)
     loc, ray_ = statistics.median(times["local"]), statistics.median(times["ray"])
     print(f"wall times local {['%.1f' % x for x in times['local']]} s, ray {['%.1f' % x for x in times['ray']]} s")
     print(f"median local executor {loc:.1f} s, Ray executor {ray_:.1f} s: ratio {ray_ / loc:.3f}, Ray overhead "
@@ -196,7 +188,76 @@ def ray_overhead(args: argparse.Namespace) -> None:
     print(f"median time added on top of the runs' own wall times: local {al:.1f} s, ray {ar:.1f} s "
           f"(Ray executor's own cost {ar - al:+.1f} s per batch of {n} cells = {100 * (ar - al) / loc:+.1f} % of the "
           "local batch)")
+    for key, what in (("head", "launch to first run started (imports, Ray connect + placement check + worker start)"),
+                      ("dispatch", "per run: ledger start..end minus the run's own wall (task start + result back)"),
+                      ("gaps", "between one run's end and the next one's start"),
+                      ("tail", "last run's end to exit (report, Ray disconnect)")):
+        ml = statistics.median(p[key] for p in phases["local"])
+        mr = statistics.median(p[key] for p in phases["ray"])
+        print(f"  {key:8s} local {ml:5.1f} s, ray {mr:5.1f} s ({mr - ml:+.1f} s): {what}")
+    if cluster is not None:
+        print(f"with the one-time cluster start ({cluster.start_s:.1f} s) counted in one Ray batch: ratio "
+              f"{(ray_ + cluster.start_s) / loc:.3f} (a cluster normally outlives many batches: not the per-batch cost)")
+    fx = {k: statistics.median(f[k] for f in fixed) for k in fixed[0]}
+    print(f"Ray's own fixed cost per driver (median of {len(fixed)} bare probes: {_phase_text(fx)} s; sum "
+          f"{sum(fx.values()):.1f} s = {100 * sum(fx.values()) / loc:.1f} % of the local batch); without it: "
+          f"ratio {(ray_ - sum(fx.values())) / loc:.3f} (what the executor adds beyond Ray's own start-up)")
     print(_uptime())
+
+
+_FIXED_COST_SCRIPT = """
+import json, os, sys, time
+t0 = time.monotonic()
+import ray
+t1 = time.monotonic()
+ray.init(address=sys.argv[1], log_to_driver=False, logging_level="WARNING")
+t2 = time.monotonic()
+def pid():
+    return os.getpid()
+f = ray.remote(num_cpus=1, max_retries=0)(pid)
+ray.get(f.remote())
+t3 = time.monotonic()
+ray.get(f.remote())
+t4 = time.monotonic()
+ray.shutdown()
+t5 = time.monotonic()
+print(json.dumps({"import": t1 - t0, "init": t2 - t1, "first_task": t3 - t2, "next_task": t4 - t3,
+                  "shutdown": t5 - t4}))
+"""
+
+
+def _ray_fixed_cost(address: str) -> dict[str, float]:
+    """What Ray itself costs a driver, without rpent: ``import ray``, ``ray.init``, the first task (its worker
+    process starts: workers belong to one job, so every batch pays it), the next task, ``ray.shutdown``."""
+    out = subprocess.run([sys.executable, "-c", _FIXED_COST_SCRIPT, address], capture_output=True, text=True,
+                         timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"fixed-cost probe failed: {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _phases(root: str, t_launch: float, t_exit: float) -> dict[str, float]:
+    """Where a batch's time outside its runs went, from its ledger's timestamps (seconds):
+    ``head`` launch to the first start line, ``tail`` last end line to exit, ``dispatch`` summed
+    (end - start - the run's own wall) per attempt, ``gaps`` summed end-to-next-start idle time."""
+    ledger = [json.loads(line) for line in Path(root, "attempts.jsonl").read_text().splitlines() if line.strip()]
+    starts = {(e["key"], e["attempt"]): e["t"] for e in ledger if e["event"] == "start"}
+    ends = [e for e in ledger if e["event"] == "end"]
+    dispatch = sum(e["t"] - starts[(e["key"], e["attempt"])] - float(e["wall_s"]) for e in ends)
+    events = sorted([("s", t) for t in starts.values()] + [("e", e["t"]) for e in ends], key=lambda x: x[1])
+    gaps, last_end = 0.0, None
+    for kind, t in events:
+        if kind == "e":
+            last_end = t
+        elif last_end is not None:
+            gaps += t - last_end
+            last_end = None
+    return {"head": min(starts.values()) - t_launch, "tail": t_exit - max(e["t"] for e in ends),
+            "dispatch": dispatch, "gaps": gaps}
+
+
+def _phase_text(p: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.1f}" for k, v in p.items())
 
 
 def _run_walls(root: str) -> list[float]:

@@ -40,7 +40,7 @@ from .screens.run import RunScreen
 from .screens.services import ServicesScreen
 from .screens.trajectories import TrajectoriesScreen
 from rpent.session.code_cells import CodeCellService
-from rpent.session.commands import warm_up as warm_suite_list
+from rpent.session.commands import known_suites, warm_up as warm_suite_list
 from rpent.session.flywheel_jobs import FlywheelRunner
 from rpent.session.core import Session
 from rpent.session.model import OperatorPrompt, OperatorResolved, SessionChanged
@@ -125,6 +125,7 @@ class RpentApp(App[int]):
         self.live_screens: set[Screen] = set()
         self._restore_signals: Callable[[], None] | None = None
         self._operator_modal: OperatorModal | None = None
+        self.task_lists: dict[str, tuple[str, ...]] = {}  # robot -> its suites, once this app scanned them
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -132,7 +133,7 @@ class RpentApp(App[int]):
         self.bridge.start()
         if self.options.start_session:
             self.bridge.spawn(self.session.run, name="session")
-            warm_suite_list(getattr(getattr(self.session, "config", None), "robot", "libero"))  # off the UI thread: the LIBERO registry scan takes seconds on a busy machine
+            self.warm_task_list()
         if threading.current_thread() is threading.main_thread():
             self._restore_signals = install_exit_signals(self._exit_on_signal, asyncio.get_running_loop(),
                                                          on_stuck=self._hard_exit)
@@ -216,6 +217,57 @@ class RpentApp(App[int]):
         """Open the modal for the current TaskRun's pending request; False when none waits."""
         run = self.session.active
         return run is not None and self._show_operator(run.id)
+
+    def task_robot(self) -> str | None:
+        """The robot whose suites and tasks ``/rpent-task`` offers and parses: the session's ``--robot``
+        (None while unknown: an attached client before the session's snapshot arrived)."""
+        return str(getattr(getattr(self.session, "config", None), "robot", None) or "libero")
+
+    def warm_task_list(self) -> None:
+        """Scan the session robot's suite list in a thread (LIBERO's registry scan takes seconds on a busy
+        machine; ``/rpent-task`` completion never waits for it); the Run screen's hint shows the list
+        once it is known."""
+        robot = self.task_robot()
+        if robot is None:
+            return
+
+        def scan() -> None:
+            warm_suite_list(robot).join()
+            try:
+                suites = known_suites(robot)
+            except Exception:  # noqa: BLE001 - an unknown robot: /rpent-task names the problem when used
+                return
+            try:
+                self.call_from_thread(self._task_list_ready, robot, suites)
+            except Exception:  # noqa: BLE001 - the app ended meanwhile
+                pass
+
+        threading.Thread(target=scan, name="rpent-task-list", daemon=True).start()
+
+    def _task_list_ready(self, robot: str, suites: tuple[str, ...]) -> None:
+        self.task_lists[robot] = tuple(suites)
+        for screen in list(self.live_screens):
+            handler = getattr(screen, "task_list_ready", None)
+            if handler is not None and screen.is_mounted:
+                handler()
+
+    def start_task(self, command: Any) -> None:
+        """Start a TaskRun for ``command`` off the UI thread: the session's ``start_task_async`` runs in
+        the trio nursery (a local session claims the record directory in a worker thread; an attached
+        client makes its blocking call to the session process in one). The screens draw the new
+        TaskRun from the session's ``SessionChanged``; the outcome is a notification ("Task selected
+        ... (TaskRun N)", or the session's one-line refusal, e.g. ``SessionNotReady``)."""
+        session = self.session
+
+        async def start() -> None:
+            try:
+                run = await session.start_task_async(command)
+            except Exception as exc:  # noqa: BLE001 - the session's refusal, shown to the operator
+                self.notify(str(exc) or type(exc).__name__, severity="error", title="Task not started")
+                return
+            self.notify(f"Task selected: {command.display()} (TaskRun {run.id})")
+
+        self.bridge.spawn(start, name=f"start-task {command.display()}")
 
     def session_summary(self) -> str:
         """One line for screen subtitles (the status bar): session state, the current TaskRun and the

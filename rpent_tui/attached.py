@@ -94,14 +94,15 @@ class AttachedApp(RpentApp):
         self.stopped_session = False
         self._attached_once = False
 
-    def on_mount(self) -> None:
-        """Load the ``/rpent-task`` suite tables on a thread (the first parse or completion would import
-        LIBERO's benchmark on the UI thread: seconds). Textual then runs ``RpentApp.on_mount`` too."""
-        import threading
+    def task_robot(self) -> str | None:
+        """The session's ``--robot``, known from the session's snapshot on (None before: this client
+        never offers or scans another robot's suites, e.g. LIBERO's for a Meta-World session)."""
+        return super().task_robot() if self._attached_once else None
 
-        from rpent.session.commands import known_suites
-
-        threading.Thread(target=known_suites, name="warm-task-commands", daemon=True).start()
+    def warm_task_list(self) -> None:
+        """At mount the session's robot is not known yet: the scan starts with the first snapshot."""
+        if self._attached_once:
+            super().warm_task_list()
 
     @property
     def session_name(self) -> str:
@@ -115,7 +116,8 @@ class AttachedApp(RpentApp):
         event = message.event
         if not self._attached_once and type(event).__name__ == "SessionChanged":
             # the backlog arrived (maybe before the Run screen had its size): show its end
-            self._attached_once = True
+            self._attached_once = True  # the snapshot (and with it the session's config) arrived
+            self.warm_task_list()  # the suite list of the session's own robot
             self.set_timer(0.5, self._scroll_to_latest)
         if isinstance(event, SessionGone) and not self.stopped_session:
             self.exit(return_code=0 if event.stopped else 1,

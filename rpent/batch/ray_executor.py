@@ -4,7 +4,7 @@ A second implementation of :class:`rpent.batch.executor.Executor`: each :class:`
 one Ray task, placed by the resources of ``ray.cell`` (CPUs, custom resources that pin cells to a
 node group), which starts the job's ``rpent`` command as a child process on its node exactly as
 the local executor does (own process group, stdout/stderr to the job's log, SIGTERM when the task
-dies, the job's time limit). The runner, its ledger, lock, manifest, retries and report are
+dies, the job's time limit, the driver's stop request). The runner, its ledger, lock, manifest, retries and report are
 unchanged: the executor only reports exit codes and infrastructure errors.
 
 Results land under the driver's results root:
@@ -24,8 +24,9 @@ Ray finds room) and the report counts it once. When no live node offers the cell
 more (the only node of a node group died), Ray would queue the cells forever: after
 ``ray.preflight_wait_s`` seconds without such a node every pending cell ends with an
 ``infra_error`` naming the resources and the live nodes, so the batch ends (cells without an
-outcome stay "infra"; re-running the command resumes them) instead of hanging. ``shutdown(cancel=True)`` cancels the tasks: each
-SIGTERMs its run (which writes a cancelled record), waits, then SIGKILLs.
+outcome stay "infra"; re-running the command resumes them) instead of hanging. ``shutdown(cancel=True)``
+(SIGTERM/SIGINT to ``rpent-batch``) sets a stop request that every cell task polls: each SIGTERMs its
+run (which writes a cancelled record), waits, then SIGKILLs (see :meth:`RayExecutor.shutdown`).
 
 With ``ray.replicas.vla`` / ``ray.replicas.sam3`` the executor starts replica pools on GPU nodes
 when entered and adds ``--vla-endpoint`` / ``--sam3-endpoint`` (the least-loaded replica) to each
@@ -61,6 +62,10 @@ RESULTS_MODES = ("auto", "shared", "copy")
 MARKER_PREFIX = ".rpent_ray_visible_"
 NODE_CHECK_S = 2.0
 """Seconds between checks that some live node still offers the cells' resources (while cells run)."""
+CANCEL_POLL_S = 0.5
+"""Seconds between a cell task's checks of the driver's stop request (a GCS key-value read)."""
+CANCEL_NAMESPACE = "rpent_batch"
+"""Namespace of the stop-request keys in Ray's GCS key-value store."""
 
 
 def _restore_keyboard_interrupt() -> None:
@@ -76,7 +81,20 @@ def _restore_keyboard_interrupt() -> None:
         pass
 
 
-def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop_grace_s: float) -> dict[str, Any]:
+def _cancel_requested(cancel_key: str | None) -> bool:
+    """Whether the driver set ``cancel_key`` in Ray's GCS key-value store (its stop request)."""
+    if not cancel_key:
+        return False
+    try:
+        from ray.experimental.internal_kv import _internal_kv_get
+
+        return _internal_kv_get(cancel_key, namespace=CANCEL_NAMESPACE) is not None
+    except Exception:  # noqa: BLE001 - GCS briefly unreachable: ask again at the next poll
+        return False
+
+
+def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop_grace_s: float,
+                     cancel_key: str | None = None) -> dict[str, Any]:
     """Body of the Ray task: run one job's command on this node (see the module docstring).
 
     Args:
@@ -84,9 +102,12 @@ def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop
         marker: path of the driver's marker file (``results: auto``), or None.
         results: ``shared``, ``copy`` or ``auto``.
         stop_grace_s: seconds between SIGTERM and SIGKILL when the job is stopped.
+        cancel_key: key in Ray's GCS key-value store that the driver sets to stop every cell
+            (polled every :data:`CANCEL_POLL_S` s); None: only ``ray.cancel`` stops it.
 
     Returns:
-        ``{"exit_code", "infra_error", "wall_s", "where", "archive"?: bytes (tar of run_dir + log)}``.
+        ``{"exit_code", "infra_error", "wall_s", "where", "archive"?: bytes (tar of run_dir + log)}``;
+        a cancelled run ends with ``infra_error`` "cancelled: ..." (its record says cancelled).
     """
     import ray
 
@@ -121,6 +142,7 @@ def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop
     except OSError:
         run_nice = "?"
     limit = job.get("timeout_s")
+    last_cancel_check = time.monotonic()
     try:
         # poll in short sleeps, not one blocking wait: ray.cancel raises KeyboardInterrupt in this thread
         # only between Python bytecodes
@@ -129,6 +151,12 @@ def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop
                 stop_process_group(proc, stop_grace_s)
                 infra = f"run exceeded its time limit of {limit:g} s and was stopped"
                 break
+            if time.monotonic() - last_cancel_check >= CANCEL_POLL_S:
+                last_cancel_check = time.monotonic()
+                if _cancel_requested(cancel_key):
+                    stop_process_group(proc, stop_grace_s)
+                    infra = "cancelled: the batch was stopped (the run got SIGTERM)"
+                    break
             time.sleep(0.2)
     except BaseException:  # ray.cancel (KeyboardInterrupt) or the worker exiting: stop the run, keep its record
         stop_process_group(proc, stop_grace_s)
@@ -260,6 +288,7 @@ class RayExecutor:
         self._done: list[CellOutcome] = []
         self._closed_events: list[dict[str, Any]] = []
         self._used: dict[str, dict[str, str]] = {}  # cell key -> role -> replica endpoint it was given
+        self._cancel_key = f"cancel-{secrets.token_hex(8)}"
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def __enter__(self) -> RayExecutor:
@@ -308,7 +337,7 @@ class RayExecutor:
             Path(self.marker).write_text("rpent-batch driver marker: nodes that see this file share the results root\n")
         payload = {**job.to_dict(), "argv": argv, "nice": os.getpriority(os.PRIO_PROCESS, 0)}
         ref = self._task.options(**self.settings.cell.ray_options()).remote(
-            payload, self.marker, self.results, self.stop_grace_s)
+            payload, self.marker, self.results, self.stop_grace_s, self._cancel_key)
         self._refs[ref] = (job, time.monotonic())
 
     def running(self) -> list[str]:
@@ -389,6 +418,30 @@ class RayExecutor:
             if stranded or (deadline is not None and time.monotonic() >= deadline):
                 return stranded
 
+    def _request_cancel(self) -> bool:
+        """Set this executor's stop request (see :meth:`shutdown`); False when it could not be written."""
+        try:
+            from ray.experimental.internal_kv import _internal_kv_initialized, _internal_kv_put
+
+            if not _internal_kv_initialized():
+                return False
+            _internal_kv_put(self._cancel_key, b"1", overwrite=True, namespace=CANCEL_NAMESPACE)
+            return True
+        except Exception as exc:  # noqa: BLE001 - Ray Client, or the GCS unreachable
+            log.warning("could not write the stop request to Ray's key-value store (%s: %s); using ray.cancel",
+                        type(exc).__name__, exc)
+            return False
+
+    def _clear_cancel(self) -> None:
+        try:
+            from ray.experimental.internal_kv import _internal_kv_del, _internal_kv_initialized
+
+            if _internal_kv_initialized():
+                _internal_kv_del(self._cancel_key, namespace=CANCEL_NAMESPACE)
+        except Exception:  # noqa: BLE001 - disconnected already
+            pass
+        self._cancel_key = None
+
     def _stranded(self) -> list[CellOutcome]:
         """Outcomes of every running job once no live node has offered ``ray.cell``'s resources for
         ``ray.preflight_wait_s`` seconds (checked every :data:`NODE_CHECK_S` s); else []."""
@@ -428,20 +481,43 @@ class RayExecutor:
         return outs
 
     def shutdown(self, cancel: bool = True) -> None:
-        """Cancel (SIGTERM -> grace -> SIGKILL on the node) or wait for the running jobs, stop the
-        replica pools, remove the marker, disconnect if this executor connected. Idempotent."""
+        """Stop (``cancel``) or wait for the running jobs, stop the replica pools, remove the marker,
+        disconnect if this executor connected. Idempotent.
+
+        Cancelling sets this executor's stop request in Ray's GCS key-value store: every cell task sees
+        it within :data:`CANCEL_POLL_S` s and stops its run (SIGTERM, ``stop_grace_s``, SIGKILL), so the
+        run writes its record marked cancelled; a copied-back run's directory still comes back. Where the
+        store cannot be written (Ray Client) ``ray.cancel`` asks instead. A task still running after
+        ``stop_grace_s + 15`` s is force-cancelled: its worker exits and the run gets SIGTERM from the
+        kernel (``PR_SET_PDEATHSIG``). (``ray.cancel`` without ``force`` on running tasks is not used by
+        default: with Ray 2.60 the driver could abort with "Tried to complete task that was not pending"
+        when the task's reply crossed the cancellation.)"""
         refs = list(self._refs)
         if refs:
-            if cancel:
+            if cancel and not self._request_cancel():
                 for ref in refs:
-                    self.ray.cancel(ref, force=False)
-            self.ray.wait(refs, num_returns=len(refs), timeout=self.stop_grace_s + 15.0 if cancel else None)
+                    try:
+                        self.ray.cancel(ref, force=False)
+                    except Exception:  # noqa: BLE001 - already finished
+                        pass
+            ready, rest = self.ray.wait(refs, num_returns=len(refs),
+                                        timeout=self.stop_grace_s + 15.0 if cancel else None)
+            for ref in ready:  # the stopped runs' records (copy mode: their directories come back)
+                job, _ = self._refs[ref]
+                try:
+                    res = self.ray.get(ref, timeout=30.0)
+                    if res.get("archive") is not None:
+                        _unpack(res["archive"], job)
+                except Exception as exc:  # noqa: BLE001 - lost with its node, or cancelled by ray.cancel
+                    log.debug("cell %s: no result at shutdown (%s)", job.key, type(exc).__name__)
             if cancel:
-                for ref in refs:
+                for ref in rest:
                     try:
                         self.ray.cancel(ref, force=True)
                     except Exception:  # noqa: BLE001 - already finished
                         pass
+        if self._cancel_key is not None:
+            self._clear_cancel()
         self._refs.clear()
         self._warm_refs = []
         for pool in self._pools.values():

@@ -148,6 +148,7 @@ class BatchRunner:
         self.on_event = on_event or (lambda e: None)
         self.attempts_started = 0
         self.checkpoints: dict[str, Any] = {}
+        self.interrupted_by: str | None = None  # "received SIGTERM" when a SIGTERM stopped run()
 
     def states(self) -> dict[str, CellState]:
         """Every cell's current state, from the records."""
@@ -201,7 +202,8 @@ class BatchRunner:
             return None
 
         def on_term(signum, frame):
-            raise KeyboardInterrupt(f"received {signal.Signals(signum).name}")
+            self.interrupted_by = f"received {signal.Signals(signum).name}"  # kept: a library may re-raise
+            raise KeyboardInterrupt(self.interrupted_by)                    # a bare KeyboardInterrupt
 
         return signal.signal(signal.SIGTERM, on_term)
 

@@ -372,7 +372,8 @@ def _run_checked(argv: list[str], parser, args, extra, root, early) -> int:
         code = 130
         try:
             code, report = runner.run()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            inv["interrupted"] = getattr(runner, "interrupted_by", None) or str(exc) or "received SIGINT"
             print(f"rpent-batch: interrupted; finished cells are kept in {root.root}; re-run the same command to "
                   "resume", file=sys.stderr)
             return 130

@@ -5,13 +5,20 @@ Example::
     rpent-flash generate --audit logs/RUN/transcript_object_t0_s0.json \\
         --recipe logs/RUN/object_t0_s0_recipe.jsonl --destination memory/libero/flash
     rpent --suite libero_object --task 0 --seed 3 --planner flash --flash-dir memory/libero/flash
+    rpent-flash replay --flash-dir memory/libero/flash --suite libero_object --task 0 --seeds 1 2 3 \\
+        --output-root logs/flash_t0
 
-Exit codes: 0 written, 2 bad input (one line naming the problem).
+``replay`` runs the seeds one after the other in this process on one shared env server
+(:mod:`rpent.flash.batch`), each a separate run record in ``<output-root>/<tag>/``.
+
+Exit codes: generate: 0 written, 2 bad input. replay: 0 every seed solved, 1 some seed not
+solved, 2 bad input or a run error (one line naming the problem).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 __all__ = ["main", "build_parser"]
@@ -28,12 +35,57 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--destination", required=True, help="flash directory to write into (created)")
     g.add_argument("--bind-radius-m", type=float, default=None,
                    help="waypoints within this XY distance (m) of an anchor are stored relative to it (default 0.15)")
+    r = sub.add_parser("replay", help="replay a task's flash plan on several seeds on one shared env server")
+    r.add_argument("--flash-dir", required=True, help="directory of <cell>_plan.json/_anchors.json")
+    r.add_argument("--suite", required=True)
+    r.add_argument("--task", type=int, required=True)
+    r.add_argument("--seeds", type=int, nargs="+", required=True, help="replay seeds (distinct, >= 0)")
+    r.add_argument("--output-root", required=True, help="run directories go to <output-root>/<tag>/ (+ replay.jsonl)")
+    r.add_argument("--libero-type", choices=("standard", "pro"), default=None)
+    r.add_argument("--max-episode-steps", type=int, default=10000)
+    r.add_argument("--transport", choices=("http", "socket"), default="socket")
+    r.add_argument("--cuda-device", type=int, default=None)
+    r.add_argument("--planner-timeout-s", type=float, default=None, help="per-episode limit (s)")
+    r.add_argument("--fresh-env-per-seed", action="store_true",
+                   help="start a new env server for every seed (as plain rpent runs do) instead of sharing one")
     return p
+
+
+def _replay(args) -> int:
+    import json
+
+    import trio
+
+    from rpent.flash.batch import ReplayOptions, check_options, replay_seeds
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s", stream=sys.stderr)
+    opts = ReplayOptions(flash_dir=args.flash_dir, suite=args.suite, task=args.task, seeds=list(args.seeds),
+                         output_root=args.output_root, libero_type=args.libero_type,
+                         max_episode_steps=args.max_episode_steps, transport=args.transport,
+                         cuda_device=args.cuda_device, timeout_s=args.planner_timeout_s,
+                         fresh_env=args.fresh_env_per_seed)
+    if args.max_episode_steps < 1:
+        print("rpent-flash: error: --max-episode-steps must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        check_options(opts)
+    except ValueError as exc:
+        print(f"rpent-flash: error: {exc}", file=sys.stderr)
+        return 2
+    rows = trio.run(lambda: replay_seeds(opts, on_row=lambda r: print(json.dumps(r), flush=True)))
+    eps = [r for r in rows if r["kind"] == "episode"]
+    ok = sum(bool(r["success"]) for r in eps)
+    print(f"rpent-flash: {ok}/{len(eps)} seeds solved; records in {args.output_root}", file=sys.stderr)
+    if any(r.get("label") == "error" for r in eps) or len(eps) < len(opts.seeds):
+        return 2
+    return 0 if ok == len(eps) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns 0 or 2."""
     args = build_parser().parse_args(argv)
+    if args.command == "replay":
+        return _replay(args)
     from rpent.flash.generate import BIND_RADIUS_M, FlashGenerateError, generate
 
     try:

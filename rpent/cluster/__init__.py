@@ -5,7 +5,8 @@ With ``--ray-address auto|ray://HOST:PORT`` (or a ``ray:`` section in the YAML) 
 ``rpent-batch`` place their work on a Ray cluster instead:
 
 * :mod:`rpent.cluster.settings`  -- the ``ray`` section: address, per-role resources, replicas.
-* :mod:`rpent.cluster.connect`   -- ``ray.init`` with bounded waits and a clear error.
+* :mod:`rpent.cluster.connect`   -- ``ray.init`` with bounded waits, retries and a clear error.
+* :mod:`rpent.cluster.local`     -- a local cluster on 127.0.0.1 (tests, benchmarks), start retried.
 * :mod:`rpent.cluster.preflight` -- refuse bad placement before anything starts (names the numbers).
 * :mod:`rpent.cluster.replicas`  -- Pi0.5 / SAM3 / replay servers as long-lived Ray actors (one
   replica per GPU), each running our existing RPC server; clients reach them through the ordinary

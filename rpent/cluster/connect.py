@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import time
 from typing import Any
 
 from rpent.cluster.errors import ClusterConnectError
@@ -28,36 +29,93 @@ def import_ray() -> Any:
     return ray
 
 
-def connect(address: str, timeout_s: float = 60.0) -> Any:
+def connect(address: str, timeout_s: float = 60.0, *, retry_pause_s: float = 2.0) -> Any:
     """``ray.init(address)`` unless already connected; returns the ``ray`` module.
+
+    A failed connection attempt (a cluster still starting, a GCS too loaded to answer in time: Ray
+    raises ``ConnectionError`` and others) is retried after ``retry_pause_s`` (doubling, at most
+    10 s) until ``timeout_s`` is spent; one attempt that does not return within what is left of
+    ``timeout_s`` ends the wait.
 
     Args:
         address: ``auto``, ``ray://HOST:PORT`` or ``HOST:PORT``.
-        timeout_s: seconds to wait for the cluster.
+        timeout_s: seconds to wait for the cluster, every attempt included.
+        retry_pause_s: first pause between attempts.
 
     Raises:
-        ClusterConnectError: Ray missing, no cluster at ``address``, or no answer within ``timeout_s``.
+        ClusterConnectError: Ray missing, or no connection within ``timeout_s`` (naming the attempts and
+            the last error).
     """
     ray = import_ray()
     if ray.is_initialized():
         return ray
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ray-connect")
-    future = pool.submit(ray.init, address=address, logging_level=logging.WARNING, log_to_driver=False)
-    try:
-        future.result(timeout=timeout_s)
-    except concurrent.futures.TimeoutError:
+    t0 = time.monotonic()
+    deadline = t0 + timeout_s
+    errors: list[str] = []
+    # a GCS that does not listen would keep ray.init in native code (holding the GIL, so no Python
+    # timeout can end it) for minutes: wait for the port to accept a connection first, bounded
+    probe = _probe(address, deadline)
+    if probe is not None:
         raise ClusterConnectError(
-            f"no Ray cluster answered at {address!r} within {timeout_s:.0f} s; start one with "
+            f"no Ray cluster answered at {address!r} within {timeout_s:.0f} s ({probe}); start one with "
             "`ray start --head` (or check the address / ray.connect_timeout_s)"
-        ) from None
-    except ConnectionError as exc:
-        raise ClusterConnectError(f"cannot connect to the Ray cluster at {address!r}: {exc}") from None
-    except Exception as exc:  # noqa: BLE001 - Ray raises several types for a bad address
-        raise ClusterConnectError(f"cannot connect to the Ray cluster at {address!r}: {type(exc).__name__}: {exc}") from None
-    finally:
-        pool.shutdown(wait=False)
+        )
+    pause = retry_pause_s
+    while True:
+        left = deadline - time.monotonic()
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ray-connect")
+        future = pool.submit(ray.init, address=address, logging_level=logging.WARNING, log_to_driver=False)
+        try:
+            future.result(timeout=max(left, 0.1))
+            break
+        except concurrent.futures.TimeoutError:
+            raise ClusterConnectError(
+                f"no Ray cluster answered at {address!r} within {timeout_s:.0f} s ({len(errors) + 1} attempt(s)"
+                + (f"; last error: {errors[-1]}" if errors else "")
+                + "); start one with `ray start --head` (or check the address / ray.connect_timeout_s)"
+            ) from None
+        except Exception as exc:  # noqa: BLE001 - Ray raises several types for a bad or busy address
+            errors.append(f"{type(exc).__name__}: {str(exc).strip()[:300]}")
+            try:
+                ray.shutdown()  # whatever the failed attempt set up
+            except Exception:  # noqa: BLE001
+                pass
+        finally:
+            pool.shutdown(wait=False)
+        if time.monotonic() + pause >= deadline:
+            raise ClusterConnectError(
+                f"cannot connect to the Ray cluster at {address!r}: {len(errors)} attempt(s) in "
+                f"{time.monotonic() - t0:.0f} s failed; last error: {errors[-1]}; check that the cluster runs "
+                "(`ray status`) and the address, or raise ray.connect_timeout_s"
+            )
+        log.warning("connecting to the Ray cluster at %s failed (%s); retrying in %.0f s", address, errors[-1], pause)
+        time.sleep(pause)
+        pause = min(pause * 2, 10.0)
+    if errors:
+        log.warning("connected to the Ray cluster at %s after %d failed attempt(s)", address, len(errors))
     log.info("connected to Ray cluster at %s: %s", address, ray.cluster_resources())
     return ray
+
+
+def _probe(address: str, deadline: float) -> str | None:
+    """Wait until ``HOST:PORT`` (or ``ray://HOST:PORT``) accepts a TCP connection, retrying until
+    ``deadline`` (``time.monotonic()``); None when it did (or for ``auto``), else the last error."""
+    import socket
+
+    if address == "auto":
+        return None
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    last = "no attempt"
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            with socket.create_connection((host, int(port)), timeout=max(0.5, min(5.0, left))):
+                return None
+        except OSError as exc:
+            last = f"{host}:{port}: {exc.strerror or exc}"
+        if time.monotonic() + 0.5 >= deadline:
+            return last
+        time.sleep(0.5)
 
 
 def disconnect() -> None:

@@ -11,6 +11,7 @@ Schema (every key optional; ``--ray-address`` on the command line overrides ``ad
         num_cpus: 1
         num_gpus: 0                 # > 0: the worker renders with EGL on the GPU Ray assigns it
         resources: {}               # custom resources pin roles to node groups, e.g. {sim_node: 1}
+        max_restarts: 2             # restarts of a worker whose actor was lost (node died); its episodes re-run
       results: auto                 # rpent-batch: shared (every node mounts the results root) | copy | auto
       cell:                         # one rpent-batch cell task
         num_cpus: 1
@@ -126,6 +127,8 @@ class RaySettings:
         preflight_wait_s: seconds to wait for free resources (held by other jobs) before refusing
             (:func:`rpent.cluster.preflight.preflight`).
         env_worker: resources of one rpent-eval env worker actor.
+        env_worker_max_restarts: restarts of one env worker whose actor was lost (its node died);
+            the unfinished episodes of its epoch run again on the new actor, each counted once.
         cell: resources of one rpent-batch cell task.
         cell_max_retries: re-runs of a cell whose node died.
         replicas: role -> :class:`ReplicaSettings`.
@@ -138,6 +141,7 @@ class RaySettings:
     call_timeout_s: float = 900.0
     preflight_wait_s: float = 10.0
     env_worker: ResourceRequest = field(default_factory=ResourceRequest)
+    env_worker_max_restarts: int = 2
     cell: ResourceRequest = field(default_factory=ResourceRequest)
     cell_max_retries: int = 2
     replicas: dict[str, ReplicaSettings] = field(default_factory=dict)
@@ -245,6 +249,9 @@ def parse_ray_section(section: Any, address: str | None = None) -> RaySettings |
     cell_section = dict(_mapping(section.get("cell"), "ray.cell"))
     max_retries = _number(cell_section, "max_retries", "ray.cell", 2, minimum=0, integer=True)
     cell_section.pop("max_retries", None)
+    worker_section = dict(_mapping(section.get("env_worker"), "ray.env_worker"))
+    worker_restarts = _number(worker_section, "max_restarts", "ray.env_worker", 2, minimum=0, integer=True)
+    worker_section.pop("max_restarts", None)
     replicas_section = _mapping(section.get("replicas"), "ray.replicas")
     _unknown(replicas_section, ROLES, "ray.replicas")
     results = section.get("results", "auto")
@@ -255,7 +262,8 @@ def parse_ray_section(section: Any, address: str | None = None) -> RaySettings |
         connect_timeout_s=_number(section, "connect_timeout_s", "ray", 60.0, minimum=1.0),
         call_timeout_s=_number(section, "call_timeout_s", "ray", 900.0, minimum=1.0),
         preflight_wait_s=_number(section, "preflight_wait_s", "ray", 10.0, minimum=0.0),
-        env_worker=_request(section.get("env_worker"), "ray.env_worker", cpus=1.0, gpus=0.0),
+        env_worker=_request(worker_section, "ray.env_worker", cpus=1.0, gpus=0.0),
+        env_worker_max_restarts=worker_restarts,
         cell=_request(cell_section, "ray.cell", cpus=1.0, gpus=0.0),
         cell_max_retries=max_retries,
         replicas={role: _replica(role, value) for role, value in replicas_section.items()},

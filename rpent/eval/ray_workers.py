@@ -15,9 +15,16 @@ chunk per env per policy query, the same outputs. Only placement changes:
   at assignment) over the ordinary ``vla.predict`` RPC endpoint. A replica that fails a call is
   checked, restarted or dropped (logged with the reason) and the call retried once elsewhere.
 
-An env worker that raises or whose node dies aborts the run with
-:class:`~rpent.eval.errors.EnvWorkerError`, exactly as locally: finished episodes are on disk.
-Every wait is bounded (``ray.call_timeout_s``).
+An env worker whose own code raises aborts the run with :class:`~rpent.eval.errors.EnvWorkerError`,
+exactly as locally: finished episodes are on disk. An env worker whose actor is *lost* (its node
+died, its process was killed) is started again wherever Ray finds room, up to
+``ray.env_worker.max_restarts`` times per worker: it re-runs, from their reset, the episodes of
+the current epoch it had not finished, and the episodes it had finished stay counted once. Each
+restart is logged with its reason and kept in ``metrics.json`` (``timing.worker_restarts``). Every
+wait is bounded (``ray.call_timeout_s``; a replacement that no live node can hold fails after
+``ray.preflight_wait_s``).
+
+The actors run at the driver's niceness (Ray starts workers at +15; see :func:`_set_niceness`).
 """
 
 from __future__ import annotations
@@ -42,14 +49,45 @@ from rpent.recording.atomic import write_bytes_atomic
 from rpent.rpc.codec import dumps, loads
 
 
+def _set_niceness(nice: int | None) -> int:
+    """Run this actor process at the driver's niceness ``nice`` and return the niceness it now has.
+
+    Ray starts its worker processes at niceness +15 over the raylet (``RAY_worker_niceness``,
+    ``ray/_private/ray_constants.py``), which would give the simulator a low scheduling priority
+    against every other process of the node and lengthen the evaluation's wall time. Lowering the
+    niceness needs the privilege to do so (root / CAP_SYS_NICE, or ``RLIMIT_NICE``); without it the
+    actor keeps Ray's niceness (then start the nodes with ``RAY_worker_niceness=0``; README
+    "Multi-node"). The value is reported in the worker's ``ready`` line of the run log.
+    """
+    if nice is not None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, int(nice))
+        except OSError:
+            pass
+    return os.getpriority(os.PRIO_PROCESS, 0)
+
+
+class ActorLostError(EnvWorkerError):
+    """An env worker actor's process or node is gone (not an error of the worker's own code).
+
+    Attributes:
+        worker: the env worker index.
+    """
+
+    def __init__(self, worker: int, message: str):
+        super().__init__(message)
+        self.worker = worker
+
+
 class _ActorBody:
     """What runs inside one env worker actor (plain class; wrapped by :func:`env_worker_actor_class`)."""
 
-    def __init__(self, spec: WorkerSpec, use_gpu: bool):
+    def __init__(self, spec: WorkerSpec, use_gpu: bool, nice: int | None = None):
         import ray
 
         from rpent.robots.libero.sim import configure_rendering
 
+        self.nice = _set_niceness(nice)
         self.local_root = tempfile.mkdtemp(prefix=f"rpent_envw{spec.worker}_")
         egl = spec.egl_device
         if use_gpu:
@@ -76,7 +114,8 @@ class _ActorBody:
         ctx = ray.get_runtime_context()
         return dumps({"op": "ready", "worker": self.spec.worker, "pid": os.getpid(), "build_s": build_s,
                       "sims_built": self.worker.sims_built, "node_id": ctx.get_node_id(),
-                      "node_ip": ray.util.get_node_ip_address(), "egl_device": self.spec.egl_device})
+                      "node_ip": ray.util.get_node_ip_address(), "egl_device": self.spec.egl_device,
+                      "nice": self.nice})
 
     def _reply(self, msg: dict[str, Any]) -> bytes:
         videos = {}
@@ -227,6 +266,8 @@ class RayRolloutDriver(RolloutDriver):
         self._actors: list[Any] = []
         self._nodes: list[str] = []
         self._base_policy = self.policy
+        self._nice = os.getpriority(os.PRIO_PROCESS, 0)  # the actors run at the driver's niceness
+        self._restarts: dict[int, int] = {}
 
     def _fail(self, w: int, detail: str) -> EnvWorkerError:
         node = self._nodes[w] if w < len(self._nodes) else "?"
@@ -234,18 +275,20 @@ class RayRolloutDriver(RolloutDriver):
 
     def _get(self, w: int, ref: Any, timeout: float) -> dict[str, Any]:
         import ray
-        from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+        from ray.exceptions import GetTimeoutError, ObjectLostError, RayActorError, RayTaskError, WorkerCrashedError
 
         t0 = time.perf_counter()
         try:
             frame = ray.get(ref, timeout=timeout)
         except GetTimeoutError:
             raise self._fail(w, f"no reply within {timeout:.0f} s (ray.call_timeout_s)") from None
-        except RayTaskError as exc:
+        except RayTaskError as exc:  # the worker's own code raised: as locally, the run stops
             self.log.error("env worker %d failed:\n%s", w, exc)
             raise self._fail(w, f"{exc}") from None
-        except RayActorError as exc:
-            raise self._fail(w, f"its actor died (node lost or process killed): {exc}") from None
+        except (RayActorError, WorkerCrashedError, ObjectLostError) as exc:  # its process or node is gone
+            node = self._nodes[w] if w < len(self._nodes) else "?"
+            raise ActorLostError(w, f"env worker {w} (Ray actor on node {node}) was lost: {type(exc).__name__}: "
+                                    f"{str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}") from None
         msg = loads(bytearray(frame))
         self.timing.driver_io_s += time.perf_counter() - t0
         for rel, data in (msg.pop("videos", None) or {}).items():
@@ -256,39 +299,115 @@ class RayRolloutDriver(RolloutDriver):
             write_bytes_atomic(target, bytes(data))
         return msg
 
+    def _launch(self, w: int, prebuild: tuple[tuple[int, int], ...] | None = None) -> Any:
+        """Create env worker ``w``'s actor (placed by ``ray.env_worker``); returns its ``ready`` ref."""
+        spec = self._spec(w)
+        if prebuild is not None:
+            spec = dataclasses.replace(spec, prebuild=prebuild)
+        req = self.ray_settings.env_worker
+        actor = env_worker_actor_class().options(**req.ray_options(), name=None).remote(spec, req.num_gpus > 0,
+                                                                                        self._nice)
+        if w < len(self._actors):
+            self._actors[w] = actor
+        else:
+            self._actors.append(actor)
+        return actor.ready.remote()
+
+    def _ready(self, w: int, ref: Any) -> dict[str, Any]:
+        """Wait for actor ``w``'s ``ready`` (bounded by :data:`WORKER_START_TIMEOUT_S`; a worker that no live
+        node can hold any more fails after ``ray.preflight_wait_s``); log where it runs."""
+        import ray
+
+        from rpent.cluster.preflight import live_nodes, node_capacity
+
+        deadline = time.monotonic() + WORKER_START_TIMEOUT_S
+        no_node_since: float | None = None
+        req = self.ray_settings.env_worker
+        while True:
+            ready, _ = ray.wait([ref], num_returns=1, timeout=max(0.0, min(2.0, deadline - time.monotonic())))
+            if ready or time.monotonic() >= deadline:
+                break
+            nodes = live_nodes(ray, with_available=False)
+            if any(node_capacity(n.resources, req) > 0 for n in nodes):
+                no_node_since = None
+            elif no_node_since is None:
+                no_node_since = time.monotonic()
+            elif time.monotonic() - no_node_since >= self.ray_settings.preflight_wait_s:
+                listing = "; ".join(n.describe() for n in nodes) or "none"
+                raise self._fail(w, f"no live Ray node offers the env worker's {req.describe()} (live nodes: "
+                                    f"{listing}); gave up after {self.ray_settings.preflight_wait_s:.0f} s "
+                                    "(ray.preflight_wait_s)")
+        msg = self._get(w, ref, max(0.0, deadline - time.monotonic()))
+        while len(self._nodes) <= w:
+            self._nodes.append("?")
+        self._nodes[w] = f"{msg.get('node_ip')}[{str(msg.get('node_id'))[:8]}]"
+        self.timing.startup_build_s += float(msg.get("build_s", 0.0))
+        self.log.info("env worker %d ready on Ray node %s (pid %s, nice %s, egl device %s, built %s envs in %.1f s)",
+                      w, self._nodes[w], msg.get("pid"), msg.get("nice"), msg.get("egl_device"),
+                      msg.get("sims_built"), float(msg.get("build_s", 0.0)))
+        return msg
+
     def start(self) -> None:
-        """Create the env worker actors (placed by ``ray.env_worker``) and wait until each is ready.
+        """Create the env worker actors (placed by ``ray.env_worker``) and wait until each is ready; an
+        actor lost while starting (its node died) is started again elsewhere, like one lost mid-epoch.
 
         Raises:
-            EnvWorkerError: an actor failed to start or was not ready within the start timeout.
+            EnvWorkerError: an actor failed to start, was not ready within the start timeout, or was lost
+                more than ``ray.env_worker.max_restarts`` times.
         """
         t0 = time.perf_counter()
-        cls = env_worker_actor_class()
-        req = self.ray_settings.env_worker
-        refs = []
-        for w in range(self.settings.env.num_workers):
-            spec = self._spec(w)
-            actor = cls.options(**req.ray_options(), name=None).remote(spec, req.num_gpus > 0)
-            self._actors.append(actor)
-            refs.append(actor.ready.remote())
-        self._nodes = ["?"] * len(refs)
         try:
-            ready = [self._get(w, ref, WORKER_START_TIMEOUT_S) for w, ref in enumerate(refs)]
+            refs = [self._launch(w) for w in range(self.settings.env.num_workers)]
+            self._nodes = ["?"] * len(refs)
+            for w, ref in enumerate(refs):
+                while True:
+                    try:
+                        self._ready(w, ref)
+                        break
+                    except ActorLostError as exc:
+                        ref = self._replace(w, exc, None, [])
         except BaseException:
             self.close()  # no actor outlives a failed start
             raise
-        for w, msg in enumerate(ready):
-            self._nodes[w] = f"{msg.get('node_ip')}[{str(msg.get('node_id'))[:8]}]"
-            self.timing.startup_build_s += float(msg.get("build_s", 0.0))
-            self.log.info("env worker %d ready on Ray node %s (pid %s, egl device %s, built %s envs in %.1f s)", w,
-                          self._nodes[w], msg.get("pid"), msg.get("egl_device"), msg.get("sims_built"),
-                          float(msg.get("build_s", 0.0)))
         if self.replica_pool is not None:
             self.replica_pool.log = self.log
             for rep in self.replica_pool.describe():
                 self.log.info("vla replica %d at %s on node %s", rep["replica"], rep["endpoint"], rep["node_ip"])
         self.timing.startup_s = time.perf_counter() - t0
         self.on_event({"kind": "workers_ready", "startup_s": self.timing.startup_s})
+
+    def _replace(self, w: int, lost: ActorLostError, epoch: int | None, unfinished: list[Any]) -> Any:
+        """Start env worker ``w`` again after its actor was lost (``lost``), wherever Ray finds room, for
+        the ``unfinished`` slots of ``epoch`` (their episodes start again from their reset; the episodes
+        it had finished stay counted once). Logged with the reason and kept in
+        ``timing.worker_restarts`` (metrics.json). Returns the new actor's ``ready`` ref.
+
+        Raises:
+            EnvWorkerError: ``ray.env_worker.max_restarts`` restarts of this worker are spent.
+        """
+        import ray
+
+        limit = self.ray_settings.env_worker_max_restarts
+        done = self._restarts.get(w, 0)
+        lost_text = ", ".join(f"(task {s.task_id}, init state {s.init_state_id}, epoch {s.epoch})" for s in unfinished)
+        if done >= limit:
+            raise EnvWorkerError(f"{lost}; its restarts are spent ({done}/{limit}, ray.env_worker.max_restarts)"
+                                 + (f"; its unfinished episodes: {lost_text}" if lost_text else ""))
+        self._restarts[w] = done + 1
+        try:
+            ray.kill(self._actors[w], no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone with its node
+            pass
+        for s in unfinished:  # the episode starts over: its policy queries (and observation noise) too
+            self._queries.pop((s.epoch, s.env_index), None)
+        event = {"worker": w, "epoch": epoch, "restart": done + 1, "lost_on": self._nodes[w] if w < len(self._nodes)
+                 else "?", "reason": str(lost), "rerun": [[s.task_id, s.init_state_id, s.epoch, s.env_index]
+                                                          for s in unfinished]}
+        self.timing.worker_restarts.append(event)
+        self.log.warning("%s; restarting it elsewhere (restart %d/%d)%s", lost, done + 1, limit,
+                         f"; its unfinished episodes start again: {lost_text}" if lost_text else "")
+        self.on_event({"kind": "worker_restarted", **event})
+        return self._launch(w, tuple((s.local_index, s.task_id) for s in unfinished) if unfinished else None)
 
     def close(self) -> None:
         """Close every actor's envs (bounded) and kill the actors (idempotent)."""
@@ -309,33 +428,51 @@ class RayRolloutDriver(RolloutDriver):
             return self._base_policy.for_client(f"env-worker-{w}")
         return self._base_policy
 
+    def _slots(self, epoch: int, w: int) -> list[Any]:
+        """Worker ``w``'s slots of ``epoch`` whose episode has not finished (all of them at the epoch start)."""
+        return [s for s in self.plan.epoch_slots(epoch, w) if (s.epoch, s.env_index) not in self._finished]
+
+    @staticmethod
+    def _wire_slots(slots: list[Any]) -> list[dict[str, int]]:
+        return [{"local_index": s.local_index, "env_index": s.env_index, "task_id": s.task_id,
+                 "init_state_id": s.init_state_id} for s in slots]
+
     def run_epoch(self, epoch: int) -> list[EpisodeResult]:
-        """One rollout epoch over the actors (same protocol and results as the local driver)."""
+        """One rollout epoch over the actors (same protocol and results as the local driver).
+
+        An actor lost mid-epoch (its node died, its process was killed) is started again wherever Ray
+        finds room (:meth:`_replace`) and runs the epoch's episodes it had not finished; those it had
+        finished are kept, so every episode is counted once."""
         import ray
 
         self.on_event({"kind": "epoch_start", "epoch": epoch})
+        self._epoch = epoch
         results: list[EpisodeResult] = []
-        pending: dict[Any, int] = {}
+        pending: dict[Any, tuple[int, str]] = {}  # ref -> (worker, "ready" | "step")
         for w, actor in enumerate(self._actors):
-            slots = [
-                {"local_index": s.local_index, "env_index": s.env_index, "task_id": s.task_id,
-                 "init_state_id": s.init_state_id}
-                for s in self.plan.epoch_slots(epoch, w)
-            ]
-            pending[actor.epoch.remote(epoch, slots)] = w
+            pending[actor.epoch.remote(epoch, self._wire_slots(self._slots(epoch, w)))] = (w, "step")
         timeout = self.ray_settings.call_timeout_s
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=timeout)
             if not ready:
-                waiting = sorted(pending.values())
+                waiting = sorted(w for w, _ in pending.values())
                 raise self._fail(waiting[0], f"no reply within {timeout:.0f} s (ray.call_timeout_s); "
                                              f"workers still running: {waiting}")
             ref = ready[0]
-            w = pending.pop(ref)
-            msg = self._get(w, ref, timeout)
+            w, kind = pending.pop(ref)
+            try:
+                if kind == "ready":  # a replacement actor is up: give it the epoch's unfinished slots
+                    self._ready(w, ref)
+                    pending[self._actors[w].epoch.remote(epoch, self._wire_slots(self._slots(epoch, w)))] = (w, "step")
+                    continue
+                msg = self._get(w, ref, timeout)
+            except ActorLostError as exc:
+                pending[self._replace(w, exc, epoch, self._slots(epoch, w))] = (w, "ready")
+                continue
             for ep in msg.get("episodes", []):
                 result = EpisodeResult.from_dict(ep)
                 results.append(result)
+                self._finished.add((result.epoch, result.env_index))
                 self.on_event({"kind": "episode", "result": result})
             if msg["op"] == "epoch_done":
                 self.timing.add_worker(msg.get("timing", {}))
@@ -348,7 +485,7 @@ class RayRolloutDriver(RolloutDriver):
                 t0 = time.perf_counter()
                 frame = dumps({"op": "actions", "epoch": epoch, "env_indices": msg["env_indices"], "actions": actions})
                 self.timing.driver_io_s += time.perf_counter() - t0
-                pending[self._actors[w].actions.remote(frame)] = w
+                pending[self._actors[w].actions.remote(frame)] = (w, "step")
             else:
                 raise EnvWorkerError(f"env worker {w} sent unexpected message {msg['op']!r}")
         self.on_event({"kind": "epoch_done", "epoch": epoch, "timing": self.timing.to_dict()})

@@ -57,6 +57,8 @@ class RolloutTiming:
         policy_queries: ``predict`` calls; policy_batch_envs: envs summed over those calls.
         driver_io_s: driver time encoding/sending and receiving/decoding worker messages.
         physics_s, render_s, reset_s, build_s, wait_s, video_s: worker totals (see the worker).
+        worker_restarts: env workers started again after their Ray actor was lost (worker, epoch,
+            reason, the episodes run again); always empty with local workers.
     """
 
     wall_s: float = 0.0
@@ -73,6 +75,7 @@ class RolloutTiming:
     wait_s: float = 0.0
     video_s: float = 0.0
     per_worker: list[dict[str, float]] = field(default_factory=list)
+    worker_restarts: list[dict[str, Any]] = field(default_factory=list)
 
     def add_worker(self, timing: dict[str, float]) -> None:
         """Add one worker's epoch timing."""

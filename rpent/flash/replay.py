@@ -21,6 +21,14 @@ For each plan step, in order:
   descend again (every call is in the transcript and the run record like any other). Later
   waypoints of that anchor keep the shift.
 
+Every replay writes ``flash_replay.json`` into its run directory (a run artifact): the plan cell,
+the env server that served it (init state; pid and seed switches of a shared server), and per
+plan step what happened: ``locate`` (anchor, prompt, camera, found, recorded and live centre, m,
+world frame), ``tool`` (``mode`` anchored | interpolated | as_recorded, recorded and live
+arguments, error) and ``repair`` (a blocked descent's shift), with the counts ``replayed``,
+``relocalised``, ``not_found`` and ``repairs``. Under ``rpent`` the flash planner gets the
+:class:`rpent.flash.toolkit.FlashToolkit` (state-only steps, images where it looks).
+
 The run ends with ``finish(status="success")`` iff the environment's predicate holds. A plan
 that is missing or unreadable is a named error (``flash_plan_missing``,
 ``flash_anchors_missing``, ``flash_plan_invalid``) in ``PlannerResult.error``, never a crash.
@@ -39,7 +47,7 @@ from pathlib import Path
 from rpent.flash.files import FlashFileError, find_plan, load_flash
 from rpent.planners.base import Finish, PlannerConfig, PlannerResult, PlannerStats
 
-__all__ = ["FlashPlanner", "FLASH_DIR_ENV", "default_flash_dir", "grasp_axis"]
+__all__ = ["FlashPlanner", "FLASH_DIR_ENV", "REPORT_NAME", "default_flash_dir", "grasp_axis"]
 
 FLASH_DIR_ENV = "RPENT_FLASH_DIR"
 """Environment variable naming the flash directory when the config gives none."""
@@ -118,6 +126,7 @@ class FlashPlanner:
 
     def __init__(self, config: PlannerConfig | None = None) -> None:
         self.config = config or PlannerConfig()
+        self._log: list[dict] = []  # what the last replay did, plan step by plan step (flash_replay.json)
 
     def flash_dir(self) -> Path:
         """The directory the plan is read from."""
@@ -165,11 +174,17 @@ class FlashPlanner:
                 raise _Stop((steering.stop_reason if steering is not None else None) or "interrupted by operator")
             return res
 
+        self._log = []
+        report: dict = {"schema_version": 1, "planner": "flash", "plan": None, "flash_dir": str(self.flash_dir()),
+                        "env_server": _server_identity(toolkit), "steps": self._log}
         try:
             suite, task, seed = _identity(toolkit, user_message)
+            report.update(suite=suite, task=task, seed=seed)
             flash_dir = self.flash_dir()
             cell = find_plan(flash_dir, suite, task)
             plan, anchors = load_flash(flash_dir, cell)
+            report["plan"] = cell
+            report["plan_steps"] = len(plan["steps"])
             say(f"Flash replay of {cell} ({len(plan['steps'])} steps) from {flash_dir} on {suite} task {task} "
                 f"seed {seed}.")
             self._replay(plan, anchors, call, say, toolkit)
@@ -193,6 +208,14 @@ class FlashPlanner:
             result.error = f"flash planner failed: {type(exc).__name__}: {exc}"
             result.stop_reason, result.error_kind = "error", "internal"
         stats.elapsed_s = round(time.monotonic() - t0, 3)
+        report.update(finish=None if result.finish is None else {"status": result.finish.status,
+                                                                  "summary": result.finish.summary},
+                      error=result.error, elapsed_s=stats.elapsed_s,
+                      replayed=sum(1 for e in self._log if e["op"] == "tool"),
+                      relocalised=sum(1 for e in self._log if e["op"] == "locate" and e["found"]),
+                      not_found=sum(1 for e in self._log if e["op"] == "locate" and not e["found"]),
+                      repairs=sum(1 for e in self._log if e["op"] == "repair"))
+        _write_report(toolkit, report)
         return result
 
     # ------------------------------------------------------------------ replay
@@ -206,6 +229,13 @@ class FlashPlanner:
                 anchor = anchors[aid]
                 k = int(step["observation"])
                 est = self._locate(call, anchor["prompt"], step.get("camera") or "agentview")
+                ref = (anchor["observations"][k].get("estimate") or {}) if k < len(anchor["observations"]) else {}
+                self._log.append({"plan_step": i, "op": "locate", "anchor": aid, "prompt": anchor["prompt"],
+                                  "camera": step.get("camera") or "agentview", "observation": k,
+                                  "found": est is not None, "recorded_center": ref.get("center"),
+                                  "live_center": None if est is None else est.get("center"),
+                                  "source": None if est is None else est.get("source"),
+                                  "kept_earlier": est is None and bool(live[aid])})
                 if est is None:
                     if not live[aid]:
                         raise _Failure("flash_anchor_not_found", f"anchor {aid} '{anchor['prompt']}' was not found "
@@ -217,6 +247,10 @@ class FlashPlanner:
                 continue
             args = self._args(plan["steps"], i, anchors, live)
             res = call(step["tool"], args)
+            mode = "anchored" if aid is not None else "interpolated" if step.get("interp") else "as_recorded"
+            self._log.append({"plan_step": i, "op": "tool", "tool": step["tool"], "mode": mode,
+                              "recorded_args": step.get("args") or {}, "live_args": args,
+                              "error": res.get("error"), "reached": res.get("reached")})
             if "error" in res:
                 raise _Failure("flash_step_failed", f"step {i} ({step['tool']}) failed: {res['error']}")
             if self._blocked_grasp_descent(plan["steps"], i, args, res):
@@ -281,6 +315,11 @@ class FlashPlanner:
         else:  # not found, or only part of it in view (a biased centre): keep the earlier estimate
             say(f"The new look at '{anchors[aid]['prompt']}' does not show all of it; keeping the earlier estimate.")
         self._shift[aid] = shift
+        self._log.append({"plan_step": i, "op": "repair", "kind": "blocked_grasp_descent", "anchor": aid,
+                          "blocked_above_m": round(float(final[2]) - float(target[2]), 4),
+                          "push_xy": [round(drift[0], 4), round(drift[1], 4)],
+                          "grasp_shift_xy": [round(shift[0], 4), round(shift[1], 4)],
+                          "relocalised": again_est is not None and live[aid].get(k) is again_est})
         descent = self._args(steps, i, anchors, live)
         over = {k2: v for k2, v in descent.items() if k2 not in ("tol", "step_clip", "max_steps")}
         over["xyz"] = [descent["xyz"][0], descent["xyz"][1], float(hover)]
@@ -367,6 +406,35 @@ class FlashPlanner:
         else:
             result.error = f"finish refused: {res.get('error')}"
             result.stop_reason = "error"
+
+
+REPORT_NAME = "flash_replay.json"
+"""Run artifact of every flash replay: what was replayed and what was re-localised."""
+
+
+def _server_identity(toolkit) -> dict:
+    """Which env server served the episode (its ``get_env_meta``: init state, and for the shared
+    server of :mod:`rpent.flash.env_server` its pid and how often it moved to another seed)."""
+    meta = getattr(getattr(toolkit, "env", None), "meta", None) or {}
+    keys = ("suite", "task", "seed", "init_state_id", "init_state_sha256", "server_pid", "seed_switches")
+    out = {k: meta[k] for k in keys if k in meta}
+    out["shared"] = "seed_switches" in meta
+    return out
+
+
+def _write_report(toolkit, report: dict) -> None:
+    """Write ``flash_replay.json`` into the run directory (a run artifact); never raises."""
+    record = getattr(toolkit, "record", None)
+    if record is None:
+        return
+    try:
+        from rpent.recording.atomic import write_bytes_atomic
+        from rpent.run.record import dumps_json
+
+        write_bytes_atomic(record.dir / REPORT_NAME, dumps_json(report).encode("utf-8"))
+        record.add_run_artifact(REPORT_NAME)
+    except Exception:  # noqa: BLE001 — the transcript still holds every call
+        pass
 
 
 _IDENT = re.compile(r"suite (\S+?), task (\d+), seed (\d+)")

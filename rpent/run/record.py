@@ -191,6 +191,24 @@ class RunRecord:
             self._write_states()
             return path
 
+    def annotate_step(self, step_idx: int, **fields: Any) -> None:
+        """Set extra JSON fields of a recorded step (e.g. ``capture="state_only"``: how its images
+        were made) and rewrite ``states.json``; the step's own keys (state, command, result,
+        artifacts, ...) cannot be changed this way.
+
+        Raises:
+            IndexError: no such step. ValueError: a field names one of the step's own keys.
+        """
+        own = {"step_idx", "env_steps", "terminated", "truncated", "success", "state", "artifacts", "t",
+               "command", "result", "elapsed_s", "call_id"}
+        if own & set(fields):
+            raise ValueError(f"annotate_step cannot change {sorted(own & set(fields))}")
+        with self._lock:
+            if not 0 <= step_idx < len(self.steps):
+                raise IndexError(f"state step not available: {step_idx} (have 0..{len(self.steps) - 1})")
+            self.steps[step_idx].update(json.loads(dumps_json(fields)))
+            self._write_states()
+
     def add_run_artifact(self, name: str) -> None:
         """Note a run-level file (``episode.mp4``, a recipe) in ``states.json``."""
         with self._lock:

@@ -113,6 +113,10 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
 
     robot = get_robot(cfg.robot)
     info = robot.task_info(cfg.suite, cfg.task, cfg.libero_type)
+    if toolkit_cls is None and cfg.planner == "flash" and cfg.robot == "libero":
+        from rpent.flash.toolkit import FlashToolkit  # state-only steps, images where the replay looks
+
+        toolkit_cls = FlashToolkit
     if cfg.policy_mode not in ("tools", "code"):
         raise ValueError(f"--policy-mode must be 'tools' or 'code', got {cfg.policy_mode!r}")
     out = Path(cfg.output_dir) if cfg.output_dir else default_output_dir(cfg.suite, cfg.task, cfg.seed)

@@ -301,6 +301,20 @@ class RemoteSession:
                          timeout=START_TASK_TIMEOUT_S)
         return self._merge_run(data)
 
+    async def start_task_async(self, command: Any) -> Any:
+        """``start_task`` for the UI (call from the client's trio run): the blocking call runs in a worker
+        thread, the reply is merged into the mirror on the trio thread (where the event reader merges).
+
+        Raises:
+            SessionNotReady: as ``Session.start_task``; ConnectionError when the session is gone.
+        """
+        import functools
+
+        data = await trio.to_thread.run_sync(functools.partial(
+            self.call, "start_task", {"suite": command.suite, "task": command.task, "seed": command.seed},
+            timeout=START_TASK_TIMEOUT_S))
+        return self._merge_run(data)
+
     def cancel_task(self, run_id: str, reason: str = "cancelled by the operator") -> bool:
         """Cancel TaskRun ``run_id`` in the session; True if a cancel was requested."""
         return bool(self.call("cancel_task", {"run_id": run_id, "reason": reason}))

@@ -349,14 +349,41 @@ class Session:
         Raises:
             SessionNotReady: the session is not running, or is ``fatal`` (shared services failed).
         """
+        self._check_startable()
+        return self._launch(command, *self._claim_run_dir(command))
+
+    async def start_task_async(self, command: TaskCommand) -> TaskRunView:
+        """``start_task`` for the UI: the record directory is claimed in a worker thread (a scan of
+        ``<output_dir>/tasks/`` and a ``mkdir``: slow on a busy disk or a long-lived output dir), the
+        TaskRun is then launched on the trio thread exactly as ``start_task`` does (same ids,
+        directories and records). Call from the session's trio run.
+
+        Raises:
+            SessionNotReady: as ``start_task`` (checked before and again after the claim; a directory
+                claimed for a start that became impossible meanwhile is removed again, it is empty).
+        """
+        self._check_startable()
+        run_id, output_dir = await trio.to_thread.run_sync(self._claim_run_dir, command)
+        try:
+            self._check_startable()
+        except SessionNotReady:
+            try:
+                output_dir.rmdir()
+            except OSError:
+                pass
+            raise
+        return self._launch(command, run_id, output_dir)
+
+    def _check_startable(self) -> None:
         if self._nursery is None:
             raise SessionNotReady("the session is not running yet; wait for the shared services to start")
         if self.state == "fatal":
             raise SessionNotReady(f"session is fatal: {self.fatal_error}; fix the shared services and restart rpent-tui")
         if self.state != "ready":
             raise SessionNotReady("shared services are still starting; try again when they are ready")
+
+    def _launch(self, command: TaskCommand, run_id: str, output_dir: Path) -> TaskRunView:
         previous = self.active
-        run_id, output_dir = self._claim_run_dir(command)
         if previous is not None:
             previous.replaced_by = run_id
             self.cancel_task(previous.id, reason=f"replaced by TaskRun {run_id} ({command.display()})")

@@ -16,13 +16,14 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Header, Input, Label, Log, ProgressBar, Static
+from textual.widgets import DataTable, Input, Label, Log, ProgressBar, Static
 
 from .base import LiveScreen
 from ..widgets.footer import StableFooter
 from ..services.batch import CELL_STATES, BatchJobError, BatchLauncher, BatchOutput, MatrixSnapshot, batch_argv, \
     read_snapshot
 from ..widgets.tables import VimDataTable
+from ..widgets.stable import StableHeader
 
 __all__ = ["BatchScreen"]
 
@@ -59,7 +60,7 @@ class BatchScreen(LiveScreen):
     """
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield StableHeader()
         with Horizontal(id="batch-body"):
             with Vertical(id="batch-left"):
                 with Vertical(id="batch-form"):

@@ -17,10 +17,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Header, Label, ProgressBar, RichLog, TextArea
+from textual.widgets import Label, ProgressBar, RichLog, TextArea
 
 from .base import LiveScreen
 from ..widgets.footer import StableFooter
+from ..widgets.stable import StableHeader
 from rpent.session.code_cells import CellFinished, CellProgress, NoToolkitError
 
 __all__ = ["EditorScreen", "STARTER_CELL", "format_cell_result"]
@@ -76,7 +77,7 @@ class EditorScreen(LiveScreen):
     ]
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield StableHeader()
         with Horizontal(id="editor-body"):
             editor = TextArea.code_editor(STARTER_CELL, language="python", id="code")
             editor.border_title = "Cell (Python)"

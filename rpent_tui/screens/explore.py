@@ -19,11 +19,12 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Footer, Static
 
 from .base import LiveScreen
 from ..services import explore as ex
 from ..widgets.tables import VimDataTable
+from ..widgets.stable import StableHeader
 
 __all__ = ["ExploreScreen", "REFRESH_S", "exploration_row", "session_row", "attempt_row", "summary_text"]
 
@@ -107,7 +108,7 @@ class ExploreScreen(LiveScreen):
         self._timer = None
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield StableHeader()
         with Horizontal(id="explore-body"):
             table = VimDataTable(id="explorations", cursor_type="row", zebra_stripes=True)
             table.border_title = f"Explorations · {self.app.logs_dir}"

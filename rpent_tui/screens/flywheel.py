@@ -15,13 +15,14 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Header, Input, Label, Log, ProgressBar, SelectionList, Static
+from textual.widgets import DataTable, Input, Label, Log, ProgressBar, SelectionList, Static
 
 from .base import LiveScreen
 from ..widgets.footer import StableFooter
 from rpent.recording import run_readers as readers
 from rpent.session.flywheel_jobs import FlywheelJob, FlywheelJobError, FlywheelOutput
 from ..widgets.tables import VimDataTable, VimSelectionList
+from ..widgets.stable import StableHeader
 
 __all__ = ["FlywheelScreen"]
 
@@ -39,7 +40,7 @@ class FlywheelScreen(LiveScreen):
     ]
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield StableHeader()
         with Horizontal(id="fw-body"):
             with Vertical(id="fw-left"):
                 runs = VimSelectionList(id="fw-runs")

@@ -21,7 +21,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.suggester import Suggester
-from textual.widgets import Header, Input, Static
+from textual.widgets import Input, Static
 
 from .base import LiveScreen
 from ..widgets.footer import StableFooter
@@ -31,6 +31,7 @@ from rpent.session.model import RunEvents, SessionChanged, SessionNotReady, Task
 from ..widgets.frames import FramePane
 from ..widgets.timeline import StepTimeline
 from ..widgets.transcript import TranscriptView
+from ..widgets.stable import LineInput, StableHeader
 
 __all__ = ["RunScreen", "CommandSuggester", "counters_text"]
 
@@ -48,26 +49,36 @@ class CommandSuggester(Suggester):
     machine), so completions are computed in a worker thread: the event loop keeps drawing and
     reading keys while the first scan runs."""
 
-    def __init__(self, robot: Callable[[], str] = lambda: "libero") -> None:
+    def __init__(self, robot: Callable[[], str | None] = lambda: "libero") -> None:
         super().__init__(use_cache=False, case_sensitive=True)
         self._robot = robot  # the session's robot (its suites and task names), read at each suggestion
 
     async def get_suggestion(self, value: str) -> str | None:
-        """First completion of ``value``, or None."""
+        """First completion of ``value``, or None (also while the session's robot is not known yet)."""
         robot = self._robot()
+        if robot is None:
+            return None
         if value.startswith(TASK_COMMAND + " ") and len(value.split(" ")) == 2 and not suites_ready(robot):
             return None  # the registry scan still runs (warm_up): no suite suggestion yet, never wait for it
         options = await asyncio.to_thread(completions, value, robot)
         return options[0] if options else None
 
 
-def counters_text(run: TaskRunView | None, session: Any) -> Text:
-    """The counters block: state, tokens in/out, tool calls, steps, operator and session state."""
+def counters_text(run: TaskRunView | None, session: Any, robot: str | None = None,
+                  suites: tuple[str, ...] | None = None) -> Text:
+    """The counters block: state, tokens in/out, tool calls, steps, operator and session state. Before
+    the first TaskRun: how to start one and ``suites``, the suite list of the session's ``robot`` (once
+    the app has scanned it; never another robot's)."""
     text = Text()
     if run is None:
         text.append("no task yet\n", style="bold")
         text.append(f"session: {session.state}\n", style="dim")
         text.append("type /rpent-task <suite> <task> <seed>", style="dim")
+        if robot is not None and suites:
+            listed = ", ".join(suites)
+            if len(listed) > 64:  # LIBERO with its variants: the first few and the count (completion has all)
+                listed = listed[:64].rsplit(", ", 1)[0] + f", … ({len(suites)} suites)"
+            text.append(f"\n{robot} suites: {listed}", style="dim")
         return text
     text.append(f"TaskRun {run.id} ", style="bold")
     text.append(run.state, style=STATE_STYLE.get(run.state, ""))
@@ -106,7 +117,7 @@ class RunScreen(LiveScreen):
         self._counters_shown: Text | None = None
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield StableHeader()
         with Horizontal(id="run-body"):
             transcript = TranscriptView(id="transcript")
             transcript.border_title = "Transcript"
@@ -117,7 +128,7 @@ class RunScreen(LiveScreen):
                 with Horizontal(id="run-frames"):
                     yield FramePane("main camera", self.app.options.image_mode, id="frame-main")
                     yield FramePane("wrist camera", self.app.options.image_mode, id="frame-wrist")
-        yield Input(placeholder="/rpent-task <suite> <task> <seed> · text steers the planner · Esc interrupts",
+        yield LineInput(placeholder="/rpent-task <suite> <task> <seed> · text steers the planner · Esc interrupts",
                     suggester=CommandSuggester(self._session_robot), select_on_focus=False, compact=True, id="message")
         yield StableFooter(compact=True, show_command_palette=False)
 
@@ -139,7 +150,8 @@ class RunScreen(LiveScreen):
         self._render_side(run, frames=True)
 
     def _render_side(self, run: TaskRunView | None, frames: bool) -> None:
-        counters = counters_text(run, self.app.session)
+        robot = self._session_robot()
+        counters = counters_text(run, self.app.session, robot, self.app.task_lists.get(robot) if robot else None)
         if counters != self._counters_shown:  # a repaint (and a layout pass only when the height changes)
             rows_changed = self._counters_shown is None or counters.plain.count("\n") != self._counters_shown.plain.count("\n")
             self._counters_shown = counters
@@ -224,9 +236,14 @@ class RunScreen(LiveScreen):
             self.query_one(f"#frame-{label}", FramePane).show(png, caption)
 
     # -- input ---------------------------------------------------------------------------------
-    def _session_robot(self) -> str:
-        """The session's ``--robot`` (an attached client learns it from the session's config)."""
-        return str(getattr(getattr(self.app.session, "config", None), "robot", None) or "libero")
+    def _session_robot(self) -> str | None:
+        """The session's ``--robot`` (None until an attached client has the session's config)."""
+        return self.app.task_robot()
+
+    def task_list_ready(self) -> None:
+        """The robot's suite list is scanned (called by the app): show it in the hint before a TaskRun."""
+        if self.app.session.current is None and self.is_mounted:
+            self._render_side(None, frames=False)
 
     @on(Input.Submitted, "#message")
     def submit(self, event: Input.Submitted) -> None:
@@ -235,7 +252,11 @@ class RunScreen(LiveScreen):
         one runs needs a second Enter (it replaces the running TaskRun)."""
         line = event.value
         try:
-            parsed = parse_input(line, self._session_robot())
+            robot = self._session_robot()
+            if robot is None and line.strip().startswith(TASK_COMMAND):
+                raise CommandError("the session's configuration has not arrived yet (attaching); "
+                                   "try again in a moment")
+            parsed = parse_input(line, robot or "libero")
             if isinstance(parsed, TaskCommand):
                 active = self.app.session.active
                 if active is not None and self._confirm_replace != line.strip():
@@ -245,9 +266,7 @@ class RunScreen(LiveScreen):
                                 severity="warning", title="Replace the running task?")
                     return
                 self._confirm_replace = None
-                run = self.app.session.start_task(parsed)
-                self.notify(f"Task selected: {parsed.display()} (TaskRun {run.id})")
-                self.render_all()
+                self.app.start_task(parsed)  # off the UI thread; the new TaskRun is drawn on SessionChanged
             elif isinstance(parsed, SteerMessage):
                 reply = self.app.session.steer(parsed.text)
                 self.query_one(TranscriptView).add_events([{"kind": "planner", "event": "operator_message", "text": parsed.text}])

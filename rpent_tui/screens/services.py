@@ -12,13 +12,14 @@ from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Header
+from textual.widgets import DataTable
 
 from .base import LiveScreen
 from ..widgets.footer import StableFooter
 from rpent.session.model import ServiceLog, ServiceView, SessionChanged
 from ..widgets.log_view import LogView
 from ..widgets.tables import VimDataTable
+from ..widgets.stable import StableHeader
 
 __all__ = ["ServicesScreen", "format_uptime", "service_row"]
 
@@ -62,7 +63,7 @@ class ServicesScreen(LiveScreen):
     _shown_lines = 0
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield StableHeader()
         table = VimDataTable(id="services", cursor_type="row", zebra_stripes=True)
         table.border_title = "Services"
         yield table

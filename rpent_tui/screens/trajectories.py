@@ -20,7 +20,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Header, RichLog, Static
+from textual.widgets import DataTable, RichLog, Static
 
 from .base import LiveScreen
 from ..widgets.footer import StableFooter
@@ -29,6 +29,7 @@ from ..services import datasets
 from ..widgets.frames import FramePane
 from ..widgets.tables import VimDataTable
 from ..widgets.transcript import MAX_RESULT_CHARS
+from ..widgets.stable import StableHeader
 
 __all__ = ["TrajectoriesScreen", "run_row", "step_row", "transcript_lines"]
 
@@ -105,7 +106,7 @@ class TrajectoriesScreen(LiveScreen):
         self._timer = None
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield StableHeader()
         with Horizontal(id="traj-body"):
             with Vertical(id="traj-left"):
                 runs = VimDataTable(id="runs", cursor_type="row", zebra_stripes=True)

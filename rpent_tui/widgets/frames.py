@@ -15,6 +15,7 @@ so no row is lost to it.
 from __future__ import annotations
 
 import io
+import types
 
 from PIL import Image as PILImage
 from textual.app import ComposeResult
@@ -25,8 +26,41 @@ from textual.widgets import Static
 __all__ = ["FramePane", "image_widget_class", "decode_png"]
 
 
+_IMAGE_CLASSES: dict[str, type[Widget]] = {}
+
+
+def _same_size_no_layout(base: type[Widget]) -> type[Widget]:
+    """A subclass of a textual-image widget whose ``image`` setter skips the screen layout pass when
+    the new picture has the previous one's pixel size (a camera stream: every frame): the widget's
+    cell size depends only on the pixel size and the pane, so a repaint is enough. textual-image
+    always asks for ``refresh(layout=True)``, which reflows and repaints the whole screen."""
+
+    def image_get(self):  # noqa: ANN001, ANN202 - textual-image's own type
+        return base.image.fget(self)
+
+    def image_set(self, value) -> None:  # noqa: ANN001
+        before = (getattr(self, "_image_width", None), getattr(self, "_image_height", None))
+        size = getattr(value, "size", None)
+        self._repaint_only = bool(size) and tuple(size) == before and getattr(self, "_image", None) is not None
+        try:
+            base.image.fset(self, value)
+        finally:
+            self._repaint_only = False
+
+    def refresh(self, *regions, repaint: bool = True, layout: bool = False, recompose: bool = False):  # noqa: ANN001, ANN202
+        return base.refresh(self, *regions, repaint=repaint, layout=layout and not self._repaint_only,
+                            recompose=recompose)
+
+    namespace = {"_repaint_only": False, "image": property(image_get, image_set), "refresh": refresh,
+                 "__module__": __name__, "__doc__": base.__doc__}
+    # same class name: CSS type selectors and snapshots keep naming textual-image's widget
+    return types.new_class(base.__name__, (base,), {"Renderable": base._Renderable},
+                           lambda ns: ns.update(namespace))
+
+
 def image_widget_class(mode: str) -> type[Widget] | None:
-    """The textual-image widget class for an image mode (None for ``none``).
+    """The textual-image widget class for an image mode (None for ``none``); the class skips the layout
+    pass when a new frame has the previous frame's pixel size (``_same_size_no_layout``).
 
     Raises:
         ValueError: an unknown mode (use ``services.images.resolve_image_mode`` first).
@@ -38,7 +72,9 @@ def image_widget_class(mode: str) -> type[Widget] | None:
     classes = {"sixel": ti.SixelImage, "kitty": ti.TGPImage, "halfblock": ti.HalfcellImage}
     if mode not in classes:
         raise ValueError(f"unresolved image mode {mode!r}; expected one of: {', '.join(classes)}, none")
-    return classes[mode]
+    if mode not in _IMAGE_CLASSES:
+        _IMAGE_CLASSES[mode] = _same_size_no_layout(classes[mode])
+    return _IMAGE_CLASSES[mode]
 
 
 def decode_png(data: bytes) -> PILImage.Image:

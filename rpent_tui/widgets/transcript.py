@@ -18,7 +18,8 @@ from typing import Any
 from rich.text import Text
 from textual.binding import Binding
 from textual.cache import LRUCache
-from textual.geometry import Size
+from rich.style import Style
+from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
@@ -179,7 +180,12 @@ class TranscriptView(ScrollView, can_focus=True):
         Binding("E", "toggle_all_raw", "Expand all", show=False, id="transcript-raw-all"),
     ]
 
-    DEFAULT_CSS = "TranscriptView { overflow-x: hidden; overflow-y: scroll; }"
+    #: No scrollbar (a pager's convention): a thumb that appears after a resize drew a lone partial
+    #: block ("▆") at the pane's edge (issue 12); the position is the border subtitle instead.
+    DEFAULT_CSS = "TranscriptView { overflow-x: hidden; overflow-y: scroll; scrollbar-size-vertical: 0; }"
+
+    #: Border subtitle: the keys, after the position (``following`` or ``rows A-B/N · G follows``).
+    HINT = "n/p tool result · ⏎ raw JSON"
 
     #: Events kept in the pane (the oldest are dropped in chunks of ``TRIM_CHUNK``).
     MAX_ENTRIES = 4000
@@ -187,7 +193,7 @@ class TranscriptView(ScrollView, can_focus=True):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.border_subtitle = "n/p tool result · ⏎ raw JSON"
+        self.border_subtitle = self.HINT
         self._entries: list[_Entry] = []
         self._starts: list[int] = []  # first row of each entry
         self._total = 0
@@ -197,6 +203,7 @@ class TranscriptView(ScrollView, can_focus=True):
         self._cache: LRUCache[tuple, Strip] = LRUCache(1024)
         self._follow = True
         self._follow_size = Size(0, 0)
+        self._paint_style: Style | None = None
 
     # -- model --------------------------------------------------------------------------------
     def clear(self) -> "TranscriptView":
@@ -233,6 +240,8 @@ class TranscriptView(ScrollView, can_focus=True):
             self._update_size()
             if near_end:
                 self.scroll_end(animate=False, immediate=False, x_axis=False)
+            else:
+                self._show_position()
             self.refresh()
         return n
 
@@ -255,8 +264,17 @@ class TranscriptView(ScrollView, can_focus=True):
         return max(self.scrollable_content_region.width, 20) if self.is_mounted else 80
 
     def _update_size(self) -> None:
+        """Set the scrollable size without a screen layout pass: the pane's own size never depends on
+        its content (``1fr``), so only its scrollbar and scroll range change. Assigning ``virtual_size``
+        (a ``layout=True`` reactive) would reflow and repaint the whole screen on every batch of
+        events (measured: ~4x the cost of the transcript repaint itself at 120x40)."""
         self._wrap_width = self._width()
-        self.virtual_size = Size(self._wrap_width, self._total)
+        size = Size(self._wrap_width, self._total)
+        if size == self.virtual_size:
+            return
+        self.set_reactive(TranscriptView.virtual_size, size)
+        if self.is_mounted and self.container_size:
+            self._scroll_update(size)  # scrollbar thumb and the clamp of scroll_y (what a layout pass would do)
 
     def _rewrap(self, entries: Iterable[_Entry] | None = None) -> None:
         width = self._width()
@@ -273,6 +291,18 @@ class TranscriptView(ScrollView, can_focus=True):
         super().watch_scroll_y(old_value, new_value)
         if self.size == self._follow_size:
             self._follow = new_value >= self.max_scroll_y - 2
+        self._show_position()
+
+    def _show_position(self) -> None:
+        """The border subtitle: the keys, and where the view is when it does not follow the end."""
+        if self._follow or self._total <= self.scrollable_content_region.height:
+            text = self.HINT
+        else:
+            top = int(self.scroll_y)
+            bottom = min(self._total, top + self.scrollable_content_region.height)
+            text = f"rows {top + 1}-{bottom}/{self._total} · G follows · {self.HINT}"
+        if text != self.border_subtitle:
+            self.border_subtitle = text
 
     def on_resize(self) -> None:
         """A new width re-wraps every line (kept, not clipped); a pane that followed the end still does."""
@@ -312,14 +342,24 @@ class TranscriptView(ScrollView, can_focus=True):
             self._cache[key] = strip
         return strip
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Rows in ``crop``; the pane's base style is computed once per paint (``rich_style`` walks the
+        ancestors: it was a third of the pane's paint time when computed for every row)."""
+        self._paint_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._paint_style = None
+
     def render_line(self, y: int) -> Strip:
         """Row ``y`` of the viewport (only rows on screen are ever rendered)."""
         _scroll_x, scroll_y = self.scroll_offset
         width = self.scrollable_content_region.width
         row = scroll_y + y
+        style = self._paint_style or self.rich_style
         if row >= self._total or width <= 0:
-            return Strip.blank(max(width, 0), self.rich_style)
-        return self._row(row, width).apply_style(self.rich_style)
+            return Strip.blank(max(width, 0), style)
+        return self._row(row, width).apply_style(style)
 
     # -- expansion ----------------------------------------------------------------------------
     def _result_indices(self) -> list[int]:

@@ -16,18 +16,15 @@ started once per test session and shut down at teardown.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
+from rpent.cluster.local import local_node_env
+
 os.environ.setdefault("MUJOCO_GL", "egl")
-os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # loopback node IPs (see the module docstring)
-os.environ.setdefault("RAY_agent_register_timeout_ms", "180000")  # slow agent / raylet start on a loaded 2-core box
-os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
-os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+local_node_env()  # loopback node IPs, raised start timeouts: before Ray is imported anywhere
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "eval"))  # policy_server / replay fixtures of the eval tests
@@ -35,60 +32,42 @@ sys.path.insert(0, str(REPO / "tests" / "eval"))  # policy_server / replay fixtu
 OBJECT_STORE_BYTES = 80 * 1024 * 1024
 
 
-def _kill_leftovers(temp_dir: str) -> None:
-    """Kill the processes of a failed cluster start: those whose command line names its temp folder."""
-    import psutil
-
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if temp_dir in " ".join(proc.info["cmdline"] or []):
-                proc.kill()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-
-
 class LocalCluster:
-    """The running test cluster: ``.address`` (GCS ``127.0.0.1:PORT``), ``.cluster``, ``.gpu_node``."""
+    """The running test cluster: ``.address`` (GCS ``127.0.0.1:PORT``), ``.cluster``, ``.gpu_node``.
+
+    Started by :func:`rpent.cluster.local.start_local_cluster` (loopback node IPs, raised Ray start
+    timeouts, a failed start retried after its processes are killed)."""
 
     def __init__(self) -> None:
-        from ray.cluster_utils import Cluster
+        from rpent.cluster.local import start_local_cluster
 
-        self.temp_dir = tempfile.mkdtemp(prefix="rray_", dir="/tmp")  # short: Unix socket paths
-        try:
-            self.cluster = Cluster(initialize_head=True, head_node_args={
-                "num_cpus": 1, "num_gpus": 0, "resources": {"head_node": 1}, "node_ip_address": "127.0.0.1",
-                "object_store_memory": OBJECT_STORE_BYTES, "include_dashboard": False, "temp_dir": self.temp_dir,
-            })
-        except BaseException:
-            _kill_leftovers(self.temp_dir)  # a failed start leaves its GCS server etc. running
-            shutil.rmtree(self.temp_dir, ignore_errors=True)
-            raise
-        try:
-            self.gpu_node = self.add_gpu_node()
-        except BaseException:
-            self.cluster.shutdown()  # leave no half-started cluster behind
-            shutil.rmtree(self.temp_dir, ignore_errors=True)
-            raise
-        self.address = self.cluster.address
+        self.local = start_local_cluster({"num_cpus": 1, "num_gpus": 0, "resources": {"head_node": 1}},
+                                         [{"num_cpus": 1, "num_gpus": 1, "resources": {"gpu_node": 1}}],
+                                         object_store_bytes=OBJECT_STORE_BYTES)
+        self.cluster = self.local.cluster
+        self.gpu_node = self.local.nodes[0]
+        self.address = self.local.address
 
     def add_gpu_node(self):
         """Add a node with 1 CPU, 1 GPU and ``gpu_node`` (also used to replace a killed one)."""
         return self.add_node(num_cpus=1, num_gpus=1, resources={"gpu_node": 1})
 
-    def add_node(self, **resources):
+    def add_node(self, num_cpus=1, num_gpus=0, resources=None):
         """Add a node on 127.0.0.1 with ``resources`` (``num_cpus``, ``num_gpus``, ``resources``) and wait for it."""
-        node = self.cluster.add_node(**resources, node_ip_address="127.0.0.1", object_store_memory=OBJECT_STORE_BYTES)
-        self.cluster.wait_for_nodes()
-        return node
+        return self.local.add_node(num_cpus, num_gpus, resources, OBJECT_STORE_BYTES)
 
     def shutdown(self) -> None:
         """Disconnect the driver and stop every node."""
-        import ray
+        self.local.shutdown()
 
-        if ray.is_initialized():
-            ray.shutdown()
-        self.cluster.shutdown()
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+def pytest_collection_modifyitems(config, items):
+    """The session cluster's start (minutes on a loaded machine, a failed try retried) is charged to the
+    first test that uses it: tests here get 600 s unless they set their own limit."""
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if Path(str(item.fspath)).resolve().parent == here and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(600))
 
 
 @pytest.fixture(scope="session")
@@ -97,13 +76,7 @@ def ray_cluster():
     pytest.importorskip("ray", reason='Ray is an extra: pip install -e ".[ray]"')
     import ray
 
-    for attempt in range(3):
-        try:
-            cluster = LocalCluster()
-            break
-        except Exception:  # noqa: BLE001 - a raylet gives up after 15 s waiting for its agents on a loaded machine
-            if attempt == 2:
-                raise
+    cluster = LocalCluster()
     ray.init(address=cluster.address, log_to_driver=False)
     try:
         yield cluster

@@ -5,6 +5,7 @@ local executor's; a node killed mid-batch (its cell retried on the other node, c
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -125,3 +126,68 @@ def test_a_node_killed_mid_batch_its_cell_is_retried_elsewhere_and_counted_once(
         later = [x for x in ledger if x["key"] == e["key"] and x["event"] == "end" and x["attempt"] > e["attempt"]]
         assert later and later[-1]["exit_code"] in (0, 1) and later[-1]["status"] in ("success", "failure")
         assert dirs[(e["key"], later[-1]["attempt"])] != dirs[(e["key"], e["attempt"])]
+
+
+def _running_runs(root: Path) -> list[Path]:
+    """Run directories of started attempts whose run is past its start-up (its SIGTERM handler is
+    installed: the run's log has its second line) and that have no "end" line yet."""
+    ledger = _ledger(root)
+    ended = {(e["key"], e["attempt"]) for e in ledger if e["event"] == "end"}
+    out = []
+    for e in ledger:
+        if e["event"] == "start" and (e["key"], e["attempt"]) not in ended:
+            log = Path(e["run_dir"]) / "run.log"
+            if log.exists() and len(log.read_text(errors="replace").splitlines()) >= 2:
+                out.append(Path(e["run_dir"]))
+    return out
+
+
+@pytest.mark.timeout(600)
+def test_sigterm_cancels_a_ray_batch_promptly_and_records_it(ray_cluster, env_for_cli, tmp_path):
+    """SIGTERM to `rpent-batch --ray-address` while its runs are running on the cluster: it exits 130
+    well within the stop grace, the running runs got the cancellation (their records say cancelled,
+    they are re-run on resume, not counted), the manifest records the signal, and the report is written."""
+    for attempt in range(2):  # a run that ends between the check and the signal: try once more
+        root = tmp_path / f"r{attempt}"
+        with open(tmp_path / f"batch{attempt}.log", "w") as log:
+            proc = subprocess.Popen(_cmd(root, "0-1", "--max-episode-steps", "600", "--ray-address",
+                                         ray_cluster.address), stdout=log, stderr=subprocess.STDOUT, env=env_for_cli)
+            try:
+                deadline = time.monotonic() + 300
+                while not _running_runs(root) and proc.poll() is None and time.monotonic() < deadline:
+                    time.sleep(0.3)
+                running = _running_runs(root)
+                assert proc.poll() is None, (tmp_path / f"batch{attempt}.log").read_text()[-3000:]
+                assert running, f"no run started within 300 s: {_ledger(root)}"
+                t0 = time.monotonic()
+                proc.send_signal(signal.SIGTERM)
+                code = proc.wait(timeout=300)
+                took = time.monotonic() - t0
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        out = (tmp_path / f"batch{attempt}.log").read_text()
+        deadline = time.monotonic() + 60  # a run stopped by its node's worker exiting may finish its record after
+        while any(_transcript(d) is None for d in running) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        if all(_transcript(d) is not None and _transcript(d).get("stop_reason") != "cancelled" for d in running):
+            continue  # every run we saw running finished on its own before the signal reached it
+        break
+    assert code == 130, out[-3000:]
+    assert took < 60, f"SIGTERM took {took:.0f} s to stop the batch"  # the stop grace is 20 s + 15 s
+    assert "rpent-batch: interrupted" in out
+    cancelled = [d for d in running if (_transcript(d) or {}).get("stop_reason") == "cancelled"]
+    assert cancelled, [(d, _transcript(d)) for d in running]
+    assert "received SIGTERM" in json.dumps(_transcript(cancelled[0]))  # the run's record names the signal
+    inv = json.loads((root / "manifest.json").read_text())["invocations"][-1]
+    assert inv["exit_code"] == 130 and inv["interrupted"] == "received SIGTERM", inv
+    report = json.loads((root / "report.json").read_text())
+    statuses = {c["key"]: c["status"] for c in report["cells"]}
+    assert len(statuses) == 4 and "infra" not in statuses.values(), statuses  # a cancel is not an infra error
+    assert not list(root.glob(".rpent_ray_visible_*"))
+
+
+def _transcript(run_dir: Path) -> dict | None:
+    found = sorted(run_dir.glob("transcript_*.json"))
+    return json.loads(found[0].read_text()) if found else None

@@ -81,9 +81,11 @@ def test_runs_land_under_the_driver_root_with_exit_codes(ray_cluster, tmp_path, 
     assert not list(tmp_path.glob(".rpent_ray_visible_*"))
 
 
-@pytest.mark.slow  # passes alone and with tests/cluster; in two full default runs here (2026-12-01) the
-# graceful cancel did not reach the run (the test waited the 35 s grace, no cancelled.txt): not yet explained
 def test_time_limit_and_cancellation_are_bounded_and_recorded(ray_cluster, tmp_path):
+    """The time limit stops the run (SIGTERM: it records its cancellation); shutdown(cancel=True) stops a
+    running cell through the executor's stop request in Ray's key-value store (polled by the task), not
+    through ``ray.cancel``'s KeyboardInterrupt, which did not always reach the task here (full default
+    runs, 2026-12-01: the run kept going until the 35 s escalation) and once aborted a driver."""
     with _executor(ray_cluster, tmp_path, "shared") as ex:
         ex.submit(_job(tmp_path, "slow", sleep_s=120, timeout_s=3))
         outs = _wait_all(ex, 1, timeout=90)

@@ -126,6 +126,32 @@ def test_cli_generate(tmp_path):
     assert p.returncode == 2 and "x.json does not exist" in p.stderr and "Traceback" not in p.stderr
 
 
+def test_cli_replay_refuses_bad_input_before_starting_anything(tmp_path):
+    def replay(*extra):
+        return subprocess.run([sys.executable, "-m", "rpent.cli.flash", "replay", "--suite", "libero_object", "--task",
+                               "0", "--output-root", str(tmp_path / "out"), *extra], capture_output=True, text=True)
+
+    p = replay("--flash-dir", str(tmp_path / "none"), "--seeds", "1")
+    assert p.returncode == 2 and p.stderr.startswith("rpent-flash: error: flash_plan_missing") and "Traceback" not in p.stderr
+    p = replay("--flash-dir", str(tmp_path), "--seeds", "1", "1")
+    assert p.returncode == 2 and "--seeds must be distinct integers >= 0" in p.stderr
+    assert not (tmp_path / "out").exists()  # nothing started, nothing written
+
+
+def test_annotate_step_sets_extra_fields_only(tmp_path):
+    from rpent.run.record import RunRecord
+
+    rec = RunRecord(tmp_path / "r", "object_t0_s1")
+    rec.add_step({"robot0_eef_pos": [0, 0, 0], "env_steps": 3}, {})
+    rec.annotate_step(0, capture="state_only")
+    doc = json.loads((tmp_path / "r" / "states.json").read_text())
+    assert doc["steps"][0]["capture"] == "state_only" and doc["steps"][0]["env_steps"] == 3
+    with pytest.raises(ValueError, match="cannot change"):
+        rec.annotate_step(0, artifacts=["x.png"])
+    with pytest.raises(IndexError):
+        rec.annotate_step(1, capture="state_only")
+
+
 def test_run_record_recipe_lists_segment_calls_by_step_and_index(tmp_path):
     """The recipe writer lists successful segment calls (prompt or point, camera, artifact) in
     (step, segment index) order and drops everything before the last reset (reference §6.1)."""
@@ -226,6 +252,13 @@ def test_blocked_grasp_descent_is_retried_once_shifted_along_the_long_axis():
                      [pytest.approx(0.045), -0.1, 0.25]]  # the lift keeps the shift
     assert [n for n, _ in calls].count("set_gripper") == 1
     assert [n for n, _ in calls].count("segment") == 2  # the object is looked at again after the blocked descent
+    # flash_replay.json's plan-step log names the repair next to the replayed steps
+    ops = [(e["op"], e.get("tool") or e.get("kind")) for e in planner._log]
+    assert ops == [("locate", None), ("tool", "move_to"), ("tool", "move_to"), ("repair", "blocked_grasp_descent"),
+                   ("tool", "set_gripper"), ("tool", "move_to")]
+    assert planner._log[2]["reached"] is False and planner._log[2]["mode"] == "anchored"
+    repair = planner._log[3]
+    assert repair["grasp_shift_xy"] == [pytest.approx(-0.015), 0.0] and repair["relocalised"] is True
     # a descent that reached its target (or stopped within 8 mm) is not retried
     calls.clear()
 

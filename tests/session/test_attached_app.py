@@ -197,3 +197,47 @@ def test_flywheel_export_runs_in_the_session_and_survives_a_detach(short_tmp):
     assert report["counts"]["episodes"] == 1 and report["counts"]["frames"] == 4
     dataset = import_lerobot_dataset()("rpent/test", root=out / "train")
     assert dataset.num_episodes == 1 and dataset.num_frames == 4
+
+
+def test_attached_metaworld_session_offers_its_own_suites_not_liberos(short_tmp):
+    """Issue 12: a client attached to a Meta-World session scans and offers Meta-World's suites (the
+    hint before a TaskRun, ``/rpent-task`` completion), never LIBERO's suite list."""
+    from tui_helpers import StandInRun, plain_run_config, wait_for
+
+    from rpent_tui.app import AppOptions
+    from rpent_tui.attached import AttachedApp
+    from rpent.session.code_cells import CodeCellService
+    from rpent.session.core import Session
+    from rpent.session.model import SessionConfig
+
+    root = short_tmp / "mw"
+    paths = SessionPaths(root)
+    token = paths.make_token()
+
+    def make(sink):
+        return Session(SessionConfig(output_dir=root, planner="scripted", robot="metaworld", shared_services=()), sink,
+                       run_task=StandInRun(), shared_specs=[], make_run_config=plain_run_config, batch_interval_s=0.02)
+
+    server = SessionServer(paths, make, token, make_cells=CodeCellService)
+
+    async def attach() -> AttachedApp:
+        app = AttachedApp(RemoteSession(paths, lambda e: None), AppOptions(image_mode="halfblock"))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: app.session.state == "ready", what="attached, session ready", timeout=120)
+            await wait_for(pilot, lambda: "metaworld" in app.task_lists, what="Meta-World suite list", timeout=120)
+            assert app.task_lists == {"metaworld": ("mt10", "mt50")}  # no other robot's list was scanned
+            counters = app.screen.query_one("#counters")
+            await wait_for(pilot, lambda: "metaworld suites: mt10, mt50" in str(counters.render()), what="hint", timeout=120)
+            await pilot.press("t")  # prefills "/rpent-task ": the completion is the first Meta-World suite
+            box = app.screen.query_one("#message")
+            await wait_for(pilot, lambda: box._suggestion == "/rpent-task mt10 ", what="suite completion", timeout=120)
+            await pilot.press("ctrl+u")
+            await pilot.press("ctrl+q")
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "QuitSessionScreen", what="quit dialog", timeout=120)
+            await pilot.press("s")
+        return app
+
+    with ServerThread(server) as thread:
+        app = asyncio.run(attach())
+        assert app.return_code == 0
+        thread.thread.join(30)

@@ -112,22 +112,52 @@ def test_resize_rewraps_the_transcript_and_keeps_following(tmp_path):
 
     async def main():
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(pilot, lambda: app.session.state == "ready", what="shared services")
+            await wait_for(pilot, lambda: app.session.state == "ready", what="shared services", timeout=120)
             await pilot.press("t")
             await type_text(pilot, "libero_goal 0 0\n")
             await wait_for(pilot, lambda: app.session.current and len(app.session.current.transcript) >= 3,
-                           what="run events")
+                           what="run events", timeout=120)
             for i in range(60):
                 app.session.current.transcript.append({"kind": "planner", "event": "text",
                                                        "text": f"line {i}: " + "a long planner sentence " * 4})
             app.screen.render_all()
             await pilot.pause(0.3)
-            await pilot.resize_terminal(80, 24)
-            await pilot.pause(0.8)
             view = app.screen.query_one("#transcript")
+
+            def settled():  # laid out at 80x24, re-wrapped at the new width, at the end
+                return view.size.width < 60 and view._wrap_width == view._width() and view.is_vertical_scroll_end
+
+            await pilot.resize_terminal(80, 24)
+            await wait_for(pilot, settled, what="re-layout at 80x24", timeout=60)
             width = view.scrollable_content_region.width
             assert max(line.cell_length for line in view.lines) <= width  # re-wrapped, not clipped
             assert view.is_vertical_scroll_end  # still following the end
+            assert_pane_shows_only_its_text(app, view)
+            # 12 lines: at 80x24 a scrollbar thumb of this length ended mid-cell ("▃▃" drawn in the pane)
+            del app.session.current.transcript[3:]
+            app.session.current.transcript.extend(
+                {"kind": "planner", "event": "text", "text": f"line {i}: " + "a long planner sentence " * 4}
+                for i in range(12))
+            await pilot.resize_terminal(120, 40)
+            app.screen.render_all()
+            await pilot.pause(0.3)
+            await pilot.resize_terminal(80, 24)
+            await wait_for(pilot, settled, what="re-layout at 80x24", timeout=60)
+            assert_pane_shows_only_its_text(app, view)
             await pilot.press("ctrl+q")
 
     asyncio.run(main())
+
+
+def assert_pane_shows_only_its_text(app, view):
+    """Every row of the transcript pane on screen (the composited screen, inside the border) is the
+    pane's own wrapped text padded with blanks: nothing else is drawn in it (issue 12: after a resize
+    a lone block glyph, the end of a scrollbar thumb, appeared at the pane's right edge)."""
+    strips = app.screen._compositor.render_strips()
+    region = view.region
+    top = int(view.scroll_y)
+    rows = [line.text for line in view.lines]
+    for y in range(1, region.height - 1):  # inside the round border
+        shown = strips[region.y + y].crop(region.x + 1, region.right - 1).text
+        want = rows[top + y - 1] if top + y - 1 < len(rows) else ""
+        assert shown.rstrip() == want.rstrip(), f"row {y} of the pane: {shown!r}, expected {want!r}"

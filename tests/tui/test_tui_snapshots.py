@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,15 @@ from tui_canned import canned_app, verdict_request
 
 SNAPSHOTS = Path(__file__).with_name("snapshots")
 UPDATE = os.environ.get("RPENT_UPDATE_SNAPSHOTS") == "1"
+
+
+def _visible(svg: str) -> str:
+    """The SVG with Rich's ``terminal-<adler32>`` id made constant: Rich hashes the ``repr`` of every
+    segment, Textual's invisible style metadata included, so the id can change while every glyph,
+    colour and class of the picture stays the same (seen as a rare flake under load)."""
+    return re.sub(r"terminal-\d+", "terminal-ID", svg)
+
+
 SCREENS = ["services", "run", "editor", "trajectories", "flywheel", "operator", "help"]
 
 
@@ -58,7 +68,7 @@ async def capture(root: Path, screen: str, size: tuple[int, int], expected: str 
             await pilot.pause(0.1)
             svg = app.export_screenshot(title=f"rpent-tui {screen}")
         for _ in range(50):
-            if expected is None or svg == expected:
+            if expected is None or _visible(svg) == _visible(expected):
                 break
             await pilot.pause(0.2)
             svg = app.export_screenshot(title=f"rpent-tui {screen}")
@@ -78,5 +88,5 @@ def test_screen_snapshot(screen, size, tmp_path, monkeypatch):
         SNAPSHOTS.mkdir(exist_ok=True)
         path.write_text(svg, encoding="utf-8")
     assert path.exists(), f"no stored snapshot {path.name}; run with RPENT_UPDATE_SNAPSHOTS=1 and review it"
-    assert svg == path.read_text(encoding="utf-8"), (
+    assert _visible(svg) == _visible(path.read_text(encoding="utf-8")), (
         f"{path.name} changed; if intended, regenerate with RPENT_UPDATE_SNAPSHOTS=1 and review the SVG")
