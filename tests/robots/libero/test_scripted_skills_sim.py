@@ -10,6 +10,7 @@ the same server.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -110,3 +111,62 @@ def test_open_drawer_episode(tmp_path):
     names = [c["name"] for c in calls]
     assert "view_fixtures" in names and "segment" not in names
     assert any(c["name"] == "move_pose" and c["input"].get("target_pitch") for c in calls)  # the horizontal grip
+
+
+def test_free_spot_from_back_projected_points_avoids_every_object(spatial_toolkit):
+    """``clearing.find_free_spot`` through the real toolkit (``view_camera_meta`` +
+    ``back_project`` on the recorded agentview image): a spot where a bowl stands is
+    occupied, and the spot found for that bowl keeps clear of every segmented object."""
+    from rpent.robots.libero.skills import clearing
+    from rpent.robots.libero.skills.grasp import Box
+
+    def call(name, args):
+        return spatial_toolkit.execute(name, args)
+
+    bowl = scene.find_instances(call, "black bowl")[0].est
+    meta = call("view_camera_meta", {"camera": "agentview"})["camera_meta"]
+    assert not clearing.spot_is_free(call, meta, bowl.center[0], bowl.center[1], bowl.bottom_z, 0.06)
+    # pretend a drawer is about to sweep over the bowl: a 0.2 m box around it
+    sweep = Box(center=(bowl.center[0], bowl.center[1]), yaw=0.0, half_length=0.1, half_width=0.1,
+                z_lo=bowl.top_z + 0.05, z_hi=bowl.top_z + 0.12, hollow=False)
+    spot = clearing.find_free_spot(call, bowl, sweep, bowl.bottom_z)
+    assert spot is not None and sweep.signed_distance(*spot) >= bowl.major_extent / 2 + 0.09 - 1e-9
+    for phrase in ("black bowl", "plate", "ramekin", "cookie box", "wooden cabinet", "flat stove"):
+        for inst in scene.find_instances(call, phrase):
+            d = math.hypot(inst.est.center[0] - spot[0], inst.est.center[1] - spot[1])
+            assert d > bowl.major_extent / 2 + inst.est.minor_extent / 2, (phrase, inst.est.center, spot)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_drawer_path_cleared_before_opening_episode(tmp_path):
+    tr = _episode(tmp_path, "libero_goal", 3)  # "open the top drawer and put the bowl inside": the bowl stands in its path
+    said = [c["text"] for m in tr["messages"] if m["role"] == "assistant" for c in m["content"] if c["type"] == "text"]
+    assert any("stands in the path" in t and "free spot" in t for t in said), said
+    calls = [c["name"] for m in tr["messages"] if m["role"] == "assistant" for c in m["content"] if c["type"] == "tool_use"]
+    assert calls.count("release") >= 3  # moved aside, the drawer's handle, the bowl into the drawer
+
+
+def _said(tr: dict) -> list[str]:
+    return [c["text"] for m in tr["messages"] if m["role"] == "assistant" for c in m["content"] if c["type"] == "text"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_place_beside_a_reference_episode(tmp_path):
+    # "put the white mug on the plate and put the chocolate pudding to the right of the plate"
+    tr = _episode(tmp_path, "libero_10", 6)
+    said = _said(tr)
+    assert any("on the table right of plate_1" in t for t in said), said
+    releases = [c for m in tr["messages"] if m["role"] == "assistant" for c in m["content"]
+                if c["type"] == "tool_use" and c["name"] == "release"]
+    assert len(releases) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_two_objects_side_by_side_in_a_basket_seen_at_the_image_edge_episode(tmp_path):
+    tr = _episode(tmp_path, "libero_10", 1)  # "put both the cream cheese box and the butter in the basket"
+    said = _said(tr)
+    assert any("cut by the image border; seen from above" in t for t in said), said  # the second look
+    assert any("(slot 1 of 2)" in t for t in said) and any("(slot 2 of 2)" in t for t in said), said

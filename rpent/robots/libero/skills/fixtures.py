@@ -11,7 +11,8 @@ joint axis, part origin, handle centre, part box; :meth:`LiberoSim.fixture_parts
   re-reading the joint between short pushes.
 * ``wooden_cabinet`` drawers: slide joints whose open range is negative (open at qpos <=
   -0.14 m), so opening moves the drawer along ``-axis``. :func:`close_drawer` pushes the
-  drawer's front face back along ``+axis`` with the closed gripper pointing down;
+  drawer's front face back along ``+axis`` with the closed gripper pointing down, its
+  fingers closing across the push;
   :func:`open_drawer` grips the handle bar with the gripper pointing horizontally at the
   drawer and pulls.
 """
@@ -32,6 +33,9 @@ __all__ = ["KNOB_ON", "turn_knob", "close_drawer", "open_drawer", "open_directio
 KNOB_ON = 0.5
 #: fraction of the open range a drawer is pulled to / pushed back from.
 DRAWER_TRAVEL = 0.17
+#: grip-site height (m) above a drawer's lowest point when pushing it shut (finger pads ~1.3 cm
+#: lower, palm ~2.3 cm higher: libero_10 t3's bottom drawer is 7 cm tall, the table 8 mm below it).
+DRAWER_PUSH_HEIGHT = 0.022
 
 PartsFn = Callable[[], Mapping[str, list]]
 
@@ -88,7 +92,7 @@ def _result(ex: Executor, phases: list[dict], stage: str, ok: bool, reason: str 
 
 
 def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Mapping[str, Any] | None],
-              on: bool = True, radius: float = 0.042, attempts: int = 2, max_pushes: int = 30) -> dict:
+              on: bool = True, radius: float = 0.042, attempts: int = 3, max_pushes: int = 30) -> dict:
     """Turn a hinge knob about world z by pushing the side of its grip with the closed gripper.
 
     LIBERO's stove knob (``flat_stove.xml``) has a vertical grip plate ~10 cm long (its ends
@@ -97,13 +101,15 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
     needs the full force of a saturated action for a second or more, pushed near the grip's
     end. Steps: (1) find the grip: come down at ``radius`` m from the axis at angles 0,
     pi/2, pi/4, 3pi/4 (a half turn suffices, the grip is symmetric; the robot's side first)
-    until the descent stops on it; (2) come down 0.9 rad before it (clockwise of it for
+    until the descent stops on it; (2) come down pi/2 - 0.1 rad before it (+0.3 rad more per
+    further attempt; clockwise of it for
     ``on``, which turns +qpos = counter-clockwise seen from above; the opposite for off) at
     38% of the knob's height (higher, the fingers ride on the grip's top edge), the fingers'
     closing line along the radius (their thin side leads); (3) push along the arc: aim 0.35 rad ahead of the gripper's
     own angle about the axis with 3 cm per-step clips (a saturated action), re-reading the
     joint (``read_part``) after each short push until it is past :data:`KNOB_ON` + 0.15
-    (on) or below 0.005 (off).
+    (on) or below 0.005 (off); a gripper that slid off the grip (3 cm outside the push
+    radius, or 2.5 cm above the push height) comes down again (the next attempt).
 
     Args:
         part: the knob part (``view_fixtures``); read_part: returns its current dict.
@@ -166,7 +172,11 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
         return {**_result(ex, phases, "knob find grip", False, "no grip found around the knob axis"), "qpos": qpos}
     q0 = qpos
     for attempt in range(attempts):
-        start = grip + (qpos - q0) - sign * (0.9 + 0.4 * attempt)
+        # come down in the middle of the gap between the grip's two arms (it runs through the
+        # axis), a little nearer the arm to push: the probes know the grip's angle only to
+        # +/-0.39 rad, and 0.9 rad before it (the first version) the fingers landed on its edge
+        # and slid off (goal t7, 1 run of 3)
+        start = grip + (qpos - q0) - sign * (math.pi / 2 - 0.1 + 0.3 * attempt)
         free = descend(start, "knob descend")
         if free is None:
             return {**_result(ex, phases, "knob descend", bool(ex.current_state().get("success"))), "qpos": qpos}
@@ -183,6 +193,10 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
             qpos = float(now["qpos"]) if now else qpos
             if reached():
                 break
+            pos = np.asarray(control.robot_state(ex.current_state())["eef_pos"], dtype=np.float64)
+            if math.hypot(pos[0] - c[0], pos[1] - c[1]) > radius + 0.03 or pos[2] > z_push + 0.025:
+                phases.append({"phase": "knob push", "slipped": [float(v) for v in pos]})
+                break  # slid off the grip (outward or over it): come down again
         if control.episode_over(ex.current_state()):
             return {**_result(ex, phases, "knob push", bool(ex.current_state().get("success"))), "qpos": qpos,
                     "grip_angle": grip}
@@ -198,12 +212,18 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
 
 
 def close_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Mapping[str, Any] | None]) -> dict:
-    """Push an open drawer shut: closed gripper pointing down, fingertips at the middle of the
-    drawer front's height, 4 cm in front of the front, pushed along the closing direction
-    until ``DRAWER_TRAVEL`` m past the closed position's front.
+    """Push an open drawer shut: closed gripper pointing down, turned so its fingers close
+    across the push (the Panda hand is long along the fingers' closing line and reaches ~6 cm
+    past the closed fingers along it: pushed along that line, a lower drawer stopped at qpos
+    -0.060 m when the hand met the handle of the drawer above, libero_10 t3), the grip site
+    ``DRAWER_PUSH_HEIGHT`` above the drawer's lowest point (the palm, ~2.3 cm above the grip
+    site, then stays below the drawer above), 5 cm in front of the front (the handle's outer
+    face), pushed along the closing direction until 2 cm past the closed position's front.
+    LIBERO counts a cabinet drawer closed only at qpos > 0 (``WoodenCabinet`` /
+    ``WhiteCabinet`` ``default_close_ranges`` [0, 0.005]).
 
     Returns:
-        ``{"success", "done" (joint within 1 cm of closed), "stage", "phases", "reason"?, "qpos"}``.
+        ``{"success", "done" (joint within 5 mm of closed), "stage", "phases", "reason"?, "qpos"}``.
     """
     phases: list[dict] = []
     run, travel = _runner(ex, phases)
@@ -212,19 +232,23 @@ def close_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], 
     centre = (lo + hi) / 2.0
     half = float(np.abs((hi - lo) @ d_open)) / 2.0
     front = centre + d_open * half  # world point on the drawer front (the side it opens toward)
-    z = float(lo[2] + 0.5 * (hi[2] - lo[2]))
-    z = max(z, float(lo[2]) + 0.02)
+    z = float(lo[2]) + DRAWER_PUSH_HEIGHT
+    # fingers closing across the push: closing line (-sin yaw, cos yaw) perpendicular to d_open
+    cur = control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"])
+    want = math.atan2(float(d_open[1]), float(d_open[0]))
+    yaw = float(cur + (want - cur + math.pi / 2) % math.pi - math.pi / 2)
     start = front + d_open * 0.05
     above = [float(start[0]), float(start[1]), float(hi[2]) + 0.08]
     if not travel("drawer approach", above, control.GRIPPER_CLOSE, max_steps=120):
         return _result(ex, phases, "drawer approach", False, "approach failed")
+    run("drawer align", "rotate_wrist", target_yaw=yaw, gripper=control.GRIPPER_CLOSE, tol=0.03)
     run("drawer descend", "move_to", xyz=[float(start[0]), float(start[1]), z], gripper=control.GRIPPER_CLOSE,
-        step_clip=0.015, max_steps=100)
+        step_clip=0.015, max_steps=100, target_yaw=yaw)
     qpos = float(part["qpos"])
     goal = front - d_open * (abs(qpos) + 0.02)
     for wp in xy_waypoints(start, [float(goal[0]), float(goal[1]), z], 0.05):
         r = run("drawer push", "move_to", xyz=[float(v) for v in wp], gripper=control.GRIPPER_CLOSE, step_clip=0.015,
-                max_steps=40)
+                max_steps=40, target_yaw=yaw)
         if "error" in r or control.episode_over(ex.current_state()):
             break
     if not control.episode_over(ex.current_state()):
@@ -234,7 +258,7 @@ def close_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], 
             max_steps=40)
     now = read_part()
     qpos = float(now["qpos"]) if now else qpos
-    ok = abs(qpos) <= 0.01 or bool(ex.current_state().get("success"))
+    ok = qpos >= -0.005 or bool(ex.current_state().get("success"))
     return {**_result(ex, phases, "drawer push", ok, None if ok else f"drawer joint at {qpos:.3f} m after the push"),
             "qpos": qpos}
 

@@ -18,7 +18,8 @@ from typing import Sequence
 
 from rpent.robots.libero.skills.estimate import ObjectEstimate
 
-__all__ = ["StrategyParams", "plan_grasp", "needs_rim_grasp", "GRIPPER_MAX_OPENING", "RIM_INSET", "RIM_DEPTH"]
+__all__ = ["StrategyParams", "plan_grasp", "needs_rim_grasp", "GRIPPER_MAX_OPENING", "RIM_INSET", "RIM_DEPTH", "Box",
+           "box_from_part", "column_blocked"]
 
 #: Full opening of the Panda gripper (m), measured in LIBERO (``gripper_opening`` fully open).
 GRIPPER_MAX_OPENING = 0.079
@@ -26,6 +27,20 @@ GRIPPER_MAX_OPENING = 0.079
 RIM_INSET = 0.012
 #: eef depth below the object's top for a rim grasp (m); the pads reach ~0.013 m lower.
 RIM_DEPTH = 0.02
+#: The Panda hand around the grip site (robosuite's hand collision geoms, measured at yaw 0):
+#: it reaches 0.105 m each way along the closing axis, ~0.035 m across it, from 0.024 m above
+#: the grip site upward (the fingers below that are ~2 cm wide).
+HAND_HALF_LENGTH = 0.105
+HAND_HALF_THICKNESS = 0.035
+HAND_BOTTOM = 0.024
+#: The robot base's world xy (m) in LIBERO's table scenes and the horizontal eef distance from
+#: it (m) past which reaching down to the table gets hard: on libero_spatial t6 (seed 1) the
+#: eef stalled 24 cm above a plate at 0.81 m while carrying a bowl by its far (+x) rim; at
+#: 0.72-0.76 m it got there. Rim sides whose grasp or place point lies past it are penalised
+#: (:data:`REACH_PENALTY` per metre beyond).
+ROBOT_BASE_XY = (-0.66, 0.0)
+REACH_SOFT = 0.74
+REACH_PENALTY = 0.2
 
 
 @dataclass(frozen=True)
@@ -57,6 +72,82 @@ class StrategyParams:
     max_xy_travel: float = 0.25  #: per move_to (the hard limit is 0.30 m, RPent reference §9)
     round_ratio: float = 1.25  #: major/minor extent ratio below which the yaw is left as is
     rim_min_width: float = 0.066  #: narrow side (m) from which a round object gets a rim grasp
+    #: a centre-grasp descent that stops this far (m) above the grasp height came down on something else
+    blocked_descent: float = 0.03
+    #: longest object (m) a blocked centre grasp retries across its other side (the gripper opens 0.079 m)
+    turn_max_extent: float = 0.072
+
+
+@dataclass(frozen=True)
+class Box:
+    """An oriented box of furniture the gripper must keep clear of (world frame, m, rad), e.g. a
+    drawer from ``view_fixtures``.
+
+    Attributes:
+        center: (x, y) centre of the footprint; yaw: direction of its first axis (rad);
+        half_length, half_width: half sizes along / across that axis;
+        z_lo, z_hi: bottom and top;
+        hollow: open-topped (a drawer): an object can sit inside, between its walls.
+    """
+
+    center: tuple[float, float]
+    yaw: float
+    half_length: float
+    half_width: float
+    z_lo: float
+    z_hi: float
+    hollow: bool = True
+
+    def local(self, x: float, y: float) -> tuple[float, float]:
+        """(along, across) coordinates of world point (x, y) in the box frame (m)."""
+        dx, dy = x - self.center[0], y - self.center[1]
+        c, s = math.cos(self.yaw), math.sin(self.yaw)
+        return dx * c + dy * s, -dx * s + dy * c
+
+    def signed_distance(self, x: float, y: float) -> float:
+        """Signed xy distance (m) from (x, y) to the footprint's boundary: > 0 outside, < 0 inside."""
+        a, b = self.local(x, y)
+        qa, qb = abs(a) - self.half_length, abs(b) - self.half_width
+        outside = math.hypot(max(qa, 0.0), max(qb, 0.0))
+        return outside if outside > 0 else max(qa, qb)
+
+    def clearance(self, x: float, y: float) -> float:
+        """How far (m) a finger at (x, y) is from this box's material: the distance to its walls
+        for a hollow box (inside or out), the distance to the footprint (0 inside) for a solid one."""
+        d = self.signed_distance(x, y)
+        return abs(d) if self.hollow else max(d, 0.0)
+
+
+def box_from_part(part: dict) -> Box | None:
+    """The oriented box of a slide part (a drawer) of ``view_fixtures``: its world AABB
+    (``min``/``max``) and joint axis give the footprint. An AABB of a box whose axis is at
+    ``t`` to world x has sides ``L|cos t| + W|sin t|`` and ``L|sin t| + W|cos t|``; solved
+    for (L, W) unless ``t`` is within ~10 degrees of 45 (then the AABB itself is used).
+    Returns None when the part has no box."""
+    if not part.get("min") or not part.get("max"):
+        return None
+    lo, hi = part["min"], part["max"]
+    ax = part.get("axis") or [1.0, 0.0, 0.0]
+    yaw = math.atan2(float(ax[1]), float(ax[0]))
+    c, s = abs(math.cos(yaw)), abs(math.sin(yaw))
+    ex, ey = float(hi[0] - lo[0]), float(hi[1] - lo[1])
+    det = c * c - s * s
+    if abs(det) < 0.35:
+        yaw, length, width = 0.0, ex, ey
+    else:
+        length, width = (ex * c - ey * s) / det, (ey * c - ex * s) / det
+        if length <= 0 or width <= 0:
+            yaw, length, width = 0.0, ex, ey
+    return Box(center=((lo[0] + hi[0]) / 2.0, (lo[1] + hi[1]) / 2.0), yaw=yaw, half_length=length / 2.0,
+               half_width=width / 2.0, z_lo=float(lo[2]), z_hi=float(hi[2]))
+
+
+def column_blocked(x: float, y: float, z: float, boxes: Sequence[Box], margin: float = 0.11) -> float | None:
+    """Top (m) of the highest box that the gripper would hit above (x, y) at eef height ``z``:
+    a box whose footprint comes within ``margin`` (the hand reaches ~0.105 m along its closing
+    axis, measured on robosuite's Panda hand) and whose top is above the fingertips; None if free."""
+    tops = [b.z_hi for b in boxes if b.signed_distance(x, y) < margin and b.z_hi > z - 0.01 and b.z_lo < z + 0.13]
+    return max(tops) if tops else None
 
 
 def needs_rim_grasp(obj: ObjectEstimate, params: StrategyParams = StrategyParams()) -> bool:
@@ -69,7 +160,7 @@ def needs_rim_grasp(obj: ObjectEstimate, params: StrategyParams = StrategyParams
         return False
     if obj.minor_extent >= params.rim_min_width:
         return True
-    # a wide object seen partly hidden (e.g. behind the arm): its long side still tells
+    # a wide object seen partly hidden (e.g. a bowl behind the arm): its long side still tells
     return obj.major_extent >= 0.09 and obj.minor_extent >= 0.045 and obj.height >= 0.03
 
 
@@ -81,27 +172,69 @@ def _fold(yaw: float, current: float) -> float:
     return yaw
 
 
-def _rim_side(obj: ObjectEstimate, radius: float, obstacles: Sequence[ObjectEstimate]) -> float:
+def _reach(x: float, y: float) -> float:
+    """Horizontal distance (m) of world point (x, y) from :data:`ROBOT_BASE_XY`."""
+    return math.hypot(x - ROBOT_BASE_XY[0], y - ROBOT_BASE_XY[1])
+
+
+def _rim_side(obj: ObjectEstimate, radius: float, obstacles: Sequence[ObjectEstimate],
+              boxes: Sequence[Box] = (), grasp_z: float | None = None,
+              place_xy: Sequence[float] | None = None) -> float:
     """Direction (rad) from the centre to the rim point to grasp: the one of +y, -y, -x, +x
     whose outer finger (``radius + 0.03`` m out) is farthest from the obstacles' footprints
-    (centre distance minus half their major extent); ties favour the order given (no wrist
-    turn for +/-y; -x faces the robot)."""
+    (centre distance minus half their major extent) and from the walls of ``boxes`` that reach
+    above the fingertips (``grasp_z`` - 0.015 m); ties favour the order given (no wrist
+    turn for +/-y; -x faces the robot), and whose hand (a bar :data:`HAND_HALF_LENGTH` each
+    way along the closing axis) stays off any box taller than the hand's underside (a cabinet
+    beside the bowl), and whose grip point, at the object and at ``place_xy`` (where its
+    centre will be put), stays within easy reach (:data:`REACH_SOFT`). With boxes near (a bowl in an open drawer), the
+    diagonals and the boxes' own axes are candidates too, taken only when better by > 8 mm,
+    and an obstacle whose round footprint contains the object's centre (the cabinet around
+    the drawer) gives way to the boxes' walls."""
+    gz = obj.top_z if grasp_z is None else grasp_z
+    walls = [b for b in boxes if b.z_hi > gz - 0.015 and b.signed_distance(obj.center[0], obj.center[1]) < radius + 0.1]
+    cands = [(math.pi / 2, 0.0), (-math.pi / 2, 0.002), (math.pi, 0.004), (0.0, 0.006)]
+    if walls:
+        # the furniture's own walls stand for the piece the object is in (a cabinet seen as
+        # one round footprint around its open drawer would push the fingers onto a wall)
+        obstacles = [o for o in obstacles
+                     if math.hypot(o.center[0] - obj.center[0], o.center[1] - obj.center[1]) >= o.major_extent / 2.0]
+        cands += [(k * math.pi / 4, 0.008) for k in (1, 3, 5, 7)]
+        cands += [(b.yaw + k * math.pi / 2, 0.008) for b in walls for k in range(4)]
+    # furniture reaching above the hand's underside (grip site + 0.024 m, + 1 cm of slack)
+    tall = [b for b in boxes if b.z_hi > gz + HAND_BOTTOM + 0.01]
     best, best_score = math.pi / 2, -math.inf
-    for k, phi in enumerate((math.pi / 2, -math.pi / 2, math.pi, 0.0)):
+    for phi, penalty in cands:
         fx = obj.center[0] + math.cos(phi) * (radius + 0.03)
         fy = obj.center[1] + math.sin(phi) * (radius + 0.03)
         clear = 0.2
         for o in obstacles:
             d = math.hypot(o.center[0] - fx, o.center[1] - fy) - o.major_extent / 2.0
             clear = min(clear, d)
-        score = min(clear, 0.06) - 0.002 * k  # beyond 6 cm of clearance, prefer the order
+        for b in walls:
+            clear = min(clear, b.clearance(fx, fy))
+        if tall:  # the hand itself: a bar along the closing (radial) axis through the grip point
+            ex = obj.center[0] + math.cos(phi) * (radius - RIM_INSET)
+            ey = obj.center[1] + math.sin(phi) * (radius - RIM_INSET)
+            # a hand 3 cm or more off the furniture is as good as any (the rim grasp's own
+            # side order and reach decide then: goal t4's bowl 4.3 cm from the cabinet was
+            # taken by its -x rim instead of the default +y one and slipped out on the lift)
+            for t in (-HAND_HALF_LENGTH, -HAND_HALF_LENGTH / 2, 0.0, HAND_HALF_LENGTH / 2, HAND_HALF_LENGTH):
+                hx, hy = ex + math.cos(phi) * t, ey + math.sin(phi) * t
+                for b in tall:
+                    clear = min(clear, b.signed_distance(hx, hy) - HAND_HALF_THICKNESS + 0.03)
+        dx, dy = math.cos(phi) * (radius - RIM_INSET), math.sin(phi) * (radius - RIM_INSET)
+        for px, py in [(obj.center[0], obj.center[1])] + ([tuple(place_xy)] if place_xy is not None else []):
+            penalty += REACH_PENALTY * max(0.0, _reach(px + dx, py + dy) - REACH_SOFT)
+        score = min(clear, 0.06) - penalty  # beyond 6 cm of clearance, prefer the order
         if score > best_score:
             best, best_score = phi, score
     return best
 
 
 def plan_grasp(obj: ObjectEstimate, current_yaw: float, params: StrategyParams = StrategyParams(),
-               obstacles: Sequence[ObjectEstimate] = ()) -> dict:
+               obstacles: Sequence[ObjectEstimate] = (), boxes: Sequence[Box] = (),
+               place_xy: Sequence[float] | None = None) -> dict:
     """Grasp pose for an object, chosen from its shape.
 
     * Centre grasp (default): eef above the centre, ``grasp_depth`` below the top (at least
@@ -116,7 +249,9 @@ def plan_grasp(obj: ObjectEstimate, current_yaw: float, params: StrategyParams =
     The yaw is folded to the equivalent angle nearest ``current_yaw``.
 
     Args:
-        obj: the object; current_yaw: eef yaw now (rad); obstacles: other objects nearby.
+        obj: the object; current_yaw: eef yaw now (rad); obstacles: other objects nearby;
+        boxes: furniture boxes (:class:`Box`, e.g. drawers) whose walls the fingers avoid;
+        place_xy: where the object's centre will be put (world xy, m), for the reach check.
     Returns:
         ``{"xyz": [x, y, z_grasp], "approach_z": float, "yaw": float, "kind": "centre" |
         "rim", "offset": [dx, dy]}`` (m, rad; ``offset`` = grasp xy minus object centre xy,
@@ -126,10 +261,10 @@ def plan_grasp(obj: ObjectEstimate, current_yaw: float, params: StrategyParams =
     if needs_rim_grasp(obj, params):
         round_ = obj.major_extent / obj.minor_extent < params.round_ratio
         radius = (obj.major_extent + obj.minor_extent) / 4.0 if round_ else obj.minor_extent / 2.0  # mug: body, not handle
-        phi = _rim_side(obj, radius, obstacles)
+        grasp_z = max(obj.bottom_z + params.min_grasp_height, obj.top_z - RIM_DEPTH)
+        phi = _rim_side(obj, radius, obstacles, boxes, grasp_z, place_xy)
         off = radius - RIM_INSET
         dx, dy = math.cos(phi) * off, math.sin(phi) * off
-        grasp_z = max(obj.bottom_z + params.min_grasp_height, obj.top_z - RIM_DEPTH)
         return {
             "xyz": [obj.center[0] + dx, obj.center[1] + dy, grasp_z],
             "approach_z": obj.top_z + params.approach_clearance,

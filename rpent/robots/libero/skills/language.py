@@ -21,6 +21,7 @@ Not supported (yield :class:`Unsupported` with the reason): articulated fixtures
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -72,6 +73,9 @@ class PickPlaceGoal:
     object_qualifier: Qualifier | None = None
     target_qualifier: Qualifier | None = None
     target_part: tuple[str, ...] | None = None  #: a drawer of the target fixture, e.g. ("bottom",)
+    #: put it on the table beside the target, on this side (``left``, ``right``, ``front``, ``back``;
+    #: "to the right of the plate"); ``relation`` is then ``"on"`` (the table)
+    target_side: str | None = None
 
     def describe(self) -> str:
         """A short English description, e.g. ``"black bowl (next to ramekin) on plate"``."""
@@ -79,6 +83,9 @@ class PickPlaceGoal:
         t = self.target_phrase + (f" ({self.target_qualifier.text})" if self.target_qualifier else "")
         if self.target_part is not None:
             t = f"{' '.join(self.target_part)} drawer of the {t}".strip()
+        if self.target_side is not None:
+            side = {"front": "in front of", "back": "behind"}.get(self.target_side, f"to the {self.target_side} of")
+            return f"{o} {side} {t}"
         return f"{o} {self.relation} {t}"
 
 
@@ -202,9 +209,9 @@ def _single(text: str, instruction: str) -> PickPlaceGoal | Unsupported:
         if not m:
             continue
         obj_raw, tgt = m.group("obj"), m.group("tgt").strip()
-        if re.match(r"^(?:the\s+)?(?:left|right|front|back)\s+of\b", tgt):
-            return Unsupported(f"target {tgt!r} is a region next to an object; the scripted planner places in or on objects",
-                               instruction)
+        if re.match(r"^(?:the\s+)?(?:left|right|front|back)\s+(?:hand\s+)?(?:side\s+)?of\b", tgt):
+            return _beside(text, instruction) or Unsupported(
+                f"target {tgt!r} is a region next to an object the scripted planner cannot read", instruction)
         rel = "in" if m.group("rel") in ("in", "into", "inside") else "on"
         on_top = re.match(r"^(?:the\s+)?(?:top|top side)\s+of\s+", tgt) is not None or m.group("rel") == "on top of"
         tgt = re.sub(r"^(?:the\s+)?(?:top|top side)\s+of\s+", "", tgt)
@@ -225,8 +232,34 @@ def _single(text: str, instruction: str) -> PickPlaceGoal | Unsupported:
         if not obj or not tgt_name:
             break
         return PickPlaceGoal(obj, tgt_name, rel, instruction, oq, tq)
+    beside = _beside(text, instruction)
+    if beside is not None:
+        return beside
     return Unsupported("not a pick-and-place instruction ('pick up the X and place it in the Y' / 'put the X on the Y')",
                        instruction)
+
+
+_BESIDE = re.compile(
+    r"^(?:(?:pick up|pick|grab|lift|take|get)\s+(?P<obj1>.+?)\s+and\s+(?:place|put|set|move)\s+(?:it\s+)?|"
+    r"(?:put|place|move|set)\s+(?P<obj2>.+?)\s+)"
+    r"(?:(?:to|on|at)\s+(?:the\s+)?(?P<side>left|right)\s+(?:hand\s+)?(?:side\s+)?of|in\s+front\s+of|behind)"
+    r"\s+(?P<tgt>.+)$")
+
+
+def _beside(text: str, instruction: str) -> PickPlaceGoal | Unsupported | None:
+    """"put the X to the right of / left of / in front of / behind the Y" -> a step placing X
+    on the table beside Y (``target_side``); None when the text is not of that form."""
+    m = _BESIDE.match(text)
+    if m is None:
+        return None
+    side = m.group("side") or ("front" if " in front of " in f" {text} " else "back")
+    obj, tgt = parse_object_phrase(m.group("obj1") or m.group("obj2")), parse_object_phrase(m.group("tgt"))
+    for part in (obj, tgt):
+        if isinstance(part, Unsupported):
+            return Unsupported(part.reason, instruction)
+    if tgt[1] is not None and tgt[1].relation not in ("left", "right", "front", "back"):
+        return Unsupported(f"target phrase {m.group('tgt')!r} uses a qualifier the scripted planner cannot read", instruction)
+    return PickPlaceGoal(obj[0], tgt[0], "on", instruction, obj[1], tgt[1], target_side=side)
 
 
 _FIXTURE_ACTION = r"(?P<act>open|close|turn on|turn off|switch on|switch off)"
@@ -319,11 +352,6 @@ def parse_task(instruction: str) -> TaskPlan | Unsupported:
         if text.startswith(verb) or f" and {verb}" in f" {text}" or text.endswith(verb.strip() + " it"):
             return Unsupported(f"instruction needs a '{verb.strip()}' skill the scripted planner does not have "
                                "(it does pick-and-place, stove knobs and cabinet drawers)", instruction)
-    last = re.split(r"\b(?:put|place|move|set)\b", text)[-1]
-    side = re.search(r"\bto the (?:left|right|front|back) of\b(?P<after>.*)$", last)
-    if side and not re.search(r"\b(?:in|into|inside|on|onto)\b", side.group("after")):
-        return Unsupported("instruction places an object in a region next to another object ('to the left/right of'); "
-                           "the scripted planner places in or on objects", instruction)
     # "put both the X and the Y in the Z" / "put both X on the Z" (two instances) / "place X and Y into Z"
     m = re.match(r"^(?:put|place|move|pick up|pick)\s+both\s+(?P<objs>.+?)\s+" + _RELATION + r"\s+(?P<tgt>.+)$", text)
     if m is None:
@@ -350,6 +378,16 @@ def parse_task(instruction: str) -> TaskPlan | Unsupported:
                 return g
             steps.append(g)
         return TaskPlan(tuple(steps), instruction)
+    # one verb, the second object beside the first's target: "place white mug on plate and chocolate
+    # pudding to right" (LIBERO-PRO libero_10_lan t6): "to (the) right" of that target
+    m = re.match(r"^(?:put|place|move|set)\s+(?P<a>.+?\s+(?:on|onto|in|into)\s+.+?)\s+and\s+(?P<b>(?!(?:put|place|move|pick)\b)"
+                 r".+?)\s+(?:to|on|at)\s+(?:the\s+)?(?P<side>left|right)(?:\s+side)?$", text)
+    if m:
+        a = _single("put " + m.group("a"), instruction)
+        if not isinstance(a, Unsupported):
+            b = _single(f"put {m.group('b')} to the {m.group('side')} of {a.target_phrase}", instruction)
+            if not isinstance(b, Unsupported):
+                return TaskPlan((a, dataclasses.replace(b, target_qualifier=a.target_qualifier)), instruction)
     # one verb, two placements: "place the X on the left plate and the Y on the right plate"
     m = re.match(r"^(?:put|place|move|set)\s+(?P<a>.+?\s+(?:on|onto|in|into)\s+.+?)\s+and\s+(?P<b>(?!(?:put|place|move|pick)\b)"
                  r".+?\s+(?:on|onto|in|into)\s+.+)$", text)

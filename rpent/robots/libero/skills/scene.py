@@ -14,13 +14,17 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from rpent.robots.libero.skills.estimate import ObjectEstimate
+from rpent.robots.libero.skills.grasp import Box, box_from_part
 from rpent.robots.libero.skills.language import PickPlaceGoal
 from rpent.robots.libero.skills.spatial import resolve_qualifier
 
-__all__ = ["NotFound", "Instance", "Picked", "find_instances", "localise_step", "wrist_relocator", "find_fixture_part",
-           "drawer_target"]
+__all__ = ["NotFound", "Instance", "Picked", "find_instances", "choose_instance", "localise_step", "wrist_relocator",
+           "target_relocator", "find_fixture_part", "drawer_target", "furniture_boxes"]
 
 Call = Callable[[str, dict], Mapping[str, Any]]
+#: height (m) of a drawer's inner floor above the bottom of its box (``view_fixtures`` ``min``): the
+#: bottom panel's thickness, taken with margin (LIBERO cabinet drawers).
+DRAWER_FLOOR = 0.012
 
 
 class NotFound(Exception):
@@ -29,10 +33,13 @@ class NotFound(Exception):
 
 @dataclass(frozen=True)
 class Instance:
-    """One segmented instance: its name (as the segmenter reports it) and estimate."""
+    """One segmented instance: its name (as the segmenter reports it), estimate, and whether
+    its mask's box touches the image border (``cut``: only part of it was seen, so its centre
+    is biased toward the visible part)."""
 
     name: str
     est: ObjectEstimate
+    cut: bool = False
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,8 @@ class Picked:
     target_name: str
     target: ObjectEstimate
     obstacles: tuple[ObjectEstimate, ...] = field(default=())
+    boxes: tuple[Box, ...] = field(default=())  #: furniture (drawers) from ``view_fixtures``
+    target_cut: bool = False  #: the target's mask touched the image border (see :class:`Instance`)
 
 
 def find_instances(call: Call, phrase: str, camera: str = "agentview") -> list[Instance]:
@@ -55,12 +64,18 @@ def find_instances(call: Call, phrase: str, camera: str = "agentview") -> list[I
     seg = call("segment", {"prompt": phrase, "camera": camera, "all_instances": True})
     if not seg.get("found"):
         raise NotFound(f"could not localise '{phrase}': {seg.get('reason') or seg.get('error') or 'not found'}")
+    size = seg.get("image_size")
+
+    def cut(box) -> bool:
+        return bool(size and box) and (box[0] <= 0 or box[1] <= 0 or box[2] >= size[0] - 1 or box[3] >= size[1] - 1)
+
     out = []
     for item in seg.get("instances") or []:
         if item.get("object_estimate"):
-            out.append((item.get("pixel_count", 0), Instance(str(item.get("object")), ObjectEstimate(**item["object_estimate"]))))
+            out.append((item.get("pixel_count", 0), Instance(str(item.get("object")), ObjectEstimate(**item["object_estimate"]),
+                                                             cut(item.get("box")))))
     if not out and seg.get("object_estimate"):
-        out.append((1, Instance(str(seg.get("object") or phrase), ObjectEstimate(**seg["object_estimate"]))))
+        out.append((1, Instance(str(seg.get("object") or phrase), ObjectEstimate(**seg["object_estimate"]), cut(seg.get("box")))))
     if not out:
         raise NotFound(f"could not localise '{phrase}': {seg.get('world_error') or 'no valid world points'}")
     out.sort(key=lambda t: -t[0])
@@ -77,6 +92,16 @@ def _choose(call: Call, phrase: str, qualifier, instances: list[Instance], exclu
             known[ref] = find_instances(call, ref)[0]
     k = resolve_qualifier(qualifier, [i.est for i in instances], {r: i.est for r, i in known.items()})
     return instances[k]
+
+
+def choose_instance(call: Call, qualifier, instances: list[Instance], exclude: set[str] = frozenset()) -> Instance:
+    """The instance a phrase's ``qualifier`` (:class:`~rpent.robots.libero.skills.language.Qualifier`
+    or None) designates among ``instances`` (references segmented as needed).
+
+    Raises:
+        NotFound: a reference was not found.
+    """
+    return _choose(call, "", qualifier, instances, set(exclude), {})
 
 
 def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset()) -> Picked:
@@ -107,10 +132,24 @@ def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset
         # put it on the target's largest flat surface (a stove's burner, not its knob)
         sx, sy, sz = target.support
         target = dataclasses.replace(target, center=(sx, sy, target.center[2]), top_z=max(sz, target.bottom_z))
-        tgt = Instance(tgt.name, target)
+        tgt = Instance(tgt.name, target, tgt.cut)
     obstacles = [i.est for i in objs if i.name != obj.name] + [t.est for t in tgts] + [i.est for i in known.values()]
     near = tuple(o for o in obstacles if math.hypot(o.center[0] - obj.est.center[0], o.center[1] - obj.est.center[1]) > 1e-3)
-    return Picked(obj.name, obj.est, tgt.name, tgt.est, near)
+    return Picked(obj.name, obj.est, tgt.name, tgt.est, near, furniture_boxes(call), tgt.cut)
+
+
+def furniture_boxes(call: Call) -> tuple[Box, ...]:
+    """The boxes of every slide part (drawer) that ``view_fixtures`` lists, in their current
+    (open or closed) position; empty when the scene has none or the tool is missing."""
+    res = call("view_fixtures", {})
+    out = []
+    for plist in (res.get("fixtures") or {}).values():
+        for p in plist:
+            if p.get("type") == "slide":
+                b = box_from_part(p)
+                if b is not None:
+                    out.append(b)
+    return tuple(out)
 
 
 def wrist_relocator(call: Call, phrase: str, chosen: ObjectEstimate, max_shift: float = 0.05):
@@ -126,6 +165,24 @@ def wrist_relocator(call: Call, phrase: str, chosen: ObjectEstimate, max_shift: 
         best = min(inst, key=lambda i: math.hypot(i.est.center[0] - chosen.center[0], i.est.center[1] - chosen.center[1]))
         d = math.hypot(best.est.center[0] - chosen.center[0], best.est.center[1] - chosen.center[1])
         return best.est if d <= max_shift else None
+
+    return relocate
+
+
+def target_relocator(call: Call, phrase: str, chosen: ObjectEstimate, max_shift: float = 0.08):
+    """A ``relocate(state)`` callback for a second look at a target: segments ``phrase`` on the
+    wrist camera (the arm above the target, looking down) and returns the instance nearest
+    ``chosen`` (xy), or None when none lies within ``max_shift`` m, it is cut by the image border too,
+    or nothing was found (the first estimate stands). Used by the scripted planner for a target cut by the image border."""
+
+    def relocate(_state: Mapping[str, Any]) -> ObjectEstimate | None:
+        try:
+            inst = find_instances(call, phrase, camera="wrist")
+        except NotFound:
+            return None
+        best = min(inst, key=lambda i: math.hypot(i.est.center[0] - chosen.center[0], i.est.center[1] - chosen.center[1]))
+        d = math.hypot(best.est.center[0] - chosen.center[0], best.est.center[1] - chosen.center[1])
+        return best.est if d <= max_shift and not best.cut else None
 
     return relocate
 
@@ -165,7 +222,8 @@ def find_fixture_part(call: Call, fixture_phrase: str, part_words: tuple[str, ..
 def drawer_target(part: Mapping[str, Any]) -> ObjectEstimate:
     """Where to put something into an open drawer: the middle of the drawer's exposed part
     (between the cabinet front, i.e. the drawer front when closed, and its front now), at the
-    drawer's rim height (world frame, m)."""
+    drawer's rim height (world frame, m); its ``support`` is the drawer's floor there
+    (``DRAWER_FLOOR`` above the part box's bottom)."""
     import numpy as np
 
     from rpent.robots.libero.skills.fixtures import open_direction
@@ -179,4 +237,5 @@ def drawer_target(part: Mapping[str, Any]) -> ObjectEstimate:
     width = float(np.linalg.norm((hi - lo)[:2] - ((hi - lo)[:2] @ d[:2]) * d[:2]))
     return ObjectEstimate(center=(float(spot[0]), float(spot[1]), float(centre[2])), top_z=float(hi[2]),
                           bottom_z=float(lo[2]), major_yaw=0.0, major_extent=max(width, opened),
-                          minor_extent=min(width, opened), source="view_fixtures_drawer")
+                          minor_extent=min(width, opened), source="view_fixtures_drawer",
+                          support=(float(spot[0]), float(spot[1]), float(lo[2]) + DRAWER_FLOOR))

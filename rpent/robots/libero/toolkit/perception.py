@@ -140,7 +140,7 @@ class PerceptionTools:
         found, score, box [x0, y0, x1, y1] (px), world_xyz (median of the mask's world points,
         m), world_extent, object_estimate (center, top_z, bottom_z, major_yaw (rad), major/minor
         extent (m) of the visible points: for planning grasps), pixel_count, source (sam3 or
-        sim_oracle), and the overlay image. With all_instances, ``instances`` lists every
+        sim_oracle), image_size [width, height] (px), and the overlay image. With all_instances, ``instances`` lists every
         matching instance ({object, box, pixel_count, object_estimate}; SAM3 gives its best one)."""
         if (prompt is None) == (point is None):
             raise ValueError("segment needs exactly one of prompt or point")
@@ -155,7 +155,8 @@ class PerceptionTools:
         else:
             mask, score, source, extra, seg_ids = self._segment_oracle(idx, camera, prompt, point)
         instance_masks = extra.pop("_instance_masks", None)  # sim oracle: every matching instance
-        result: dict = {"found": False, "source": source, "camera": camera, "step": idx, **extra}
+        result: dict = {"found": False, "source": source, "camera": camera, "step": idx,
+                        "image_size": [int(rgb.shape[1]), int(rgb.shape[0])], **extra}
         if source == "sim_oracle":
             result["note"] = ("no SAM3 service configured: answered from the simulator's instance "
                               "segmentation by matching the prompt to object names")

@@ -1,0 +1,113 @@
+"""Where on a target an object goes: side-by-side slots for several objects on one target,
+and a spot on the table beside a reference object (world frame, m).
+
+Pure geometry on :class:`~rpent.robots.libero.skills.estimate.ObjectEstimate` (no simulator).
+Conventions: world +y is "right" as LIBERO's agentview camera sees the table, +x "back"
+(away from the robot) (see :mod:`rpent.robots.libero.skills.spatial`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from rpent.robots.libero.skills.estimate import ObjectEstimate
+
+__all__ = ["SLOT_MAX_OFFSET", "SLOT_MAX_OFFSET_IN", "BESIDE_GAP", "BESIDE_MIN_OFFSET", "SIDE_DIRS", "extent_along", "slot_axis", "slot_offset",
+           "slot_target", "beside_target"]
+
+#: largest distance (m) of a slot from the target's centre. LIBERO's stove "cook region" is a
+#: 0.15 m square on the burner (``flat_stove.xml`` site ``cook_region``, half size 0.075): two
+#: moka pots at +/-0.035 m both stay on it with 2-3 cm of error (libero_10 t8: the burner's
+#: estimate was 2 cm off toward +x, and a pot set down 4 cm beyond it ended 7.3 cm from the centre).
+SLOT_MAX_OFFSET = 0.035
+#: the same for objects put *in* a container: LIBERO's basket counts what lies within +/-0.061 m
+#: of its centre (``basket.xml`` site ``contain_region``); libero_10 t0's tomato sauce set 3.5 cm
+#: off a basket centre estimated 1-3 cm off was not counted in.
+SLOT_MAX_OFFSET_IN = 0.02
+#: free gap (m) between a reference object's footprint and an object placed beside it.
+BESIDE_GAP = 0.02
+#: smallest centre distance (m) of a spot beside a reference (a small or partly seen reference).
+BESIDE_MIN_OFFSET = 0.08
+#: unit xy directions of "left of / right of / in front of / behind" (as the agentview camera sees the table).
+SIDE_DIRS = {"left": (0.0, -1.0), "right": (0.0, 1.0), "front": (-1.0, 0.0), "back": (1.0, 0.0)}
+
+
+def extent_along(est: ObjectEstimate, direction: tuple[float, float]) -> float:
+    """Full extent (m) of ``est``'s footprint box along the unit xy ``direction``."""
+    ux, uy = math.cos(est.major_yaw), math.sin(est.major_yaw)
+    along_major = abs(direction[0] * ux + direction[1] * uy)
+    along_minor = abs(-direction[0] * uy + direction[1] * ux)
+    return est.major_extent * along_major + est.minor_extent * along_minor
+
+
+def slot_axis(obj: ObjectEstimate) -> tuple[float, float]:
+    """The world axis (unit xy) along which objects like ``obj`` go side by side: x or y,
+    whichever ``obj`` is narrower along (two moka pots, 0.105 m long along y and 0.05 m
+    across, fit side by side along x on a stove's 0.15 m cook region; boxes lying along x,
+    along y)."""
+    return (1.0, 0.0) if extent_along(obj, (1.0, 0.0)) < extent_along(obj, (0.0, 1.0)) else (0.0, 1.0)
+
+
+def slot_offset(target: ObjectEstimate, obj: ObjectEstimate, slot: int, count: int,
+                max_offset: float = SLOT_MAX_OFFSET) -> tuple[float, float]:
+    """xy offset (m) from the target's centre of slot ``slot`` (0-based) of ``count`` objects
+    side by side on or in ``target`` along :func:`slot_axis` (from +x to -x, i.e. the far side
+    first, so a later object is not carried past an earlier one; from -y to +y).
+
+    The target's extent along that axis is cut into ``count`` equal parts; slot ``i`` is the
+    middle of part ``i``, pulled in so the object (its extent along the axis) stays inside,
+    and at most ``max_offset`` from the centre (:data:`SLOT_MAX_OFFSET` on a support,
+    :data:`SLOT_MAX_OFFSET_IN` in a container). A target seen narrower than the
+    object along the axis (a stove whose front camera view is mostly its knob) is not
+    trusted: its part is taken as the object's extent plus 3 cm. ``count`` 1 gives (0, 0).
+
+    Raises:
+        ValueError: ``slot`` outside ``0..count-1``.
+    """
+    if not 0 <= slot < count:
+        raise ValueError(f"slot {slot} outside 0..{count - 1}")
+    if count == 1:
+        return 0.0, 0.0
+    axis = slot_axis(obj)
+    size = extent_along(obj, axis)
+    width = extent_along(target, axis)
+    if width < size:
+        width = count * (size + 0.03)
+    i = count - 1 - slot if axis[0] else slot
+    raw = -width / 2.0 + width / count * (i + 0.5)
+    room = max(0.0, width / 2.0 - size / 2.0)
+    lim = min(max_offset, room)
+    off = float(max(-lim, min(lim, raw)))
+    return axis[0] * off, axis[1] * off
+
+
+def slot_target(target: ObjectEstimate, obj: ObjectEstimate, slot: int, count: int,
+                max_offset: float = SLOT_MAX_OFFSET) -> ObjectEstimate:
+    """``target`` with its centre (and ``support`` centre) moved to slot ``slot`` of ``count``
+    (:func:`slot_offset`)."""
+    dx, dy = slot_offset(target, obj, slot, count, max_offset)
+    c = target.center
+    sup = target.support
+    return dataclasses.replace(target, center=(c[0] + dx, c[1] + dy, c[2]),
+                               support=None if sup is None else (sup[0] + dx, sup[1] + dy, sup[2]),
+                               source=f"{target.source}+slot{slot + 1}/{count}")
+
+
+def beside_target(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> ObjectEstimate:
+    """A spot on the surface ``ref`` stands on, beside ``ref`` on ``side`` (``left``, ``right``,
+    ``front``, ``back``): the centre ``max(BESIDE_MIN_OFFSET, half the reference's extent + half
+    the object's + BESIDE_GAP)`` m from the reference's centre along that direction; its top is
+    the reference's bottom (the table), so the object is set down there.
+
+    Raises:
+        ValueError: unknown side.
+    """
+    if side not in SIDE_DIRS:
+        raise ValueError(f"side must be one of {sorted(SIDE_DIRS)}, got {side!r}")
+    d = SIDE_DIRS[side]
+    dist = max(BESIDE_MIN_OFFSET, extent_along(ref, d) / 2.0 + extent_along(obj, d) / 2.0 + BESIDE_GAP)
+    cx, cy = ref.center[0] + d[0] * dist, ref.center[1] + d[1] * dist
+    return ObjectEstimate(center=(float(cx), float(cy), float(ref.bottom_z)), top_z=float(ref.bottom_z),
+                          bottom_z=float(ref.bottom_z), major_yaw=0.0, major_extent=0.0, minor_extent=0.0,
+                          source=f"beside({side}) {ref.source}")
