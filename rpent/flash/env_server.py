@@ -25,9 +25,9 @@ seed before the current episode), which the flash replay writes into each run's 
 from __future__ import annotations
 
 import os
-import sys
 
-from rpent.robots.libero.env_server import EnvServer, SimThread, build_parser
+from rpent.robots.libero.env_server import EnvServer, SimThread
+from rpent.robots.libero.env_server import main as env_server_main
 
 __all__ = ["SeedSwitchingEnvServer", "main"]
 
@@ -67,36 +67,9 @@ class SeedSwitchingEnvServer(EnvServer):
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: the arguments of :mod:`rpent.robots.libero.env_server`."""
-    parser = build_parser()
-    parser.prog = "python -m rpent.flash.env_server"
-    args = parser.parse_args(argv)
-    from rpent.robots.libero import suites
-    from rpent.rpc.cli import serve_from_args
-
-    try:
-        libero_type = suites.check_libero_type(args.libero_type)
-        suites.task_info(args.suite, args.task, libero_type)
-    except ValueError as exc:
-        print(f"env_server: {exc}", file=sys.stderr, flush=True)
-        raise SystemExit(2) from None
-    if args.max_episode_steps < 1 or args.seed < 0:
-        print("env_server: --max-episode-steps must be >= 1 and --seed >= 0", file=sys.stderr, flush=True)
-        raise SystemExit(2)
-    from rpent.robots.libero.sim import LiberoSim, configure_rendering
-
-    try:
-        configure_rendering(args.cuda_device)
-    except ValueError as exc:
-        print(f"env_server: {exc}", file=sys.stderr, flush=True)
-        raise SystemExit(2) from None
-    sim_thread = SimThread(lambda: LiberoSim(args.suite, args.task, args.seed, args.max_episode_steps,
-                                             libero_type, cuda_device=args.cuda_device))
-    server = SeedSwitchingEnvServer(sim_thread)
-    try:
-        serve_from_args(server, args)
-    finally:
-        server.close()
+    """Entry point: the arguments and checks of :func:`rpent.robots.libero.env_server.main`, serving
+    :class:`SeedSwitchingEnvServer`."""
+    env_server_main(argv, server_cls=SeedSwitchingEnvServer, prog="python -m rpent.flash.env_server")
 
 
 if __name__ == "__main__":

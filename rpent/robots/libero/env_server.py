@@ -227,9 +227,22 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: validate the task, build the simulator, serve until shutdown."""
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, *, server_cls: type[EnvServer] | None = None,
+         prog: str | None = None) -> None:
+    """Entry point: validate the task, build the simulator, serve until shutdown.
+
+    Args:
+        argv: the command line (default ``sys.argv[1:]``).
+        server_cls: an :class:`EnvServer` subclass to serve instead (e.g. the flash replay's
+            seed-switching server); default :class:`EnvServer`.
+        prog: the program name shown in ``--help`` and usage errors.
+    Raises:
+        SystemExit: 2 on a bad task, seed, step limit or EGL device (one line on stderr).
+    """
+    parser = build_parser()
+    if prog:
+        parser.prog = prog
+    args = parser.parse_args(argv)
     from rpent.robots.libero import suites
 
     try:
@@ -238,8 +251,8 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as exc:
         print(f"env_server: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
-    if args.max_episode_steps < 1:
-        print("env_server: --max-episode-steps must be >= 1", file=sys.stderr, flush=True)
+    if args.max_episode_steps < 1 or args.seed < 0:
+        print("env_server: --max-episode-steps must be >= 1 and --seed >= 0", file=sys.stderr, flush=True)
         raise SystemExit(2)
     from rpent.robots.libero.sim import LiberoSim, configure_rendering
 
@@ -252,7 +265,7 @@ def main(argv: list[str] | None = None) -> None:
           f"({choice.reason})", file=sys.stderr, flush=True)
     sim_thread = SimThread(lambda: LiberoSim(args.suite, args.task, args.seed, args.max_episode_steps,
                                              libero_type, cuda_device=args.cuda_device))
-    server = EnvServer(sim_thread)
+    server = (server_cls or EnvServer)(sim_thread)
     try:
         serve_from_args(server, args)
     finally:
