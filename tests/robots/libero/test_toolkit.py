@@ -134,3 +134,23 @@ def test_a_new_toolkit_starts_a_fresh_episode_on_a_used_env_server(env_endpoint,
     assert env.status()["steps"] == 0 and second.record.steps[0]["env_steps"] == 0
     assert np.allclose(second.current_state()["robot0_eef_pos"], start, atol=1e-6)
     env.close()
+
+
+def test_a_finish_whose_predicate_cannot_be_read_is_refused_not_recorded(start_rpc_server, tmp_path):
+    """The env server dies before ``finish``: the predicate cannot be read, so the finish is refused
+    (an error result) and never becomes the run's finish (fresh-user finding: the transcript said
+    ``finish`` by the planner *and* ``finish refused``)."""
+    sp = start_rpc_server(SERVER + ["--suite", "libero_object", "--task", "0", "--seed", "0", "--port", "0"],
+                          timeout=120)
+    env = EnvClient(sp.endpoint)
+    env.reset()
+    tk = LiberoToolkit(env, RunRecord(tmp_path / "run", "object_t0_s0"), video=False)
+    try:
+        tk._state["success"] = False
+        sp.stop()
+        r = tk.execute("finish", {"status": "failure", "summary": "gave up"})
+        assert "_finish" not in r and "finish" in r.get("error", ""), r
+        assert tk.finish_result is None
+    finally:
+        tk.close()
+        env.close()

@@ -147,9 +147,11 @@ class OperatorTools:
         if self.require_operator_verdict and self.operator_verdict is None:
             return {"error": "finish refused; request_operator_verdict first (finish needs the operator's "
                              "final verdict: success, failure or abort)"}
+        # the predicate first: when it cannot be read (env server gone) the call fails and this
+        # finish is refused, so it never becomes the run's finish (the record would contradict itself)
+        success = self.solved()
         self.finish_result = {"status": status, "summary": summary, "by": "planner"}
-        out = {"_finish": True, "status": status, "summary": summary,
-               "environment_success": self.solved()}
+        out = {"_finish": True, "status": status, "summary": summary, "environment_success": success}
         if self.operator_verdict is not None:
             out["operator_verdict"] = self.operator_verdict
         return out
