@@ -12,7 +12,8 @@ Example::
 (:mod:`rpent.flash.batch`), each a separate run record in ``<output-root>/<tag>/``.
 
 Exit codes: generate: 0 written, 2 bad input. replay: 0 every seed solved, 1 some seed not
-solved, 2 bad input or a run error (one line naming the problem).
+solved, 2 bad input, a run error or a stop by SIGTERM/SIGINT/SIGHUP (the running episode's record
+says cancelled and names the signal, its row is in ``replay.jsonl``, no further seed starts).
 """
 
 from __future__ import annotations
@@ -76,7 +77,11 @@ def _replay(args) -> int:
     eps = [r for r in rows if r["kind"] == "episode"]
     ok = sum(bool(r["success"]) for r in eps)
     print(f"rpent-flash: {ok}/{len(eps)} seeds solved; records in {args.output_root}", file=sys.stderr)
-    if any(r.get("label") == "error" for r in eps) or len(eps) < len(opts.seeds):
+    cancelled = [r for r in eps if r.get("label") == "cancelled"]
+    if cancelled:
+        print(f"rpent-flash: {cancelled[0].get('error') or 'interrupted'}; replay stopped after seed "
+              f"{cancelled[0]['seed']} ({len(opts.seeds) - len(eps)} seeds not started)", file=sys.stderr)
+    if any(r.get("label") in ("error", "cancelled") for r in eps) or len(eps) < len(opts.seeds):
         return 2
     return 0 if ok == len(eps) else 1
 

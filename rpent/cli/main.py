@@ -265,6 +265,13 @@ def main(argv: list[str] | None = None) -> int:
         return _exit(dashboard_main(args, parser))
     if (args.suite is None and robot.default_suite is None) or args.task is None:
         parser.error("--suite and --task are required (or use --dashboard and start tasks with /rpent-task there)")
+    if args.require_operator_verdict and args.planner == "flash":
+        # the flash planner replays a recorded plan and never asks: its finish would be refused at
+        # the end of a whole episode (found by a fresh user)
+        print("rpent: error: --require-operator-verdict: the flash planner replays a plan and never asks the "
+              "operator; drop the flag, or use a planner that asks (scripted, api, claude_code, codex)",
+              file=sys.stderr)
+        return _exit(2)
     if args.require_operator_verdict and not sys.stdin.isatty():
         # refuse before anything starts: without a terminal nobody can answer, and finish would be
         # refused only at the end of the run (NoOperator)

@@ -27,7 +27,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,8 +102,10 @@ def check_options(opts: ReplayOptions) -> None:
     """Refuse bad input before anything starts.
 
     Raises:
-        ValueError: no seeds, a negative or repeated seed, an unknown suite/task, a flash
-            directory without a plan for the task (one line naming it and the fix).
+        ValueError: no seeds, a negative or repeated seed, a step limit < 1, a planner timeout
+            <= 0 s, a negative EGL device, an output root that is a file or already holds files,
+            an unknown suite/task, a flash directory that is a file or has no plan for the task
+            (one line naming it and the fix).
     """
     from rpent.flash.files import find_plan
     from rpent.robots.libero import suites
@@ -110,8 +114,23 @@ def check_options(opts: ReplayOptions) -> None:
         raise ValueError("--seeds: give at least one seed")
     if any(s < 0 for s in opts.seeds) or len(set(opts.seeds)) != len(opts.seeds):
         raise ValueError(f"--seeds must be distinct integers >= 0, got {opts.seeds}")
+    if opts.max_episode_steps < 1:
+        raise ValueError(f"--max-episode-steps must be >= 1, got {opts.max_episode_steps}")
+    if opts.timeout_s is not None and not opts.timeout_s > 0:
+        raise ValueError(f"--planner-timeout-s must be > 0 seconds, got {opts.timeout_s}")
+    if opts.cuda_device is not None and opts.cuda_device < 0:
+        raise ValueError(f"--cuda-device must be an EGL device index >= 0, got {opts.cuda_device}")
+    root = Path(opts.output_root)
+    if root.exists() and not root.is_dir():
+        raise ValueError(f"--output-root {root} is a file, not a directory; choose a new directory")
+    if root.is_dir() and any(root.iterdir()):
+        raise ValueError(f"--output-root {root} already holds files (an earlier replay?); a replay never "
+                         "writes into another's records: choose a new --output-root")
+    flash_dir = Path(opts.flash_dir)
+    if flash_dir.exists() and not flash_dir.is_dir():
+        raise ValueError(f"--flash-dir {flash_dir} is a file; give the directory that holds <cell>_plan.json")
     suites.task_info(opts.suite, opts.task, suites.check_libero_type(opts.libero_type))
-    find_plan(Path(opts.flash_dir), opts.suite, opts.task)  # FlashFileError is a ValueError
+    find_plan(flash_dir, opts.suite, opts.task)  # FlashFileError is a ValueError
 
 
 async def replay_seeds(opts: ReplayOptions, *, on_row=None) -> list[dict]:
@@ -123,12 +142,7 @@ async def replay_seeds(opts: ReplayOptions, *, on_row=None) -> list[dict]:
     """
     import trio
 
-    from rpent.planners.base import PlannerConfig, resolve_timeout_s
-    from rpent.rpc import RpcClient
-    from rpent.run import run_task
-    from rpent.run.config import RunConfig
-    from rpent.run.record import run_tag
-    from rpent.services import Supervisor
+    from rpent.planners.base import resolve_timeout_s
 
     check_options(opts)
     root = Path(opts.output_root)
@@ -143,6 +157,44 @@ async def replay_seeds(opts: ReplayOptions, *, on_row=None) -> list[dict]:
             fh.write(json.dumps(row) + "\n")
         if on_row is not None:
             on_row(row)
+
+    stop: dict = {"why": None, "scope": None, "steering": None}
+
+    async def watch_signals(task_status=trio.TASK_STATUS_IGNORED) -> None:
+        # SIGTERM/SIGINT/SIGHUP: stop the running episode as `rpent` does (its record says
+        # cancelled and names the signal), write its row, start no further seed
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            task_status.started()
+            async for signum in signals:
+                stop["why"] = f"received {signal.Signals(signum).name}"
+                log.warning("%s; stopping the replay after this episode's record", stop["why"])
+                if stop["steering"] is not None:
+                    stop["steering"].interrupt(stop=True, reason=stop["why"])
+                if stop["scope"] is not None:
+                    stop["scope"].cancel()
+
+    async with trio.open_nursery() as watcher:
+        if threading.current_thread() is threading.main_thread():
+            await watcher.start(watch_signals)
+        try:
+            await _replay_all(opts, root, timeout, emit, stop)
+        finally:
+            watcher.cancel_scope.cancel()
+    return rows
+
+
+async def _replay_all(opts: ReplayOptions, root: Path, timeout: float | None, emit, stop: dict) -> None:
+    """The seeds of :func:`replay_seeds` one after another; ``stop`` carries a signal's reason and the
+    running episode's cancel scope and steering (set while it runs)."""
+    import trio
+
+    from rpent.planners.base import PlannerConfig
+    from rpent.planners.steering import Steering
+    from rpent.rpc import RpcClient
+    from rpent.run import run_task
+    from rpent.run.config import RunConfig
+    from rpent.run.record import run_tag
+    from rpent.services import Supervisor
 
     async with Supervisor(log_dir=root) as sup:
         svc = None
@@ -161,6 +213,8 @@ async def replay_seeds(opts: ReplayOptions, *, on_row=None) -> list[dict]:
             return s
 
         for i, seed in enumerate(opts.seeds):
+            if stop["why"]:
+                break
             out = root / run_tag(opts.suite, opts.task, seed)
             w0, c0 = time.monotonic(), _self_cpu_s()
             switch_error = None
@@ -193,19 +247,28 @@ async def replay_seeds(opts: ReplayOptions, *, on_row=None) -> list[dict]:
                    "env_server_pid": svc.pid, "shared_env": not opts.fresh_env, "load": round(os.getloadavg()[0], 2)}
             if switch_error:
                 row["env_server_restarted"] = switch_error
+            if stop["why"]:  # a signal while the env server started or switched seed
+                break
+            outcome = None
             try:
-                async with Supervisor(log_dir=out) as run_sup:
-                    outcome = await run_task(cfg, run_sup)
-                row.update(success=outcome.environment_success, label=outcome.label, finish=outcome.finish,
-                           error=outcome.error, env_steps=outcome.env_steps)
+                with trio.CancelScope() as scope:
+                    stop["scope"], stop["steering"] = scope, Steering()
+                    async with Supervisor(log_dir=out) as run_sup:
+                        outcome = await run_task(cfg, run_sup, steering=stop["steering"])
             except FileExistsError as exc:
                 row.update(success=False, label="error", finish=None, error=str(exc), env_steps=0)
+            finally:
+                stop["scope"] = stop["steering"] = None
+            if outcome is not None:
+                row.update(success=outcome.environment_success, label=outcome.label, finish=outcome.finish,
+                           error=outcome.error, env_steps=outcome.env_steps)
+            elif "label" not in row:  # stopped by a signal: the run's own record says cancelled
+                row.update(success=None, label="cancelled", finish=None, error=stop["why"], env_steps=None)
             row["wall_s"] = round(time.monotonic() - w0, 2)
             server_cpu = _delta(_proc_cpu_s(svc.pid), s0)
             row["cpu_s"] = _round(_add(server_cpu, _self_cpu_s() - c0))
             row["cpu_server_s"], row["cpu_client_s"] = _round(server_cpu), _round(_self_cpu_s() - c0)
             emit(row)
-    return rows
 
 
 def _add(a: float | None, b: float) -> float | None:

@@ -281,3 +281,28 @@ def test_retry_keeps_the_earlier_estimate_when_the_new_look_is_partial():
     assert _same_footprint(_est(0.06, -0.1, 0.0, 0.072, 0.034), ref)
     assert not _same_footprint(_est(0.066, -0.1, 0.0, 0.051, 0.035), ref)  # cut by the image edge
     assert not _same_footprint(_est(0.066, -0.1, 0.0, 0.07, 0.0), ref)
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"timeout_s": -5.0}, "--planner-timeout-s must be > 0 seconds"),
+    ({"cuda_device": -3}, "--cuda-device must be an EGL device index >= 0"),
+    ({"max_episode_steps": 0}, "--max-episode-steps must be >= 1"),
+    ({"output_root": "FILE"}, "is a file, not a directory"),
+    ({"output_root": "USED"}, "already holds files"),
+    ({"flash_dir": "FILE"}, "is a file; give the directory"),
+])
+def test_replay_options_are_refused_before_anything_starts(tmp_path, change, needle):
+    """Found by a fresh user: these started an env server first (or wrote into an earlier replay's
+    ``replay.jsonl``) before failing; each is one ValueError line now."""
+    from rpent.flash.batch import ReplayOptions, check_options
+
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "replay.jsonl").write_text("{}\n")
+    paths = {"FILE": str(tmp_path / "file"), "USED": str(tmp_path / "used")}
+    kw = dict(flash_dir=str(tmp_path / "flash"), suite="libero_object", task=0, seeds=[1],
+              output_root=str(tmp_path / "out"))
+    kw.update({k: paths.get(v, v) if isinstance(v, str) else v for k, v in change.items()})
+    with pytest.raises(ValueError, match=needle.replace("(", r"\(")):
+        check_options(ReplayOptions(**kw))
+    assert (tmp_path / "used" / "replay.jsonl").read_text() == "{}\n" and not (tmp_path / "out").exists()

@@ -112,6 +112,13 @@ def test_required_verdict_without_a_terminal_is_refused_before_anything_starts(t
         "rpent: error: --require-operator-verdict needs an operator at a terminal, but stdin is not a terminal; "
         "run rpent from a terminal, or use rpent-tui (or rpent --dashboard) to give verdicts there"]
     assert not out.exists()  # nothing started: no run directory, no env server log
+    # the flash planner never asks: refused up front too, whatever stdin is
+    p = subprocess.run(RPENT + ["--suite", "libero_object", "--task", "0", "--planner", "flash",
+                                "--require-operator-verdict", "--output-dir", str(out)],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, MUJOCO_GL="egl"))
+    assert p.returncode == 2 and "the flash planner replays a plan and never asks" in p.stderr, p.stderr
+    assert not out.exists()
     # with a terminal on stdin the flag passes this check (the bad task is what is refused then)
     import pty
 
