@@ -362,7 +362,6 @@ def parse_task(instruction: str) -> TaskPlan | Unsupported:
             m = m2
     if m:
         parts = re.split(r"\s+and\s+", m.group("objs"))
-        rel = "in" if m.group("rel") in ("in", "into", "inside") else "on"
         if len(parts) == 2:
             objs = [strip_articles(x) for x in parts]
         elif len(parts) == 1:  # "both moka pots": two instances of one kind
