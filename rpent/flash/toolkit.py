@@ -112,26 +112,9 @@ class FlashToolkit(LiberoToolkit):
         arts = self.record.steps[idx]["artifacts"]
         if "agentview.png" in arts and "wrist.png" in arts:
             return super().step_view(idx)
-        view = _state_view(self, idx)
+        view = self.state_view(idx)
         view["image_note"] = "state-only flash step: no images were rendered (they are rendered when a tool looks)"
         view["_images"] = []
         return view
 
 
-def _state_view(tk: LiberoToolkit, idx: int) -> dict:
-    """The state part of :meth:`LiberoToolkit.step_view` (no image files read)."""
-    import numpy as np
-
-    from rpent.robots.libero import control
-
-    s = tk.record.steps[idx]
-    state = dict(s["state"])
-    state["gripper_opening"] = round(control.gripper_opening(np.asarray(state["robot0_gripper_qpos"])), 4)
-    state["eef_yaw"] = round(control.eef_yaw(np.asarray(state["robot0_eef_quat"])), 4)
-    state["eef_pitch"] = round(control.eef_pitch(np.asarray(state["robot0_eef_quat"])), 4)
-    view = {"step": idx, "env_steps": s.get("env_steps"), "terminated": s["terminated"],
-            "truncated": s["truncated"], "success": s["success"], "state": state,
-            "task_language": tk.env.meta.get("task_language"), "artifacts": s["artifacts"]}
-    if "command" in s:
-        view["log"] = {"command": s["command"], "elapsed_s": s.get("elapsed_s")}
-    return view

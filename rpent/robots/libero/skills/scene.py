@@ -152,19 +152,26 @@ def furniture_boxes(call: Call) -> tuple[Box, ...]:
     return tuple(out)
 
 
+def _nearest_on_wrist(call: Call, phrase: str, chosen: ObjectEstimate, max_shift: float):
+    """The instance of ``phrase`` on the wrist camera nearest ``chosen`` (xy distance, m), or None
+    when nothing is found or the nearest lies farther than ``max_shift`` m."""
+    try:
+        inst = find_instances(call, phrase, camera="wrist")
+    except NotFound:
+        return None
+    best = min(inst, key=lambda i: math.hypot(i.est.center[0] - chosen.center[0], i.est.center[1] - chosen.center[1]))
+    d = math.hypot(best.est.center[0] - chosen.center[0], best.est.center[1] - chosen.center[1])
+    return best if d <= max_shift else None
+
+
 def wrist_relocator(call: Call, phrase: str, chosen: ObjectEstimate, max_shift: float = 0.05):
     """A ``relocate(state)`` callback for :func:`~rpent.robots.libero.skills.motion.pick_and_place`:
     segments ``phrase`` on the wrist camera and returns the instance nearest ``chosen`` (xy),
     or None when none lies within ``max_shift`` m (then the first estimate stands)."""
 
     def relocate(_state: Mapping[str, Any]) -> ObjectEstimate | None:
-        try:
-            inst = find_instances(call, phrase, camera="wrist")
-        except NotFound:
-            return None
-        best = min(inst, key=lambda i: math.hypot(i.est.center[0] - chosen.center[0], i.est.center[1] - chosen.center[1]))
-        d = math.hypot(best.est.center[0] - chosen.center[0], best.est.center[1] - chosen.center[1])
-        return best.est if d <= max_shift else None
+        best = _nearest_on_wrist(call, phrase, chosen, max_shift)
+        return best.est if best is not None else None
 
     return relocate
 
@@ -176,13 +183,8 @@ def target_relocator(call: Call, phrase: str, chosen: ObjectEstimate, max_shift:
     or nothing was found (the first estimate stands). Used by the scripted planner for a target cut by the image border."""
 
     def relocate(_state: Mapping[str, Any]) -> ObjectEstimate | None:
-        try:
-            inst = find_instances(call, phrase, camera="wrist")
-        except NotFound:
-            return None
-        best = min(inst, key=lambda i: math.hypot(i.est.center[0] - chosen.center[0], i.est.center[1] - chosen.center[1]))
-        d = math.hypot(best.est.center[0] - chosen.center[0], best.est.center[1] - chosen.center[1])
-        return best.est if d <= max_shift and not best.cut else None
+        best = _nearest_on_wrist(call, phrase, chosen, max_shift)
+        return best.est if best is not None and not best.cut else None
 
     return relocate
 

@@ -276,8 +276,10 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         out["_images"] = images
         return out
 
-    def step_view(self, idx: int) -> dict:
-        """``view_env_state`` of a recorded step, with the agentview and wrist images."""
+    def state_view(self, idx: int) -> dict:
+        """The state part of :meth:`step_view` for recorded step ``idx`` (no image files read):
+        step, env steps, episode flags, state with gripper opening (m) and eef yaw/pitch (rad,
+        world frame), task language, artifact names and the step's command."""
         s = self.record.steps[idx]
         state = dict(s["state"])
         state["gripper_opening"] = round(control.gripper_opening(np.asarray(state["robot0_gripper_qpos"])), 4)
@@ -288,6 +290,12 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
                 "task_language": self.env.meta.get("task_language"), "artifacts": s["artifacts"]}
         if "command" in s:
             view["log"] = {"command": s["command"], "elapsed_s": s.get("elapsed_s")}
+        return view
+
+    def step_view(self, idx: int) -> dict:
+        """``view_env_state`` of a recorded step, with the agentview and wrist images."""
+        view = self.state_view(idx)
+        s = self.record.steps[idx]
         images = []
         for cam in ("agentview", "wrist"):
             name = f"{cam}_high.png" if f"{cam}_high.png" in s["artifacts"] else f"{cam}.png"
