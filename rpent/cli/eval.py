@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _main_metaworld(args: argparse.Namespace) -> int:
     """``rpent-eval --robot metaworld`` (:mod:`rpent.eval.metaworld`)."""
     from rpent.batch.matrix import parse_index_list
-    from rpent.eval.errors import EvalConfigError, EvalError
+    from rpent.eval.errors import EvalConfigError
     from rpent.eval.metaworld import build_settings, run_metaworld_eval
     from rpent.robots.metaworld import tasks as mw_tasks
 
@@ -109,27 +109,42 @@ def _main_metaworld(args: argparse.Namespace) -> int:
     except (ValueError, EvalConfigError) as exc:
         print(f"rpent-eval: config error: {exc}", file=sys.stderr)
         return 2
+    return _run_and_report(lambda: run_metaworld_eval(settings, args.logs_dir), with_completeness=True)
+
+
+def _run_and_report(run, *, with_completeness: bool = False) -> int:
+    """Run an evaluation (``run()`` returns its outcome) and print the log dir and metric lines.
+
+    Returns the exit status: 0 done (with ``with_completeness``: 1 when episodes are missing),
+    2 a config error, 1 an evaluation or cluster failure, 130 interrupted (one line on stderr each).
+    """
+    from rpent.cluster.errors import ClusterError
+    from rpent.eval.errors import EvalConfigError, EvalError
+    from rpent.eval.outputs import metric_lines
+
     try:
-        outcome = run_metaworld_eval(settings, args.logs_dir)
-    except EvalError as exc:
+        outcome = run()
+    except EvalConfigError as exc:
+        print(f"rpent-eval: config error: {exc}", file=sys.stderr)
+        return 2
+    except (EvalError, ClusterError) as exc:
         print(f"rpent-eval: evaluation failed: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("rpent-eval: interrupted; finished episodes are in episodes.jsonl", file=sys.stderr)
         return 130
-    from rpent.eval.outputs import metric_lines
-
     print(f"log dir: {outcome.run_dir}")
-    for line in metric_lines(outcome.metrics, outcome.completeness):
+    completeness = outcome.completeness if with_completeness else None
+    for line in metric_lines(outcome.metrics, completeness):  # rates as value, k/N and the Wilson 95% interval
         print(line)
-    return 0 if outcome.completeness.complete else 1
+    return 1 if completeness is not None and not completeness.complete else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``rpent-eval``; returns the exit status (see the module docstring)."""
     from rpent.eval.config import DEFAULT_CONFIG_NAME, load_eval_config, shipped_config_names
     from rpent.cluster.errors import ClusterError
-    from rpent.eval.errors import EvalConfigError, EvalError
+    from rpent.eval.errors import EvalConfigError
 
     args = build_parser().parse_args(argv)
     if args.robot == "metaworld":
@@ -167,30 +182,16 @@ def main(argv: list[str] | None = None) -> int:
     from rpent.eval.runner import run_eval
 
     print(f"Using Python at {sys.executable}", file=sys.stderr, flush=True)
-    try:
+
+    def run():
         if on_ray:
             from rpent.eval.ray_workers import run_eval_on_ray
 
-            outcome = run_eval_on_ray(settings, loaded, on_ray[1], logs_dir=args.logs_dir, console=err,
-                                      show_progress=not args.no_progress)
-        else:
-            outcome = run_eval(settings, loaded, logs_dir=args.logs_dir, console=err,
-                               show_progress=not args.no_progress)
-    except EvalConfigError as exc:
-        print(f"rpent-eval: config error: {exc}", file=sys.stderr)
-        return 2
-    except (EvalError, ClusterError) as exc:
-        print(f"rpent-eval: evaluation failed: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("rpent-eval: interrupted; finished episodes are in episodes.jsonl", file=sys.stderr)
-        return 130
-    from rpent.eval.outputs import metric_lines
+            return run_eval_on_ray(settings, loaded, on_ray[1], logs_dir=args.logs_dir, console=err,
+                                   show_progress=not args.no_progress)
+        return run_eval(settings, loaded, logs_dir=args.logs_dir, console=err, show_progress=not args.no_progress)
 
-    print(f"log dir: {outcome.run_dir}")
-    for line in metric_lines(outcome.metrics):  # rates as value, k/N and the Wilson 95% interval
-        print(line)
-    return 0
+    return _run_and_report(run)
 
 
 if __name__ == "__main__":
