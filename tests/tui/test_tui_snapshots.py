@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from textual.widgets import TextArea
 
 from rpent_tui.screens.help import HelpScreen
 from rpent_tui.screens.operator import OperatorModal
@@ -29,7 +30,21 @@ UPDATE = os.environ.get("RPENT_UPDATE_SNAPSHOTS") == "1"
 SCREENS = ["services", "run", "editor", "trajectories", "flywheel", "operator", "help"]
 
 
-async def capture(root: Path, screen: str, size: tuple[int, int], expected: str | None = None) -> str:
+def still_cursors(screen) -> None:
+    """Stop the cursors blinking (a snapshot must not depend on the blink phase).
+
+    Textual 8.2.8's TextArea caches its lines under a key that leaves the cursor out once blinking is
+    off, so a line drawn in the blink's off phase would be reused without the cursor (seen as a flake
+    of editor-80x24 on a loaded machine): its line cache is dropped as well."""
+    for widget in screen.query("Input, TextArea"):
+        widget.cursor_blink = False
+        if isinstance(widget, TextArea):
+            widget._line_cache.clear()
+            widget.refresh()
+
+
+async def capture(root: Path, screen: str, size: tuple[int, int], expected: str | None = None,
+                  before_still=None) -> str:
     """SVG of ``screen`` of the canned app at ``size`` (columns, rows).
 
     With ``expected``, keeps capturing for up to 30 s until the screen matches it (a loaded
@@ -52,8 +67,9 @@ async def capture(root: Path, screen: str, size: tuple[int, int], expected: str 
         if screen == "help":
             app.push_screen(HelpScreen(app.screen))
         await pilot.pause(0.3)
-        for widget in app.screen.query("Input, TextArea"):
-            widget.cursor_blink = False
+        if before_still is not None:
+            before_still(app)
+        still_cursors(app.screen)
         await pilot.pause(0.1)
         svg = app.export_screenshot(title=f"rpent-tui {screen}")
         footer = {"operator": "Success", "help": "Close"}.get(screen, "Help")
@@ -106,6 +122,21 @@ def test_table_painted_before_its_idle_still_fits_its_cells(tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     stored = (SNAPSHOTS / "trajectories_120x40.svg").read_text(encoding="utf-8")
     svg = asyncio.run(capture(tmp_path, "trajectories", (120, 40), stored))
+    assert same_picture(svg, stored), grid_diff(svg, stored)
+
+
+def test_editor_cursor_drawn_in_the_blinks_off_phase_still_shows(tmp_path, monkeypatch):
+    """The editor's lines drawn (and cached) while the blinking cursor was off: with blinking then
+    stopped, the snapshot still shows the cursor."""
+    def off_phase(app):
+        area = app.screen.query_one(TextArea)
+        area._cursor_visible = False
+        for y in range(area.size.height):
+            area.render_line(y)
+
+    monkeypatch.chdir(tmp_path)
+    stored = (SNAPSHOTS / "editor_80x24.svg").read_text(encoding="utf-8")
+    svg = asyncio.run(capture(tmp_path, "editor", (80, 24), stored, before_still=off_phase))
     assert same_picture(svg, stored), grid_diff(svg, stored)
 
 
