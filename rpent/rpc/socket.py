@@ -29,6 +29,7 @@ import itertools
 import socket
 import struct
 import threading
+import time
 from typing import TYPE_CHECKING, Sequence
 
 from rpent.rpc import codec
@@ -37,6 +38,7 @@ from rpent.rpc.errors import RpcTimeout, RpcTransportError
 from rpent.rpc.listener import TcpListener
 from rpent.rpc.netio import close_gracefully as _close_gracefully
 from rpent.rpc.netio import recv_exact_into, recv_payload, send_all, tune
+from rpent.rpc.readwatch import ReadWatch, Watched
 from rpent.rpc.protocol import PREAUTH_MAX_BYTES, ConnectionLimits, error_reply, make_request
 from rpent.rpc.workers import WorkerPool
 
@@ -72,6 +74,7 @@ class SocketServerTransport:
         self._listener = TcpListener(host, port, name=f"rpc-{server.name}",
                                      max_connections=self._limits.max_connections)
         self._pool = WorkerPool(f"rpc-{server.name}-worker")
+        self._watch = ReadWatch.create(self._take_over, f"rpc-{server.name}-readwatch")
         self.endpoint = Endpoint("socket", host, self._listener.port)
 
     def serve_forever(self) -> None:
@@ -80,6 +83,8 @@ class SocketServerTransport:
             self._listener.serve_forever(self._handle_connection, self._refuse)
         finally:
             self._pool.close()
+            if self._watch is not None:
+                self._watch.close()
 
     def close(self) -> None:
         """Stop serving (thread-safe)."""
@@ -94,11 +99,44 @@ class SocketServerTransport:
         _close_gracefully(conn, FRAME.size)
 
     def _handle_connection(self, conn: socket.socket) -> None:
-        send_lock = threading.Lock()
+        st = _ConnState(conn, authenticated=self._server.token is None)
+        watch = self._watch
+        st.watched = watch.add(conn, st) if watch is not None else None
+        try:
+            if self._read_loop(st):
+                st.finished.set()
+            # else another thread reads this connection now: the listener closes the socket
+            # once this thread returns, so wait for whichever reader ends the connection
+            st.finished.wait()
+        finally:
+            if st.watched is not None and watch is not None:
+                watch.remove(st.watched)
+
+    def _take_over(self, w: Watched) -> None:
+        """Watcher thread: bytes arrived on a connection whose reader runs a call: read it elsewhere."""
+        st = w.data
+        assert isinstance(st, _ConnState)
+        try:
+            self._pool.submit(lambda: self._continue(st))
+        except RuntimeError:  # the pool is closed: the server is stopping
+            st.finished.set()
+
+    def _continue(self, st: "_ConnState") -> None:
+        done = True
+        try:
+            done = self._read_loop(st)
+        except OSError:
+            pass
+        finally:
+            if done:
+                st.finished.set()
+
+    def _read_loop(self, st: "_ConnState") -> bool:
+        """Read and serve frames of one connection. True: the connection is done (closed, idle,
+        refused); False: a call ran here and meanwhile another thread took reading over."""
+        conn, send_lock, running = st.sock, st.send_lock, st.running
         header = bytearray(FRAME.size)
         limits = self._limits
-        authenticated = self._server.token is None
-        running = _Running()
         while True:
             conn.settimeout(limits.idle_timeout_s)
             try:
@@ -106,20 +144,20 @@ class SocketServerTransport:
             except socket.timeout:
                 if running.count:
                     continue  # a call of this connection is still running: waiting for it is not idling
-                return  # idle past idle_timeout_s
+                return True  # idle past idle_timeout_s
             if first == 0:
-                return  # closed cleanly
+                return True  # closed cleanly
             conn.settimeout(limits.frame_timeout_s)
             try:
                 got = first + (recv_exact_into(conn, memoryview(header)[first:]) if first < FRAME.size else 0)
             except socket.timeout:
-                return  # a header that stalled
+                return True  # a header that stalled
             if got < FRAME.size:
-                return  # closed mid-header
+                return True  # closed mid-header
             magic, rid, length = FRAME.unpack(header)
             if magic != MAGIC:
                 self._wrong_magic(conn, send_lock, bytes(header))
-                return
+                return True
             if length > self._max:
                 self._send(conn, send_lock, frame_error(
                     rid, "RpcFrameTooLarge",
@@ -127,8 +165,8 @@ class SocketServerTransport:
                     "send less per call or start the server with a larger --max-frame-bytes",
                 ))
                 _close_gracefully(conn, length)
-                return
-            if not authenticated and length > PREAUTH_MAX_BYTES:
+                return True
+            if not st.authenticated and length > PREAUTH_MAX_BYTES:
                 self._send(conn, send_lock, frame_error(
                     rid, "RpcAuthError",
                     f"server {self._server.name!r} requires a token: the first frame of a connection must be at "
@@ -136,17 +174,25 @@ class SocketServerTransport:
                     "first); set RPENT_RPC_TOKEN in the client's environment and use an up-to-date rpent client",
                 ))
                 _close_gracefully(conn, length)
-                return
+                return True
             try:
                 payload = recv_payload(conn, length)
             except socket.timeout:
-                return  # an incomplete frame stalled for frame_timeout_s
+                return True  # an incomplete frame stalled for frame_timeout_s
             if payload is None:
-                return  # truncated frame: peer went away
-            if not authenticated:
-                authenticated = self._carries_token(payload)
+                return True  # truncated frame: peer went away
+            if not st.authenticated:
+                st.authenticated = self._carries_token(payload)
             running.add(1)
-            self._pool.submit(lambda rid=rid, payload=payload: self._reply(conn, send_lock, rid, payload, running))
+            w, watch = st.watched, self._watch
+            ticket = watch.arm(w) if w is not None and watch is not None else None
+            if ticket is None:
+                self._pool.submit(lambda rid=rid, payload=payload: self._reply(conn, send_lock, rid, payload, running))
+                continue
+            # run the call here; the watch starts another reader if the client sends more meanwhile
+            self._reply(conn, send_lock, rid, payload, running)
+            if not watch.disarm(w, ticket):
+                return False
 
     def _carries_token(self, payload: bytearray) -> bool:
         try:
@@ -192,6 +238,22 @@ class SocketServerTransport:
             pass  # client gone; its reader sees the closed connection
 
 
+class _ConnState:
+    """One served connection: its socket, the lock its replies are sent under, its calls in flight,
+    whether it authenticated, its :class:`Watched` entry, and ``finished`` (set by the reader that
+    ends it)."""
+
+    __slots__ = ("sock", "send_lock", "running", "authenticated", "watched", "finished")
+
+    def __init__(self, sock: socket.socket, authenticated: bool) -> None:
+        self.sock = sock
+        self.send_lock = threading.Lock()
+        self.running = _Running()
+        self.authenticated = authenticated
+        self.watched: Watched | None = None
+        self.finished = threading.Event()
+
+
 class _Running:
     """Calls of one connection submitted and not yet answered (thread-safe counter)."""
 
@@ -207,17 +269,32 @@ class _Running:
 
 
 class _Slot:
-    __slots__ = ("done", "payload", "error")
+    """One call waiting for its reply: ``done`` once ``payload`` or ``error`` is set; ``event`` wakes
+    its caller (on delivery, or when the reader role becomes free)."""
+
+    __slots__ = ("event", "done", "payload", "error")
 
     def __init__(self) -> None:
-        self.done = threading.Lock()
-        self.done.acquire()
+        self.event = threading.Event()
+        self.done = False
         self.payload: bytearray | None = None
         self.error: BaseException | None = None
 
 
+#: Seconds a reply may stall in the middle of its frame before the connection is given up, at least
+#: (the caller's remaining timeout counts when it is longer): half a frame cannot be skipped.
+MID_FRAME_STALL_S = 5.0
+
+
 class _Connection:
-    """One TCP connection with a reader thread that routes reply frames to waiting callers."""
+    """One TCP connection whose callers read the reply frames themselves (leader/follower).
+
+    The first caller waiting for a reply becomes the reader: it reads frames until its own
+    arrives, handing other callers' replies to them on the way, then passes the reader role to
+    another waiting caller. A lone caller therefore reads its own reply on its own thread: no
+    hand-off to and from a reader thread on the round trip (two thread wake-ups per call less,
+    each of which costs a scheduling delay on a loaded machine; ``benchmarks/rpc_bench.py``).
+    """
 
     def __init__(self, endpoint: Endpoint, connect_timeout: float, max_frame_bytes: int) -> None:
         self._ep = endpoint
@@ -228,14 +305,14 @@ class _Connection:
             raise RpcTimeout(f"cannot connect to {endpoint} (socket transport): no answer within {connect_timeout:g} s") from exc
         except OSError as exc:
             raise RpcTransportError(f"cannot connect to {endpoint} (socket transport): {exc.strerror or exc}") from exc
-        sock.settimeout(None)
         tune(sock)
         self.sock = sock
         self.send_lock = threading.Lock()
         self._pending: dict[int, _Slot] = {}
         self._plock = threading.Lock()
+        self._reading = False
+        self._header = bytearray(FRAME.size)
         self.dead: BaseException | None = None
-        threading.Thread(target=self._read_loop, name=f"rpc-client-{endpoint}", daemon=True).start()
 
     def add(self, rid: int) -> _Slot:
         """Register a waiter for request ``rid``; raises RpcTransportError if the connection died."""
@@ -251,52 +328,109 @@ class _Connection:
         with self._plock:
             self._pending.pop(rid, None)
 
-    def _read_loop(self) -> None:
-        header = bytearray(FRAME.size)
-        reason: BaseException
+    def wait(self, rid: int, slot: _Slot, timeout: float | None) -> bool:
+        """Wait up to ``timeout`` s (None: forever) until ``slot`` (of request ``rid``) is done,
+        reading frames while no other caller does. Returns False on timeout; the slot is then
+        forgotten (a late reply is dropped) and the reader role passed on."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._plock:
+                if slot.done:
+                    return True
+                lead = not self._reading
+                if lead:
+                    self._reading = True
+                else:
+                    slot.event.clear()
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                with self._plock:
+                    if slot.done:
+                        return True
+                    self._pending.pop(rid, None)
+                    if lead:
+                        self._reading = False
+                    if not self._reading:
+                        self._nudge()
+                return False
+            if not lead:
+                slot.event.wait(remaining)
+                continue
+            try:
+                self._read_frames(slot, remaining)
+            finally:
+                with self._plock:
+                    self._reading = False
+                    self._nudge()
+
+    def _nudge(self) -> None:
+        """Wake one waiting caller to take over reading (call with ``_plock`` held)."""
+        for other in self._pending.values():
+            if not other.done:
+                other.event.set()
+                break
+
+    def _read_frames(self, slot: _Slot, timeout: float | None) -> None:
+        """Read and deliver frames until ``slot`` is done or no frame starts within ``timeout`` s."""
+        sock, header = self.sock, self._header
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            while True:
-                got = recv_exact_into(self.sock, header)
-                if got < FRAME.size:
-                    reason = RpcTransportError(f"connection to {self._ep} (socket transport) closed by the server")
-                    break
+            while not slot.done:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return
+                sock.settimeout(remaining)
+                try:
+                    first = sock.recv_into(header, FRAME.size)
+                except socket.timeout:
+                    return  # no frame started in time: nothing consumed, the stream stays in step
+                if first == 0:
+                    self._fail(RpcTransportError(f"connection to {self._ep} (socket transport) closed by the server"))
+                    return
+                sock.settimeout(MID_FRAME_STALL_S if remaining is None else max(remaining, MID_FRAME_STALL_S))
+                if first < FRAME.size and recv_exact_into(sock, memoryview(header)[first:]) < FRAME.size - first:
+                    self._fail(RpcTransportError(f"connection to {self._ep} (socket transport) closed mid-reply"))
+                    return
                 magic, rid, length = FRAME.unpack(header)
                 if magic != MAGIC:
-                    reason = RpcTransportError(
+                    self._fail(RpcTransportError(
                         f"{self._ep} (socket transport) sent a frame with bad magic {bytes(magic)!r}; "
                         "is it an HTTP server? use an 'http://' endpoint"
-                    )
-                    break
+                    ))
+                    return
                 if length > self._max:
-                    reason = RpcTransportError(
+                    self._fail(RpcTransportError(
                         f"reply frame of {length} bytes from {self._ep} (socket transport) exceeds the client's "
                         f"max_frame_bytes={self._max}; raise RpcClient(max_frame_bytes=...)"
-                    )
-                    break
-                payload = bytearray(length)
-                if recv_exact_into(self.sock, payload) < length:
-                    reason = RpcTransportError(f"connection to {self._ep} (socket transport) closed mid-reply")
-                    break
+                    ))
+                    return
+                payload = recv_payload(sock, length)
+                if payload is None:
+                    self._fail(RpcTransportError(f"connection to {self._ep} (socket transport) closed mid-reply"))
+                    return
                 with self._plock:
-                    slot = self._pending.pop(rid, None)
-                if slot is not None:
-                    slot.payload = payload
-                    slot.done.release()
-                elif rid == 0:
-                    reason = _protocol_error(payload, self._ep)
-                    break
+                    other = self._pending.pop(rid, None)
+                    if other is not None:
+                        other.payload = payload
+                        other.done = True
+                        other.event.set()
+                if other is None and rid == 0:
+                    self._fail(_protocol_error(payload, self._ep))
+                    return
+        except socket.timeout:
+            self._fail(RpcTimeout(f"a reply from {self._ep} (socket transport) stalled mid-frame; connection dropped"))
         except OSError as exc:
-            reason = RpcTransportError(f"connection to {self._ep} (socket transport) failed: {exc}")
-        self._fail(reason)
+            self._fail(RpcTransportError(f"connection to {self._ep} (socket transport) failed: {exc}"))
 
     def _fail(self, reason: BaseException) -> None:
         with self._plock:
             if self.dead is None:
                 self.dead = reason
             pending, self._pending = self._pending, {}
-        for slot in pending.values():
-            slot.error = self.dead
-            slot.done.release()
+            for slot in pending.values():
+                slot.error = self.dead
+                slot.done = True
+                slot.event.set()
         try:
             self.sock.close()
         except OSError:
@@ -384,14 +518,13 @@ class SocketClientTransport:
                 send_all(conn.sock, [FRAME.pack(MAGIC, rid, nbytes), *segments])
         except OSError as exc:
             # the server may have refused the request (e.g. too large) and closed: its error reply
-            # can already be on its way to the reader thread; prefer it to a bare connection error
-            if slot.done.acquire(timeout=0.5) and slot.payload is not None:
+            # can already be here; prefer it to a bare connection error
+            if conn.wait(rid, slot, 0.5) and slot.payload is not None:
                 return slot.payload
             conn.forget(rid)
             conn.close()
             raise RpcTransportError(f"sending {method!r} to {self.endpoint} (socket transport) failed: {exc}") from exc
-        if not slot.done.acquire(timeout=-1 if timeout is None else timeout):
-            conn.forget(rid)
+        if not conn.wait(rid, slot, timeout):
             raise RpcTimeout(f"{method!r} on {self.endpoint} (socket transport) timed out after {timeout:g} s")
         if slot.error is not None:
             raise RpcTransportError(f"{method!r}: {slot.error}") from slot.error
