@@ -29,8 +29,7 @@ import itertools
 import socket
 import struct
 import threading
-import time
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from rpent.rpc import codec
 from rpent.rpc.endpoint import Endpoint
@@ -189,9 +188,10 @@ class SocketServerTransport:
             if ticket is None:
                 self._pool.submit(lambda rid=rid, payload=payload: self._reply(conn, send_lock, rid, payload, running))
                 continue
-            # run the call here; the watch starts another reader if the client sends more meanwhile
-            self._reply(conn, send_lock, rid, payload, running)
-            if not watch.disarm(w, ticket):
+            # run the call here; the watch starts another reader if the client sends more meanwhile.
+            # Disarm before the reply goes out: a client that answers it with its next request at
+            # once must find this thread still its reader, not wake the watch and a worker.
+            if not self._reply(conn, send_lock, rid, payload, running, before_send=lambda: watch.disarm(w, ticket)):
                 return False
 
     def _carries_token(self, payload: bytearray) -> bool:
@@ -219,15 +219,20 @@ class SocketServerTransport:
         _close_gracefully(conn, 1 << 16)
 
     def _reply(self, conn: socket.socket, send_lock: threading.Lock, rid: int, payload: bytearray,
-               running: "_Running | None" = None) -> None:
+               running: "_Running | None" = None, before_send: "Callable[[], bool] | None" = None) -> bool:
+        """Run one call and send its reply; returns ``before_send()`` (called between the two), else True."""
+        keep = True
         try:
             reply = self._server.handle_message(payload)
+            if before_send is not None:
+                keep = before_send()
             self._send(conn, send_lock, [FRAME.pack(MAGIC, rid, reply.nbytes), *reply.segments])
         finally:
             if running is not None:
                 running.add(-1)
         if reply.after_send is not None:
             reply.after_send()
+        return keep
 
     @staticmethod
     def _send(conn: socket.socket, lock: threading.Lock, segments: Sequence) -> None:
@@ -269,32 +274,17 @@ class _Running:
 
 
 class _Slot:
-    """One call waiting for its reply: ``done`` once ``payload`` or ``error`` is set; ``event`` wakes
-    its caller (on delivery, or when the reader role becomes free)."""
-
-    __slots__ = ("event", "done", "payload", "error")
+    __slots__ = ("done", "payload", "error")
 
     def __init__(self) -> None:
-        self.event = threading.Event()
-        self.done = False
+        self.done = threading.Lock()
+        self.done.acquire()
         self.payload: bytearray | None = None
         self.error: BaseException | None = None
 
 
-#: Seconds a reply may stall in the middle of its frame before the connection is given up, at least
-#: (the caller's remaining timeout counts when it is longer): half a frame cannot be skipped.
-MID_FRAME_STALL_S = 5.0
-
-
 class _Connection:
-    """One TCP connection whose callers read the reply frames themselves (leader/follower).
-
-    The first caller waiting for a reply becomes the reader: it reads frames until its own
-    arrives, handing other callers' replies to them on the way, then passes the reader role to
-    another waiting caller. A lone caller therefore reads its own reply on its own thread: no
-    hand-off to and from a reader thread on the round trip (two thread wake-ups per call less,
-    each of which costs a scheduling delay on a loaded machine; ``benchmarks/rpc_bench.py``).
-    """
+    """One TCP connection with a reader thread that routes reply frames to waiting callers."""
 
     def __init__(self, endpoint: Endpoint, connect_timeout: float, max_frame_bytes: int) -> None:
         self._ep = endpoint
@@ -305,14 +295,14 @@ class _Connection:
             raise RpcTimeout(f"cannot connect to {endpoint} (socket transport): no answer within {connect_timeout:g} s") from exc
         except OSError as exc:
             raise RpcTransportError(f"cannot connect to {endpoint} (socket transport): {exc.strerror or exc}") from exc
+        sock.settimeout(None)
         tune(sock)
         self.sock = sock
         self.send_lock = threading.Lock()
         self._pending: dict[int, _Slot] = {}
         self._plock = threading.Lock()
-        self._reading = False
-        self._header = bytearray(FRAME.size)
         self.dead: BaseException | None = None
+        threading.Thread(target=self._read_loop, name=f"rpc-client-{endpoint}", daemon=True).start()
 
     def add(self, rid: int) -> _Slot:
         """Register a waiter for request ``rid``; raises RpcTransportError if the connection died."""
@@ -328,109 +318,52 @@ class _Connection:
         with self._plock:
             self._pending.pop(rid, None)
 
-    def wait(self, rid: int, slot: _Slot, timeout: float | None) -> bool:
-        """Wait up to ``timeout`` s (None: forever) until ``slot`` (of request ``rid``) is done,
-        reading frames while no other caller does. Returns False on timeout; the slot is then
-        forgotten (a late reply is dropped) and the reader role passed on."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            with self._plock:
-                if slot.done:
-                    return True
-                lead = not self._reading
-                if lead:
-                    self._reading = True
-                else:
-                    slot.event.clear()
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                with self._plock:
-                    if slot.done:
-                        return True
-                    self._pending.pop(rid, None)
-                    if lead:
-                        self._reading = False
-                    if not self._reading:
-                        self._nudge()
-                return False
-            if not lead:
-                slot.event.wait(remaining)
-                continue
-            try:
-                self._read_frames(slot, remaining)
-            finally:
-                with self._plock:
-                    self._reading = False
-                    self._nudge()
-
-    def _nudge(self) -> None:
-        """Wake one waiting caller to take over reading (call with ``_plock`` held)."""
-        for other in self._pending.values():
-            if not other.done:
-                other.event.set()
-                break
-
-    def _read_frames(self, slot: _Slot, timeout: float | None) -> None:
-        """Read and deliver frames until ``slot`` is done or no frame starts within ``timeout`` s."""
-        sock, header = self.sock, self._header
-        deadline = None if timeout is None else time.monotonic() + timeout
+    def _read_loop(self) -> None:
+        header = bytearray(FRAME.size)
+        reason: BaseException
         try:
-            while not slot.done:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return
-                sock.settimeout(remaining)
-                try:
-                    first = sock.recv_into(header, FRAME.size)
-                except socket.timeout:
-                    return  # no frame started in time: nothing consumed, the stream stays in step
-                if first == 0:
-                    self._fail(RpcTransportError(f"connection to {self._ep} (socket transport) closed by the server"))
-                    return
-                sock.settimeout(MID_FRAME_STALL_S if remaining is None else max(remaining, MID_FRAME_STALL_S))
-                if first < FRAME.size and recv_exact_into(sock, memoryview(header)[first:]) < FRAME.size - first:
-                    self._fail(RpcTransportError(f"connection to {self._ep} (socket transport) closed mid-reply"))
-                    return
+            while True:
+                got = recv_exact_into(self.sock, header)
+                if got < FRAME.size:
+                    reason = RpcTransportError(f"connection to {self._ep} (socket transport) closed by the server")
+                    break
                 magic, rid, length = FRAME.unpack(header)
                 if magic != MAGIC:
-                    self._fail(RpcTransportError(
+                    reason = RpcTransportError(
                         f"{self._ep} (socket transport) sent a frame with bad magic {bytes(magic)!r}; "
                         "is it an HTTP server? use an 'http://' endpoint"
-                    ))
-                    return
+                    )
+                    break
                 if length > self._max:
-                    self._fail(RpcTransportError(
+                    reason = RpcTransportError(
                         f"reply frame of {length} bytes from {self._ep} (socket transport) exceeds the client's "
                         f"max_frame_bytes={self._max}; raise RpcClient(max_frame_bytes=...)"
-                    ))
-                    return
-                payload = recv_payload(sock, length)
+                    )
+                    break
+                payload = recv_payload(self.sock, length)  # grows with the bytes received, not the claim
                 if payload is None:
-                    self._fail(RpcTransportError(f"connection to {self._ep} (socket transport) closed mid-reply"))
-                    return
+                    reason = RpcTransportError(f"connection to {self._ep} (socket transport) closed mid-reply")
+                    break
                 with self._plock:
-                    other = self._pending.pop(rid, None)
-                    if other is not None:
-                        other.payload = payload
-                        other.done = True
-                        other.event.set()
-                if other is None and rid == 0:
-                    self._fail(_protocol_error(payload, self._ep))
-                    return
-        except socket.timeout:
-            self._fail(RpcTimeout(f"a reply from {self._ep} (socket transport) stalled mid-frame; connection dropped"))
+                    slot = self._pending.pop(rid, None)
+                if slot is not None:
+                    slot.payload = payload
+                    slot.done.release()
+                elif rid == 0:
+                    reason = _protocol_error(payload, self._ep)
+                    break
         except OSError as exc:
-            self._fail(RpcTransportError(f"connection to {self._ep} (socket transport) failed: {exc}"))
+            reason = RpcTransportError(f"connection to {self._ep} (socket transport) failed: {exc}")
+        self._fail(reason)
 
     def _fail(self, reason: BaseException) -> None:
         with self._plock:
             if self.dead is None:
                 self.dead = reason
             pending, self._pending = self._pending, {}
-            for slot in pending.values():
-                slot.error = self.dead
-                slot.done = True
-                slot.event.set()
+        for slot in pending.values():
+            slot.error = self.dead
+            slot.done.release()
         try:
             self.sock.close()
         except OSError:
@@ -518,13 +451,14 @@ class SocketClientTransport:
                 send_all(conn.sock, [FRAME.pack(MAGIC, rid, nbytes), *segments])
         except OSError as exc:
             # the server may have refused the request (e.g. too large) and closed: its error reply
-            # can already be here; prefer it to a bare connection error
-            if conn.wait(rid, slot, 0.5) and slot.payload is not None:
+            # can already be on its way to the reader thread; prefer it to a bare connection error
+            if slot.done.acquire(timeout=0.5) and slot.payload is not None:
                 return slot.payload
             conn.forget(rid)
             conn.close()
             raise RpcTransportError(f"sending {method!r} to {self.endpoint} (socket transport) failed: {exc}") from exc
-        if not conn.wait(rid, slot, timeout):
+        if not slot.done.acquire(timeout=-1 if timeout is None else timeout):
+            conn.forget(rid)
             raise RpcTimeout(f"{method!r} on {self.endpoint} (socket transport) timed out after {timeout:g} s")
         if slot.error is not None:
             raise RpcTransportError(f"{method!r}: {slot.error}") from slot.error

@@ -266,10 +266,10 @@ def test_http_token_with_a_control_character_is_refused():
         RpcClient("http://127.0.0.1:1", token="abc\r\nx-evil: 1")
 
 
-# ---------------------------------------------------------------- socket transport: readers on callers' threads
+# ---------------------------------------------------------------- socket transport: calls run on the reading thread
 def test_socket_many_interleaved_calls_on_one_connection_stay_in_step(servers):
-    """Callers read each other's replies and the server hands reading on mid-call: every reply
-    still reaches its own caller (mixed fast and sleeping calls from 6 threads)."""
+    """The server runs calls on the thread that read them and hands reading on mid-call when more
+    frames arrive: every reply still reaches its own caller (fast and sleeping calls, 6 threads)."""
     with RpcClient(servers["socket"].endpoint, timeout=60) as c:
         def one(i: int):
             if i % 7 == 0:
@@ -286,9 +286,9 @@ def test_socket_many_interleaved_calls_on_one_connection_stay_in_step(servers):
             assert value == (i, i, i, 257 + i), (i, value)
 
 
-def test_socket_a_timed_out_caller_passes_reading_on(servers):
-    """A caller that times out while it reads for others hands the reader role on: the other caller
-    still gets its reply, and the late reply of the timed-out call is dropped."""
+def test_socket_a_timed_out_call_does_not_disturb_the_others(servers):
+    """A call that times out on a shared connection leaves it usable: a concurrent call still gets
+    its reply, and the late reply of the timed-out call is dropped."""
     with RpcClient(servers["socket"].endpoint, timeout=60) as c:
         box = {}
         started = threading.Event()
