@@ -6,7 +6,10 @@ Frame = 20-byte header + message::
 
 Requests and replies use the same header; a reply carries its request's id, so one connection
 carries many calls in flight at once and replies may come back in any order. The server reads
-frames on one thread per connection and runs each call on a worker thread.
+a connection's frames on one thread and runs each call on that same thread (no hand-off on the
+round trip); if the client sends more frames while a call runs, :mod:`rpent.rpc.readwatch` starts
+another reader for the connection on a worker thread, so its calls still run concurrently
+(Linux; elsewhere every call goes to a worker thread).
 
 Bad input: a frame with a wrong magic gets an error reply (id 0) and the connection is closed
 (an HTTP request gets an HTTP 400 answer that names the mismatch); an oversized frame gets an
