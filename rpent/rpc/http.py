@@ -82,13 +82,18 @@ class HttpServerTransport:
                  close: bool = False) -> None:
         send_all(conn, [http1.response_head(status, content_type, nbytes, close=close), *segments])
 
-    def _respond_error(self, conn: socket.socket, status: int, error_type: str, msg: str) -> None:
-        """An error envelope with ``status``; the connection is closed after it (``connection: close``)."""
+    def _respond_error(self, conn: socket.socket, status: int, error_type: str, msg: str,
+                       drain: int = 1 << 16) -> None:
+        """An error envelope with ``status``; the connection is closed after it (``connection: close``).
+        Up to ``drain`` unread request bytes are read and dropped first (at most ``DRAIN_S``), so
+        the close does not reset the connection before the client has read the answer."""
         segments, n = codec.encode(error_reply(error_type, msg))
         try:
             self._respond(conn, status, segments, n, CONTENT_TYPE, close=True)
         except OSError:
-            pass
+            return
+        if drain:
+            close_gracefully(conn, drain)
 
     def _refuse(self, conn: socket.socket) -> None:
         try:
@@ -163,7 +168,7 @@ class HttpServerTransport:
                     conn, 401, "RpcAuthError",
                     f"server {self._server.name!r} requires a token: send it in the {TOKEN_HEADER!r} header "
                     f"before a body over {PREAUTH_MAX_BYTES} bytes (rpent clients do: set RPENT_RPC_TOKEN in "
-                    "the client's environment)")
+                    "the client's environment)", drain=0)
                 close_gracefully(conn, min(length, self._max))
                 return
             if len(pending) >= length:
@@ -193,7 +198,7 @@ class HttpServerTransport:
         self._respond_error(
             conn, 413, "RpcFrameTooLarge",
             f"request body of {length} bytes exceeds this server's max_frame_bytes={self._max}; "
-            "send less per call or start the server with a larger --max-frame-bytes",
+            "send less per call or start the server with a larger --max-frame-bytes", drain=0,
         )
         close_gracefully(conn, length)
 
