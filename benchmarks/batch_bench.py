@@ -267,7 +267,8 @@ def _phases(root: str, t_launch: float, t_exit: float) -> dict[str, float]:
     starts = {(e["key"], e["attempt"]): e["t"] for e in ledger if e["event"] == "start"}
     ends = [e for e in ledger if e["event"] == "end"]
     dispatch = sum(e["t"] - starts[(e["key"], e["attempt"])] - float(e["wall_s"]) for e in ends)
-    events = sorted([("s", t) for t in starts.values()] + [("e", e["t"]) for e in ends], key=lambda x: x[1])
+    # an end and the next start often carry the same timestamp: the end sorts first (else the gap would span a run)
+    events = sorted([("s", t) for t in starts.values()] + [("e", e["t"]) for e in ends], key=lambda x: (x[1], x[0] == "s"))
     gaps, last_end = 0.0, None
     for kind, t in events:
         if kind == "e":
