@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-from textual.widgets import TextArea
 
 from rpent_tui.screens.help import HelpScreen
 from rpent_tui.screens.operator import OperatorModal
@@ -30,21 +29,8 @@ UPDATE = os.environ.get("RPENT_UPDATE_SNAPSHOTS") == "1"
 SCREENS = ["services", "run", "editor", "trajectories", "flywheel", "operator", "help"]
 
 
-def still_cursors(screen) -> None:
-    """Stop the cursors blinking (a snapshot must not depend on the blink phase).
-
-    Textual 8.2.8's TextArea caches its lines under a key that leaves the cursor out once blinking is
-    off, so a line drawn in the blink's off phase would be reused without the cursor (seen as a flake
-    of editor-80x24 on a loaded machine): its line cache is dropped as well."""
-    for widget in screen.query("Input, TextArea"):
-        widget.cursor_blink = False
-        if isinstance(widget, TextArea):
-            widget._line_cache.clear()
-            widget.refresh()
-
-
 async def capture(root: Path, screen: str, size: tuple[int, int], expected: str | None = None,
-                  before_still=None) -> str:
+                  before_steady=None) -> str:
     """SVG of ``screen`` of the canned app at ``size`` (columns, rows).
 
     With ``expected``, keeps capturing for up to 30 s until the screen matches it (a loaded
@@ -55,9 +41,6 @@ async def capture(root: Path, screen: str, size: tuple[int, int], expected: str 
     app = canned_app(root, start_mode=mode)
     async with app.run_test(size=size) as pilot:
         if screen in ("trajectories", "flywheel"):
-            async def loaded():
-                return app.screen.query_one("#runs" if screen == "trajectories" else "#fw-runs").option_count \
-                    if screen == "flywheel" else app.screen.steps
             for _ in range(200):
                 await pilot.pause(0.02)
                 if (app.screen.steps if screen == "trajectories" else app.screen.query_one("#fw-runs").option_count):
@@ -67,9 +50,23 @@ async def capture(root: Path, screen: str, size: tuple[int, int], expected: str 
         if screen == "help":
             app.push_screen(HelpScreen(app.screen))
         await pilot.pause(0.3)
-        if before_still is not None:
-            before_still(app)
-        still_cursors(app.screen)
+
+        def steady_cursors():
+            """Cursors drawn steadily where the focus is now, before every capture. Textual's blink
+            pause shows a cursor only if its widget has focus at that moment (focus may land after
+            mount on a loaded machine), and TextArea's line cache (Textual 8.2.8) keys a line the same
+            with the blink off as in the blink's "off" phase, so a line cached in that phase would
+            keep the cursor hidden: the blink is switched on and off again and that cache dropped."""
+            for widget in app.screen.query("Input, TextArea"):
+                widget.cursor_blink = True
+                widget.cursor_blink = False
+                if hasattr(widget, "_line_cache"):
+                    widget._line_cache.clear()
+                widget.refresh()
+
+        if before_steady is not None:
+            before_steady(app)
+        steady_cursors()
         await pilot.pause(0.1)
         svg = app.export_screenshot(title=f"rpent-tui {screen}")
         footer = {"operator": "Success", "help": "Close"}.get(screen, "Help")
@@ -77,10 +74,14 @@ async def capture(root: Path, screen: str, size: tuple[int, int], expected: str 
             if footer in svg:
                 break
             await pilot.pause(0.1)
+            steady_cursors()
+            await pilot.pause(0.05)
             svg = app.export_screenshot(title=f"rpent-tui {screen}")
         deadline = time.monotonic() + 30.0
         while expected is not None and not same_picture(svg, expected) and time.monotonic() < deadline:
             await pilot.pause(0.2)
+            steady_cursors()
+            await pilot.pause(0.05)
             svg = app.export_screenshot(title=f"rpent-tui {screen}")
         return svg
 
@@ -127,7 +128,10 @@ def test_table_painted_before_its_idle_still_fits_its_cells(tmp_path, monkeypatc
 
 def test_editor_cursor_drawn_in_the_blinks_off_phase_still_shows(tmp_path, monkeypatch):
     """The editor's lines drawn (and cached) while the blinking cursor was off: with blinking then
-    stopped, the snapshot still shows the cursor."""
+    stopped, the snapshot still shows the cursor (without dropping TextArea's line cache it did not:
+    editor-80x24 failed that way under load)."""
+    from textual.widgets import TextArea
+
     def off_phase(app):
         area = app.screen.query_one(TextArea)
         area._cursor_visible = False
@@ -136,7 +140,7 @@ def test_editor_cursor_drawn_in_the_blinks_off_phase_still_shows(tmp_path, monke
 
     monkeypatch.chdir(tmp_path)
     stored = (SNAPSHOTS / "editor_80x24.svg").read_text(encoding="utf-8")
-    svg = asyncio.run(capture(tmp_path, "editor", (80, 24), stored, before_still=off_phase))
+    svg = asyncio.run(capture(tmp_path, "editor", (80, 24), stored, before_steady=off_phase))
     assert same_picture(svg, stored), grid_diff(svg, stored)
 
 
