@@ -94,7 +94,7 @@ def test_two_pots_on_the_stove_stand_a_pot_width_apart_on_the_cook_region():
 def test_drawer_push_plan_on_the_recorded_bottom_drawer():
     plan = fixtures.drawer_push_plan(T3_BOTTOM)
     assert np.allclose(plan["d_open"], [0.0, -1.0, 0.0])
-    lo_x, hi_x = T3_BOTTOM["min"][0], T3_BOTTOM["max"][0]
+    lo_x = T3_BOTTOM["min"][0]
     # pushed near the end of the front nearest the robot base (x = -0.66): the forearm stays off the cabinet
     assert ROBOT_BASE_XY[0] < lo_x
     assert plan["start"][0] == pytest.approx(lo_x + fixtures.DRAWER_PUSH_EDGE)
