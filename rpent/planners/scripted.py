@@ -121,7 +121,7 @@ class ScriptedPlanner:
                 self._finish_or_give_up(call, result, "unsupported", plan.reason)
                 return self._done(result, t0)
             say("Plan: " + "; then ".join(
-                f"step {i}: " + (g.describe() if isinstance(g, strategy.FixtureGoal) else f"put the {g.describe()}")
+                f"step {i}: " + (g.describe() if isinstance(g, (strategy.FixtureGoal, strategy.PushGoal)) else f"put the {g.describe()}")
                 for i, g in enumerate(plan.steps, 1)) + ".")
             home = (view.get("state") or {}).get("robot0_eef_pos")
             for attempt in range(1, MAX_ATTEMPTS + 1):
@@ -172,6 +172,20 @@ class ScriptedPlanner:
             tag = f"step {k}/{n} ({goal.describe()})" if n > 1 else goal.describe()
             if k > 1 and home is not None:
                 ScriptedPlanner._go_home(call, home)
+            if isinstance(goal, strategy.PushGoal):
+                try:
+                    outcome = ScriptedPlanner._push_step(call, say, goal)
+                except scene.NotFound as exc:
+                    say(f"{tag}: {exc}")
+                    return None, f"{tag}: {exc}"
+                if toolkit.solved():
+                    say("The environment reports success.")
+                    return "success", "did: " + "; ".join(g.describe() for g in plan.steps[:k])
+                if not outcome.get("done") or k == n:
+                    reason = outcome.get("reason") or "task predicate not satisfied"
+                    say(f"{tag} ended at stage '{outcome.get('stage')}' without success: {reason}")
+                    return "failure", f"{tag} stopped at {outcome.get('stage')}: {reason}"
+                continue
             if isinstance(goal, strategy.FixtureGoal):
                 try:
                     if goal.action == "open":
@@ -199,10 +213,17 @@ class ScriptedPlanner:
             if picked.target_name in targets and picked.target_name not in placed and goal.target_part is None:
                 # a target seen before (not moved since): what an earlier step put on it now hides part of it
                 picked = dataclasses.replace(picked, target=targets[picked.target_name], target_cut=False)
-            if picked.target_cut and goal.target_part is None:
+            rack = layout.is_rack(goal.target_phrase) and goal.target_part is None and goal.target_side is None
+            if picked.target_cut and goal.target_part is None and not rack:
+                # (not a rack: seen from above, its centre moved 8 cm toward its top board, goal_swap t9)
                 picked = ScriptedPlanner._look_at_target(call, say, goal, picked)
             targets[picked.target_name] = picked.target
             target, where = picked.target, f"{goal.relation} {picked.target_name}"
+            params = strategy.StrategyParams()
+            if rack:  # set it down upright in the rack's cradle, carried just above it
+                target = layout.rack_cradle(picked.target)
+                params = dataclasses.replace(params, carry_clearance=layout.RACK_CARRY_CLEARANCE)
+                where = f"in the cradle of {picked.target_name} ({layout.RACK_CRADLE_DEPTH * 100:.0f} cm below its top)"
             if goal.target_side is not None:  # on the table beside the target
                 target = layout.beside_target(picked.target, picked.obj, goal.target_side)
                 where = f"on the table {goal.target_side} of {picked.target_name}"
@@ -215,7 +236,7 @@ class ScriptedPlanner:
             say(f"{tag}: picking {picked.object_name} at "
                 f"({picked.obj.center[0]:.3f}, {picked.obj.center[1]:.3f}) and placing it {where} "
                 f"at ({target.center[0]:.3f}, {target.center[1]:.3f}).")
-            outcome = strategy.pick_and_place(_ToolExecutor(call), picked.obj, target, goal.relation,
+            outcome = strategy.pick_and_place(_ToolExecutor(call), picked.obj, target, goal.relation, params,
                                               relocate=scene.wrist_relocator(call, goal.object_phrase, picked.obj),
                                               obstacles=picked.obstacles, boxes=picked.boxes,
                                               carry_over=placed_tops.get(key),
@@ -331,6 +352,36 @@ class ScriptedPlanner:
                     f"{out.get('reason') or 'unknown'}; carrying on.")
             moved = True
         return moved
+
+    @staticmethod
+    def _push_step(call, say, goal) -> dict:
+        """Push the object to the goal's side of the reference (:mod:`rpent.robots.libero.skills.push`),
+        looking at it again on the agentview camera after each leg (the instance nearest where
+        it should be, within 0.12 m)."""
+        import math
+
+        from rpent.robots.libero.skills import push, scene
+
+        insts = scene.find_instances(call, goal.object_phrase)
+        obj = scene.choose_instance(call, goal.object_qualifier, insts).est
+        ref = scene.find_instances(call, goal.target_phrase)[0].est
+        gx, gy = push.push_goal(ref, obj, goal.side)
+        say(f"{goal.describe()}: the {goal.object_phrase} is at ({obj.center[0]:.3f}, {obj.center[1]:.3f}), the "
+            f"{goal.target_phrase} at ({ref.center[0]:.3f}, {ref.center[1]:.3f}); pushing it to ({gx:.3f}, {gy:.3f}).")
+        last = {"c": obj.center}
+
+        def relook():
+            try:
+                seen = scene.find_instances(call, goal.object_phrase)
+            except scene.NotFound:
+                return None
+            best = min(seen, key=lambda i: math.hypot(i.est.center[0] - last["c"][0], i.est.center[1] - last["c"][1]))
+            if math.hypot(best.est.center[0] - last["c"][0], best.est.center[1] - last["c"][1]) > 0.12:
+                return None
+            last["c"] = best.est.center
+            return best.est
+
+        return push.push_object(_ToolExecutor(call), obj, (gx, gy), relook=relook)
 
     @staticmethod
     def _go_home(call, home) -> None:
