@@ -36,8 +36,14 @@ PUSH_GAP = 0.04
 PUSH_HEIGHT = 0.022
 #: how far (m) behind the object's edge the fingers come down.
 PUSH_BACKOFF = 0.03
-#: longest push leg (m) before the object is looked at again.
-PUSH_LEG = 0.12
+#: longest push leg (m) before the object is looked at again (a plate pushed in 0.12 m legs
+#: needed more than 5 legs for 0.3 m: each leg moved it 3-6 cm).
+PUSH_LEG = 0.2
+#: half size (m) of a reference's flat top taken as its footprint when the reference has a
+#: support surface (a stove: its burner plate; LIBERO's ``flat_stove`` cook region is a 0.15 m
+#: square), measured from that surface's centre: a stove's segment estimate covers only its
+#: tallest part (6 x 2 cm round the knob on libero_goal t5), its burner lies 17 cm away.
+SUPPORT_HALF = 0.075
 #: the push ends when the object's centre is this close (m) to its goal.
 PUSH_TOL = 0.02
 
@@ -45,7 +51,9 @@ PUSH_TOL = 0.02
 def push_goal(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> tuple[float, float]:
     """World xy (m) for the object's centre beside ``ref`` on ``side`` (:data:`PUSH_SIDES`):
     half the reference's and half the object's extent along that direction plus :data:`PUSH_GAP`
-    from the reference's centre.
+    from the reference's centre; a reference with a ``support`` surface is measured from that
+    surface's centre, at least :data:`SUPPORT_HALF` from its edge (libero_goal t5: the plate
+    then ends 0.195 m +x of the burner, the middle of LIBERO's stove_front_region).
 
     Raises:
         ValueError: unknown side.
@@ -53,12 +61,16 @@ def push_goal(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> tuple[floa
     if side not in PUSH_SIDES:
         raise ValueError(f"side must be one of {sorted(PUSH_SIDES)}, got {side!r}")
     d = PUSH_SIDES[side]
-    dist = extent_along(ref, d) / 2.0 + extent_along(obj, d) / 2.0 + PUSH_GAP
-    return float(ref.center[0] + d[0] * dist), float(ref.center[1] + d[1] * dist)
+    if ref.support is not None:  # from its largest flat surface (a stove's burner), see SUPPORT_HALF
+        cx, cy, half = ref.support[0], ref.support[1], max(SUPPORT_HALF, extent_along(ref, d) / 2.0)
+    else:
+        cx, cy, half = ref.center[0], ref.center[1], extent_along(ref, d) / 2.0
+    dist = half + extent_along(obj, d) / 2.0 + PUSH_GAP
+    return float(cx + d[0] * dist), float(cy + d[1] * dist)
 
 
 def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
-                relook: Callable[[], ObjectEstimate | None] | None = None, max_legs: int = 5) -> dict:
+                relook: Callable[[], ObjectEstimate | None] | None = None, max_legs: int = 4) -> dict:
     """Push ``obj`` until its centre is within :data:`PUSH_TOL` of ``goal_xy`` (world, m).
 
     Each leg: rise to 8 cm above the object's top, go above a point :data:`PUSH_BACKOFF` behind
@@ -121,7 +133,7 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
         if "error" in r or over():
             return result("push descend", bool(ex.current_state().get("success")), str(r.get("error", "")) or None)
         r = run("push", "move_to", xyz=[float(end[0]), float(end[1]), z_push], gripper=control.GRIPPER_OPEN,
-                target_yaw=yaw, step_clip=0.012, tol=0.008, max_steps=int(20 + step / 0.008))
+                target_yaw=yaw, step_clip=0.015, tol=0.008, max_steps=int(30 + (step + PUSH_BACKOFF) / 0.005))
         if "error" in r or over():
             return result("push", bool(ex.current_state().get("success")), str(r.get("error", "")) or None)
         pos = np.asarray(control.robot_state(ex.current_state())["eef_pos"], dtype=np.float64)
