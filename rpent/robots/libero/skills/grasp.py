@@ -57,6 +57,11 @@ class StrategyParams:
     min_grasp_height: float = 0.012  #: eef above the object bottom (fingertips clear the table)
     carry_clearance: float = 0.06  #: object bottom above the target top while carrying
     min_carry_z: float = 0.25  #: lowest eef height for transport moves
+    #: highest eef height (m, world) for transport moves, unless the carried object would then
+    #: come within 2 cm of the target's top: the arm stalled carrying a wine bottle at 1.30-1.31 m
+    #: from x -0.12 m on toward a cabinet at x 0.03 m (libero_goal t2, seeds 1 and 2), and
+    #: reached 1.284 m at x 0.04 m (goal_swap t9)
+    max_carry_z: float = 1.28
     release_clearance_in: float = 0.03  #: object bottom above the container rim at release
     release_clearance_on: float = 0.015  #: object bottom above the support top at release
     retreat_height: float = 0.10  #: eef rise after releasing
