@@ -70,7 +70,7 @@ def push_goal(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> tuple[floa
 
 
 def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
-                relook: Callable[[], ObjectEstimate | None] | None = None, max_legs: int = 4) -> dict:
+                relook: Callable[[tuple[float, float]], ObjectEstimate | None] | None = None, max_legs: int = 4) -> dict:
     """Push ``obj`` until its centre is within :data:`PUSH_TOL` of ``goal_xy`` (world, m).
 
     Each leg: rise to 8 cm above the object's top, go above a point :data:`PUSH_BACKOFF` behind
@@ -143,7 +143,7 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
             max_steps=60)
         if over():
             return result("push lift", bool(ex.current_state().get("success")))
-        seen = relook() if relook is not None else None
+        seen = relook((float(c[0]), float(c[1]))) if relook is not None else None
         if seen is not None:
             c = np.asarray(seen.center[:2], dtype=np.float64)
         phases.append({"phase": "push relook", "leg": leg, "center": [float(c[0]), float(c[1])],
