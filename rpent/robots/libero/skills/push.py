@@ -34,8 +34,11 @@ PUSH_SIDES = {"front": (1.0, 0.0), "back": (-1.0, 0.0), "left": (0.0, -1.0), "ri
 PUSH_GAP = 0.04
 #: eef height (m) above the object's bottom while pushing (finger pads reach ~1.3 cm lower).
 PUSH_HEIGHT = 0.022
-#: how far (m) behind the object's edge the fingers come down.
-PUSH_BACKOFF = 0.03
+#: how far (m) behind the object's estimated edge the fingers come down: a plate's estimate is
+#: ~5 cm narrower than the plate (its raised rim hides the far part of the floor: 0.106 m
+#: seen of a 0.163 m plate), and fingers set down 3 cm behind that edge landed inside the rim
+#: (goal_swap t5: each push then moved the plate 3-4 cm of 8).
+PUSH_BACKOFF = 0.055
 #: longest push leg (m) before the object is looked at again (a plate pushed in 0.12 m legs
 #: needed more than 5 legs for 0.3 m: each leg moved it 3-6 cm).
 PUSH_LEG = 0.2
