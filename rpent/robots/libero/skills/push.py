@@ -39,6 +39,13 @@ PUSH_HEIGHT = 0.022
 #: seen of a 0.163 m plate), and fingers set down 3 cm behind that edge landed inside the rim
 #: (goal_swap t5: each push then moved the plate 3-4 cm of 8).
 PUSH_BACKOFF = 0.055
+#: ...but at least this much (m), and no farther back than :data:`PUSH_REACH` from the robot's
+#: base: on libero_goal t5 the point 5.5 cm behind the plate lay 0.77 m from the base and the
+#: fingers stalled 4 cm short of it, on the plate's rim (the same task passed at 3 cm, 0.75 m).
+PUSH_BACKOFF_MIN = 0.03
+#: farthest horizontal distance (m) from the robot's base (``grasp.ROBOT_BASE_XY``) at which the
+#: fingers come down to push.
+PUSH_REACH = 0.755
 #: longest push leg (m) before the object is looked at again (a plate pushed in 0.12 m legs
 #: needed more than 5 legs for 0.3 m: each leg moved it 3-6 cm).
 PUSH_LEG = 0.2
@@ -119,7 +126,8 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
         yaw = math.atan2(float(u[1]), float(u[0]))  # closing line (-sin, cos) across the push
         cur = control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"])
         yaw = float(cur + (yaw - cur + math.pi / 2) % math.pi - math.pi / 2)
-        start = c - u * (radius + PUSH_BACKOFF)
+        backoff = _backoff(c, u, radius)
+        start = c - u * (radius + backoff)
         step = min(PUSH_LEG, dist)
         end = c + u * step - u * radius  # the fingers go the backoff, then push the object `step`
         pos = control.robot_state(ex.current_state())["eef_pos"]
@@ -141,7 +149,7 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
             return result("push", bool(ex.current_state().get("success")), str(r.get("error", "")) or None)
         pos = np.asarray(control.robot_state(ex.current_state())["eef_pos"], dtype=np.float64)
         moved = float((pos[:2] - start) @ u)  # how far the fingers went along the push
-        c = c + u * max(0.0, moved - PUSH_BACKOFF)  # dead reckoning: the object moved with the fingers
+        c = c + u * max(0.0, moved - backoff)  # dead reckoning: the object moved with the fingers
         run("push lift", "move_to", xyz=[float(pos[0]), float(pos[1]), z_above], gripper=control.GRIPPER_OPEN,
             max_steps=60)
         if over():
@@ -153,6 +161,18 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
                        "seen": seen is not None})
     dist = float(np.linalg.norm(goal - c))
     return result("push", dist <= PUSH_TOL, None if dist <= PUSH_TOL else f"object {dist:.3f} m from its goal after {max_legs} legs")
+
+
+def _backoff(c: np.ndarray, u: np.ndarray, radius: float) -> float:
+    """:data:`PUSH_BACKOFF`, shortened (not below :data:`PUSH_BACKOFF_MIN`) so the point where
+    the fingers come down lies within :data:`PUSH_REACH` of the robot's base."""
+    from rpent.robots.libero.skills.grasp import ROBOT_BASE_XY
+
+    base = np.asarray(ROBOT_BASE_XY, dtype=np.float64)
+    b = PUSH_BACKOFF
+    while b > PUSH_BACKOFF_MIN and float(np.linalg.norm(c - u * (radius + b) - base)) > PUSH_REACH:
+        b = max(PUSH_BACKOFF_MIN, b - 0.005)
+    return b
 
 
 def _legs(start: Any, goal: Any, max_xy: float = 0.25) -> list[list[float]]:
