@@ -368,17 +368,16 @@ class ScriptedPlanner:
         gx, gy = push.push_goal(ref, obj, goal.side)
         say(f"{goal.describe()}: the {goal.object_phrase} is at ({obj.center[0]:.3f}, {obj.center[1]:.3f}), the "
             f"{goal.target_phrase} at ({ref.center[0]:.3f}, {ref.center[1]:.3f}); pushing it to ({gx:.3f}, {gy:.3f}).")
-        last = {"c": obj.center}
-
-        def relook():
+        def relook(predicted):
+            """The instance nearest where the object should be now; the only instance of its
+            kind wherever it is; None when several are and none lies within 0.12 m."""
             try:
                 seen = scene.find_instances(call, goal.object_phrase)
             except scene.NotFound:
                 return None
-            best = min(seen, key=lambda i: math.hypot(i.est.center[0] - last["c"][0], i.est.center[1] - last["c"][1]))
-            if math.hypot(best.est.center[0] - last["c"][0], best.est.center[1] - last["c"][1]) > 0.12:
+            best = min(seen, key=lambda i: math.hypot(i.est.center[0] - predicted[0], i.est.center[1] - predicted[1]))
+            if len(seen) > 1 and math.hypot(best.est.center[0] - predicted[0], best.est.center[1] - predicted[1]) > 0.12:
                 return None
-            last["c"] = best.est.center
             return best.est
 
         return push.push_object(_ToolExecutor(call), obj, (gx, gy), relook=relook)

@@ -45,3 +45,20 @@ def test_push_goal_beside_the_reference():
     assert push_goal(box, plate, "right")[1] == pytest.approx(0.05 + extent_along(plate, (0.0, 1.0)) / 2 + PUSH_GAP)
     with pytest.raises(ValueError, match="side must be"):
         push_goal(stove, plate, "above")
+
+
+def test_push_backoff_shortened_within_reach():
+    import numpy as np
+
+    from rpent.robots.libero.skills.push import PUSH_BACKOFF, PUSH_BACKOFF_MIN, _backoff
+
+    # goal t5: plate at (0.050, -0.029), pushed toward (-0.068, 0.196): the far side is out of easy reach
+    c = np.array([0.050, -0.029])
+    u = np.array([-0.068 - 0.050, 0.196 + 0.029])
+    u /= np.linalg.norm(u)
+    assert _backoff(c, u, 0.053) == pytest.approx(PUSH_BACKOFF_MIN)
+    # goal_swap t5: plate at (-0.203, -0.037): the full backoff
+    c2 = np.array([-0.203, -0.037])
+    u2 = np.array([-0.077 + 0.203, 0.211 + 0.037])
+    u2 /= np.linalg.norm(u2)
+    assert _backoff(c2, u2, 0.053) == PUSH_BACKOFF

@@ -34,8 +34,18 @@ PUSH_SIDES = {"front": (1.0, 0.0), "back": (-1.0, 0.0), "left": (0.0, -1.0), "ri
 PUSH_GAP = 0.04
 #: eef height (m) above the object's bottom while pushing (finger pads reach ~1.3 cm lower).
 PUSH_HEIGHT = 0.022
-#: how far (m) behind the object's edge the fingers come down.
-PUSH_BACKOFF = 0.03
+#: how far (m) behind the object's estimated edge the fingers come down: a plate's estimate is
+#: ~5 cm narrower than the plate (its raised rim hides the far part of the floor: 0.106 m
+#: seen of a 0.163 m plate), and fingers set down 3 cm behind that edge landed inside the rim
+#: (goal_swap t5: each push then moved the plate 3-4 cm of 8).
+PUSH_BACKOFF = 0.055
+#: ...but at least this much (m), and no farther back than :data:`PUSH_REACH` from the robot's
+#: base: on libero_goal t5 the point 5.5 cm behind the plate lay 0.77 m from the base and the
+#: fingers stalled 4 cm short of it, on the plate's rim (the same task passed at 3 cm, 0.75 m).
+PUSH_BACKOFF_MIN = 0.03
+#: farthest horizontal distance (m) from the robot's base (``grasp.ROBOT_BASE_XY``) at which the
+#: fingers come down to push.
+PUSH_REACH = 0.755
 #: longest push leg (m) before the object is looked at again (a plate pushed in 0.12 m legs
 #: needed more than 5 legs for 0.3 m: each leg moved it 3-6 cm).
 PUSH_LEG = 0.2
@@ -70,7 +80,7 @@ def push_goal(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> tuple[floa
 
 
 def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
-                relook: Callable[[], ObjectEstimate | None] | None = None, max_legs: int = 4) -> dict:
+                relook: Callable[[tuple[float, float]], ObjectEstimate | None] | None = None, max_legs: int = 4) -> dict:
     """Push ``obj`` until its centre is within :data:`PUSH_TOL` of ``goal_xy`` (world, m).
 
     Each leg: rise to 8 cm above the object's top, go above a point :data:`PUSH_BACKOFF` behind
@@ -116,7 +126,8 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
         yaw = math.atan2(float(u[1]), float(u[0]))  # closing line (-sin, cos) across the push
         cur = control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"])
         yaw = float(cur + (yaw - cur + math.pi / 2) % math.pi - math.pi / 2)
-        start = c - u * (radius + PUSH_BACKOFF)
+        backoff = _backoff(c, u, radius)
+        start = c - u * (radius + backoff)
         step = min(PUSH_LEG, dist)
         end = c + u * step - u * radius  # the fingers go the backoff, then push the object `step`
         pos = control.robot_state(ex.current_state())["eef_pos"]
@@ -138,18 +149,30 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
             return result("push", bool(ex.current_state().get("success")), str(r.get("error", "")) or None)
         pos = np.asarray(control.robot_state(ex.current_state())["eef_pos"], dtype=np.float64)
         moved = float((pos[:2] - start) @ u)  # how far the fingers went along the push
-        c = c + u * max(0.0, moved - PUSH_BACKOFF)  # dead reckoning: the object moved with the fingers
+        c = c + u * max(0.0, moved - backoff)  # dead reckoning: the object moved with the fingers
         run("push lift", "move_to", xyz=[float(pos[0]), float(pos[1]), z_above], gripper=control.GRIPPER_OPEN,
             max_steps=60)
         if over():
             return result("push lift", bool(ex.current_state().get("success")))
-        seen = relook() if relook is not None else None
+        seen = relook((float(c[0]), float(c[1]))) if relook is not None else None
         if seen is not None:
             c = np.asarray(seen.center[:2], dtype=np.float64)
         phases.append({"phase": "push relook", "leg": leg, "center": [float(c[0]), float(c[1])],
                        "seen": seen is not None})
     dist = float(np.linalg.norm(goal - c))
     return result("push", dist <= PUSH_TOL, None if dist <= PUSH_TOL else f"object {dist:.3f} m from its goal after {max_legs} legs")
+
+
+def _backoff(c: np.ndarray, u: np.ndarray, radius: float) -> float:
+    """:data:`PUSH_BACKOFF`, shortened (not below :data:`PUSH_BACKOFF_MIN`) so the point where
+    the fingers come down lies within :data:`PUSH_REACH` of the robot's base."""
+    from rpent.robots.libero.skills.grasp import ROBOT_BASE_XY
+
+    base = np.asarray(ROBOT_BASE_XY, dtype=np.float64)
+    b = PUSH_BACKOFF
+    while b > PUSH_BACKOFF_MIN and float(np.linalg.norm(c - u * (radius + b) - base)) > PUSH_REACH:
+        b = max(PUSH_BACKOFF_MIN, b - 0.005)
+    return b
 
 
 def _legs(start: Any, goal: Any, max_xy: float = 0.25) -> list[list[float]]:
