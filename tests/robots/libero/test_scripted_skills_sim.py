@@ -206,10 +206,3 @@ def test_bowl_into_the_bottom_drawer_and_close_it_episode(tmp_path):
     bottom = [p for p in fixtures_answers[-1]["white_cabinet_1"] if p["part"] == "cabinet_bottom"][0]
     assert bottom["qpos"] >= 0.0
 
-
-@pytest.mark.slow
-@pytest.mark.timeout(1500)
-def test_two_moka_pots_by_their_handles_episode(tmp_path):
-    tr = _episode(tmp_path, "libero_10", 8)  # "put both moka pots on the stove"
-    said = _said(tr)
-    assert any("(slot 1 of 2)" in t for t in said) and any("(slot 2 of 2)" in t for t in said), said
