@@ -30,6 +30,21 @@ def _hold(**options):
 
     actor = ray.remote(Holder).options(**options).remote()
     assert ray.get(actor.ping.remote(), timeout=120) == "held"
+    # the free-resource view (what preflight reads) follows the actor's start with a delay a loaded
+    # machine stretches: wait until it shows the hold
+    want = {"CPU": options.get("num_cpus", 0), "GPU": options.get("num_gpus", 0)}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        free: dict[str, float] = {}
+        total: dict[str, float] = {}
+        for node in live_nodes(ray):
+            for key, value in (node.available or {}).items():
+                free[key] = free.get(key, 0.0) + value
+            for key, value in node.resources.items():
+                total[key] = total.get(key, 0.0) + value
+        if all(free.get(k, 0.0) <= total.get(k, 0.0) - v + 1e-9 for k, v in want.items()):
+            break
+        time.sleep(0.2)
     return actor
 
 

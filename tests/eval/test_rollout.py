@@ -35,6 +35,7 @@ def evaluate(tmp_path, config: str, overrides: list[str], **kwargs):
     return settings, run_eval(settings, loaded, logs_dir=tmp_path / "logs", show_progress=False, **kwargs)
 
 
+@pytest.mark.timeout(900)  # two LIBERO workers: minutes on a loaded machine (timed out at 300 s under load)
 def test_zero_policy_epochs_past_robosuite_horizon_two_workers(tmp_path):
     """3 epochs x 350 steps = 1050 env steps per env on the same simulator: every epoch starts from a
     fresh reset, so nothing accumulates (with auto_reset the seed's run died past 1000 steps)."""
@@ -69,6 +70,7 @@ def test_zero_policy_epochs_past_robosuite_horizon_two_workers(tmp_path):
     assert video.name.endswith("_failure.mp4") and iio.imread(video, plugin="pyav").shape == (8, 256, 256, 3)
 
 
+@pytest.mark.timeout(900)  # two LIBERO workers: minutes on a loaded machine (timed out at 300 s under load)
 def test_tiny_pi05_through_the_cli(tmp_path, tiny_pi05_checkpoint):
     """Plumbing: rpent's tiny random Pi0.5, in-process, through `rpent-eval` in a real process."""
     env = {**os.environ, "APXINF_PI05_MODEL_DIR": str(tiny_pi05_checkpoint), "MUJOCO_GL": "egl"}
@@ -111,6 +113,7 @@ class ZeroPolicyKillingAWorker:
         pass
 
 
+@pytest.mark.timeout(900)  # two LIBERO workers: minutes on a loaded machine (timed out at 300 s under load)
 def test_a_dead_worker_aborts_the_run_and_keeps_finished_episodes(tmp_path):
     policy = ZeroPolicyKillingAWorker()
     with pytest.raises(EnvWorkerError, match="env worker 1 .* failed") as info:

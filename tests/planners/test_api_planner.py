@@ -126,12 +126,13 @@ def test_refused_finish_continues_the_loop(endpoint):
 def test_timeout_cancels_the_running_tool(provider, endpoint):
     toolkit = FixtureToolkit(step_s=0.01)
     ep = endpoint(Script([Turn(tool_calls=(ToolCall("wait_steps", {"steps": 3000}),)), FINISH]))
+    planner = make_planner(provider, ep, timeout_s=1.0)  # outside the timing: a first SDK import takes s
     t0 = time.monotonic()
-    result = make_planner(provider, ep, timeout_s=1.0).solve("s", "u", toolkit)
+    result = planner.solve("s", "u", toolkit)
     elapsed = time.monotonic() - t0
     assert result.error == "API planner timed out after 1s" and result.stop_reason == "timeout"
     assert toolkit.cancelled_calls == ["wait_steps"]  # the tool saw the cancel at a step boundary
-    assert toolkit.steps < 3000 and elapsed < 5
+    assert toolkit.steps < 3000 and elapsed < 15  # the tool alone takes 30 s
     assert result.messages[-1]["role"] == "tool" and "cancelled" in result.messages[-1]["content"][0]["text"]
 
 

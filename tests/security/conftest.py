@@ -64,7 +64,7 @@ def make_runner(tmp_path):
     yield make
     for runner in runners:
         runner.close()
-    left = wait_gone(str(tmp_path / "run"), 10.0)
+    left = wait_gone(str(tmp_path / "run"), 30.0)
     for pid in left:
         try:
             os.kill(pid, 9)

@@ -40,6 +40,17 @@ def _threads(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 
 
+def _sockets(pid: int) -> int:
+    """Open socket file descriptors of ``pid`` (listeners and connections)."""
+    n = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            n += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+        except OSError:
+            pass
+    return n
+
+
 def _alive(endpoint: str, **kw) -> None:
     with RpcClient(endpoint, timeout=10, **kw) as c:
         assert c.call("echo", "alive")["args"] == ["alive"]
@@ -103,6 +114,9 @@ def test_stalled_frames_and_idle_connections_are_dropped(spawn_server, transport
         assert c.call("echo", 1)["args"] == [1]
         time.sleep(2.0)
         assert c.call("echo", 2)["args"] == [2]
+    deadline = time.monotonic() + 20  # a loaded machine can take seconds to end the dropped connections' threads
+    while _threads(server.proc.pid) >= 12 and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert _threads(server.proc.pid) < 12
 
 
@@ -204,7 +218,7 @@ def test_a_thousand_fuzzed_frames_leave_the_server_serving_and_small(spawn_serve
     server = _start(spawn_server, transport)
     pid = server.proc.pid
     _alive(server.endpoint)
-    before_rss, before_threads = _rss(pid), _threads(pid)
+    before_rss, before_threads, before_sockets = _rss(pid), _threads(pid), _sockets(pid)
     rng = random.Random(19)
     frames = _socket_fuzz_frames(rng, 1000) if transport == "socket" else _http_fuzz_requests(rng, 1000)
     addr = _addr(server.endpoint)
@@ -220,6 +234,13 @@ def test_a_thousand_fuzzed_frames_leave_the_server_serving_and_small(spawn_serve
     _alive(server.endpoint)
     assert _rss(pid) - before_rss < 64 * 1024**2
     deadline = time.monotonic() + 20  # a loaded 2-core CI machine can take seconds to schedule the exits
-    while _threads(pid) > before_threads + 2 and time.monotonic() < deadline:
+    while _sockets(pid) > before_sockets and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _threads(pid) <= before_threads + 2, "connection threads outlived their fuzzed connections"
+    assert _sockets(pid) <= before_sockets, "connections outlived their fuzzed clients (server sockets left open)"
+    # Threads: the handler pool (rpent.rpc.workers) keeps its idle workers and grows by one whenever a
+    # call arrives before the previous worker marked itself idle, which a loaded machine does now and
+    # then even for one client at a time (seen: +7 at load 20, every one idle in a futex wait). A thread
+    # per fuzzed connection left behind would be far more than that allowance.
+    while _threads(pid) > before_threads + 24 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _threads(pid) <= before_threads + 24, "connection threads outlived their fuzzed connections"

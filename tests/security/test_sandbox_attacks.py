@@ -36,6 +36,14 @@ def _need(result: dict, *layers: str) -> None:
         pytest.skip(f"none of the sandbox layers {layers} is available here: {notes}")
 
 
+def _at_most(marker: str, n: int, timeout_s: float = 30.0) -> bool:
+    """True once at most ``n`` processes of the cell are left (a loaded machine reaps killed ones late)."""
+    deadline = time.monotonic() + timeout_s
+    while len(cell_processes(marker)) > n and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return len(cell_processes(marker)) <= n
+
+
 BOUNDED_FORKS = textwrap.dedent("""
     import os, time
     kids = 0
@@ -61,13 +69,13 @@ def test_a_fork_bomb_is_bounded_to_the_cells_process_limit_and_ends_with_the_cel
     kids = int(probe["value"])
     assert 4 <= kids < 16, f"{kids} forks succeeded with max_processes=16"
     assert probe["processes_ended"] >= kids            # the sleepers ended with their cell
-    assert len(cell_processes(marker)) <= 3            # stub, init, worker
+    assert _at_most(marker, 3)                         # stub, init, worker
 
     # the cap holds: now the real thing, for 2 s
     runner.timeout_s = 2.0
     bomb = runner.run_cell("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n")
     assert bomb["timed_out"] or bomb["worker_lost"]
-    assert len(cell_processes(marker)) <= 3
+    assert _at_most(marker, 3)
     after = runner.run_cell("1 + 1")
     assert after["value"] == "2"
 
@@ -88,7 +96,7 @@ def test_setsid_and_double_fork_do_not_outlive_the_cell(make_runner, tmp_path):
     _need(result, "pid_namespace", "cgroup")
     assert result["value"] == "'forked'"
     runner.close()
-    assert wait_gone(marker, 5.0) == []
+    assert wait_gone(marker, 30.0) == []
 
 
 def test_setsid_escapee_dies_when_the_rpent_process_is_killed(tmp_path):
@@ -115,7 +123,7 @@ def test_setsid_escapee_dies_when_the_rpent_process_is_killed(tmp_path):
         assert len(cell_processes(str(run))) >= 3      # stub, init, worker (+ the escapee)
         proc.kill()
         proc.wait(10)
-        assert wait_gone(str(run), 5.0) == []
+        assert wait_gone(str(run), 30.0) == []
     finally:
         proc.kill()
         proc.wait(10)

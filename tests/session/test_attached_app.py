@@ -86,9 +86,10 @@ def test_attached_app_runs_answers_detaches_reattaches_and_stops(short_tmp, png_
             await wait_for(pilot, lambda: session.current.state == "succeeded", what="TaskRun end")
             screen = app.screen
             assert isinstance(screen, RunScreen)
-            await pilot.pause(0.5)
-            text = "\n".join(str(line.text) for line in screen.query_one("#transcript").lines)
-            assert "move_to" in text and "I will pick up the bowl." in text
+            def text():
+                return "\n".join(str(line.text) for line in screen.query_one("#transcript").lines)
+            await wait_for(pilot, lambda: "move_to" in text() and "I will pick up the bowl." in text(), 60,
+                           what="the transcript")
             assert screen.query_one("#frame-main").has_frame
             await pilot.press("ctrl+q")
             await wait_for(pilot, lambda: isinstance(app.screen, QuitSessionScreen), what="quit dialog")
@@ -99,10 +100,9 @@ def test_attached_app_runs_answers_detaches_reattaches_and_stops(short_tmp, png_
         app = AttachedApp(RemoteSession(paths, lambda e: None), AppOptions(image_mode="halfblock"))
         async with app.run_test(size=(120, 40)) as pilot:
             await wait_for(pilot, lambda: app.session.current is not None, what="backlog")
-            await pilot.pause(0.5)
-            assert app.session.current.state == "succeeded"
-            text = "\n".join(str(line.text) for line in app.screen.query_one("#transcript").lines)
-            assert "move_to" in text  # the backlog, re-rendered
+            await wait_for(pilot, lambda: app.session.current.state == "succeeded", 60, what="backlog's end")
+            await wait_for(pilot, lambda: "move_to" in "\n".join(  # the backlog, re-rendered
+                str(line.text) for line in app.screen.query_one("#transcript").lines), 60, what="backlog transcript")
             await pilot.press("ctrl+q")
             await wait_for(pilot, lambda: isinstance(app.screen, QuitSessionScreen), what="quit dialog")
             await pilot.press("s")

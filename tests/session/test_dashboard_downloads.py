@@ -85,13 +85,16 @@ def test_f8_downloads_the_current_frames_in_chromium(short_tmp, tmp_path, png_by
             wait_text(driver, f"TaskRun {run['id']} succeeded", 90)
             from selenium.webdriver.common.keys import Keys
 
-            send_keys(driver, Keys.F8)
             names = {f"{run['id']}_main_step0.png", f"{run['id']}_wrist_step0.png"}
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 90
+            pressed = 0.0
             while time.monotonic() < deadline:
                 done = {p.name for p in downloads.iterdir()}
                 if names <= done and not any(n.endswith(".crdownload") for n in done):
                     break
+                if not done and time.monotonic() - pressed > 20:  # again if a loaded machine lost the key
+                    send_keys(driver, Keys.F8)
+                    pressed = time.monotonic()
                 time.sleep(0.3)
             got = sorted(p.name for p in downloads.iterdir())
             assert names <= set(got), f"downloads: {got}"

@@ -43,8 +43,8 @@ def test_task_verdict_with_notes_then_quit_stops_everything(tmp_path, png_bytes)
             await type_text(pilot, "bowl is on the plate\n")
             await pilot.press("s")
             await wait_for(pilot, lambda: app.session.current.finished, what="TaskRun end")
-            await pilot.pause(0.2)
-            assert app.focused is not None and app.focused.id == "transcript"  # no focus trap after a verdict
+            await wait_for(pilot, lambda: app.focused is not None and app.focused.id == "transcript", 60,
+                           what="focus back on the transcript")  # no focus trap after a verdict
             run_view = app.session.current
             assert run_view.state == "succeeded"
             assert run.answers == [("success", "bowl is on the plate")]

@@ -26,8 +26,11 @@ def test_services_screen_log_search_filter_export_and_stop(tmp_path):
             assert table.row_count == 2 and app.screen.selected == "vla"
             await pilot.press("j")  # highlight sam3: its log is shown
             assert app.screen.selected == "sam3" and app.screen.query_one("#service-log").source_name == "sam3"
+            log = app.screen.query_one("#service-log")
+            await wait_for(pilot, lambda: list(log.lines) == list(app.session.services["sam3"].lines), 60,
+                           what="sam3's log")
             await pilot.pause(0.5)  # late log batches must not duplicate lines already shown
-            assert list(app.screen.query_one("#service-log").lines) == list(app.session.services["sam3"].lines)
+            assert list(log.lines) == list(app.session.services["sam3"].lines)
             await pilot.press("l")
             await pilot.press("slash")
             await type_text(pilot, "line 1\n")
@@ -227,8 +230,8 @@ def test_services_uptime_ticks_and_empty_screen_explains_env_servers(tmp_path):
             table = app.screen.query_one("#services")
             await wait_for(pilot, lambda: table.row_count == 1, what="vla row")
             first = str(table.get_cell("vla", "Uptime"))
-            await pilot.pause(2.2)
-            assert str(table.get_cell("vla", "Uptime")) != first  # the uptime column ticks
+            # the uptime column ticks (every second; a loaded machine may run the timer late)
+            await wait_for(pilot, lambda: str(table.get_cell("vla", "Uptime")) != first, 60, what="uptime tick")
             await pilot.press("ctrl+q")
 
     asyncio.run(main())
@@ -237,8 +240,8 @@ def test_services_uptime_ticks_and_empty_screen_explains_env_servers(tmp_path):
     async def main_empty():
         async with empty.run_test(size=(100, 30)) as pilot:
             await wait_for(pilot, lambda: empty.session.state == "ready", what="session")
-            await pilot.pause(0.2)
-            assert "each TaskRun starts its own env server" in empty.screen.query_one("#services").border_subtitle
+            await wait_for(pilot, lambda: "each TaskRun starts its own env server"
+                           in (empty.screen.query_one("#services").border_subtitle or ""), 60, what="explanation")
             await pilot.press("ctrl+q")
 
     asyncio.run(main_empty())

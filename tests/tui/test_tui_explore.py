@@ -154,9 +154,16 @@ def test_explore_screen_in_a_real_terminal(tmp_path):
     try:
         tmux("start-server", ";", "set-option", "-g", "default-size", "160x45", ";", "new-session", "-d", "-s", "ex",
              "-x", "160", "-y", "45", cmd)
-        wait_screen("session ready", 60)
-        tmux("send-keys", "-t", "ex", "F9")
-        text = wait_screen("grasp came up empty")
+        wait_screen("session ready", 120)
+        for _ in range(5):  # a key can be lost while a loaded machine is still drawing: press F9 again
+            tmux("send-keys", "-t", "ex", "F9")
+            try:
+                text = wait_screen("grasp came up empty", 20)
+                break
+            except AssertionError:
+                continue
+        else:
+            text = wait_screen("grasp came up empty", 1)
         assert "object_t0_s0" in text and "running" in text and "session 1/2" in text
         _session(live, 2, 1)
         _explore_doc(live, sessions=[{"session": 1, "attempts": 2, "state": "finished", "environment_success": False,
@@ -165,9 +172,12 @@ def test_explore_screen_in_a_real_terminal(tmp_path):
                      current={"session": 2, "attempt": 1})
         text = wait_screen("session 2/2")
         assert "timeout" in text
-        tmux("send-keys", "-t", "ex", "C-q")
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
+        pressed = 0.0
         while "ex" in tmux("list-sessions", check=False) and time.monotonic() < deadline:
+            if time.monotonic() - pressed > 10:  # again if the key was lost on a loaded machine
+                tmux("send-keys", "-t", "ex", "C-q")
+                pressed = time.monotonic()
             time.sleep(0.3)
         assert "ex" not in tmux("list-sessions", check=False), "rpent-tui did not quit on ctrl+q"
     finally:

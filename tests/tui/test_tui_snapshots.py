@@ -29,7 +29,8 @@ UPDATE = os.environ.get("RPENT_UPDATE_SNAPSHOTS") == "1"
 SCREENS = ["services", "run", "editor", "trajectories", "flywheel", "operator", "help"]
 
 
-async def capture(root: Path, screen: str, size: tuple[int, int], expected: str | None = None) -> str:
+async def capture(root: Path, screen: str, size: tuple[int, int], expected: str | None = None,
+                  before_steady=None) -> str:
     """SVG of ``screen`` of the canned app at ``size`` (columns, rows).
 
     With ``expected``, keeps capturing for up to 30 s until the screen matches it (a loaded
@@ -63,6 +64,8 @@ async def capture(root: Path, screen: str, size: tuple[int, int], expected: str 
                     widget._line_cache.clear()
                 widget.refresh()
 
+        if before_steady is not None:
+            before_steady(app)
         steady_cursors()
         await pilot.pause(0.1)
         svg = app.export_screenshot(title=f"rpent-tui {screen}")
@@ -120,6 +123,24 @@ def test_table_painted_before_its_idle_still_fits_its_cells(tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     stored = (SNAPSHOTS / "trajectories_120x40.svg").read_text(encoding="utf-8")
     svg = asyncio.run(capture(tmp_path, "trajectories", (120, 40), stored))
+    assert same_picture(svg, stored), grid_diff(svg, stored)
+
+
+def test_editor_cursor_drawn_in_the_blinks_off_phase_still_shows(tmp_path, monkeypatch):
+    """The editor's lines drawn (and cached) while the blinking cursor was off: with blinking then
+    stopped, the snapshot still shows the cursor (without dropping TextArea's line cache it did not:
+    editor-80x24 failed that way under load)."""
+    from textual.widgets import TextArea
+
+    def off_phase(app):
+        area = app.screen.query_one(TextArea)
+        area._cursor_visible = False
+        for y in range(area.size.height):
+            area.render_line(y)
+
+    monkeypatch.chdir(tmp_path)
+    stored = (SNAPSHOTS / "editor_80x24.svg").read_text(encoding="utf-8")
+    svg = asyncio.run(capture(tmp_path, "editor", (80, 24), stored, before_steady=off_phase))
     assert same_picture(svg, stored), grid_diff(svg, stored)
 
 

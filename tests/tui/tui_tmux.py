@@ -30,15 +30,16 @@ class Tmux:
         """The visible text of ``session``'s pane."""
         return self("capture-pane", "-p", "-t", session, check=False)
 
-    def wait(self, session: str, needle: str, timeout: float) -> str:
-        """Wait until ``needle`` is on screen; returns the screen (fails with the screen shown)."""
+    def wait(self, session: str, needle: str, timeout: float, poll: float = 0.3) -> str:
+        """Wait until ``needle`` is on screen (looking every ``poll`` s); returns the screen (fails
+        with the screen shown)."""
         deadline = time.monotonic() + timeout
         text = ""
         while time.monotonic() < deadline:
             text = self.screen(session)
             if needle in text:
                 return text
-            time.sleep(0.3)
+            time.sleep(poll)
         raise AssertionError(f"{needle!r} not on screen after {timeout}s; screen:\n{text}")
 
     def keys(self, session: str, *keys: str, literal: bool = False) -> None:
