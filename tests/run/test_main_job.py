@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import trio
 
@@ -169,7 +168,7 @@ def test_killed_env_server_keeps_record_and_leaves_no_orphans(tmp_path):
     # the predicate could not be read at the end: unknown (null) with the reason, never the last
     # value the env reported before it died (false here)
     assert outcome.environment_success is None and outcome.label == "error"
-    tr = json.loads((out / f"transcript_object_t0_s0.json").read_text())
+    tr = json.loads((out / "transcript_object_t0_s0.json").read_text())
     assert tr["environment_success"] is None and tr["label"] == "error"
     reason = tr["environment_success_unknown"]
     assert reason.startswith("could not read the environment's success at the end of the run (")

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-
-import trio
 
 from rpent_tui.screens.help import HelpScreen
 from rpent_tui.screens.jump import JumpScreen
