@@ -283,6 +283,77 @@ def test_retry_keeps_the_earlier_estimate_when_the_new_look_is_partial():
     assert not _same_footprint(_est(0.066, -0.1, 0.0, 0.07, 0.0), ref)
 
 
+def test_partial_relook_falls_back_to_the_first_observations_camera():
+    """A blocked descent's wrist look that shows only part of the object (the hand hides it) is
+    replaced by a look with the anchor's first camera; the rebuilt grasp is that live centre plus
+    the recorded difference between the two observations, plus the shift."""
+    anchors = {"anchors": [{"id": "a0", "prompt": "cream cheese", "object": None, "observations": [
+        {"camera": "agentview", "estimate": _est(0.053, -0.1, 0.0, 0.067, 0.033)},
+        {"camera": "wrist", "estimate": _est(0.0475, -0.1, 0.0, 0.072, 0.035)}]}]}
+    plan = {"steps": [
+        {"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 0},
+        {"op": "locate", "anchor": "a0", "camera": "wrist", "observation": 1},
+        {"op": "tool", "tool": "move_to", "args": {"xyz": [0.0475, -0.1, 0.1]}, "anchor": "a0",
+         "observation": 1, "offset_xy": [0.0, 0.0]},
+        {"op": "tool", "tool": "move_to", "args": {"xyz": [0.0475, -0.1, 0.013], "tol": 0.008}, "anchor": "a0",
+         "observation": 1, "offset_xy": [0.0, 0.0]},
+        {"op": "tool", "tool": "set_gripper", "args": {"gripper": 1.0, "steps": 15}, "anchor": None,
+         "observation": None, "offset_xy": None}]}
+    calls = []
+    looks = iter([_est(0.06, -0.1, 0.0, 0.067, 0.033), _est(0.055, -0.1, 0.0, 0.072, 0.035),  # before
+                  _est(0.063, -0.1, 0.0, 0.056, 0.035),  # the wrist look after the block: partial
+                  _est(0.065, -0.1, 0.0, 0.068, 0.033)])  # agentview: whole (the object moved +5 mm)
+
+    def call(name, args):
+        calls.append((name, args))
+        if name == "segment":
+            return {"found": True, "object_estimate": next(looks)}
+        if name == "move_to" and args["xyz"][2] == 0.013 and len([c for c in calls if c[0] == "move_to"]) == 2:
+            return {"reached": False, "final_eef_pos": [0.0625, -0.1, 0.0297]}  # blocked, pushed +x
+        return {"reached": True, "final_eef_pos": args.get("xyz")}
+
+    planner = FlashPlanner()
+    planner._replay(plan, anchors, call, lambda text: None, None)
+    assert [a["camera"] for n, a in calls if n == "segment"] == ["agentview", "wrist", "wrist", "agentview"]
+    moves = [a["xyz"] for n, a in calls if n == "move_to"]
+    # 0.065 (live agentview) - 0.0055 (recorded wrist - agentview) - 0.015 (shift away from the push)
+    assert moves[-1] == [pytest.approx(0.0445), -0.1, 0.013] and moves[-2][:2] == [pytest.approx(0.0445), -0.1]
+    repair = next(e for e in planner._log if e["op"] == "repair")
+    assert repair["relocalised"] is True and repair["relocalised_camera"] == "agentview"
+
+
+def test_stalled_release_is_driven_open_once():
+    """A release whose fingers did not open (``release`` stops after 6 env steps without growth;
+    libero_object task 7 seeds 3 and 5: the milk stayed in the hand above the basket) is followed
+    by one ``set_gripper(-1)``, logged as a ``stalled_release`` repair; a release that opened is not."""
+    from rpent.flash.replay import REOPEN_STEPS
+
+    anchors = {"anchors": []}
+    plan = {"steps": [{"op": "tool", "tool": "release", "args": {}, "anchor": None, "observation": None,
+                       "offset_xy": None}]}
+    for res, repaired in [({"steps_used": 6, "start_gripper_opening": 0.0537, "peak_gripper_opening": 0.0542,
+                            "final_gripper_opening": 0.0542, "terminated": False}, True),
+                          ({"steps_used": 10, "start_gripper_opening": 0.0536, "peak_gripper_opening": 0.0733,
+                            "final_gripper_opening": 0.0733, "terminated": False}, False),
+                          ({"steps_used": 6, "start_gripper_opening": 0.0537, "peak_gripper_opening": 0.0542,
+                            "final_gripper_opening": 0.0542, "terminated": True}, False)]:  # already solved
+        calls = []
+
+        def call(name, args, res=res):
+            calls.append((name, args))
+            return res if name == "release" else {"gripper": -1.0, "steps": 4, "gripper_opening": 0.0733,
+                                                  "terminated": True}
+
+        planner = FlashPlanner()
+        planner._replay(plan, anchors, call, lambda text: None, None)
+        if repaired:
+            assert calls == [("release", {}), ("set_gripper", {"gripper": -1.0, "steps": REOPEN_STEPS})]
+            assert planner._log[-1] == {"plan_step": 0, "op": "repair", "kind": "stalled_release",
+                                        "opening_before_m": 0.0542, "opening_after_m": 0.0733}
+        else:
+            assert calls == [("release", {})] and all(e["op"] != "repair" for e in planner._log)
+
+
 @pytest.mark.parametrize("change, needle", [
     ({"timeout_s": -5.0}, "--planner-timeout-s must be > 0 seconds"),
     ({"cuda_device": -3}, "--cuda-device must be an EGL device index >= 0"),
