@@ -9,6 +9,9 @@ For each plan step, in order:
   ends the replay with ``finish(status="failure")`` and the named reason
   ``flash_anchor_not_found``; a later re-observation (e.g. the wrist look) that fails keeps
   the earlier one.
+  A fixture-part anchor (camera ``view_fixtures``: a drawer, door or knob the source run read
+  with ``view_fixtures``, see :func:`rpent.flash.generate.fixture_anchors`) is re-read with one
+  ``view_fixtures`` call (simulator state) for each run of consecutive fixture locates.
 * ``tool``: the recorded command; a bound waypoint becomes ``live_center_xy + offset_xy``
   with the recorded z (m, world frame); a recorded ``target_yaw`` turns with the anchor's
   grasp axis (folded to +/- pi/2; only when both footprints are elongated). A tool error ends
@@ -50,6 +53,7 @@ import uuid
 from pathlib import Path
 
 from rpent.flash.files import FlashFileError, find_plan, load_flash
+from rpent.flash.generate import FIXTURE_CAMERA, fixture_estimate
 from rpent.planners.base import Finish, PlannerConfig, PlannerResult, PlannerStats
 
 __all__ = ["FlashPlanner", "FLASH_DIR_ENV", "REPORT_NAME", "default_flash_dir", "grasp_axis"]
@@ -233,12 +237,19 @@ class FlashPlanner:
         anchors = {a["id"]: a for a in anchors_doc["anchors"]}
         live: dict[str, dict[int, dict]] = {aid: {} for aid in anchors}  # anchor -> observation -> estimate
         self._shift: dict[str, tuple[float, float]] = {}  # anchor -> XY shift of its grasp after a blocked descent
+        fixtures_view: dict | None = None  # the view_fixtures result of the current run of fixture locates
         for i, step in enumerate(plan["steps"]):
             aid = step.get("anchor")
             if step["op"] == "locate":
                 anchor = anchors[aid]
                 k = int(step["observation"])
-                est = self._locate(call, anchor["prompt"], step.get("camera") or "agentview")
+                if step.get("camera") == FIXTURE_CAMERA:
+                    if fixtures_view is None:  # one read serves the consecutive fixture locates
+                        fixtures_view = call("view_fixtures", {})
+                    est = None if "error" in fixtures_view else fixture_estimate(
+                        fixtures_view, str(anchor.get("object")), str(anchor.get("part")))
+                else:
+                    est = self._locate(call, anchor["prompt"], step.get("camera") or "agentview")
                 ref = (anchor["observations"][k].get("estimate") or {}) if k < len(anchor["observations"]) else {}
                 self._log.append({"plan_step": i, "op": "locate", "anchor": aid, "prompt": anchor["prompt"],
                                   "camera": step.get("camera") or "agentview", "observation": k,
@@ -255,6 +266,7 @@ class FlashPlanner:
                     continue
                 live[aid][k] = est
                 continue
+            fixtures_view = None
             args = self._args(plan["steps"], i, anchors, live)
             res = call(step["tool"], args)
             mode = "anchored" if aid is not None else "interpolated" if step.get("interp") else "as_recorded"

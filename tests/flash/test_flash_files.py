@@ -283,6 +283,77 @@ def test_retry_keeps_the_earlier_estimate_when_the_new_look_is_partial():
     assert not _same_footprint(_est(0.066, -0.1, 0.0, 0.07, 0.0), ref)
 
 
+def _cabinet(dx=0.0, dy=0.0):
+    """A ``view_fixtures`` result: a cabinet of two drawers (handles at the same XY, 7 cm apart in
+    z) and a stove button without a handle (its box centre), shifted by (dx, dy) m."""
+    def part(name, z):
+        return {"part": name, "joint": name, "type": "slide", "qpos": 0.0,
+                "handle": [0.04 + dx, -0.14 + dy, z], "min": [-0.08 + dx, -0.33 + dy, z - 0.03],
+                "max": [0.14 + dx, -0.12 + dy, z + 0.03]}
+    return {"fixtures": {"wooden_cabinet_1": [part("cabinet_top", 1.09), part("cabinet_middle", 1.015)],
+                         "flat_stove_1": [{"part": "button", "type": "hinge", "handle": None,
+                                           "min": [-0.46 + dx, 0.16 + dy, 0.90], "max": [-0.36 + dx, 0.26 + dy, 0.96]}]}}
+
+
+def test_fixture_parts_read_before_the_first_motion_become_anchors(tmp_path):
+    """A run that read drawers with ``view_fixtures`` (the scripted planner's way for libero_goal)
+    and localised nothing with ``segment`` still makes a plan: the waypoints near a part bind to
+    it (the nearest part in 3-D among those within the XY radius), the unused parts are left out,
+    and the replay re-reads them with one ``view_fixtures`` call and follows a moved cabinet."""
+    from rpent.flash.generate import fixture_estimate
+
+    calls = [("view_env_state", {}, {"robot": {}}), ("view_fixtures", {}, _cabinet()),
+             ("move_to", {"xyz": [-0.09, 0.0, 1.12]}, {"reached": True}),  # far from every part: absolute
+             ("move_to", {"xyz": [0.04, -0.01, 1.075]}, {"reached": True}),
+             ("move_pose", {"xyz": [0.04, -0.13, 1.015], "target_pitch": -1.57}, {"reached": True}),
+             ("set_gripper", {"gripper": 1.0, "steps": 15}, {"gripper": 1.0}),
+             ("view_fixtures", {}, _cabinet()),  # after moving: not an anchor
+             ("move_pose", {"xyz": [0.04, -0.05, 1.015], "target_pitch": -1.57}, {"reached": True}),
+             ("finish", {"status": "success", "summary": "ok"}, {"_finish": True})]
+    messages = [{"role": "user", "content": [{"type": "text", "text": "open the middle drawer"}], "source": "task"}]
+    recipe = []
+    for i, (name, args, res) in enumerate(calls):
+        messages.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"c{i}", "name": name,
+                                                           "input": args}]})
+        messages.append({"role": "tool", "name": name, "tool_call_id": f"c{i}", "content": res, "is_error": False})
+        if name not in ("view_env_state", "view_fixtures", "finish"):
+            recipe.append({"action": name, **args})
+    doc = {"suite": "libero_goal", "task": 0, "seed": 0, "task_language": "open the middle drawer",
+           "planner": "scripted", "model": None, "environment_success": True, "messages": messages}
+    (tmp_path / "transcript_goal_t0_s0.json").write_text(json.dumps(doc))
+    (tmp_path / "goal_t0_s0_recipe.jsonl").write_text("".join(json.dumps(c) + "\n" for c in recipe))
+    generate(tmp_path / "transcript_goal_t0_s0.json", tmp_path / "goal_t0_s0_recipe.jsonl", tmp_path / "flash")
+    plan, anchors = load_flash(tmp_path / "flash", "goal_t0_s0")
+    assert [(a["id"], a["prompt"], a["kind"]) for a in anchors["anchors"]] == [
+        ("f1", "wooden_cabinet_1/cabinet_top", "fixture_part"), ("f2", "wooden_cabinet_1/cabinet_middle", "fixture_part")]
+    assert [(s["op"], s.get("tool"), s["anchor"]) for s in plan["steps"]] == [  # f0 (the stove button) binds nothing
+        ("locate", None, "f1"), ("locate", None, "f2"), ("tool", "move_to", None), ("tool", "move_to", "f1"),
+        ("tool", "move_pose", "f2"), ("tool", "set_gripper", None), ("tool", "move_pose", "f2")]
+    assert plan["steps"][6]["offset_xy"] == [0.0, pytest.approx(0.09)]
+    assert fixture_estimate(_cabinet(), "flat_stove_1", "button")["center"] == [-0.41, 0.21, 0.93]  # no handle: box
+    assert fixture_estimate(_cabinet(), "flat_stove_1", "knob") is None
+    # the replay: the cabinet moved 2 cm in x and -1 cm in y; one view_fixtures serves both locates
+    seen = []
+
+    def call(name, args):
+        seen.append((name, args))
+        return _cabinet(0.02, -0.01) if name == "view_fixtures" else {"reached": True}
+
+    planner = FlashPlanner()
+    planner._replay(plan, {"anchors": anchors["anchors"]}, call, lambda text: None, None)
+    assert [n for n, _ in seen] == ["view_fixtures", "move_to", "move_to", "move_pose", "set_gripper", "move_pose"]
+    moves = [a["xyz"] for n, a in seen if n in ("move_to", "move_pose")]
+    assert moves[0] == [-0.09, 0.0, 1.12]  # unbound: as recorded
+    assert moves[1] == [pytest.approx(0.06), pytest.approx(-0.02), 1.075]
+    assert moves[3] == [pytest.approx(0.06), pytest.approx(-0.06), 1.015]
+    assert all(e["found"] for e in planner._log if e["op"] == "locate")
+    # a part the live scene lacks is a named failure, as for a lost object
+    with pytest.raises(Exception, match="flash_anchor_not_found"):
+        FlashPlanner()._replay(plan, {"anchors": anchors["anchors"]},
+                               lambda n, a: {"fixtures": {}} if n == "view_fixtures" else {"reached": True},
+                               lambda text: None, None)
+
+
 def test_partial_relook_falls_back_to_the_first_observations_camera():
     """A blocked descent's wrist look that shows only part of the object (the hand hides it) is
     replaced by a look with the anchor's first camera; the rebuilt grasp is that live centre plus
