@@ -27,6 +27,8 @@ For each plan step, in order:
 * a stalled ``release`` (the fingers grew < :data:`RELEASE_STALL_M` and stayed below
   :data:`RELEASE_OPEN_M`; ``release`` gives up after 6 env steps without growth) is followed
   once by ``set_gripper(-1, steps=REOPEN_STEPS)``.
+* a plan that ends holding the object (its source run was solved during the last motion, before
+  it opened the gripper) and leaves the predicate false gets one final ``release``.
 
 Every replay writes ``flash_replay.json`` into its run directory (a run artifact): the plan cell,
 the env server that served it (init state; pid and seed switches of a shared server), and per
@@ -189,6 +191,7 @@ class FlashPlanner:
             return res
 
         self._log = []
+        self._episode_over = False
         report: dict = {"schema_version": 1, "planner": "flash", "plan": None, "flash_dir": str(self.flash_dir()),
                         "env_server": _server_identity(toolkit), "steps": self._log}
         try:
@@ -203,6 +206,9 @@ class FlashPlanner:
                 f"seed {seed}.")
             self._replay(plan, anchors, call, say, toolkit)
             solved = toolkit.solved()
+            if not solved and not self._episode_over and self._ends_holding(plan["steps"]):
+                self._final_release(call, say)
+                solved = toolkit.solved()
             if solved:
                 self._finish(call, result, "success", f"flash replay of {cell}: the environment reports success")
             else:
@@ -281,7 +287,36 @@ class FlashPlanner:
                 res = self._reopen(i, res, call, say)
             after = (res.get("state_after") or {})
             if after.get("success") or after.get("terminated") or after.get("truncated"):
+                self._episode_over = True
                 break  # the episode is over; finish reports the predicate
+
+    @staticmethod
+    def _ends_holding(steps: list[dict]) -> bool:
+        """The plan's last gripper command closes it (``set_gripper`` > 0, no ``release`` after
+        it): the source run's predicate came true during the last motion (e.g. a bowl held down
+        onto a plate), so it never opened the gripper."""
+        for s in reversed(steps):
+            if s["op"] != "tool":
+                continue
+            if s.get("tool") == "release":
+                return False
+            if s.get("tool") == "set_gripper":
+                return float((s.get("args") or {}).get("gripper", -1)) > 0
+        return False
+
+    def _final_release(self, call, say) -> None:
+        """Open the gripper after the last plan step when the predicate does not hold yet and the
+        plan ends holding the object (:meth:`_ends_holding`); a stalled release is driven open
+        (:meth:`_reopen`). Logged as a ``final_release`` repair."""
+        say("Replayed every step and the task predicate does not hold while the hand still holds the "
+            "object (the source run was solved before it opened the gripper): releasing it.")
+        res = call("release", {})
+        if "error" in res:
+            raise _Failure("flash_step_failed", f"the final release failed: {res['error']}")
+        self._log.append({"plan_step": None, "op": "repair", "kind": "final_release",
+                          "final_gripper_opening_m": res.get("final_gripper_opening")})
+        if self._stalled_release(res):
+            self._reopen(None, res, call, say)
 
     @staticmethod
     def _stalled_release(res: dict) -> bool:
@@ -296,17 +331,18 @@ class FlashPlanner:
             return False
         return float(peak) - float(start) < RELEASE_STALL_M and float(final) < RELEASE_OPEN_M
 
-    def _reopen(self, i: int, res: dict, call, say) -> dict:
+    def _reopen(self, i: int | None, res: dict, call, say) -> dict:
         """One bounded repair of a stalled release: drive the gripper open in place for
         :data:`REOPEN_STEPS` env steps (``set_gripper``); logged as a ``stalled_release`` repair."""
-        say(f"The release of step {i} did not open the gripper ({float(res['final_gripper_opening']):.3f} m): "
+        which = "final release" if i is None else f"release of step {i}"
+        say(f"The {which} did not open the gripper ({float(res['final_gripper_opening']):.3f} m): "
             f"driving it open for {REOPEN_STEPS} env steps.")
         res2 = call("set_gripper", {"gripper": -1.0, "steps": REOPEN_STEPS})
         self._log.append({"plan_step": i, "op": "repair", "kind": "stalled_release",
                           "opening_before_m": round(float(res["final_gripper_opening"]), 4),
                           "opening_after_m": None if "error" in res2 else res2.get("gripper_opening")})
         if "error" in res2:
-            raise _Failure("flash_step_failed", f"re-opening after the stalled release of step {i} failed: "
+            raise _Failure("flash_step_failed", f"re-opening after the stalled {which} failed: "
                                                 f"{res2['error']}")
         return res2
 

@@ -393,6 +393,35 @@ def test_partial_relook_falls_back_to_the_first_observations_camera():
     assert repair["relocalised"] is True and repair["relocalised_camera"] == "agentview"
 
 
+def test_a_plan_that_ends_holding_gets_one_final_release():
+    """libero_spatial_swap task 2: the source run was solved while it held the bowl down on the
+    plate, so its plan ends with the gripper closed; on a seed where the predicate does not hold
+    after the last step the replay opens the gripper once (a stalled one is driven open)."""
+    def tool(name, **args):
+        return {"op": "tool", "tool": name, "args": args, "anchor": None, "observation": None, "offset_xy": None}
+
+    holding = [tool("set_gripper", gripper=1.0, steps=15), tool("move_to", xyz=[0.07, 0.08, 0.95])]
+    assert FlashPlanner._ends_holding(holding)
+    assert not FlashPlanner._ends_holding([*holding, tool("release")])
+    assert not FlashPlanner._ends_holding([tool("set_gripper", gripper=-1.0, steps=5), tool("move_to", xyz=[0, 0, 1])])
+    assert not FlashPlanner._ends_holding([tool("move_to", xyz=[0, 0, 1])])
+    for release, expected in [({"final_gripper_opening": 0.075, "start_gripper_opening": 0.008,
+                                "peak_gripper_opening": 0.075}, ["release"]),
+                              ({"final_gripper_opening": 0.009, "start_gripper_opening": 0.008,
+                                "peak_gripper_opening": 0.009}, ["release", "set_gripper"])]:
+        calls = []
+
+        def call(name, args, release=release):
+            calls.append(name)
+            return release if name == "release" else {"gripper_opening": 0.07}
+
+        planner = FlashPlanner()
+        planner._log = []
+        planner._final_release(call, lambda text: None)
+        assert calls == expected
+        assert [e["kind"] for e in planner._log] == ["final_release", "stalled_release"][:len(expected)]
+
+
 def test_stalled_release_is_driven_open_once():
     """A release whose fingers did not open (``release`` stops after 6 env steps without growth;
     libero_object task 7 seeds 3 and 5: the milk stayed in the hand above the basket) is followed
