@@ -15,7 +15,8 @@ an observation of its anchor (the prompt), its reference estimate read from the 
 ``artifact`` in the recipe's run directory, else from the transcript's matching segment call.
 Fixture parts (drawers, doors, knobs) that the run read with ``view_fixtures`` before its first
 motion are anchors too (:func:`fixture_anchors`), bound only by waypoints with no segmented object
-within the radius; a plan keeps only the parts some waypoint is bound to.
+within the radius; while the gripper is closed on a part (a drawer pull), every farther waypoint
+follows that part too. A plan keeps only the parts some waypoint is bound to.
 An older recipe without ``segment`` lines is still read: the transcript's successful segment
 calls (after its last reset) are then interleaved with the recipe commands in call order, each
 command matched in order to the transcript's non-error call of that tool.
@@ -221,6 +222,9 @@ class _PlanBuilder:
         #: within the radius; the used ones join ``anchors`` in :meth:`finish`
         self.fixtures = list(fixtures or [])
         self.used_fixtures: set[str] = set()
+        #: the fixture part the gripper closed on (a drawer handle): until it opens, waypoints
+        #: beyond the radius (the end of a pull) follow that part, not the world
+        self.held_fixture: dict | None = None
 
     def finish(self) -> None:
         """Add the fixture anchors that some waypoint is bound to, each located once at the start
@@ -263,6 +267,8 @@ class _PlanBuilder:
                         best, best_d = a, d
                 if best is not None:
                     break
+            if best is None and self.held_fixture is not None:
+                best = self.held_fixture
             if best is not None:
                 if best in self.fixtures:
                     self.used_fixtures.add(best["id"])
@@ -272,6 +278,10 @@ class _PlanBuilder:
                 self.current_anchor = best["id"]
             else:
                 self.current_anchor = None
+        elif cmd["action"] in ("set_gripper", "release"):
+            closing = cmd["action"] == "set_gripper" and float(args.get("gripper", -1)) > 0
+            self.held_fixture = next((a for a in self.fixtures if a["id"] == self.current_anchor), None) \
+                if closing else None
         elif args.get("target_yaw") is not None and self.current_anchor is not None:
             a = next(x for x in [*self.anchors, *self.fixtures] if x["id"] == self.current_anchor)
             step.update(anchor=a["id"], observation=len(a["observations"]) - 1)

@@ -309,6 +309,7 @@ def test_fixture_parts_read_before_the_first_motion_become_anchors(tmp_path):
              ("set_gripper", {"gripper": 1.0, "steps": 15}, {"gripper": 1.0}),
              ("view_fixtures", {}, _cabinet()),  # after moving: not an anchor
              ("move_pose", {"xyz": [0.04, -0.05, 1.015], "target_pitch": -1.57}, {"reached": True}),
+             ("move_pose", {"xyz": [0.04, 0.03, 1.015], "target_pitch": -1.57}, {"reached": True}),  # 17 cm: held
              ("finish", {"status": "success", "summary": "ok"}, {"_finish": True})]
     messages = [{"role": "user", "content": [{"type": "text", "text": "open the middle drawer"}], "source": "task"}]
     recipe = []
@@ -328,8 +329,10 @@ def test_fixture_parts_read_before_the_first_motion_become_anchors(tmp_path):
         ("f1", "wooden_cabinet_1/cabinet_top", "fixture_part"), ("f2", "wooden_cabinet_1/cabinet_middle", "fixture_part")]
     assert [(s["op"], s.get("tool"), s["anchor"]) for s in plan["steps"]] == [  # f0 (the stove button) binds nothing
         ("locate", None, "f1"), ("locate", None, "f2"), ("tool", "move_to", None), ("tool", "move_to", "f1"),
-        ("tool", "move_pose", "f2"), ("tool", "set_gripper", None), ("tool", "move_pose", "f2")]
+        ("tool", "move_pose", "f2"), ("tool", "set_gripper", None), ("tool", "move_pose", "f2"),
+        ("tool", "move_pose", "f2")]  # the end of the pull follows the held drawer, though beyond the radius
     assert plan["steps"][6]["offset_xy"] == [0.0, pytest.approx(0.09)]
+    assert plan["steps"][7]["offset_xy"] == [0.0, pytest.approx(0.17)]
     assert fixture_estimate(_cabinet(), "flat_stove_1", "button")["center"] == [-0.41, 0.21, 0.93]  # no handle: box
     assert fixture_estimate(_cabinet(), "flat_stove_1", "knob") is None
     # the replay: the cabinet moved 2 cm in x and -1 cm in y; one view_fixtures serves both locates
@@ -341,11 +344,13 @@ def test_fixture_parts_read_before_the_first_motion_become_anchors(tmp_path):
 
     planner = FlashPlanner()
     planner._replay(plan, {"anchors": anchors["anchors"]}, call, lambda text: None, None)
-    assert [n for n, _ in seen] == ["view_fixtures", "move_to", "move_to", "move_pose", "set_gripper", "move_pose"]
+    assert [n for n, _ in seen] == ["view_fixtures", "move_to", "move_to", "move_pose", "set_gripper", "move_pose",
+                                    "move_pose"]
     moves = [a["xyz"] for n, a in seen if n in ("move_to", "move_pose")]
     assert moves[0] == [-0.09, 0.0, 1.12]  # unbound: as recorded
     assert moves[1] == [pytest.approx(0.06), pytest.approx(-0.02), 1.075]
     assert moves[3] == [pytest.approx(0.06), pytest.approx(-0.06), 1.015]
+    assert moves[4] == [pytest.approx(0.06), pytest.approx(0.02), 1.015]
     assert all(e["found"] for e in planner._log if e["op"] == "locate")
     # a part the live scene lacks is a named failure, as for a lost object
     with pytest.raises(Exception, match="flash_anchor_not_found"):
