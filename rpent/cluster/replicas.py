@@ -24,6 +24,7 @@ import ipaddress
 import logging
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -42,6 +43,13 @@ log = logging.getLogger("rpent.cluster.replicas")
 HEALTH_TIMEOUT_S = 10.0
 """Seconds for one liveness check of a replica (actor ping + server ``healthz``)."""
 
+
+
+def _unblocked_signals() -> None:  # runs in the child between fork and exec
+    """An empty signal mask for the server: a Ray worker runs its task with SIGINT blocked (Ray 2.60,
+    ``SigBlk`` in ``/proc/<pid>/status``) and a blocked mask survives ``exec``, so a replica started
+    from an actor would otherwise ignore SIGINT (same fix as ``rpent.batch.ray_executor``)."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
 
 class ReplicaServer:
     """The body of :class:`ReplicaActor`: one RPC server child process (usable without Ray in tests).
@@ -72,7 +80,7 @@ class ReplicaServer:
         err = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         try:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                         env=self.env, text=True)
+                                         env=self.env, text=True, preexec_fn=_unblocked_signals)
         finally:
             if err is not subprocess.DEVNULL:
                 err.close()

@@ -98,6 +98,7 @@ class ScriptedPlanner:
             stats.turns_used += 1
             t = time.monotonic()
             res = toolkit.execute(name, args, call_id)
+            latest.note(name, args, res)
             clean = {k: v for k, v in res.items() if k != "_images"}
             n_img = len(res.get("_images") or [])
             messages.append({"role": "tool", "name": name, "tool_call_id": call_id, "content": clean,
@@ -108,6 +109,8 @@ class ScriptedPlanner:
                 raise _Stop((steering.stop_reason if steering is not None else None) or "interrupted by operator")
             return res
 
+        latest = _Latest()
+        call.latest = latest  # type: ignore[attr-defined]
         remove_listener = steering.add_interrupt_listener(toolkit.cancel) if steering is not None else (lambda: None)
         try:
             view = call("view_env_state", {})
@@ -118,7 +121,7 @@ class ScriptedPlanner:
                 self._finish_or_give_up(call, result, "unsupported", plan.reason)
                 return self._done(result, t0)
             say("Plan: " + "; then ".join(
-                f"step {i}: " + (g.describe() if isinstance(g, strategy.FixtureGoal) else f"put the {g.describe()}")
+                f"step {i}: " + (g.describe() if isinstance(g, (strategy.FixtureGoal, strategy.PushGoal)) else f"put the {g.describe()}")
                 for i, g in enumerate(plan.steps, 1)) + ".")
             home = (view.get("state") or {}).get("robot0_eef_pos")
             for attempt in range(1, MAX_ATTEMPTS + 1):
@@ -169,6 +172,20 @@ class ScriptedPlanner:
             tag = f"step {k}/{n} ({goal.describe()})" if n > 1 else goal.describe()
             if k > 1 and home is not None:
                 ScriptedPlanner._go_home(call, home)
+            if isinstance(goal, strategy.PushGoal):
+                try:
+                    outcome = ScriptedPlanner._push_step(call, say, goal)
+                except scene.NotFound as exc:
+                    say(f"{tag}: {exc}")
+                    return None, f"{tag}: {exc}"
+                if toolkit.solved():
+                    say("The environment reports success.")
+                    return "success", "did: " + "; ".join(g.describe() for g in plan.steps[:k])
+                if not outcome.get("done") or k == n:
+                    reason = outcome.get("reason") or "task predicate not satisfied"
+                    say(f"{tag} ended at stage '{outcome.get('stage')}' without success: {reason}")
+                    return "failure", f"{tag} stopped at {outcome.get('stage')}: {reason}"
+                continue
             if isinstance(goal, strategy.FixtureGoal):
                 try:
                     if goal.action == "open":
@@ -196,10 +213,17 @@ class ScriptedPlanner:
             if picked.target_name in targets and picked.target_name not in placed and goal.target_part is None:
                 # a target seen before (not moved since): what an earlier step put on it now hides part of it
                 picked = dataclasses.replace(picked, target=targets[picked.target_name], target_cut=False)
-            if picked.target_cut and goal.target_part is None:
+            rack = layout.is_rack(goal.target_phrase) and goal.target_part is None and goal.target_side is None
+            if picked.target_cut and goal.target_part is None and not rack:
+                # (not a rack: seen from above, its centre moved 8 cm toward its top board, goal_swap t9)
                 picked = ScriptedPlanner._look_at_target(call, say, goal, picked)
             targets[picked.target_name] = picked.target
             target, where = picked.target, f"{goal.relation} {picked.target_name}"
+            params = strategy.StrategyParams()
+            if rack:  # set it down upright in the rack's cradle, carried just above it
+                target = layout.rack_cradle(picked.target)
+                params = dataclasses.replace(params, carry_clearance=layout.RACK_CARRY_CLEARANCE)
+                where = f"in the cradle of {picked.target_name} ({layout.RACK_CRADLE_DEPTH * 100:.0f} cm below its top)"
             if goal.target_side is not None:  # on the table beside the target
                 target = layout.beside_target(picked.target, picked.obj, goal.target_side)
                 where = f"on the table {goal.target_side} of {picked.target_name}"
@@ -212,7 +236,7 @@ class ScriptedPlanner:
             say(f"{tag}: picking {picked.object_name} at "
                 f"({picked.obj.center[0]:.3f}, {picked.obj.center[1]:.3f}) and placing it {where} "
                 f"at ({target.center[0]:.3f}, {target.center[1]:.3f}).")
-            outcome = strategy.pick_and_place(_ToolExecutor(call), picked.obj, target, goal.relation,
+            outcome = strategy.pick_and_place(_ToolExecutor(call), picked.obj, target, goal.relation, params,
                                               relocate=scene.wrist_relocator(call, goal.object_phrase, picked.obj),
                                               obstacles=picked.obstacles, boxes=picked.boxes,
                                               carry_over=placed_tops.get(key),
@@ -251,8 +275,7 @@ class ScriptedPlanner:
         from rpent.robots.libero.skills.motion import xy_waypoints
 
         t = picked.target
-        view = call("view_env_state", {})
-        pos = [float(v) for v in (view.get("state") or {}).get("robot0_eef_pos", t.center)]
+        pos = [float(v) for v in _ToolExecutor(call).current_state().get("robot0_eef_pos", t.center)]
         z = max(pos[2], t.top_z + LOOK_HEIGHT)
         call("move_to", {"xyz": [pos[0], pos[1], z], "gripper": control.GRIPPER_OPEN, "max_steps": 80})
         for wp in xy_waypoints([pos[0], pos[1], z], [t.center[0], t.center[1], t.top_z + LOOK_HEIGHT], 0.25):
@@ -331,13 +354,41 @@ class ScriptedPlanner:
         return moved
 
     @staticmethod
+    def _push_step(call, say, goal) -> dict:
+        """Push the object to the goal's side of the reference (:mod:`rpent.robots.libero.skills.push`),
+        looking at it again on the agentview camera after each leg (the instance nearest where
+        it should be, within 0.12 m)."""
+        import math
+
+        from rpent.robots.libero.skills import push, scene
+
+        insts = scene.find_instances(call, goal.object_phrase)
+        obj = scene.choose_instance(call, goal.object_qualifier, insts).est
+        ref = scene.find_instances(call, goal.target_phrase)[0].est
+        gx, gy = push.push_goal(ref, obj, goal.side)
+        say(f"{goal.describe()}: the {goal.object_phrase} is at ({obj.center[0]:.3f}, {obj.center[1]:.3f}), the "
+            f"{goal.target_phrase} at ({ref.center[0]:.3f}, {ref.center[1]:.3f}); pushing it to ({gx:.3f}, {gy:.3f}).")
+        def relook(predicted):
+            """The instance nearest where the object should be now; the only instance of its
+            kind wherever it is; None when several are and none lies within 0.12 m."""
+            try:
+                seen = scene.find_instances(call, goal.object_phrase)
+            except scene.NotFound:
+                return None
+            best = min(seen, key=lambda i: math.hypot(i.est.center[0] - predicted[0], i.est.center[1] - predicted[1]))
+            if len(seen) > 1 and math.hypot(best.est.center[0] - predicted[0], best.est.center[1] - predicted[1]) > 0.12:
+                return None
+            return best.est
+
+        return push.push_object(_ToolExecutor(call), obj, (gx, gy), relook=relook)
+
+    @staticmethod
     def _go_home(call, home) -> None:
         """Rise 5 cm, then move (in <= 0.25 m legs) to ``home`` with the gripper open, pointing down."""
         from rpent.robots.libero import control
         from rpent.robots.libero.skills.motion import xy_waypoints
 
-        view = call("view_env_state", {})
-        pos = [float(v) for v in (view.get("state") or {}).get("robot0_eef_pos", home)]
+        pos = [float(v) for v in _ToolExecutor(call).current_state().get("robot0_eef_pos", home)]
         start = [pos[0], pos[1], max(pos[2] + 0.05, float(home[2]))]
         call("move_pose", {"xyz": start, "target_pitch": 0.0, "gripper": control.GRIPPER_OPEN, "max_steps": 80})
         for wp in xy_waypoints(start, [float(v) for v in home], 0.25):
@@ -397,24 +448,104 @@ class ScriptedPlanner:
         return result
 
 
-class _ToolExecutor:
-    """Adapts tool calls to the strategy's executor interface: ``run(tool, args) -> (result, state)``."""
+def _state_of(view: dict) -> dict:
+    """Flat state (robot obs + episode flags) of a ``view_env_state`` answer or a ``state_after``."""
+    return {**view["state"], "terminated": view["terminated"], "truncated": view["truncated"],
+            "success": view["success"]}
 
-    def __init__(self, call) -> None:
-        self._call = call
+
+#: the motion tools' default gripper command (:mod:`rpent.robots.libero.toolkit.motion`)
+_GRIPPER_DEFAULT = {"move_to": -1.0, "move_pose": -1.0, "rotate_wrist": 1.0, "rotate_pitch": 1.0, "set_gripper": -1.0}
+
+
+class _Latest:
+    """The latest robot state seen in any tool answer of this run (``state_after`` of a motion
+    tool, or ``view_env_state`` of the latest step) and the last gripper command sent, so the
+    planner need not call ``view_env_state`` again to know where the arm is, and can leave out
+    motion calls that would not move it."""
+
+    def __init__(self) -> None:
         self.state: dict[str, Any] | None = None
+        self.gripper: float | None = None  #: last gripper command (-1 open, +1 close) of a motion call
+        self.skipped = 0  #: motion calls left out because the arm was already there
 
-    def run(self, tool: str, args: dict) -> dict:
-        res = self._call(tool, args)
+    def note(self, name: str, args: dict, res: dict) -> None:
+        """Update from one tool call and its answer."""
         after = res.get("state_after")
         if after:
-            self.state = {**after["state"], "terminated": after["terminated"], "truncated": after["truncated"],
-                          "success": after["success"]}
+            self.state = _state_of(after)
+        elif name == "view_env_state" and "state" in res and args.get("step", -1) == -1:
+            self.state = _state_of(res)
+        if name in ("move_to", "move_pose", "rotate_wrist", "rotate_pitch", "set_gripper") and "error" not in res:
+            self.gripper = float(args.get("gripper", _GRIPPER_DEFAULT[name]))
+        elif name == "release" and "error" not in res:
+            self.gripper = -1.0
+
+
+def needless_motion(tool: str, args: dict, state: dict | None, gripper: float | None) -> dict | None:
+    """The answer of a motion call that would not move the arm, or None when it must be made.
+
+    A ``move_to`` whose target is already within its ``tol`` (default 0.012 m) of the eef, with
+    the yaw within 0.02 rad of ``target_yaw`` (the loop's own stop test,
+    :func:`rpent.robots.libero.control.move_to`) and the same gripper command as the last call,
+    and a ``rotate_wrist`` to a ``target_yaw`` already within its ``tol`` (default 0.02 rad) with
+    that gripper command, take 0 env steps but still cost a full step capture (two cameras with
+    depth and segmentation, ~0.3-2 s here); the planner leaves them out. Every other call is made.
+
+    Args:
+        tool, args: the call; state: latest flat state (``robot0_eef_pos``, ``robot0_eef_quat``
+            xyzw) or None; gripper: last gripper command sent (None: unknown).
+    Returns:
+        ``{"steps_used": 0, "reached": True, "skipped": reason}`` or None.
+    """
+    from rpent.robots.libero import control
+
+    if state is None or gripper is None or tool not in ("move_to", "rotate_wrist"):
+        return None
+    g = float(args.get("gripper", _GRIPPER_DEFAULT[tool]))
+    if g != gripper:
+        return None
+    rs = control.robot_state(state)
+    yaw_now = control.eef_yaw(rs["eef_quat"])
+    if tool == "rotate_wrist":
+        if args.get("target_yaw") is None or not control.angle_reached(yaw_now, float(args["target_yaw"]),
+                                                                        float(args.get("tol", 0.02))):
+            return None
+        return {"steps_used": 0, "reached": True, "final_yaw": yaw_now, "skipped": "the wrist is already at this yaw"}
+    if not control.position_reached(rs["eef_pos"], args["xyz"], float(args.get("tol", 0.012))):
+        return None
+    if args.get("target_yaw") is not None and not control.angle_reached(yaw_now, float(args["target_yaw"]), 0.02):
+        return None
+    return {"steps_used": 0, "reached": True, "final_eef_pos": [float(v) for v in rs["eef_pos"]],
+            "skipped": "the eef is already there"}
+
+
+class _ToolExecutor:
+    """Adapts tool calls to the strategy's executor interface (``run(tool, args) -> result``,
+    ``current_state()``), over the planner's ``call`` and its :class:`_Latest` state; motion
+    calls that would not move the arm (:func:`needless_motion`) are left out."""
+
+    def __init__(self, call, latest: _Latest | None = None) -> None:
+        self._call = call
+        self.latest = latest if latest is not None else getattr(call, "latest", None) or _Latest()
+
+    @property
+    def state(self) -> dict[str, Any] | None:
+        return self.latest.state
+
+    def run(self, tool: str, args: dict) -> dict:
+        skip = needless_motion(tool, args, self.latest.state, self.latest.gripper)
+        if skip is not None:
+            self.latest.skipped += 1
+            return skip
+        res = self._call(tool, args)
+        if not hasattr(self._call, "latest"):
+            self.latest.note(tool, args, res)
         return res
 
     def current_state(self) -> dict:
-        if self.state is None:
-            view = self._call("view_env_state", {})
-            self.state = {**view["state"], "terminated": view["terminated"], "truncated": view["truncated"],
-                          "success": view["success"]}
-        return self.state
+        if self.latest.state is None:
+            res = self._call("view_env_state", {})
+            if not hasattr(self._call, "latest"):
+                self.latest.note("view_env_state", {}, res)
+        return self.latest.state

@@ -40,9 +40,6 @@ async def capture(root: Path, screen: str, size: tuple[int, int], expected: str 
     app = canned_app(root, start_mode=mode)
     async with app.run_test(size=size) as pilot:
         if screen in ("trajectories", "flywheel"):
-            async def loaded():
-                return app.screen.query_one("#runs" if screen == "trajectories" else "#fw-runs").option_count \
-                    if screen == "flywheel" else app.screen.steps
             for _ in range(200):
                 await pilot.pause(0.02)
                 if (app.screen.steps if screen == "trajectories" else app.screen.query_one("#fw-runs").option_count):
@@ -52,8 +49,21 @@ async def capture(root: Path, screen: str, size: tuple[int, int], expected: str 
         if screen == "help":
             app.push_screen(HelpScreen(app.screen))
         await pilot.pause(0.3)
-        for widget in app.screen.query("Input, TextArea"):
-            widget.cursor_blink = False
+
+        def steady_cursors():
+            """Cursors drawn steadily where the focus is now, before every capture. Textual's blink
+            pause shows a cursor only if its widget has focus at that moment (focus may land after
+            mount on a loaded machine), and TextArea's line cache (Textual 8.2.8) keys a line the same
+            with the blink off as in the blink's "off" phase, so a line cached in that phase would
+            keep the cursor hidden: the blink is switched on and off again and that cache dropped."""
+            for widget in app.screen.query("Input, TextArea"):
+                widget.cursor_blink = True
+                widget.cursor_blink = False
+                if hasattr(widget, "_line_cache"):
+                    widget._line_cache.clear()
+                widget.refresh()
+
+        steady_cursors()
         await pilot.pause(0.1)
         svg = app.export_screenshot(title=f"rpent-tui {screen}")
         footer = {"operator": "Success", "help": "Close"}.get(screen, "Help")
@@ -61,10 +71,14 @@ async def capture(root: Path, screen: str, size: tuple[int, int], expected: str 
             if footer in svg:
                 break
             await pilot.pause(0.1)
+            steady_cursors()
+            await pilot.pause(0.05)
             svg = app.export_screenshot(title=f"rpent-tui {screen}")
         deadline = time.monotonic() + 30.0
         while expected is not None and not same_picture(svg, expected) and time.monotonic() < deadline:
             await pilot.pause(0.2)
+            steady_cursors()
+            await pilot.pause(0.05)
             svg = app.export_screenshot(title=f"rpent-tui {screen}")
         return svg
 

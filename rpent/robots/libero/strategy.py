@@ -11,6 +11,7 @@ from rpent.robots.libero.skills.estimate import ObjectEstimate, refine_estimate
 from rpent.robots.libero.skills.language import (
     FixtureGoal,
     PickPlaceGoal,
+    PushGoal,
     Qualifier,
     TaskPlan,
     Unsupported,
@@ -38,6 +39,7 @@ from rpent.robots.libero.skills.naming import (
 __all__ = [
     "FixtureGoal",
     "PickPlaceGoal",
+    "PushGoal",
     "Qualifier",
     "TaskPlan",
     "Unsupported",

@@ -199,3 +199,15 @@ def test_a_hand_well_clear_of_furniture_keeps_the_default_rim_side():
     bowl = est((-0.1005, 0.0071, 0.9249), 0.9498, 0.901, 0.1011, 0.0942)
     g = plan_grasp(bowl, 0.0, boxes=[box_from_part(p) for p in parts], place_xy=(0.042, -0.2426))
     assert g["kind"] == "rim" and g["offset"][1] > 0.03 and g["yaw"] == 0.0
+
+
+def test_carry_height_capped_where_the_arm_stalls_but_clears_the_target():
+    from rpent.robots.libero.skills.grasp import StrategyParams
+    from rpent.robots.libero.skills.motion import _reachable_carry
+
+    p = StrategyParams()
+    assert _reachable_carry(1.10, 0.95, p) == 1.10  # below the cap: unchanged
+    # libero_goal t2 seed 1: a bottle hanging 0.115 m over a 1.13 m cabinet top -> 1.305 m was not reached
+    assert _reachable_carry(1.305, 1.13 + 0.115, p) == p.max_carry_z
+    # never so low that the carried object's bottom comes within 2 cm of the target's top
+    assert _reachable_carry(1.40, 1.30, p) == 1.32

@@ -149,3 +149,38 @@ def test_drawer_target_sets_things_down_on_the_drawer_floor():
     assert 0.048 + 0.05 < t.center[1] < 0.194
     # a 5 cm bowl set down on the floor stays under the opening (the middle drawer starts at 0.983 m)
     assert t.support[2] + 0.05 < 0.983
+
+
+# ---------------------------------------------------------------------- wine rack cradle
+# the rack's segment(all_instances=True) estimate as recorded on libero_goal t9 and libero_goal_swap t9
+# (seed 0, agentview, step 0), and the box where LIBERO's top_region check (``SiteObject.under``
+# of wine_rack_1_top_region) holds for a bottle's base 1.15 m high there (scanned in the simulator)
+RACK_GOAL = dict(center=(-0.242, -0.2553, 0.8523), top_z=1.2162, bottom_z=0.4884, major_yaw=-0.0602,
+                 major_extent=0.2462, minor_extent=0.1145, source="sim_oracle_agentview_mask",
+                 support=(-0.2259, -0.2851, 1.1904))
+RACK_SWAP = dict(center=(0.0443, -0.2239, 1.0555), top_z=1.2101, bottom_z=0.9009, major_yaw=0.0702,
+                 major_extent=0.2467, minor_extent=0.1117, source="sim_oracle_agentview_mask",
+                 support=(0.1015, -0.2589, 0.9405))
+REGION_GOAL = ((-0.365, -0.17), (-0.245, -0.17))
+REGION_SWAP = ((-0.07, 0.125), (-0.235, -0.16))
+
+
+@pytest.mark.parametrize("rack,region", [(RACK_GOAL, REGION_GOAL), (RACK_SWAP, REGION_SWAP)])
+def test_rack_cradle_lies_in_the_racks_top_region(rack, region):
+    from rpent.robots.libero.skills.layout import rack_cradle
+
+    c = rack_cradle(ObjectEstimate(**rack))
+    (x0, x1), (y0, y1) = region
+    assert x0 + 0.02 < c.center[0] < x1 - 0.02
+    assert y0 + 0.01 < c.center[1] < y1 - 0.01  # >= 1 cm inside across the 7 cm slab
+    assert 1.12 < c.top_z < 1.17
+    assert c.major_extent == 0.0 and c.minor_extent == 0.0
+
+
+def test_rack_cradle_faces_the_table_centre_and_rack_phrases():
+    from rpent.robots.libero.skills.layout import is_rack, rack_cradle
+
+    mirrored = ObjectEstimate(**{**RACK_GOAL, "center": (-0.242, 0.2553, 0.8523)})
+    assert rack_cradle(mirrored).center[1] < 0.2553  # a rack on the other side: its cradle toward y = 0
+    assert rack_cradle(ObjectEstimate(**RACK_GOAL)).center[1] > -0.2553
+    assert is_rack("wine rack") and is_rack("rack") and not is_rack("racket") and not is_rack("plate")

@@ -25,9 +25,10 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from rpent.robots.libero import control
+from rpent.robots.libero.skills.grasp import ROBOT_BASE_XY
 from rpent.robots.libero.skills.motion import Executor, xy_waypoints
 
-__all__ = ["KNOB_ON", "turn_knob", "close_drawer", "open_drawer", "open_direction", "part_by_words"]
+__all__ = ["KNOB_ON", "turn_knob", "close_drawer", "drawer_push_plan", "open_drawer", "open_direction", "part_by_words"]
 
 #: qpos (rad) at which LIBERO's flat stove counts as on (``default_turnon_ranges`` minimum).
 KNOB_ON = 0.5
@@ -36,6 +37,22 @@ DRAWER_TRAVEL = 0.17
 #: grip-site height (m) above a drawer's lowest point when pushing it shut (finger pads ~1.3 cm
 #: lower, palm ~2.3 cm higher: libero_10 t3's bottom drawer is 7 cm tall, the table 8 mm below it).
 DRAWER_PUSH_HEIGHT = 0.022
+#: distance (m) of the push point from the end of the drawer front nearest the robot base
+#: (pushed at the front's centre, the forearm (``robot0_link5``) met the cabinet's body at
+#: qpos -0.066 m with the grip site 4 cm above the table, libero_10 t3, seeds 0 and 1).
+DRAWER_PUSH_EDGE = 0.04
+#: how far (m) past the closed position of the part box's front (the handle's outer face) a push
+#: aims: beside the handle the panel is ~3 cm deeper (the push stops early once the joint reads closed).
+DRAWER_PUSH_PAST = 0.05
+#: qpos (m) from which a cabinet drawer counts as closed (LIBERO ``default_close_ranges`` [0, 0.005]
+#: of ``WoodenCabinet`` / ``WhiteCabinet``; 2 mm of margin).
+DRAWER_CLOSED = 0.002
+#: further 3 cm pushes from where the eef stands when the legs end short of closed (a leg
+#: counts as reached 1.2 cm before its goal: libero_10 t3 seed 2 stopped at qpos -0.002 m).
+DRAWER_EXTRA_PUSHES = 2
+#: pitch (rad) by which the closed fingertips lean into a drawer push (the hand, upright, met the
+#: front of the drawer above once the pushed front was 5 cm from shut: libero_10 t3, seed 0).
+DRAWER_PUSH_TILT = 0.6
 
 PartsFn = Callable[[], Mapping[str, list]]
 
@@ -211,54 +228,113 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
             "qpos": qpos, "grip_angle": grip}
 
 
-def close_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Mapping[str, Any] | None]) -> dict:
-    """Push an open drawer shut: closed gripper pointing down, turned so its fingers close
-    across the push (the Panda hand is long along the fingers' closing line and reaches ~6 cm
-    past the closed fingers along it: pushed along that line, a lower drawer stopped at qpos
-    -0.060 m when the hand met the handle of the drawer above, libero_10 t3), the grip site
-    ``DRAWER_PUSH_HEIGHT`` above the drawer's lowest point (the palm, ~2.3 cm above the grip
-    site, then stays below the drawer above), 5 cm in front of the front (the handle's outer
-    face), pushed along the closing direction until 2 cm past the closed position's front.
-    LIBERO counts a cabinet drawer closed only at qpos > 0 (``WoodenCabinet`` /
-    ``WhiteCabinet`` ``default_close_ranges`` [0, 0.005]).
+def drawer_push_plan(part: Mapping[str, Any]) -> dict:
+    """Where :func:`close_drawer` pushes an open drawer (pure geometry, world frame, m, rad).
 
+    Args:
+        part: the drawer's slide part (``view_fixtures``: ``axis``, ``range``, ``qpos``,
+            ``min``/``max`` world box).
     Returns:
-        ``{"success", "done" (joint within 5 mm of closed), "stage", "phases", "reason"?, "qpos"}``.
+        ``{"d_open": (3,) opening direction, "start": (3,) point 5 cm in front of the
+        front, ``DRAWER_PUSH_EDGE`` in from its end nearest the robot base, at the box's
+        mid-height (the eef comes down to ``z`` there; the push legs run from it); "goal":
+        (3,) ``DRAWER_PUSH_PAST`` past the closed position of the box's front; "z": grip-site
+        height (``DRAWER_PUSH_HEIGHT`` above the box's bottom); "above_z": approach height
+        (8 cm above the box); "tilt": pitch about world x leaning the fingertips into the
+        push (``DRAWER_PUSH_TILT``, signed; 0 for a drawer not along world y)}``.
     """
-    phases: list[dict] = []
-    run, travel = _runner(ex, phases)
     d_open = open_direction(part)
-    lo, hi = np.asarray(part["min"]), np.asarray(part["max"])
+    lo, hi = np.asarray(part["min"], dtype=np.float64), np.asarray(part["max"], dtype=np.float64)
     centre = (lo + hi) / 2.0
     half = float(np.abs((hi - lo) @ d_open)) / 2.0
     front = centre + d_open * half  # world point on the drawer front (the side it opens toward)
+    across = np.array([-float(d_open[1]), float(d_open[0]), 0.0])  # along the front, horizontal
+    across /= max(float(np.linalg.norm(across)), 1e-9)
+    width = float(np.abs((hi - lo) @ across)) / 2.0
+    side = 1.0 if float((np.array([ROBOT_BASE_XY[0], ROBOT_BASE_XY[1], 0.0]) - centre) @ across) > 0 else -1.0
+    front = front + across * side * max(width - DRAWER_PUSH_EDGE, 0.0)
     z = float(lo[2]) + DRAWER_PUSH_HEIGHT
+    start = front + d_open * 0.05  # at the box's mid-height: the push legs come down to z from there
+    # the part box's front is the handle's outer face; beside the handle the panel is ~3 cm deeper
+    goal = front - d_open * (abs(float(part["qpos"])) + DRAWER_PUSH_PAST)
+    goal[2] = z
+    # lean the fingertips into the push (pitch about world x, only for a drawer along world y):
+    # upright, the hand met the front of the drawer above once the pushed front was 5 cm from shut
+    tilt = 0.0 if abs(float(d_open[1])) < 0.9 else (DRAWER_PUSH_TILT if d_open[1] < 0 else -DRAWER_PUSH_TILT)
+    return {"d_open": d_open, "start": start, "goal": goal, "z": z, "above_z": float(hi[2]) + 0.08, "tilt": tilt}
+
+
+def close_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Mapping[str, Any] | None]) -> dict:
+    """Push an open drawer shut with the closed fingertips.
+
+    The gripper comes down pointing down, turned so its fingers close across the push (the
+    Panda hand is long along the closing line and reaches ~6 cm past the closed fingers
+    along it), ``DRAWER_PUSH_EDGE`` m in from the end of the front nearest the robot base
+    (:data:`rpent.robots.libero.skills.grasp.ROBOT_BASE_XY`; pushed at the front's centre,
+    the forearm met the cabinet's body), its grip site ``DRAWER_PUSH_HEIGHT`` above the
+    drawer's lowest point, 5 cm in front of the front; for a drawer along world y it then
+    leans the fingertips ``DRAWER_PUSH_TILT`` rad into the push (upright, the hand met the
+    front of the drawer above 5 cm before shut) and pushes along the closing direction in
+    5 cm legs to ``DRAWER_PUSH_PAST`` m past the closed position of the part box's front,
+    re-reading the joint after each leg (``read_part``) and stopping once it reads
+    ``DRAWER_CLOSED``; short of it, up to ``DRAWER_EXTRA_PUSHES`` further 3 cm pushes. Measured on libero_10 t3 (``white_cabinet``, bottom drawer with a
+    bowl inside). LIBERO counts a cabinet drawer closed only at qpos > 0 (``WoodenCabinet``
+    / ``WhiteCabinet`` ``default_close_ranges`` [0, 0.005]).
+
+    Args:
+        part: the drawer's slide part (``view_fixtures``; ``min``/``max`` world box, m).
+        read_part: returns the part's current dict (or None).
+    Returns:
+        ``{"success", "done" (joint at qpos >= 0, closed), "stage", "phases", "reason"?, "qpos"}``.
+    """
+    phases: list[dict] = []
+    run, travel = _runner(ex, phases)
+    plan = drawer_push_plan(part)
+    d_open, z, tilt = plan["d_open"], plan["z"], plan["tilt"]
+    start, goal = plan["start"], plan["goal"]
     # fingers closing across the push: closing line (-sin yaw, cos yaw) perpendicular to d_open
     cur = control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"])
     want = math.atan2(float(d_open[1]), float(d_open[0]))
     yaw = float(cur + (want - cur + math.pi / 2) % math.pi - math.pi / 2)
-    start = front + d_open * 0.05
-    above = [float(start[0]), float(start[1]), float(hi[2]) + 0.08]
+    above = [float(start[0]), float(start[1]), plan["above_z"]]
     if not travel("drawer approach", above, control.GRIPPER_CLOSE, max_steps=120):
         return _result(ex, phases, "drawer approach", False, "approach failed")
     run("drawer align", "rotate_wrist", target_yaw=yaw, gripper=control.GRIPPER_CLOSE, tol=0.03)
     run("drawer descend", "move_to", xyz=[float(start[0]), float(start[1]), z], gripper=control.GRIPPER_CLOSE,
         step_clip=0.015, max_steps=100, target_yaw=yaw)
+    if tilt:
+        run("drawer tilt", "move_pose", xyz=[float(start[0]), float(start[1]), z], target_pitch=tilt, target_yaw=yaw,
+            gripper=control.GRIPPER_CLOSE, step_clip=0.015, max_steps=60)
     qpos = float(part["qpos"])
-    goal = front - d_open * (abs(qpos) + 0.02)
     for wp in xy_waypoints(start, [float(goal[0]), float(goal[1]), z], 0.05):
-        r = run("drawer push", "move_to", xyz=[float(v) for v in wp], gripper=control.GRIPPER_CLOSE, step_clip=0.015,
-                max_steps=40, target_yaw=yaw)
+        r = run("drawer push", "move_pose", xyz=[float(v) for v in wp], target_pitch=tilt, target_yaw=yaw,
+                gripper=control.GRIPPER_CLOSE, step_clip=0.015, max_steps=40)
         if "error" in r or control.episode_over(ex.current_state()):
+            break
+        now = read_part()
+        if now is not None and float(now["qpos"]) >= DRAWER_CLOSED:
+            break
+    for _ in range(DRAWER_EXTRA_PUSHES):  # a leg counts as reached 1.2 cm short (seed 2 stopped at -0.002 m)
+        now = read_part()
+        if now is None or float(now["qpos"]) >= DRAWER_CLOSED or control.episode_over(ex.current_state()):
+            break
+        pos = np.asarray(control.robot_state(ex.current_state())["eef_pos"], dtype=np.float64)
+        more = pos - d_open * 0.03
+        r = run("drawer push", "move_pose", xyz=[float(more[0]), float(more[1]), z], target_pitch=tilt, target_yaw=yaw,
+                gripper=control.GRIPPER_CLOSE, step_clip=0.015, tol=0.004, max_steps=25)
+        if "error" in r:
             break
     if not control.episode_over(ex.current_state()):
         pos = control.robot_state(ex.current_state())["eef_pos"]
         back = np.asarray(pos) + d_open * 0.05
-        run("drawer retreat", "move_to", xyz=[float(back[0]), float(back[1]), float(pos[2])], gripper=control.GRIPPER_CLOSE,
-            max_steps=40)
+        run("drawer retreat", "move_pose", xyz=[float(back[0]), float(back[1]), float(pos[2])], target_pitch=tilt,
+            target_yaw=yaw, gripper=control.GRIPPER_CLOSE, max_steps=40)
+        if tilt:
+            run("drawer retreat", "move_pose", xyz=[float(back[0]), float(back[1]), float(pos[2]) + 0.08],
+                target_pitch=0.0, target_yaw=yaw, gripper=control.GRIPPER_CLOSE, max_steps=80)
     now = read_part()
     qpos = float(now["qpos"]) if now else qpos
-    ok = qpos >= -0.005 or bool(ex.current_state().get("success"))
+    ok = qpos >= 0.0 or bool(ex.current_state().get("success"))
     return {**_result(ex, phases, "drawer push", ok, None if ok else f"drawer joint at {qpos:.3f} m after the push"),
             "qpos": qpos}
 

@@ -18,7 +18,7 @@ from typing import Sequence
 
 from rpent.robots.libero.skills.estimate import ObjectEstimate
 
-__all__ = ["StrategyParams", "plan_grasp", "needs_rim_grasp", "GRIPPER_MAX_OPENING", "RIM_INSET", "RIM_DEPTH", "Box",
+__all__ = ["StrategyParams", "plan_grasp", "needs_rim_grasp", "handle_point", "GRIPPER_MAX_OPENING", "RIM_INSET", "RIM_DEPTH", "Box",
            "box_from_part", "column_blocked"]
 
 #: Full opening of the Panda gripper (m), measured in LIBERO (``gripper_opening`` fully open).
@@ -57,6 +57,11 @@ class StrategyParams:
     min_grasp_height: float = 0.012  #: eef above the object bottom (fingertips clear the table)
     carry_clearance: float = 0.06  #: object bottom above the target top while carrying
     min_carry_z: float = 0.25  #: lowest eef height for transport moves
+    #: highest eef height (m, world) for transport moves, unless the carried object would then
+    #: come within 2 cm of the target's top: the arm stalled carrying a wine bottle at 1.30-1.31 m
+    #: from x -0.12 m on toward a cabinet at x 0.03 m (libero_goal t2, seeds 1 and 2), and
+    #: reached 1.284 m at x 0.04 m (goal_swap t9)
+    max_carry_z: float = 1.28
     release_clearance_in: float = 0.03  #: object bottom above the container rim at release
     release_clearance_on: float = 0.015  #: object bottom above the support top at release
     retreat_height: float = 0.10  #: eef rise after releasing
@@ -76,6 +81,15 @@ class StrategyParams:
     blocked_descent: float = 0.03
     #: longest object (m) a blocked centre grasp retries across its other side (the gripper opens 0.079 m)
     turn_max_extent: float = 0.072
+    #: height (m) from which an oblong object (>= 9 cm long) is a tall pot with a handle (a moka
+    #: pot: 0.136 m tall), not a bowl seen in part (:func:`handle_point`)
+    tall_height: float = 0.09
+    #: eef depth (m) below a tall pot's top for its handle grasp (a moka pot's handle bar, 1.3 cm
+    #: thick, spans 1.1-7.8 cm below its lid knob, from ``moka_pot`` collision geoms)
+    handle_depth: float = 0.045
+    #: smallest offset (m) along the long axis between the top surface's centre and the
+    #: footprint's centre that tells the handle's side (agentview: 1.1 cm on libero_10 t8's pots)
+    handle_min_shift: float = 0.005
 
 
 @dataclass(frozen=True)
@@ -164,6 +178,31 @@ def needs_rim_grasp(obj: ObjectEstimate, params: StrategyParams = StrategyParams
     return obj.major_extent >= 0.09 and obj.minor_extent >= 0.045 and obj.height >= 0.03
 
 
+def handle_point(obj: ObjectEstimate, params: StrategyParams = StrategyParams()) -> tuple[float, float] | None:
+    """World (x, y) (m) of the handle of a tall pot, or None.
+
+    A tall oblong object (``tall_height`` or taller, >= 9 cm long, narrower across than
+    ``rim_min_width`` as segmented: a moka pot) whose top surface (``support``: the lid,
+    centred over the body) lies ``handle_min_shift`` or more from the footprint's centre
+    along the long axis has its handle at the other end of that axis: the point returned
+    is that end (centre - half the major extent toward it). Measured on LIBERO's
+    ``moka_pot`` (collision geoms): the body is ~0.08 x 0.066 m, wider across the
+    handle-spout axis than the 0.079 m opening, so neither a centre nor a rim grasp holds
+    it (a centre grasp's descent stopped on its top 4 cm high, a rim grasp let it swing);
+    the handle bar is 1.3 cm thick, 5.6 cm long beyond the body, the spout 1 cm.
+    """
+    if obj.support is None or obj.height < params.tall_height or obj.major_extent < 0.09:
+        return None
+    if not 1e-6 < obj.minor_extent < params.rim_min_width:
+        return None
+    ux, uy = math.cos(obj.major_yaw), math.sin(obj.major_yaw)
+    d = (obj.support[0] - obj.center[0]) * ux + (obj.support[1] - obj.center[1]) * uy
+    if abs(d) < params.handle_min_shift:
+        return None
+    sgn = -1.0 if d > 0 else 1.0
+    return (obj.center[0] + sgn * ux * obj.major_extent / 2.0, obj.center[1] + sgn * uy * obj.major_extent / 2.0)
+
+
 def _fold(yaw: float, current: float) -> float:
     while yaw - current > math.pi / 2:
         yaw -= math.pi
@@ -241,6 +280,9 @@ def plan_grasp(obj: ObjectEstimate, current_yaw: float, params: StrategyParams =
       ``min_grasp_height`` above the bottom). To close across the narrow side the yaw is the
       major-axis direction (mod pi); for a ridge-topped object the fingers close along the
       ridge (yaw = ridge direction - pi/2). Nearly round footprints keep the current yaw.
+    * Handle grasp (:func:`handle_point`: a tall pot): eef at the handle, ``handle_depth``
+      below the top, fingers closing across the long axis; its ``offset`` puts the top
+      surface's centre (the body) over the target.
     * Rim grasp (:func:`needs_rim_grasp`: bowls, wide mugs): eef ``RIM_INSET`` inside the
       rim (radius: mean half extent of a round footprint, half the narrow side of an oblong
       one, e.g. a mug with its handle) on the freest side (:func:`_rim_side`, away from ``obstacles``), ``RIM_DEPTH`` below
@@ -254,10 +296,20 @@ def plan_grasp(obj: ObjectEstimate, current_yaw: float, params: StrategyParams =
         place_xy: where the object's centre will be put (world xy, m), for the reach check.
     Returns:
         ``{"xyz": [x, y, z_grasp], "approach_z": float, "yaw": float, "kind": "centre" |
-        "rim", "offset": [dx, dy]}`` (m, rad; ``offset`` = grasp xy minus object centre xy,
+        "rim" | "handle", "offset": [dx, dy]}`` (m, rad; ``offset`` = grasp xy minus object centre xy,
         kept while carrying so the object's centre lands on the target's).
     """
     height = obj.height
+    handle = handle_point(obj, params)
+    if handle is not None:
+        return {
+            "xyz": [handle[0], handle[1], max(obj.bottom_z + params.min_grasp_height, obj.top_z - params.handle_depth)],
+            "approach_z": obj.top_z + params.approach_clearance,
+            "yaw": _fold(obj.major_yaw, current_yaw),  # fingers close across the handle bar
+            "kind": "handle",
+            # the top surface (over the body's axis) goes over the target, not the mask's centre
+            "offset": [handle[0] - obj.support[0], handle[1] - obj.support[1]],
+        }
     if needs_rim_grasp(obj, params):
         round_ = obj.major_extent / obj.minor_extent < params.round_ratio
         radius = (obj.major_extent + obj.minor_extent) / 4.0 if round_ else obj.minor_extent / 2.0  # mug: body, not handle

@@ -14,8 +14,9 @@ Pure text processing (no simulator). Supported forms (case-insensitive; articles
   (two instances: "put both moka pots on the stove")
 * two sentences joined by "and": "put the X on the Y and put the Z on the W"
 
-Not supported (yield :class:`Unsupported` with the reason): articulated fixtures ("open",
-"close", "turn on/off"), pushing, placing into named regions ("to the right of the plate",
+* "push the X to the front/back/left/right of the Y" (:class:`PushGoal`)
+
+Not supported (yield :class:`Unsupported` with the reason): placing into named regions ("to the right of the plate",
 "in the back compartment of the caddy", "in the bottom drawer").
 """
 
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 
 from rpent.robots.libero.skills.naming import clean_text, strip_articles
 
-__all__ = ["Qualifier", "PickPlaceGoal", "FixtureGoal", "TaskPlan", "Unsupported", "parse_task", "parse_instruction",
+__all__ = ["Qualifier", "PickPlaceGoal", "FixtureGoal", "PushGoal", "TaskPlan", "Unsupported", "parse_task", "parse_instruction",
            "parse_object_phrase"]
 
 _UNSUPPORTED_VERBS = ("open ", "close ", "turn on", "turn off", "push ", "pull ", "stack ", "slide ")
@@ -112,12 +113,50 @@ class FixtureGoal:
 
 
 @dataclass(frozen=True)
+class PushGoal:
+    """Push an object across the table to one side of a reference ("push the plate to the
+    front of the stove"; sides as :data:`rpent.robots.libero.skills.push.PUSH_SIDES`).
+
+    Attributes:
+        object_phrase, target_phrase: what to push, and the reference; side: ``front``,
+        ``back``, ``left`` or ``right``; instruction: the original text; object_qualifier: which instance.
+    """
+
+    object_phrase: str
+    target_phrase: str
+    side: str
+    instruction: str
+    object_qualifier: Qualifier | None = None
+
+    def describe(self) -> str:
+        """E.g. ``"push the plate to the front of the stove"``."""
+        return f"push the {self.object_phrase} to the {self.side} of the {self.target_phrase}"
+
+
+_PUSH = re.compile(r"^(?:push|slide|shove|nudge)\s+(?P<obj>.+?)\s+(?:to|toward|towards|in front of)\s+(?:the\s+)?"
+                   r"(?P<side>front|back|rear|left|right)(?:\s+(?:hand\s+)?side)?\s+of\s+(?P<tgt>.+)$")
+
+
+def _push_plan(text: str, instruction: str) -> TaskPlan | Unsupported | None:
+    """"push the X to the front/back/left/right (side) of the Y" -> one :class:`PushGoal`; None otherwise."""
+    m = _PUSH.match(text)
+    if m is None:
+        return None
+    obj, tgt = parse_object_phrase(m.group("obj")), parse_object_phrase(m.group("tgt"))
+    for part in (obj, tgt):
+        if isinstance(part, Unsupported):
+            return Unsupported(part.reason, instruction)
+    side = {"rear": "back"}.get(m.group("side"), m.group("side"))
+    return TaskPlan((PushGoal(obj[0], tgt[0], side, instruction, obj[1]),), instruction)
+
+
+@dataclass(frozen=True)
 class TaskPlan:
     """The steps of an instruction, run in order; ``instruction`` is the original text.
     A :class:`PickPlaceGoal` whose ``target_part`` is set places into a fixture's part
     (a drawer)."""
 
-    steps: tuple[PickPlaceGoal | FixtureGoal, ...]
+    steps: tuple[PickPlaceGoal | FixtureGoal | PushGoal, ...]
     instruction: str
 
 
@@ -348,6 +387,9 @@ def parse_task(instruction: str) -> TaskPlan | Unsupported:
     fixture = _fixture_plan(text, instruction)
     if fixture is not None:
         return fixture
+    push = _push_plan(text, instruction)
+    if push is not None:
+        return push
     for verb in _UNSUPPORTED_VERBS:
         if text.startswith(verb) or f" and {verb}" in f" {text}" or text.endswith(verb.strip() + " it"):
             return Unsupported(f"instruction needs a '{verb.strip()}' skill the scripted planner does not have "
@@ -421,6 +463,8 @@ def parse_instruction(instruction: str) -> PickPlaceGoal | Unsupported:
     plan = parse_task(instruction)
     if isinstance(plan, Unsupported):
         return plan
+    if any(isinstance(g, PushGoal) for g in plan.steps):
+        return Unsupported("instruction needs a 'push' skill; parse_task plans it", instruction)
     fixture = next((g for g in plan.steps if isinstance(g, FixtureGoal)), None)
     if fixture is not None:
         return Unsupported(f"instruction needs a '{fixture.action.replace('_', ' ')}' skill on a fixture; "

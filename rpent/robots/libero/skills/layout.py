@@ -14,13 +14,16 @@ import math
 from rpent.robots.libero.skills.estimate import ObjectEstimate
 
 __all__ = ["SLOT_MAX_OFFSET", "SLOT_MAX_OFFSET_IN", "BESIDE_GAP", "BESIDE_MIN_OFFSET", "SIDE_DIRS", "extent_along", "slot_axis", "slot_offset",
-           "slot_target", "beside_target"]
+           "slot_target", "beside_target", "is_rack", "rack_cradle", "RACK_CRADLE_DEPTH", "RACK_CRADLE_INSET",
+           "RACK_CARRY_CLEARANCE"]
 
 #: largest distance (m) of a slot from the target's centre. LIBERO's stove "cook region" is a
 #: 0.15 m square on the burner (``flat_stove.xml`` site ``cook_region``, half size 0.075): two
 #: moka pots at +/-0.035 m both stay on it with 2-3 cm of error (libero_10 t8: the burner's
 #: estimate was 2 cm off toward +x, and a pot set down 4 cm beyond it ended 7.3 cm from the centre).
-SLOT_MAX_OFFSET = 0.035
+#: 0.042 (was 0.035): a moka pot's body is 0.08 m wide across its handle axis (collision geoms),
+#: so pots 7 cm apart pushed each other off their spots.
+SLOT_MAX_OFFSET = 0.042
 #: the same for objects put *in* a container: LIBERO's basket counts what lies within +/-0.061 m
 #: of its centre (``basket.xml`` site ``contain_region``); libero_10 t0's tomato sauce set 3.5 cm
 #: off a basket centre estimated 1-3 cm off was not counted in.
@@ -111,3 +114,42 @@ def beside_target(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> Object
     return ObjectEstimate(center=(float(cx), float(cy), float(ref.bottom_z)), top_z=float(ref.bottom_z),
                           bottom_z=float(ref.bottom_z), major_yaw=0.0, major_extent=0.0, minor_extent=0.0,
                           source=f"beside({side}) {ref.source}")
+
+
+# ---------------------------------------------------------------------- racks
+#: how far (m) below a rack's top its bottle cradle lies. LIBERO's wine rack (``wine_rack.xml``,
+#: libero_goal t9 and its ``_swap``): two slanted boards, the upper one rising from a stopper
+#: at ~1.15 m to the rack's top at 1.21-1.22 m; a bottle set down upright on the upper board
+#: next to the stopper rests with its base 6-8 cm below the top (the ``top_region`` the task
+#: checks lies 1.12-1.20 m there, a slab ~7 cm deep across the rack at 1.15 m).
+RACK_CRADLE_DEPTH = 0.07
+#: offset (m) of the cradle from the rack's centre along its narrow axis, toward the table's
+#: centre (the side the rack is loaded from: its boards slant up away from it; measured
+#: 3.5 cm inside the stopper on both scenes, whose stopper stood 6.5-7 cm from the rack's centre estimate).
+RACK_CRADLE_INSET = 0.035
+#: carried object's bottom above the cradle while carrying it there (m; the default 6 cm put the
+#: eef 1.39 m high over LIBERO's rack 0.7 m from the robot's base, where it stalled; a bottle
+#: held by its neck hangs 13 cm under the eef: the Panda hand's underside, 2.4 cm above the grip
+#: site, stops on the bottle's top when gripped lower, goal_swap t9)
+RACK_CARRY_CLEARANCE = 0.025
+
+
+def is_rack(phrase: str) -> bool:
+    """True for a target phrase naming a rack ("rack", "wine rack")."""
+    return "rack" in phrase.lower().split()
+
+
+def rack_cradle(rack: ObjectEstimate, table_center: tuple[float, float] = (0.0, 0.0)) -> ObjectEstimate:
+    """Where a bottle goes into a rack: a zero-size target ``RACK_CRADLE_DEPTH`` below the
+    rack's top, ``RACK_CRADLE_INSET`` from its centre along its narrow axis, on the side facing
+    ``table_center`` (world xy, m; LIBERO's table centre is the world origin), its centre at the
+    rack's centre along the long axis. The object is set down upright there (its base on the
+    upper board, against the stopper) rather than dropped on the rack's top."""
+    ux, uy = -math.sin(rack.major_yaw), math.cos(rack.major_yaw)  # narrow axis
+    to_c = (table_center[0] - rack.center[0]) * ux + (table_center[1] - rack.center[1]) * uy
+    sign = 1.0 if to_c >= 0 else -1.0
+    cx = rack.center[0] + sign * ux * RACK_CRADLE_INSET
+    cy = rack.center[1] + sign * uy * RACK_CRADLE_INSET
+    z = rack.top_z - RACK_CRADLE_DEPTH
+    return ObjectEstimate(center=(float(cx), float(cy), float(z)), top_z=float(z), bottom_z=float(z), major_yaw=rack.major_yaw,
+                          major_extent=0.0, minor_extent=0.0, source=f"rack_cradle {rack.source}")

@@ -177,10 +177,13 @@ def pick_and_place(
     #    neighbouring tall objects and furniture near the path), then come down vertically
     travel_z = max(params.min_carry_z, grasp["approach_z"], _furniture_clear_z(boxes, s0["eef_pos"], obj.center))
     carry_z = max(carry_z, _furniture_clear_z(boxes, obj.center, target.center))
+    carry_z = _reachable_carry(carry_z, target.top_z + hang, params)
     if s0["eef_pos"][2] < travel_z - 0.02:
         if not travel("rise", [s0["eef_pos"][0], s0["eef_pos"][1], travel_z], control.GRIPPER_OPEN):
             return finish("rise", _why(ex.current_state(), phases))
     # with a second look coming, hover above the object's centre (the wrist camera sees all of it)
+    if grasp["kind"] == "handle":
+        relocate = None  # the wrist's top view of a pot hides which end is the handle: keep the front view's
     hx, hy = (float(obj.center[0]), float(obj.center[1])) if relocate is not None else (gx, gy)
     if column_blocked(hx, hy, float(grasp["approach_z"]), boxes, margin=0.06) is not None:
         hx, hy = gx, gy  # a drawer overhangs the centre: look from above the grasp point
@@ -212,6 +215,7 @@ def pick_and_place(
                           _furniture_clear_z(boxes, obj.center, target.center))
             if carry_over is not None:
                 carry_z = max(carry_z, carry_over + hang + params.carry_clearance)
+            carry_z = _reachable_carry(carry_z, target.top_z + hang, params)
             phases.append({"phase": "relocate", "center": list(obj.center), "top_z": obj.top_z, "grasp": grasp["kind"],
                            "yaw": grasp["yaw"], "source": obj.source})
         r = run("approach", "move_to", xyz=[gx, gy, float(grasp["approach_z"])], gripper=control.GRIPPER_OPEN,
@@ -277,6 +281,14 @@ def pick_and_place(
         gripper=control.GRIPPER_OPEN, max_steps=40)
     s = ex.current_state()
     return finish("retreat", None if s.get("success") else _why(s, phases))
+
+
+def _reachable_carry(carry_z: float, touch_z: float, params: StrategyParams) -> float:
+    """``carry_z`` (m) lowered to ``params.max_carry_z`` where it is higher, but never below
+    ``touch_z`` (the eef height at which the carried object's bottom meets the target's top) + 2 cm."""
+    if carry_z <= params.max_carry_z:
+        return carry_z
+    return max(params.max_carry_z, touch_z + 0.02)
 
 
 def _furniture_clear_z(boxes: Sequence[Box], start: Any, goal: Any, reach: float = 0.15, clearance: float = 0.06

@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 from rpent.robots.libero.skills.estimate import ObjectEstimate
 from rpent.robots.libero.skills.grasp import Box, box_from_part
 from rpent.robots.libero.skills.language import PickPlaceGoal
+from rpent.robots.libero.skills.layout import is_rack
 from rpent.robots.libero.skills.spatial import resolve_qualifier
 
 __all__ = ["NotFound", "Instance", "Picked", "find_instances", "choose_instance", "localise_step", "wrist_relocator",
@@ -128,7 +129,8 @@ def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset
     tgts = [t for t in tgts if t.name != obj.name] or tgts
     tgt = _choose(call, goal.target_phrase, goal.target_qualifier, tgts, set(), known)
     target = tgt.est
-    if goal.relation == "on" and target.support is not None and goal.target_part is None:
+    if goal.relation == "on" and target.support is not None and goal.target_part is None and not is_rack(goal.target_phrase):
+        # (a rack keeps its whole estimate: its cradle is found from it, layout.rack_cradle)
         # put it on the target's largest flat surface (a stove's burner, not its knob)
         sx, sy, sz = target.support
         target = dataclasses.replace(target, center=(sx, sy, target.center[2]), top_z=max(sz, target.bottom_z))

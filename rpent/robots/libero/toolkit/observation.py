@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import io
 import json
+import zipfile
 
 import numpy as np
 
@@ -44,10 +45,21 @@ HIGH_SIZE = 1024
 CAMERAS = ("agentview", "wrist")
 
 
+#: zlib level of the step artifacts' ``.npz`` files. Level 1 instead of numpy's default (6): a
+#: 256 px float32 world map compresses in half the time for 2 % more bytes (measured on recorded
+#: LIBERO steps, ``benchmarks/capture_encode_bench.py``); the maps of both cameras are written
+#: after every motion tool call.
+NPZ_LEVEL = 1
+
+
 def npz_bytes(**arrays: np.ndarray) -> bytes:
-    """``np.savez_compressed`` into bytes."""
+    """The arrays as an ``.npz`` archive in bytes (deflate level :data:`NPZ_LEVEL`, no pickles;
+    ``np.load`` reads it like ``np.savez_compressed`` output)."""
     buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=NPZ_LEVEL) as zf:
+        for key, value in arrays.items():
+            with zf.open(f"{key}.npy", "w", force_zip64=True) as fh:
+                np.lib.format.write_array(fh, np.asanyarray(value), allow_pickle=False)
     return buf.getvalue()
 
 

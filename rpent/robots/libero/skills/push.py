@@ -1,0 +1,181 @@
+"""Pushing an object across the table to a spot beside a reference ("push the plate to the front of the stove").
+
+A flat object such as LIBERO's plate (16 cm across, 2 cm tall) cannot be gripped from above;
+it is pushed instead: the gripper comes down, open, behind the object (on the side away from
+where it must go), its fingers spread across the push direction (two contacts 8 cm apart
+keep a round object from sliding off a point pusher), and moves along the push direction in
+short legs, each followed by a new look at the object (``relook``) that re-aims the rest of
+the push from where it really is.
+
+Side convention for "the front of X": the side of X facing the agentview camera, world +x
+(LIBERO's libero_goal "push the plate to the front of the stove": the task's
+``stove_front_region`` lies 0.36 m +x of the stove's origin, just past its +x edge). "back" is
+-x, "left" -y and "right" +y as the camera sees the table
+(:mod:`rpent.robots.libero.skills.spatial`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from rpent.robots.libero import control
+from rpent.robots.libero.skills.estimate import ObjectEstimate
+from rpent.robots.libero.skills.layout import extent_along
+from rpent.robots.libero.skills.motion import Executor
+
+__all__ = ["PUSH_SIDES", "PUSH_GAP", "push_goal", "push_object"]
+
+#: unit xy direction of each side of a reference, for pushing (see the module docstring).
+PUSH_SIDES = {"front": (1.0, 0.0), "back": (-1.0, 0.0), "left": (0.0, -1.0), "right": (0.0, 1.0)}
+#: free gap (m) between the reference's footprint and the pushed object's at the goal.
+PUSH_GAP = 0.04
+#: eef height (m) above the object's bottom while pushing (finger pads reach ~1.3 cm lower).
+PUSH_HEIGHT = 0.022
+#: how far (m) behind the object's estimated edge the fingers come down: a plate's estimate is
+#: ~5 cm narrower than the plate (its raised rim hides the far part of the floor: 0.106 m
+#: seen of a 0.163 m plate), and fingers set down 3 cm behind that edge landed inside the rim
+#: (goal_swap t5: each push then moved the plate 3-4 cm of 8).
+PUSH_BACKOFF = 0.055
+#: ...but at least this much (m), and no farther back than :data:`PUSH_REACH` from the robot's
+#: base: on libero_goal t5 the point 5.5 cm behind the plate lay 0.77 m from the base and the
+#: fingers stalled 4 cm short of it, on the plate's rim (the same task passed at 3 cm, 0.75 m).
+PUSH_BACKOFF_MIN = 0.03
+#: farthest horizontal distance (m) from the robot's base (``grasp.ROBOT_BASE_XY``) at which the
+#: fingers come down to push.
+PUSH_REACH = 0.755
+#: longest push leg (m) before the object is looked at again (a plate pushed in 0.12 m legs
+#: needed more than 5 legs for 0.3 m: each leg moved it 3-6 cm).
+PUSH_LEG = 0.2
+#: half size (m) of a reference's flat top taken as its footprint when the reference has a
+#: support surface (a stove: its burner plate; LIBERO's ``flat_stove`` cook region is a 0.15 m
+#: square), measured from that surface's centre: a stove's segment estimate covers only its
+#: tallest part (6 x 2 cm round the knob on libero_goal t5), its burner lies 17 cm away.
+SUPPORT_HALF = 0.075
+#: the push ends when the object's centre is this close (m) to its goal.
+PUSH_TOL = 0.02
+
+
+def push_goal(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> tuple[float, float]:
+    """World xy (m) for the object's centre beside ``ref`` on ``side`` (:data:`PUSH_SIDES`):
+    half the reference's and half the object's extent along that direction plus :data:`PUSH_GAP`
+    from the reference's centre; a reference with a ``support`` surface is measured from that
+    surface's centre, at least :data:`SUPPORT_HALF` from its edge (libero_goal t5: the plate
+    then ends 0.195 m +x of the burner, the middle of LIBERO's stove_front_region).
+
+    Raises:
+        ValueError: unknown side.
+    """
+    if side not in PUSH_SIDES:
+        raise ValueError(f"side must be one of {sorted(PUSH_SIDES)}, got {side!r}")
+    d = PUSH_SIDES[side]
+    if ref.support is not None:  # from its largest flat surface (a stove's burner), see SUPPORT_HALF
+        cx, cy, half = ref.support[0], ref.support[1], max(SUPPORT_HALF, extent_along(ref, d) / 2.0)
+    else:
+        cx, cy, half = ref.center[0], ref.center[1], extent_along(ref, d) / 2.0
+    dist = half + extent_along(obj, d) / 2.0 + PUSH_GAP
+    return float(cx + d[0] * dist), float(cy + d[1] * dist)
+
+
+def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
+                relook: Callable[[tuple[float, float]], ObjectEstimate | None] | None = None, max_legs: int = 4) -> dict:
+    """Push ``obj`` until its centre is within :data:`PUSH_TOL` of ``goal_xy`` (world, m).
+
+    Each leg: rise to 8 cm above the object's top, go above a point :data:`PUSH_BACKOFF` behind
+    its edge (opposite the remaining push), come down open to :data:`PUSH_HEIGHT` above its
+    bottom with the fingers' closing line across the push, push at most :data:`PUSH_LEG` m
+    (the object's centre moves that far; the fingers go the backoff more), then ``relook()`` (a new estimate,
+    or None to trust dead reckoning).
+
+    Returns:
+        ``{"success": env predicate, "done": centre within tolerance, "stage", "phases",
+        "reason"?, "center": [x, y] last estimate}``.
+    """
+    phases: list[dict] = []
+
+    def run(phase: str, tool: str, **args: Any) -> dict:
+        r = ex.run(tool, args)
+        phases.append({"phase": phase, "tool": tool,
+                       **{k: v for k, v in r.items() if k not in ("_images", "state_after")}})
+        return r
+
+    def over() -> bool:
+        return control.episode_over(ex.current_state())
+
+    def result(stage: str, done: bool, reason: str | None = None) -> dict:
+        s = ex.current_state()
+        out = {"success": bool(s.get("success")), "done": done, "stage": stage, "phases": phases,
+               "center": [float(c[0]), float(c[1])]}
+        if reason:
+            out["reason"] = reason
+        return out
+
+    c = np.asarray(obj.center[:2], dtype=np.float64)
+    goal = np.asarray(goal_xy, dtype=np.float64)
+    radius = max(obj.major_extent, obj.minor_extent) / 2.0
+    z_push = float(obj.bottom_z + PUSH_HEIGHT)
+    z_above = float(obj.top_z + 0.08)
+    for leg in range(max_legs):
+        rest = goal - c
+        dist = float(np.linalg.norm(rest))
+        if dist <= PUSH_TOL:
+            return result("push", True)
+        u = rest / dist
+        yaw = math.atan2(float(u[1]), float(u[0]))  # closing line (-sin, cos) across the push
+        cur = control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"])
+        yaw = float(cur + (yaw - cur + math.pi / 2) % math.pi - math.pi / 2)
+        backoff = _backoff(c, u, radius)
+        start = c - u * (radius + backoff)
+        step = min(PUSH_LEG, dist)
+        end = c + u * step - u * radius  # the fingers go the backoff, then push the object `step`
+        pos = control.robot_state(ex.current_state())["eef_pos"]
+        if float(pos[2]) < z_above - 0.01:
+            run("push rise", "move_to", xyz=[float(pos[0]), float(pos[1]), z_above], gripper=control.GRIPPER_OPEN,
+                max_steps=60)
+        for wp in _legs(control.robot_state(ex.current_state())["eef_pos"], [start[0], start[1], z_above]):
+            r = run("push approach", "move_to", xyz=wp, gripper=control.GRIPPER_OPEN, target_yaw=yaw, max_steps=100)
+            if "error" in r or over():
+                return result("push approach", False, str(r.get("error", "episode over")))
+        run("push align", "rotate_wrist", target_yaw=yaw, gripper=control.GRIPPER_OPEN, tol=0.03)
+        r = run("push descend", "move_to", xyz=[float(start[0]), float(start[1]), z_push], gripper=control.GRIPPER_OPEN,
+                target_yaw=yaw, step_clip=0.015, tol=0.008, max_steps=80)
+        if "error" in r or over():
+            return result("push descend", bool(ex.current_state().get("success")), str(r.get("error", "")) or None)
+        r = run("push", "move_to", xyz=[float(end[0]), float(end[1]), z_push], gripper=control.GRIPPER_OPEN,
+                target_yaw=yaw, step_clip=0.015, tol=0.008, max_steps=int(30 + (step + PUSH_BACKOFF) / 0.005))
+        if "error" in r or over():
+            return result("push", bool(ex.current_state().get("success")), str(r.get("error", "")) or None)
+        pos = np.asarray(control.robot_state(ex.current_state())["eef_pos"], dtype=np.float64)
+        moved = float((pos[:2] - start) @ u)  # how far the fingers went along the push
+        c = c + u * max(0.0, moved - backoff)  # dead reckoning: the object moved with the fingers
+        run("push lift", "move_to", xyz=[float(pos[0]), float(pos[1]), z_above], gripper=control.GRIPPER_OPEN,
+            max_steps=60)
+        if over():
+            return result("push lift", bool(ex.current_state().get("success")))
+        seen = relook((float(c[0]), float(c[1]))) if relook is not None else None
+        if seen is not None:
+            c = np.asarray(seen.center[:2], dtype=np.float64)
+        phases.append({"phase": "push relook", "leg": leg, "center": [float(c[0]), float(c[1])],
+                       "seen": seen is not None})
+    dist = float(np.linalg.norm(goal - c))
+    return result("push", dist <= PUSH_TOL, None if dist <= PUSH_TOL else f"object {dist:.3f} m from its goal after {max_legs} legs")
+
+
+def _backoff(c: np.ndarray, u: np.ndarray, radius: float) -> float:
+    """:data:`PUSH_BACKOFF`, shortened (not below :data:`PUSH_BACKOFF_MIN`) so the point where
+    the fingers come down lies within :data:`PUSH_REACH` of the robot's base."""
+    from rpent.robots.libero.skills.grasp import ROBOT_BASE_XY
+
+    base = np.asarray(ROBOT_BASE_XY, dtype=np.float64)
+    b = PUSH_BACKOFF
+    while b > PUSH_BACKOFF_MIN and float(np.linalg.norm(c - u * (radius + b) - base)) > PUSH_REACH:
+        b = max(PUSH_BACKOFF_MIN, b - 0.005)
+    return b
+
+
+def _legs(start: Any, goal: Any, max_xy: float = 0.25) -> list[list[float]]:
+    from rpent.robots.libero.skills.motion import xy_waypoints
+
+    return [[float(v) for v in wp] for wp in xy_waypoints(start, goal, max_xy)]

@@ -1,0 +1,64 @@
+"""Push plans and the push goal beside a reference (pure logic; the push itself runs in
+``test_scripted_skills_sim.py``, slow)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rpent.robots.libero.skills.estimate import ObjectEstimate
+from rpent.robots.libero.skills.language import PushGoal, TaskPlan, Unsupported, parse_instruction, parse_task
+from rpent.robots.libero.skills.layout import extent_along
+from rpent.robots.libero.skills.push import PUSH_GAP, SUPPORT_HALF, push_goal
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("push the plate to the front of the stove", ("plate", "stove", "front")),
+    ("Push the plate to the front of the stove.", ("plate", "stove", "front")),
+    ("slide the plate to the left side of the black bowl", ("plate", "black bowl", "left")),
+    ("push the red mug towards the rear of the cabinet", ("red mug", "cabinet", "back")),
+])
+def test_push_plans(text, expected):
+    plan = parse_task(text)
+    assert isinstance(plan, TaskPlan) and len(plan.steps) == 1
+    g = plan.steps[0]
+    assert isinstance(g, PushGoal) and (g.object_phrase, g.target_phrase, g.side) == expected
+    assert isinstance(parse_instruction(text), Unsupported)  # one pick-and-place step only
+
+
+def test_push_without_a_destination_is_declined():
+    plan = parse_task("push the plate")
+    assert isinstance(plan, Unsupported) and "push" in plan.reason
+
+
+def test_push_goal_beside_the_reference():
+    # libero_goal t5 (seed 0), recorded segment estimates: the stove's covers only its knob end,
+    # its support is the burner; LIBERO's stove_front_region is x -0.09..-0.01, y 0.17..0.25
+    stove = ObjectEstimate(center=(-0.4118, 0.2138, 0.9282), top_z=0.9554, bottom_z=0.9011, major_yaw=0.0326,
+                           major_extent=0.0626, minor_extent=0.0198, support=(-0.2442, 0.2074, 0.9261))
+    plate = ObjectEstimate(center=(0.0504, -0.0286, 0.9094), top_z=0.9179, bottom_z=0.9009, major_yaw=-1.4384,
+                           major_extent=0.1065, minor_extent=0.1044, support=(0.0498, -0.0315, 0.9091))
+    gx, gy = push_goal(stove, plate, "front")
+    assert -0.08 < gx < -0.02 and 0.18 < gy < 0.24
+    assert gx == pytest.approx(-0.2442 + SUPPORT_HALF + extent_along(plate, (1.0, 0.0)) / 2 + PUSH_GAP)
+    # without a support surface: from the centre, half its extent
+    box = ObjectEstimate(center=(0.0, 0.0, 0.95), top_z=1.0, bottom_z=0.9, major_extent=0.2, minor_extent=0.1)
+    assert push_goal(box, plate, "right")[1] == pytest.approx(0.05 + extent_along(plate, (0.0, 1.0)) / 2 + PUSH_GAP)
+    with pytest.raises(ValueError, match="side must be"):
+        push_goal(stove, plate, "above")
+
+
+def test_push_backoff_shortened_within_reach():
+    import numpy as np
+
+    from rpent.robots.libero.skills.push import PUSH_BACKOFF, PUSH_BACKOFF_MIN, _backoff
+
+    # goal t5: plate at (0.050, -0.029), pushed toward (-0.068, 0.196): the far side is out of easy reach
+    c = np.array([0.050, -0.029])
+    u = np.array([-0.068 - 0.050, 0.196 + 0.029])
+    u /= np.linalg.norm(u)
+    assert _backoff(c, u, 0.053) == pytest.approx(PUSH_BACKOFF_MIN)
+    # goal_swap t5: plate at (-0.203, -0.037): the full backoff
+    c2 = np.array([-0.203, -0.037])
+    u2 = np.array([-0.077 + 0.203, 0.211 + 0.037])
+    u2 /= np.linalg.norm(u2)
+    assert _backoff(c2, u2, 0.053) == PUSH_BACKOFF
