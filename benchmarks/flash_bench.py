@@ -8,7 +8,7 @@ its own run record. The baseline, in the same run: the scripted planner on seed 
 process like any run.
 
 Prints, per suite: the success rate over the cells whose seed-0 plan exists (target >= 85 %,
-upstream 72.6 %); the median wall time per flash episode (target <= 20 s, upstream ~60 s) and its
+upstream 72.6 %) with its 95 % Wilson interval; the median wall time per flash episode (target <= 20 s, upstream ~60 s) and its
 CPU time (user + sys of the replay process and the env server during the episode, which does
 not grow with the load); the same per episode amortised over the whole ``rpent-flash replay``
 process (its start, the env server's start, every seed); the scripted baseline's wall and CPU
@@ -35,6 +35,14 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from rpent.eval.metrics import wilson_interval
+
+#: The suites the offline (scripted) planner solves at seed 0 (README, issue #16). libero_10 and
+#: libero_10_swap (8/10 and 7/10 at seed 0, the longest episodes) are left out of the default; pass
+#: them with --suites.
+SUITES = ("libero_object", "libero_object_swap", "libero_spatial", "libero_spatial_swap", "libero_goal",
+          "libero_goal_swap")
 
 
 def _wait(p: subprocess.Popen) -> tuple[int, float]:
@@ -99,7 +107,8 @@ def _median(vals: list) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--suites", nargs="+", default=["libero_object", "libero_object_swap"])
+    ap.add_argument("--suites", nargs="+", default=list(SUITES),
+                    help="default: the suites the offline planner solves (%(default)s)")
     ap.add_argument("--tasks", nargs="+", type=int, default=list(range(10)))
     ap.add_argument("--seeds", nargs="+", type=int, default=list(range(1, 11)), help="replay seeds (default 1-10)")
     ap.add_argument("--baseline-seeds", nargs="*", type=int, default=None,
@@ -125,6 +134,8 @@ def main() -> None:
                 r = json.loads(line)
                 if r.get("planner") in ("scripted", "flash"):
                     done[(r["suite"], r["task"], r["seed"], r["planner"])] = r
+                elif r.get("planner") == "flash-generate" and args.report_only:
+                    done[(r["suite"], r["task"], 0, r["planner"])] = r
     elif log_path.exists():
         log_path.unlink()
     lock = threading.Lock()
@@ -194,7 +205,7 @@ def main() -> None:
         rows = [r for r in done.values() if r["suite"] in args.suites and r["task"] in args.tasks]
     load = os.getloadavg()
     print(f"\nload average at end: {load}")
-    print("| suite | plans (seed-0 solved) | flash success | rate | median flash wall (s) | median flash CPU (s) "
+    print("| suite | plans (seed-0 runs) | flash success | rate [95% Wilson] | median flash wall (s) | median flash CPU (s) "
           "| amortised flash wall / CPU (s) | scripted wall seed 0 / baseline seeds (s) "
           "| scripted CPU seed 0 / baseline seeds (s) | flash tokens |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -202,10 +213,14 @@ def main() -> None:
         sel = [r for r in rows if suite is None or r["suite"] == suite]
         s0 = [r for r in sel if r["planner"] == "scripted" and r["seed"] == 0]
         sb = [r for r in sel if r["planner"] == "scripted" and r["seed"] != 0]
-        plans = [r for r in s0 if r["success"]]
+        replayed = {(r["suite"], r["task"]) for r in sel if r["planner"] == "flash"}
+        # a generate failure of an earlier invocation that a resumed one overcame does not count
+        gen_failed = {(r["suite"], r["task"]) for r in sel if r["planner"] == "flash-generate"} - replayed
+        plans = [r for r in s0 if r["success"] and (r["suite"], r["task"]) not in gen_failed]
         fl = [r for r in sel if r["planner"] == "flash"]
         ok = sum(bool(r["success"]) for r in fl)
-        rate = f"{100.0 * ok / len(fl):.1f}%" if fl else "n/a"
+        ci = wilson_interval(ok, len(fl))
+        rate = f"{100.0 * ok / len(fl):.1f}% [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if fl else "n/a"
         print(f"| {suite or 'all'} | {len(plans)}/{len(s0)} | {ok}/{len(fl)} | {rate} | "
               f"{_median([r.get('wall_s') for r in fl])} | {_median([r.get('cpu_s') for r in fl])} | "
               f"{_median([r.get('amortised_wall_s') for r in fl])} / {_median([r.get('amortised_cpu_s') for r in fl])} | "
@@ -217,6 +232,12 @@ def main() -> None:
     if loads:
         print(f"1-min load average when the runs started: {min(loads):.1f}-{max(loads):.1f} "
               f"(median {statistics.median(loads):.1f}); the machine has {os.cpu_count()} cores")
+    for r in rows:
+        if r["planner"] == "scripted" and r["seed"] == 0 and not r["success"]:
+            print(f"no plan: {r['suite']} t{r['task']}: the scripted seed-0 run was not solved")
+        if r["planner"] == "flash-generate" and not any(
+                x["planner"] == "flash" and (x["suite"], x["task"]) == (r["suite"], r["task"]) for x in rows):
+            print(f"no plan: {r['suite']} t{r['task']}: {r.get('error')}")
     for r in rows:
         if r["planner"] == "flash" and not r["success"]:
             print(f"not solved: {r['suite']} t{r['task']} s{r['seed']}: "

@@ -16,7 +16,14 @@ the plan of seed 0 first, then any other seed of the same task (:func:`find_plan
      "anchors": [{"id": "a0", "prompt": "alphabet soup", "object": "alphabet_soup_1" | null,
                   "observations": [{"camera": "agentview", "estimate": {center [x,y,z] (m),
                                     top_z, bottom_z (m), major_yaw (rad), major_extent,
-                                    minor_extent (m), ridge_yaw (rad) | null}}, ...]}]}
+                                    minor_extent (m), ridge_yaw (rad) | null}}, ...]},
+                 {"id": "f1", "prompt": "wooden_cabinet_1/cabinet_middle", "object": "wooden_cabinet_1",
+                  "kind": "fixture_part", "part": "cabinet_middle",
+                  "observations": [{"camera": "view_fixtures", "estimate": {center (m): the part's
+                                    handle or box centre; the other keys null}}]}]}
+
+A ``fixture_part`` anchor is a fixture part the source run read with ``view_fixtures`` before it
+moved (:func:`rpent.flash.generate.fixture_anchors`); the replay re-reads it with ``view_fixtures``.
 
 ``<cell>_plan.json``::
 

@@ -13,6 +13,10 @@ Inputs are the run's *audit* and *recipe*:
 With ``segment`` lines the recipe gives the order of the plan: each text-prompt segment becomes
 an observation of its anchor (the prompt), its reference estimate read from the line's
 ``artifact`` in the recipe's run directory, else from the transcript's matching segment call.
+Fixture parts (drawers, doors, knobs) that the run read with ``view_fixtures`` before its first
+motion are anchors too (:func:`fixture_anchors`), bound only by waypoints with no segmented object
+within the radius; while the gripper is closed on a part (a drawer pull), every farther waypoint
+follows that part too. A plan keeps only the parts some waypoint is bound to.
 An older recipe without ``segment`` lines is still read: the transcript's successful segment
 calls (after its last reset) are then interleaved with the recipe commands in call order, each
 command matched in order to the transcript's non-error call of that tool.
@@ -28,13 +32,17 @@ from typing import Any
 
 from rpent.flash.files import ANCHORS_SCHEMA, PLAN_SCHEMA, cell_tag, save_flash
 
-__all__ = ["FlashGenerateError", "generate", "BIND_RADIUS_M", "read_audit", "read_recipe"]
+__all__ = ["FlashGenerateError", "generate", "BIND_RADIUS_M", "FIXTURE_CAMERA", "fixture_anchors",
+           "fixture_estimate", "read_audit",
+           "read_recipe"]
 
 #: A waypoint is stored relative to the nearest localised anchor within this XY distance (m);
 #: farther waypoints (e.g. the first rise above the robot's start pose) stay absolute.
 BIND_RADIUS_M = 0.15
 #: Estimate keys kept in the anchors file (the ``object_estimate`` of a ``segment`` result).
 _ESTIMATE_KEYS = ("center", "top_z", "bottom_z", "major_yaw", "major_extent", "minor_extent", "ridge_yaw")
+#: Pseudo-camera of a fixture-part anchor's observation: re-read with ``view_fixtures``.
+FIXTURE_CAMERA = "view_fixtures"
 #: Read-only tools: never part of a recipe.
 _READONLY = {"view_env_state", "view_fixtures", "view_camera_meta", "back_project", "segment", "finish",
              "request_operator_verdict", "write_memory_draft"}
@@ -155,15 +163,79 @@ def _interpolate_free_waypoints(steps: list[dict]) -> None:
         steps[i]["interp"] = [prev, nxt, round(t, 5)]
 
 
+def fixture_estimate(view: dict, fixture: str, part: str) -> dict | None:
+    """The estimate of one fixture part in a ``view_fixtures`` result: ``center`` (m, world
+    frame) is the part's ``handle``, else the centre of its box (``min``/``max``); the other
+    estimate keys are None (no footprint, no yaw). None when the part is absent or has neither."""
+    parts = (view.get("fixtures") or {}).get(fixture)
+    hit = next((x for x in parts if isinstance(x, dict) and x.get("part") == part), None) \
+        if isinstance(parts, list) else None
+    if hit is None:
+        return None
+    c = hit.get("handle")
+    if not (isinstance(c, list) and len(c) == 3):
+        lo, hi = hit.get("min"), hit.get("max")
+        if not (isinstance(lo, list) and isinstance(hi, list) and len(lo) == len(hi) == 3):
+            return None
+        c = [(float(a) + float(b)) / 2.0 for a, b in zip(lo, hi)]
+    est: dict = {k: None for k in _ESTIMATE_KEYS}
+    est.update(center=[round(float(v), 5) for v in c], source="view_fixtures")
+    return est
+
+
+def fixture_anchors(calls: list[dict]) -> list[dict]:
+    """Anchors of the fixture parts (drawers, doors, knobs, buttons) that the run read with
+    ``view_fixtures`` before its first motion: one anchor per part, ``id`` ``f<n>``, ``prompt``
+    ``<fixture>/<part>``, one observation on the pseudo-camera :data:`FIXTURE_CAMERA` whose
+    estimate centre is the part's ``handle`` (m, world frame), else the centre of its box
+    (``min``/``max``). The scripted planner reads drawers and knobs this way, not with
+    ``segment``; the replay re-reads them with ``view_fixtures`` (simulator state). Empty when the
+    run read no fixtures before moving."""
+    out: list[dict] = []
+    for call in calls:
+        if call["name"] not in _READONLY and not call["error"]:
+            break  # the first motion: later reads see parts the run itself moved
+        if call["name"] != "view_fixtures" or call["error"] or not isinstance(call["result"], dict):
+            continue
+        for fixture, parts in sorted((call["result"].get("fixtures") or {}).items()):
+            for part in parts if isinstance(parts, list) else []:
+                est = fixture_estimate(call["result"], fixture, part.get("part"))
+                if est is None:
+                    continue
+                out.append({"id": f"f{len(out)}", "prompt": f"{fixture}/{part.get('part')}", "object": fixture,
+                            "kind": "fixture_part", "part": part.get("part"),
+                            "observations": [{"camera": FIXTURE_CAMERA, "estimate": est}]})
+        break
+    return out
+
+
 class _PlanBuilder:
     """Accumulates anchors and plan steps (see :mod:`rpent.flash.files` for the step format)."""
 
-    def __init__(self, bind_radius_m: float) -> None:
+    def __init__(self, bind_radius_m: float, fixtures: list[dict] | None = None) -> None:
         self.bind_radius_m = bind_radius_m
         self.anchors: list[dict] = []
         self.by_prompt: dict[str, dict] = {}
         self.steps: list[dict] = []
         self.current_anchor: str | None = None
+        #: fixture-part anchors (:func:`fixture_anchors`): bound only where no segment anchor is
+        #: within the radius; the used ones join ``anchors`` in :meth:`finish`
+        self.fixtures = list(fixtures or [])
+        self.used_fixtures: set[str] = set()
+        #: the fixture part the gripper closed on (a drawer handle): until it opens, waypoints
+        #: beyond the radius (the end of a pull) follow that part, not the world
+        self.held_fixture: dict | None = None
+
+    def finish(self) -> None:
+        """Add the fixture anchors that some waypoint is bound to, each located once at the start
+        of the plan (``view_fixtures``; the source run read them before its first motion), and
+        shift the step indices accordingly."""
+        used = [a for a in self.fixtures if a["id"] in self.used_fixtures]
+        if not used:
+            return
+        self.anchors.extend(used)
+        head = [{"op": "locate", "anchor": a["id"], "camera": FIXTURE_CAMERA, "observation": 0} for a in used]
+        self.steps[:0] = head
 
     def locate(self, prompt: str, camera: str, estimate: dict, obj: str | None) -> None:
         """A successful text-prompt ``segment``: a new observation of the prompt's anchor."""
@@ -183,21 +255,35 @@ class _PlanBuilder:
         step: dict[str, Any] = {"op": "tool", "tool": cmd["action"], "args": args, "anchor": None,
                                 "observation": None, "offset_xy": None}
         if isinstance(args.get("xyz"), list) and len(args["xyz"]) == 3:
-            best, best_d = None, self.bind_radius_m
-            for a in self.anchors:
-                c = a["observations"][-1]["estimate"]["center"]
-                d = math.hypot(args["xyz"][0] - c[0], args["xyz"][1] - c[1])
-                if d <= best_d:
-                    best, best_d = a, d
+            best = None
+            for pool in (self.anchors, self.fixtures):  # objects first; fixture parts only where none is near
+                best_d = self.bind_radius_m if pool is self.anchors else math.inf
+                for a in pool:
+                    c = a["observations"][-1]["estimate"]["center"]
+                    d = math.hypot(args["xyz"][0] - c[0], args["xyz"][1] - c[1])
+                    if pool is not self.anchors:  # parts stacked in one fixture: the nearest in 3-D
+                        d = math.dist(args["xyz"], c) if d <= self.bind_radius_m else math.inf
+                    if d <= best_d and d != math.inf:
+                        best, best_d = a, d
+                if best is not None:
+                    break
+            if best is None and self.held_fixture is not None:
+                best = self.held_fixture
             if best is not None:
+                if best in self.fixtures:
+                    self.used_fixtures.add(best["id"])
                 c = best["observations"][-1]["estimate"]["center"]
                 step.update(anchor=best["id"], observation=len(best["observations"]) - 1,
                             offset_xy=[round(args["xyz"][0] - c[0], 5), round(args["xyz"][1] - c[1], 5)])
                 self.current_anchor = best["id"]
             else:
                 self.current_anchor = None
+        elif cmd["action"] in ("set_gripper", "release"):
+            closing = cmd["action"] == "set_gripper" and float(args.get("gripper", -1)) > 0
+            self.held_fixture = next((a for a in self.fixtures if a["id"] == self.current_anchor), None) \
+                if closing else None
         elif args.get("target_yaw") is not None and self.current_anchor is not None:
-            a = next(x for x in self.anchors if x["id"] == self.current_anchor)
+            a = next(x for x in [*self.anchors, *self.fixtures] if x["id"] == self.current_anchor)
             step.update(anchor=a["id"], observation=len(a["observations"]) - 1)
         self.steps.append(step)
 
@@ -299,16 +385,17 @@ def generate(audit: str | Path, recipe: str | Path, destination: str | Path,
     resets = [i for i, c in enumerate(calls) if c["name"] in ("reset", "request_scene_reset") and not c["error"]]
     if resets:
         calls = calls[resets[-1] + 1:]  # the recipe covers only the attempt after the last reset
-    builder = _PlanBuilder(bind_radius_m)
+    builder = _PlanBuilder(bind_radius_m, fixture_anchors(calls))
     if any(c["action"] == "segment" for c in commands):
         _from_segment_recipe(builder, commands, calls, Path(recipe).parent, recipe, audit_path)
     else:
         _from_transcript(builder, commands, calls, recipe, audit_path)
+    builder.finish()
     anchors, steps = builder.anchors, builder.steps
     _interpolate_free_waypoints(steps)
     if not anchors:
-        raise FlashGenerateError(f"--audit {audit_path}: the run localised no object with segment, so the plan "
-                                 "would have nothing to re-localise")
+        raise FlashGenerateError(f"--audit {audit_path}: the run localised no object with segment and read no "
+                                 "fixture part near its waypoints, so the plan would have nothing to re-localise")
     ident = {"cell": cell, "suite": suite, "task": task, "seed": seed, "task_language": doc.get("task_language")}
     plan = {"schema": PLAN_SCHEMA, **ident,
             "source": {"audit": str(audit_path), "recipe": str(recipe), "planner": doc.get("planner"),

@@ -9,23 +9,33 @@ For each plan step, in order:
   ends the replay with ``finish(status="failure")`` and the named reason
   ``flash_anchor_not_found``; a later re-observation (e.g. the wrist look) that fails keeps
   the earlier one.
+  A fixture-part anchor (camera ``view_fixtures``: a drawer, door or knob the source run read
+  with ``view_fixtures``, see :func:`rpent.flash.generate.fixture_anchors`) is re-read with one
+  ``view_fixtures`` call (simulator state) for each run of consecutive fixture locates.
 * ``tool``: the recorded command; a bound waypoint becomes ``live_center_xy + offset_xy``
   with the recorded z (m, world frame); a recorded ``target_yaw`` turns with the anchor's
   grasp axis (folded to +/- pi/2; only when both footprints are elongated). A tool error ends
   the replay with ``flash_step_failed``.
 * a blocked grasp descent (an anchored ``move_to`` right before the gripper closes that stops
   more than :data:`BLOCKED_DESCENT_M` above its target, ``reached: false``: the hand met a
-  neighbouring object that was farther away in the source scene) is repaired once: rise to the
-  preceding waypoint's height, segment the object again (the hand may have pushed it), shift
-  the grasp point by :data:`GRASP_SHIFT_M` along the object's long axis away from the push,
-  descend again (every call is in the transcript and the run record like any other). Later
-  waypoints of that anchor keep the shift.
+  neighbouring object that was farther away in the source scene, or the arm could not reach
+  that low there) is repaired once: rise to the preceding waypoint's height, segment the object
+  again (the hand may have pushed it; when that look shows only part of it, look with the camera
+  of the anchor's first observation instead), shift the grasp point by :data:`GRASP_SHIFT_M`
+  along the object's long axis away from the push, descend again (every call is in the
+  transcript and the run record like any other). Later waypoints of that anchor keep the shift.
+* a stalled ``release`` (the fingers grew < :data:`RELEASE_STALL_M` and stayed below
+  :data:`RELEASE_OPEN_M`; ``release`` gives up after 6 env steps without growth) is followed
+  once by ``set_gripper(-1, steps=REOPEN_STEPS)``.
+* a plan that ends holding the object (its source run was solved during the last motion, before
+  it opened the gripper) and leaves the predicate false gets one final ``release``.
 
 Every replay writes ``flash_replay.json`` into its run directory (a run artifact): the plan cell,
 the env server that served it (init state; pid and seed switches of a shared server), and per
 plan step what happened: ``locate`` (anchor, prompt, camera, found, recorded and live centre, m,
 world frame), ``tool`` (``mode`` anchored | interpolated | as_recorded, recorded and live
-arguments, error) and ``repair`` (a blocked descent's shift), with the counts ``replayed``,
+arguments, error) and ``repair`` (a blocked descent's shift and how many looks it took, with the
+camera that re-localised it; or a stalled release's opening before and after), with the counts ``replayed``,
 ``relocalised``, ``not_found`` and ``repairs``. Under ``rpent`` the flash planner gets the
 :class:`rpent.flash.toolkit.FlashToolkit` (state-only steps, images where it looks).
 
@@ -45,6 +55,7 @@ import uuid
 from pathlib import Path
 
 from rpent.flash.files import FlashFileError, find_plan, load_flash
+from rpent.flash.generate import FIXTURE_CAMERA, fixture_estimate
 from rpent.planners.base import Finish, PlannerConfig, PlannerResult, PlannerStats
 
 __all__ = ["FlashPlanner", "FLASH_DIR_ENV", "REPORT_NAME", "default_flash_dir", "grasp_axis"]
@@ -59,6 +70,11 @@ BLOCKED_DESCENT_M = 0.008
 #: side, so the fingers still close on it. 1.5 cm clears the neighbour of libero_object task 1
 #: (cream cheese next to the tomato sauce) on the seeds where the seed-0 grasp point is blocked.
 GRASP_SHIFT_M = 0.015
+#: A release whose fingers grew less than this (m) and ended below :data:`RELEASE_OPEN_M` (m)
+#: stalled; the replay drives the gripper open for :data:`REOPEN_STEPS` env steps.
+RELEASE_STALL_M = 0.002
+RELEASE_OPEN_M = 0.07
+REOPEN_STEPS = 20
 
 
 def default_flash_dir() -> Path:
@@ -175,6 +191,7 @@ class FlashPlanner:
             return res
 
         self._log = []
+        self._episode_over = False
         report: dict = {"schema_version": 1, "planner": "flash", "plan": None, "flash_dir": str(self.flash_dir()),
                         "env_server": _server_identity(toolkit), "steps": self._log}
         try:
@@ -189,6 +206,9 @@ class FlashPlanner:
                 f"seed {seed}.")
             self._replay(plan, anchors, call, say, toolkit)
             solved = toolkit.solved()
+            if not solved and not self._episode_over and self._ends_holding(plan["steps"]):
+                self._final_release(call, say)
+                solved = toolkit.solved()
             if solved:
                 self._finish(call, result, "success", f"flash replay of {cell}: the environment reports success")
             else:
@@ -223,12 +243,19 @@ class FlashPlanner:
         anchors = {a["id"]: a for a in anchors_doc["anchors"]}
         live: dict[str, dict[int, dict]] = {aid: {} for aid in anchors}  # anchor -> observation -> estimate
         self._shift: dict[str, tuple[float, float]] = {}  # anchor -> XY shift of its grasp after a blocked descent
+        fixtures_view: dict | None = None  # the view_fixtures result of the current run of fixture locates
         for i, step in enumerate(plan["steps"]):
             aid = step.get("anchor")
             if step["op"] == "locate":
                 anchor = anchors[aid]
                 k = int(step["observation"])
-                est = self._locate(call, anchor["prompt"], step.get("camera") or "agentview")
+                if step.get("camera") == FIXTURE_CAMERA:
+                    if fixtures_view is None:  # one read serves the consecutive fixture locates
+                        fixtures_view = call("view_fixtures", {})
+                    est = None if "error" in fixtures_view else fixture_estimate(
+                        fixtures_view, str(anchor.get("object")), str(anchor.get("part")))
+                else:
+                    est = self._locate(call, anchor["prompt"], step.get("camera") or "agentview")
                 ref = (anchor["observations"][k].get("estimate") or {}) if k < len(anchor["observations"]) else {}
                 self._log.append({"plan_step": i, "op": "locate", "anchor": aid, "prompt": anchor["prompt"],
                                   "camera": step.get("camera") or "agentview", "observation": k,
@@ -245,6 +272,7 @@ class FlashPlanner:
                     continue
                 live[aid][k] = est
                 continue
+            fixtures_view = None
             args = self._args(plan["steps"], i, anchors, live)
             res = call(step["tool"], args)
             mode = "anchored" if aid is not None else "interpolated" if step.get("interp") else "as_recorded"
@@ -255,9 +283,68 @@ class FlashPlanner:
                 raise _Failure("flash_step_failed", f"step {i} ({step['tool']}) failed: {res['error']}")
             if self._blocked_grasp_descent(plan["steps"], i, args, res):
                 res = self._retry_descent(plan["steps"], i, args, res, anchors, live, call, say)
+            if step["tool"] == "release" and self._stalled_release(res):
+                res = self._reopen(i, res, call, say)
             after = (res.get("state_after") or {})
             if after.get("success") or after.get("terminated") or after.get("truncated"):
+                self._episode_over = True
                 break  # the episode is over; finish reports the predicate
+
+    @staticmethod
+    def _ends_holding(steps: list[dict]) -> bool:
+        """The plan's last gripper command closes it (``set_gripper`` > 0, no ``release`` after
+        it): the source run's predicate came true during the last motion (e.g. a bowl held down
+        onto a plate), so it never opened the gripper."""
+        for s in reversed(steps):
+            if s["op"] != "tool":
+                continue
+            if s.get("tool") == "release":
+                return False
+            if s.get("tool") == "set_gripper":
+                return float((s.get("args") or {}).get("gripper", -1)) > 0
+        return False
+
+    def _final_release(self, call, say) -> None:
+        """Open the gripper after the last plan step when the predicate does not hold yet and the
+        plan ends holding the object (:meth:`_ends_holding`); a stalled release is driven open
+        (:meth:`_reopen`). Logged as a ``final_release`` repair."""
+        say("Replayed every step and the task predicate does not hold while the hand still holds the "
+            "object (the source run was solved before it opened the gripper): releasing it.")
+        res = call("release", {})
+        if "error" in res:
+            raise _Failure("flash_step_failed", f"the final release failed: {res['error']}")
+        self._log.append({"plan_step": None, "op": "repair", "kind": "final_release",
+                          "final_gripper_opening_m": res.get("final_gripper_opening")})
+        if self._stalled_release(res):
+            self._reopen(None, res, call, say)
+
+    @staticmethod
+    def _stalled_release(res: dict) -> bool:
+        """A ``release`` whose fingers did not open (grew < :data:`RELEASE_STALL_M`) and ended
+        below :data:`RELEASE_OPEN_M`: ``release`` stops after 6 env steps without growth, which a
+        hand still squeezing a heavy object can take to start opening."""
+        if "error" in res or res.get("terminated") or res.get("truncated"):
+            return False
+        start, peak = res.get("start_gripper_opening"), res.get("peak_gripper_opening")
+        final = res.get("final_gripper_opening")
+        if start is None or peak is None or final is None:
+            return False
+        return float(peak) - float(start) < RELEASE_STALL_M and float(final) < RELEASE_OPEN_M
+
+    def _reopen(self, i: int | None, res: dict, call, say) -> dict:
+        """One bounded repair of a stalled release: drive the gripper open in place for
+        :data:`REOPEN_STEPS` env steps (``set_gripper``); logged as a ``stalled_release`` repair."""
+        which = "final release" if i is None else f"release of step {i}"
+        say(f"The {which} did not open the gripper ({float(res['final_gripper_opening']):.3f} m): "
+            f"driving it open for {REOPEN_STEPS} env steps.")
+        res2 = call("set_gripper", {"gripper": -1.0, "steps": REOPEN_STEPS})
+        self._log.append({"plan_step": i, "op": "repair", "kind": "stalled_release",
+                          "opening_before_m": round(float(res["final_gripper_opening"]), 4),
+                          "opening_after_m": None if "error" in res2 else res2.get("gripper_opening")})
+        if "error" in res2:
+            raise _Failure("flash_step_failed", f"re-opening after the stalled {which} failed: "
+                                                f"{res2['error']}")
+        return res2
 
     @staticmethod
     def _blocked_grasp_descent(steps: list[dict], i: int, args: dict, res: dict) -> bool:
@@ -276,7 +363,9 @@ class FlashPlanner:
     def _retry_descent(self, steps: list[dict], i: int, args: dict, res: dict, anchors: dict, live: dict, call,
                        say) -> dict:
         """One bounded repair of a blocked grasp descent: rise back to the hover height of the
-        preceding waypoint, re-localise the anchor (same camera), shift the grasp point by
+        preceding waypoint, re-localise the anchor (same camera; a partial view falls back to the
+        camera of the anchor's first observation, whose estimate the rebuild corrects by the
+        recorded difference between the observations; else the earlier estimate), shift the grasp point by
         :data:`GRASP_SHIFT_M` (at most a quarter of the object's long side) away from where the
         hand was pushed, along the object's long axis when it is elongated, and descend again. Later waypoints bound to the same anchor
         keep the shift (the lift stays vertical). Returns the retried descent's result."""
@@ -310,16 +399,32 @@ class FlashPlanner:
         k = int(step["observation"])
         camera = anchors[aid]["observations"][k].get("camera") or "agentview"
         again_est = self._locate(call, anchors[aid]["prompt"], camera)
+        relook, looks = None, 1
         if again_est is not None and _same_footprint(again_est, anchors[aid]["observations"][k]["estimate"]):
             live[aid][k] = again_est
-        else:  # not found, or only part of it in view (a biased centre): keep the earlier estimate
-            say(f"The new look at '{anchors[aid]['prompt']}' does not show all of it; keeping the earlier estimate.")
+            relook = camera
+        else:
+            # only part of it in view (the hand hides it from the wrist camera): the blocked hand
+            # may have moved it, so the earlier estimate is stale; look with the camera of the
+            # anchor's first observation, which the rebuild then corrects by the recorded
+            # difference between the two observations
+            first = anchors[aid]["observations"][0]
+            cam0 = first.get("camera") or "agentview"
+            est0 = None
+            if cam0 != camera or k != 0:
+                est0, looks = self._locate(call, anchors[aid]["prompt"], cam0), 2
+            if est0 is not None and _same_footprint(est0, first["estimate"]):
+                live[aid] = {0: est0}
+                relook = cam0
+            else:  # not found, or only part of it in view (a biased centre): keep the earlier estimate
+                say(f"The new look at '{anchors[aid]['prompt']}' does not show all of it; keeping the earlier "
+                    "estimate.")
         self._shift[aid] = shift
         self._log.append({"plan_step": i, "op": "repair", "kind": "blocked_grasp_descent", "anchor": aid,
                           "blocked_above_m": round(float(final[2]) - float(target[2]), 4),
                           "push_xy": [round(drift[0], 4), round(drift[1], 4)],
                           "grasp_shift_xy": [round(shift[0], 4), round(shift[1], 4)],
-                          "relocalised": again_est is not None and live[aid].get(k) is again_est})
+                          "relocalised": relook is not None, "relocalised_camera": relook, "looks": looks})
         descent = self._args(steps, i, anchors, live)
         over = {k2: v for k2, v in descent.items() if k2 not in ("tol", "step_clip", "max_steps")}
         over["xyz"] = [descent["xyz"][0], descent["xyz"][1], float(hover)]
