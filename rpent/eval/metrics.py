@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rpent.batch.stats import wilson_interval  # one definition for batch reports and evaluations
 from rpent.eval.errors import TrajectoryCountError
 
 RATE_KEYS = ("eval/success_once", "eval/success_at_end")
@@ -116,24 +117,6 @@ class EpisodeResult:
         """Inverse of :meth:`to_dict` (unknown keys ignored)."""
         names = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in names})
-
-
-def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:
-    """Wilson score interval of k successes in n trials (scipy.stats ``binomtest(...).proportion_ci``).
-
-    Returns:
-        (low, high) in [0, 1], or None when ``n == 0``.
-    Raises:
-        ValueError: k outside 0..n.
-    """
-    if n == 0:
-        return None
-    if not 0 <= k <= n:
-        raise ValueError(f"k={k} successes is outside 0..n={n}")
-    from scipy.stats import binomtest
-
-    ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="wilson")
-    return float(ci.low), float(ci.high)
 
 
 @dataclass(frozen=True)
