@@ -70,6 +70,9 @@ def main() -> None:
     ap.add_argument("--task", type=int, default=0)
     ap.add_argument("--steps", type=int, default=100, help="env steps per round and way")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the median round is reported")
+    ap.add_argument("--transports", default="socket,http",
+                    help="env-server transports to time, comma-separated (default socket,http; each row is one more "
+                         "LIBERO process: on a shared machine run one at a time)")
     ap.add_argument("--compare-root", action="append", default=[],
                     help="also run env servers from this checkout (put first on their PYTHONPATH): A/B rows in one run")
     args = ap.parse_args()
@@ -83,7 +86,7 @@ def main() -> None:
     pids: dict[str, int | None] = {"in-process LiberoSim.step": None}
     procs, clients = [], []
     roots = [(None, "")] + ([(r, f" [{r}]") for r in args.compare_root])
-    for (root, tag), transport in [(rt, t) for rt in roots for t in ("socket", "http")]:
+    for (root, tag), transport in [(rt, t) for rt in roots for t in args.transports.split(",")]:
         env = None
         if root is not None:  # the env server of another checkout (A/B in one run)
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))

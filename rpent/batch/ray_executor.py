@@ -181,10 +181,16 @@ def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop
 
 
 def _child_setup(nice: int | None) -> None:  # runs in the child between fork and exec
-    """PDEATHSIG (see :func:`rpent.batch.executor._die_with_parent`), then the driver's niceness: Ray
-    starts its workers at +15 over the raylet (``RAY_worker_niceness``), which would deprioritise the
-    run against other work on the node; raising the priority back needs the privilege to do so
-    (root / CAP_SYS_NICE), else the run keeps the worker's niceness (reported in ``where``)."""
+    """An empty signal mask, PDEATHSIG (see :func:`rpent.batch.executor._die_with_parent`), then the
+    driver's niceness.
+
+    The mask: a Ray worker runs its task with SIGINT blocked (seen with Ray 2.60: ``SigBlk`` 0x2 in
+    ``/proc/<pid>/status``), and a blocked mask survives ``exec``: without this the run and its env
+    server would never receive SIGINT, unlike under the local executor. The niceness: Ray starts its
+    workers at +15 over the raylet (``RAY_worker_niceness``), which would deprioritise the run against
+    other work on the node; raising the priority back needs the privilege to do so (root /
+    CAP_SYS_NICE), else the run keeps the worker's niceness (reported in ``where``)."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
     _die_with_parent()
     if nice is not None:
         try:

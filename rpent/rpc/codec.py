@@ -30,7 +30,9 @@ arrays pre-packed by another library's msgpack convention (openpi-client's
 
 from __future__ import annotations
 
+import math
 import struct
+import threading
 from typing import Any
 
 import msgpack
@@ -160,6 +162,24 @@ def _at(path: str, problem: str) -> RpcCodecError:
     return RpcCodecError(f"at {path}: {problem}")
 
 
+_SENDABLE: set[np.dtype] = set()
+"""dtypes already checked by :func:`_check_dtype` (the check is the same for every array of a dtype)."""
+_TLS = threading.local()
+
+
+def _packer() -> msgpack.Packer:
+    """This thread's packer for array metadata (a Packer keeps a buffer: one per thread)."""
+    p = getattr(_TLS, "packer", None)
+    if p is None:
+        p = _TLS.packer = msgpack.Packer(use_bin_type=True)
+    return p
+
+
+def _ext(code: int, data: bytes) -> msgpack.ExtType:
+    """``msgpack.ExtType(code, data)`` without its argument checks (both are ours and valid)."""
+    return tuple.__new__(msgpack.ExtType, (code, data))
+
+
 class _Encoder:
     __slots__ = ("buffers", "cursor")
 
@@ -169,18 +189,20 @@ class _Encoder:
 
     def default(self, o: Any) -> Any:
         if isinstance(o, np.ndarray):
-            _check_dtype(o.dtype)
+            dt = o.dtype
+            if dt not in _SENDABLE:
+                _check_dtype(dt)
+                _SENDABLE.add(dt)
             a = o if o.flags.c_contiguous else np.ascontiguousarray(o)
-            off = _align(self.cursor)
+            off = (self.cursor + ALIGN - 1) & ~(ALIGN - 1)
             nbytes = a.nbytes
             if nbytes:
                 self.buffers.append((off, a))
                 self.cursor = off + nbytes
-            meta = msgpack.packb([a.dtype.str, list(a.shape), off, nbytes])
-            return msgpack.ExtType(EXT_NDARRAY, meta)
+            return _ext(EXT_NDARRAY, _packer().pack([dt.str, list(a.shape), off, nbytes]))
         if isinstance(o, np.generic):
             _check_dtype(o.dtype)
-            return msgpack.ExtType(EXT_NPSCALAR, msgpack.packb([o.dtype.str, o.tobytes()], use_bin_type=True))
+            return _ext(EXT_NPSCALAR, _packer().pack([o.dtype.str, o.tobytes()]))
         # strict_types=True sends exact builtins natively; everything else lands here.
         if isinstance(o, tuple) or isinstance(o, list):
             return list(o)
@@ -313,6 +335,10 @@ class _Bad:
         self.problem = problem
 
 
+_RECEIVABLE: dict[Any, np.dtype] = {}
+"""dtype strings already received and checked (bounded: a peer cannot grow it past 256 entries)."""
+
+
 def _unpack(envelope: memoryview, data: memoryview, data_len: int, writable: bool, strict: bool) -> Any:
     def ext_hook(code: int, payload: bytes) -> Any:
         try:
@@ -326,16 +352,20 @@ def _unpack(envelope: memoryview, data: memoryview, data_len: int, writable: boo
         if code == EXT_NDARRAY:
             try:
                 dtype_str, shape, off, nbytes = msgpack.unpackb(payload)
-                dt = np.dtype(dtype_str)
-                shape = tuple(int(s) for s in shape)
+                dt = _RECEIVABLE.get(dtype_str)
+                if dt is None:
+                    dt = np.dtype(dtype_str)
+                shape = tuple(map(int, shape))
+                off, nbytes = int(off), int(nbytes)
             except Exception as exc:
                 raise RpcCodecError(f"malformed ndarray metadata in RPC message: {exc}") from exc
-            _check_dtype(dt)
-            if any(s < 0 for s in shape):
+            if dtype_str not in _RECEIVABLE:
+                _check_dtype(dt)
+                if len(_RECEIVABLE) < 256:
+                    _RECEIVABLE[dtype_str] = dt
+            if min(shape, default=0) < 0:
                 raise RpcCodecError(f"negative dimension in ndarray shape {shape}")
-            count = 1
-            for s in shape:
-                count *= s
+            count = math.prod(shape)
             if count * dt.itemsize != nbytes:
                 raise RpcCodecError(f"ndarray shape {shape} x {dt} does not match its {nbytes} bytes")
             if nbytes == 0:

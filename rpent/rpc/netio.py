@@ -60,15 +60,21 @@ def recv_exact_into(sock: socket.socket, buf: bytearray | memoryview) -> int:
 
 
 #: First buffer size of a frame's payload; it then doubles as data arrives (see :func:`recv_payload`).
-FIRST_CHUNK = 64 * 1024
+#: Large enough that a LIBERO observation (two 256x256x3 images, 393 KB) arrives without regrowing.
+FIRST_CHUNK = 1024 * 1024
 
 
-def recv_payload(sock: socket.socket, length: int) -> bytearray | None:
+def recv_payload(sock: socket.socket, length: int, prefix: bytes | bytearray | memoryview = b"") -> bytearray | None:
     """Read a message of ``length`` bytes whose header claimed that length.
 
-    The buffer grows only with data received (it starts at :data:`FIRST_CHUNK` bytes and
-    doubles when full), so a peer that merely *claims* a large message makes this process
-    allocate at most twice what it actually sent, never the claimed length up front.
+    Args:
+        sock: a connected socket (its timeout applies to each wait for bytes).
+        length: the claimed message length (bytes).
+        prefix: bytes of the message already received with its header (at most ``length``).
+
+    The buffer grows only with data received (it starts at ``min(length, FIRST_CHUNK)`` bytes and
+    doubles when full), so a peer that merely *claims* a large message makes this process allocate
+    at most ``max(FIRST_CHUNK, 2 x what it actually sent)``, never the claimed length up front.
 
     Returns:
         The message (a writable ``bytearray`` of exactly ``length`` bytes), or None if the
@@ -77,20 +83,25 @@ def recv_payload(sock: socket.socket, length: int) -> bytearray | None:
     Raises:
         OSError / socket.timeout: as ``sock.recv_into`` (a read timeout set on ``sock``
         bounds how long an incomplete message may stall).
+        ValueError: ``prefix`` is longer than ``length``.
     """
-    if length <= FIRST_CHUNK:
-        buf = bytearray(length)
-        return buf if recv_exact_into(sock, buf) == length else None
-    buf = bytearray(FIRST_CHUNK)
-    got = 0
+    got = len(prefix)
+    if got > length:
+        raise ValueError(f"{got} bytes already received for a {length}-byte message")
+    buf = bytearray(min(length, max(FIRST_CHUNK, got)))
+    if got:
+        buf[:got] = prefix
     while True:
-        view = memoryview(buf)
-        while got < len(buf):
-            k = sock.recv_into(view[got:])
-            if k == 0:
-                return None
-            got += k
-        view.release()
+        if got < len(buf):
+            view = memoryview(buf)
+            try:
+                while got < len(buf):
+                    k = sock.recv_into(view[got:])
+                    if k == 0:
+                        return None
+                    got += k
+            finally:
+                view.release()
         if got == length:
             return buf
         buf += bytes(min(len(buf), length - len(buf)))

@@ -1,7 +1,7 @@
 """RpcServer: a registry of named methods served over the http or socket transport.
 
 Subclass it (or instantiate it) and ``register`` plain synchronous callables. Handlers may block
-(MuJoCo stepping, torch inference): every call runs on a worker thread, and the server keeps
+(MuJoCo stepping, torch inference): every call runs on a server thread, and the server keeps
 accepting connections and serving other calls meanwhile. Read-only methods may run concurrently
 with each other; mutating methods run alone (a writer-preferring RW lock, :class:`RWLock`).
 ``healthz`` and ``shutdown`` are built in and take no lock, so they answer while a long mutating
@@ -77,7 +77,8 @@ class RpcServer:
         Args:
             name: method name as clients call it (e.g. ``"env.step"``).
             fn: synchronous callable; its arguments and return value must be wire values
-                (see :mod:`rpent.rpc.codec`). It may block; it runs on a worker thread.
+                (see :mod:`rpent.rpc.codec`). It may block; it runs on a server thread
+                (the connection's reader, or a worker), never the accepting one.
             readonly: True if it does not change server state (may run concurrently with
                 other read-only calls); False serialises it against every other call.
 

@@ -6,7 +6,10 @@ Frame = 20-byte header + message::
 
 Requests and replies use the same header; a reply carries its request's id, so one connection
 carries many calls in flight at once and replies may come back in any order. The server reads
-frames on one thread per connection and runs each call on a worker thread.
+a connection's frames on one thread and runs each call on that same thread (no hand-off on the
+round trip); if the client sends more frames while a call runs, :mod:`rpent.rpc.readwatch` starts
+another reader for the connection on a worker thread, so its calls still run concurrently
+(Linux; elsewhere every call goes to a worker thread).
 
 Bad input: a frame with a wrong magic gets an error reply (id 0) and the connection is closed
 (an HTTP request gets an HTTP 400 answer that names the mismatch); an oversized frame gets an
@@ -29,7 +32,7 @@ import itertools
 import socket
 import struct
 import threading
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from rpent.rpc import codec
 from rpent.rpc.endpoint import Endpoint
@@ -37,6 +40,7 @@ from rpent.rpc.errors import RpcTimeout, RpcTransportError
 from rpent.rpc.listener import TcpListener
 from rpent.rpc.netio import close_gracefully as _close_gracefully
 from rpent.rpc.netio import recv_exact_into, recv_payload, send_all, tune
+from rpent.rpc.readwatch import ReadWatch, Watched
 from rpent.rpc.protocol import PREAUTH_MAX_BYTES, ConnectionLimits, error_reply, make_request
 from rpent.rpc.workers import WorkerPool
 
@@ -72,6 +76,7 @@ class SocketServerTransport:
         self._listener = TcpListener(host, port, name=f"rpc-{server.name}",
                                      max_connections=self._limits.max_connections)
         self._pool = WorkerPool(f"rpc-{server.name}-worker")
+        self._watch = ReadWatch.create(self._take_over, f"rpc-{server.name}-readwatch")
         self.endpoint = Endpoint("socket", host, self._listener.port)
 
     def serve_forever(self) -> None:
@@ -80,6 +85,8 @@ class SocketServerTransport:
             self._listener.serve_forever(self._handle_connection, self._refuse)
         finally:
             self._pool.close()
+            if self._watch is not None:
+                self._watch.close()
 
     def close(self) -> None:
         """Stop serving (thread-safe)."""
@@ -94,11 +101,44 @@ class SocketServerTransport:
         _close_gracefully(conn, FRAME.size)
 
     def _handle_connection(self, conn: socket.socket) -> None:
-        send_lock = threading.Lock()
+        st = _ConnState(conn, authenticated=self._server.token is None)
+        watch = self._watch
+        st.watched = watch.add(conn, st) if watch is not None else None
+        try:
+            if self._read_loop(st):
+                st.finished.set()
+            # else another thread reads this connection now: the listener closes the socket
+            # once this thread returns, so wait for whichever reader ends the connection
+            st.finished.wait()
+        finally:
+            if st.watched is not None and watch is not None:
+                watch.remove(st.watched)
+
+    def _take_over(self, w: Watched) -> None:
+        """Watcher thread: bytes arrived on a connection whose reader runs a call: read it elsewhere."""
+        st = w.data
+        assert isinstance(st, _ConnState)
+        try:
+            self._pool.submit(lambda: self._continue(st))
+        except RuntimeError:  # the pool is closed: the server is stopping
+            st.finished.set()
+
+    def _continue(self, st: "_ConnState") -> None:
+        done = True
+        try:
+            done = self._read_loop(st)
+        except OSError:
+            pass
+        finally:
+            if done:
+                st.finished.set()
+
+    def _read_loop(self, st: "_ConnState") -> bool:
+        """Read and serve frames of one connection. True: the connection is done (closed, idle,
+        refused); False: a call ran here and meanwhile another thread took reading over."""
+        conn, send_lock, running = st.sock, st.send_lock, st.running
         header = bytearray(FRAME.size)
         limits = self._limits
-        authenticated = self._server.token is None
-        running = _Running()
         while True:
             conn.settimeout(limits.idle_timeout_s)
             try:
@@ -106,20 +146,20 @@ class SocketServerTransport:
             except socket.timeout:
                 if running.count:
                     continue  # a call of this connection is still running: waiting for it is not idling
-                return  # idle past idle_timeout_s
+                return True  # idle past idle_timeout_s
             if first == 0:
-                return  # closed cleanly
+                return True  # closed cleanly
             conn.settimeout(limits.frame_timeout_s)
             try:
                 got = first + (recv_exact_into(conn, memoryview(header)[first:]) if first < FRAME.size else 0)
             except socket.timeout:
-                return  # a header that stalled
+                return True  # a header that stalled
             if got < FRAME.size:
-                return  # closed mid-header
+                return True  # closed mid-header
             magic, rid, length = FRAME.unpack(header)
             if magic != MAGIC:
                 self._wrong_magic(conn, send_lock, bytes(header))
-                return
+                return True
             if length > self._max:
                 self._send(conn, send_lock, frame_error(
                     rid, "RpcFrameTooLarge",
@@ -127,8 +167,8 @@ class SocketServerTransport:
                     "send less per call or start the server with a larger --max-frame-bytes",
                 ))
                 _close_gracefully(conn, length)
-                return
-            if not authenticated and length > PREAUTH_MAX_BYTES:
+                return True
+            if not st.authenticated and length > PREAUTH_MAX_BYTES:
                 self._send(conn, send_lock, frame_error(
                     rid, "RpcAuthError",
                     f"server {self._server.name!r} requires a token: the first frame of a connection must be at "
@@ -136,17 +176,26 @@ class SocketServerTransport:
                     "first); set RPENT_RPC_TOKEN in the client's environment and use an up-to-date rpent client",
                 ))
                 _close_gracefully(conn, length)
-                return
+                return True
             try:
                 payload = recv_payload(conn, length)
             except socket.timeout:
-                return  # an incomplete frame stalled for frame_timeout_s
+                return True  # an incomplete frame stalled for frame_timeout_s
             if payload is None:
-                return  # truncated frame: peer went away
-            if not authenticated:
-                authenticated = self._carries_token(payload)
+                return True  # truncated frame: peer went away
+            if not st.authenticated:
+                st.authenticated = self._carries_token(payload)
             running.add(1)
-            self._pool.submit(lambda rid=rid, payload=payload: self._reply(conn, send_lock, rid, payload, running))
+            w, watch = st.watched, self._watch
+            ticket = watch.arm(w) if w is not None and watch is not None else None
+            if ticket is None:
+                self._pool.submit(lambda rid=rid, payload=payload: self._reply(conn, send_lock, rid, payload, running))
+                continue
+            # run the call here; the watch starts another reader if the client sends more meanwhile.
+            # Disarm before the reply goes out: a client that answers it with its next request at
+            # once must find this thread still its reader, not wake the watch and a worker.
+            if not self._reply(conn, send_lock, rid, payload, running, before_send=lambda: watch.disarm(w, ticket)):
+                return False
 
     def _carries_token(self, payload: bytearray) -> bool:
         try:
@@ -173,15 +222,20 @@ class SocketServerTransport:
         _close_gracefully(conn, 1 << 16)
 
     def _reply(self, conn: socket.socket, send_lock: threading.Lock, rid: int, payload: bytearray,
-               running: "_Running | None" = None) -> None:
+               running: "_Running | None" = None, before_send: "Callable[[], bool] | None" = None) -> bool:
+        """Run one call and send its reply; returns ``before_send()`` (called between the two), else True."""
+        keep = True
         try:
             reply = self._server.handle_message(payload)
+            if before_send is not None:
+                keep = before_send()
             self._send(conn, send_lock, [FRAME.pack(MAGIC, rid, reply.nbytes), *reply.segments])
         finally:
             if running is not None:
                 running.add(-1)
         if reply.after_send is not None:
             reply.after_send()
+        return keep
 
     @staticmethod
     def _send(conn: socket.socket, lock: threading.Lock, segments: Sequence) -> None:
@@ -190,6 +244,22 @@ class SocketServerTransport:
                 send_all(conn, segments)
         except OSError:
             pass  # client gone; its reader sees the closed connection
+
+
+class _ConnState:
+    """One served connection: its socket, the lock its replies are sent under, its calls in flight,
+    whether it authenticated, its :class:`Watched` entry, and ``finished`` (set by the reader that
+    ends it)."""
+
+    __slots__ = ("sock", "send_lock", "running", "authenticated", "watched", "finished")
+
+    def __init__(self, sock: socket.socket, authenticated: bool) -> None:
+        self.sock = sock
+        self.send_lock = threading.Lock()
+        self.running = _Running()
+        self.authenticated = authenticated
+        self.watched: Watched | None = None
+        self.finished = threading.Event()
 
 
 class _Running:
@@ -273,8 +343,8 @@ class _Connection:
                         f"max_frame_bytes={self._max}; raise RpcClient(max_frame_bytes=...)"
                     )
                     break
-                payload = bytearray(length)
-                if recv_exact_into(self.sock, payload) < length:
+                payload = recv_payload(self.sock, length)  # grows with the bytes received, not the claim
+                if payload is None:
                     reason = RpcTransportError(f"connection to {self._ep} (socket transport) closed mid-reply")
                     break
                 with self._plock:

@@ -6,7 +6,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import Footer, Static
+
+from ..widgets.tables import VimDataTable
 
 __all__ = ["HelpScreen", "binding_rows"]
 
@@ -45,7 +47,7 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(f"[b]Keys — {self.target.__class__.__name__.removesuffix('Screen')}[/b]\n{INTRO}", id="help-intro")
-            table = DataTable(id="help-keys", cursor_type="row", zebra_stripes=True)
+            table = VimDataTable(id="help-keys", cursor_type="row", zebra_stripes=True)
             table.add_columns("Keys", "Action", "Binding id")
             for row in binding_rows(self.target):
                 table.add_row(*row)

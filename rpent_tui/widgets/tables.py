@@ -18,6 +18,18 @@ class VimDataTable(DataTable):
         Binding("G", "scroll_bottom", "Last", show=False, id="table-last"),
     ]
 
+    def _update_dimensions(self, new_rows) -> None:  # type: ignore[no-untyped-def]
+        """Textual's on-idle column-width update, then invalidate the line caches.
+
+        Textual 8.2.8 measures added rows' column widths only on the table's idle, and for
+        fixed-height rows it does not invalidate the lines it cached keyed by ``_update_count``: a
+        paint that came between ``add_row`` and that idle (the screen's and the table's tasks race;
+        seen on loaded machines) kept columns at their label width with cells cut (``pi0_`` for
+        ``pi0_pick``) until something else moved the cursor."""
+        super()._update_dimensions(new_rows)
+        self._update_count += 1
+        self.refresh()
+
 
 class VimSelectionList(SelectionList):
     """``SelectionList`` with j/k down/up (space toggles, as built in)."""

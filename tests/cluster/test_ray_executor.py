@@ -26,6 +26,8 @@ def on_term(*_):
 signal.signal(signal.SIGTERM, on_term)
 open(os.path.join(run_dir, "record.json"), "w").write('{"ok": true}')
 open(os.path.join(run_dir, "extra_args.txt"), "w").write(" ".join(sys.argv[4:]))
+blocked = [ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("SigBlk:")][0]
+open(os.path.join(run_dir, "sigblk.txt"), "w").write(blocked)
 print("hello from", os.getpid(), flush=True)
 time.sleep(sleep_s)
 sys.exit(code)
@@ -74,6 +76,8 @@ def test_runs_land_under_the_driver_root_with_exit_codes(ray_cluster, tmp_path, 
         assert (tmp_path / "runs" / key / "attempt-1" / "record.json").read_text() == '{"ok": true}'
         assert "hello from" in (tmp_path / "runs" / key / "attempt-1.log").read_text()
         assert ("results copied back" in outs[key].where) == (results == "copy")
+        # no signal blocked in the run (a Ray worker runs tasks with SIGINT blocked; the mask survives exec)
+        assert int((tmp_path / "runs" / key / "attempt-1" / "sigblk.txt").read_text(), 16) == 0
         # the run gets the driver's niceness back from Ray's worker niceness (+15) where permitted
         expected = os.getpriority(os.PRIO_PROCESS, 0) if os.geteuid() == 0 else None
         if expected is not None:

@@ -142,12 +142,16 @@ def test_pipelined_mode_merges_small_groups_while_the_gpu_is_busy():
     def launch(items):
         if items != [0]:
             return _Handle(items, 0.0, log)
-        handle = _Handle(items, None, log)  # item 0's long batch ends once 1-4 are (about to be) queued
+        handle = _Handle(items, None, log)  # item 0's long batch ends once the next batch was launched
 
         def finish():
             for _ in range(4):
                 coming.acquire(timeout=120)
-            time.sleep(0.3)
+            # ends once the batcher launched its next batch (all of 1-4 when it merges, a part when it
+            # does not), not after a fixed sleep a loaded machine may need longer for the last submit
+            deadline = time.monotonic() + 60
+            while len(log) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
             handle.ready.set()
 
         threading.Thread(target=finish, daemon=True).start()
