@@ -126,6 +126,7 @@ class RpentApp(App[int]):
         self._restore_signals: Callable[[], None] | None = None
         self._operator_modal: OperatorModal | None = None
         self.task_lists: dict[str, tuple[str, ...]] = {}  # robot -> its suites, once this app scanned them
+        self._switching_shown_mode = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -170,6 +171,26 @@ class RpentApp(App[int]):
 
     def _trio_crashed(self, error: BaseException) -> None:
         self.exit(return_code=1, message=f"rpent-tui: background task failed: {type(error).__name__}: {error}")
+
+    # -- screen switches -----------------------------------------------------------------------------
+    def switch_mode(self, mode: str) -> Any:
+        """Show screen mode ``mode`` (F2..F9). A screen shown before is drawn in the next frame:
+        Textual's ``switch_mode`` first suspends every repaint for 50 ms (``delay_update``, to mask the
+        mounting of a new screen) and discards any frame rendered meanwhile (measured: 50 ms plus a
+        wasted ~25 ms render on every F2/F3 switch at 120x40), so that delay is kept only for a mode's
+        first screen, which is still being composed."""
+        first = mode not in self._screen_stacks  # Textual 8.2: modes whose screen exists
+        self._switching_shown_mode = not first
+        try:
+            return super().switch_mode(mode)
+        finally:
+            self._switching_shown_mode = False
+
+    def delay_update(self, delay: float = 0.05) -> None:
+        """Textual's repaint delay (s), skipped during a switch to a screen shown before (``switch_mode``)."""
+        if self._switching_shown_mode:
+            return
+        super().delay_update(delay)
 
     # -- service events ----------------------------------------------------------------------------
     def post_event(self, event: Any) -> None:

@@ -1,5 +1,6 @@
 """Base class of the mode screens: registers itself with the app so it receives service events while
-hidden, and skips Textual's full restyle on a screen switch when nothing a style depends on changed."""
+hidden, and skips Textual's full restyle and re-layout on a screen switch when nothing a style or
+the layout depends on changed."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ class LiveScreen(Screen):
     """
 
     _styled_for: tuple | None = None
+    _laid_out_for: Any = None  # the size of the last layout pass (None: never laid out)
 
     def on_mount(self) -> None:
         self.app.live_screens.add(self)
@@ -48,6 +50,20 @@ class LiveScreen(Screen):
                 message.refresh_styles = False
             self._styled_for = state
         return super().post_message(message)
+
+    def _refresh_layout(self, size: Any = None, scroll: bool = False) -> None:
+        """Textual's layout pass; remembers the size it laid out for (see ``_screen_resized``)."""
+        super()._refresh_layout(size, scroll)
+        self._laid_out_for = self.outer_size if size is None else size
+
+    def _screen_resized(self, size: Any) -> None:
+        """Textual calls this on every screen switch (``App.switch_mode``): a full reflow, and its
+        render. Skipped when the screen was last laid out for this same size and no widget asked for a
+        layout since (such a request is pending in ``_layout_required`` and runs on the next update);
+        a terminal resized while the screen was hidden still gets its layout pass here."""
+        if size == self._laid_out_for and not self._layout_required and not self._layout_widgets:
+            return
+        super()._screen_resized(size)
 
     def handle_service_event(self, event: object) -> None:
         """Apply one service-layer event; the default ignores it."""

@@ -206,6 +206,9 @@ class RunScreen(LiveScreen):
         """Apply the pending run events to the panes (at most every ``repaint_interval_s``): a scrolling
         transcript repaints its whole pane, so fewer, larger updates save terminal bandwidth."""
         self._repaint_timer = None
+        if not self.is_current:  # a timer set before a switch away: the events wait for the catch-up
+            self._stale = True
+            return
         self._repainted_at = time.monotonic()
         events, self._pending = self._pending, []
         run = self.app.session.current
@@ -228,6 +231,9 @@ class RunScreen(LiveScreen):
 
     def _show_frames(self) -> None:
         self._frames_timer = None
+        if not self.is_current:  # hidden meanwhile: the catch-up shows the newest frames
+            self._stale = True
+            return
         self._frames_shown_at = time.monotonic()
         run = self.app.session.current
         caption = f"step {run.frames_step}" if run is not None and run.frames_step is not None else ""

@@ -161,3 +161,52 @@ def assert_pane_shows_only_its_text(app, view):
         shown = strips[region.y + y].crop(region.x + 1, region.right - 1).text
         want = rows[top + y - 1] if top + y - 1 < len(rows) else ""
         assert shown.rstrip() == want.rstrip(), f"row {y} of the pane: {shown!r}, expected {want!r}"
+
+
+def test_screen_switch_draws_at_once_waits_while_hidden_and_relayouts_after_a_hidden_resize(tmp_path):
+    """F2/F3 switches (issue 20: p90 <= 50 ms): a screen shown before is not held back by Textual's
+    50 ms ``delay_update``; a hidden Run screen applies no run events (they wait and are caught up when
+    it is shown); a terminal resized while the Run screen was hidden lays it out for the new size."""
+    from rpent.session.model import RunEvents
+
+    run = StandInRun(hang=True)
+    app = make_app(tmp_path, run)
+
+    async def main():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: app.session.state == "ready", what="shared services", timeout=120)
+            await pilot.press("t")
+            await type_text(pilot, "libero_goal 0 0\n")
+            await wait_for(pilot, lambda: app.session.current and len(app.session.current.transcript) >= 3,
+                           what="run events", timeout=120)
+            run_screen = app.screen
+            view = run_screen.query_one("#transcript")
+            await pilot.press("f2")
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "ServicesScreen", what="Services", timeout=60)
+            app.switch_mode("run")
+            assert app._batch_count == 0  # no repaint hold (Textual's switch_mode holds them for 50 ms)
+            await wait_for(pilot, lambda: app.screen is run_screen, what="Run", timeout=60)
+            app.switch_mode("services")
+            assert app._batch_count == 0
+            await wait_for(pilot, lambda: app.screen is not run_screen, what="Services again", timeout=60)
+            shown = view.entry_count
+            run_id = app.session.current.id
+            events = [{"kind": "planner", "event": "text", "text": f"hidden line {i}: " + "a long planner sentence " * 4}
+                      for i in range(40)]
+            app.session.current.transcript.extend(events)
+            app.post_event(RunEvents(run_id, events))
+            await pilot.pause(0.5)
+            assert view.entry_count == shown  # nothing drawn while hidden
+            await pilot.resize_terminal(80, 24)
+            await pilot.pause(0.3)
+            await pilot.press("f3")
+            await wait_for(pilot, lambda: app.screen is run_screen and view.entry_count == shown + 40
+                           and view.size.width < 60 and view._wrap_width == view._width()
+                           and view.is_vertical_scroll_end, what="caught up and laid out at 80x24", timeout=60)
+            assert max(line.cell_length for line in view.lines) <= view.scrollable_content_region.width
+            footer = run_screen.query_one("StableFooter")
+            assert footer.region.y == 23 and footer.region.width == 80  # the whole screen laid out anew
+            assert_pane_shows_only_its_text(app, view)
+            await pilot.press("ctrl+q")
+
+    asyncio.run(main())
