@@ -172,9 +172,16 @@ class ScriptedPlanner:
             tag = f"step {k}/{n} ({goal.describe()})" if n > 1 else goal.describe()
             if k > 1 and home is not None:
                 ScriptedPlanner._go_home(call, home)
-            if isinstance(goal, strategy.PushGoal):
+            if isinstance(goal, (strategy.PushGoal, strategy.FixtureGoal)):
                 try:
-                    outcome = ScriptedPlanner._push_step(call, say, goal)
+                    if isinstance(goal, strategy.PushGoal):
+                        outcome = ScriptedPlanner._push_step(call, say, goal)
+                    else:
+                        if goal.action == "open":
+                            later = [g for g in plan.steps[k:] if isinstance(g, strategy.PickPlaceGoal)]
+                            if ScriptedPlanner._clear_drawer_path(call, say, goal, later) and home is not None:
+                                ScriptedPlanner._go_home(call, home)
+                        outcome = ScriptedPlanner._fixture_step(call, goal)
                 except scene.NotFound as exc:
                     say(f"{tag}: {exc}")
                     return None, f"{tag}: {exc}"
@@ -185,25 +192,8 @@ class ScriptedPlanner:
                     reason = outcome.get("reason") or "task predicate not satisfied"
                     say(f"{tag} ended at stage '{outcome.get('stage')}' without success: {reason}")
                     return "failure", f"{tag} stopped at {outcome.get('stage')}: {reason}"
-                continue
-            if isinstance(goal, strategy.FixtureGoal):
-                try:
-                    if goal.action == "open":
-                        later = [g for g in plan.steps[k:] if isinstance(g, strategy.PickPlaceGoal)]
-                        if ScriptedPlanner._clear_drawer_path(call, say, goal, later) and home is not None:
-                            ScriptedPlanner._go_home(call, home)
-                    outcome = ScriptedPlanner._fixture_step(call, goal)
-                except scene.NotFound as exc:
-                    say(f"{tag}: {exc}")
-                    return None, f"{tag}: {exc}"
-                if toolkit.solved():
-                    say("The environment reports success.")
-                    return "success", "did: " + "; ".join(g.describe() for g in plan.steps[:k])
-                if not outcome.get("done") or k == n:
-                    reason = outcome.get("reason") or "task predicate not satisfied"
-                    say(f"{tag} ended at stage '{outcome.get('stage')}' without success: {reason}")
-                    return "failure", f"{tag} stopped at {outcome.get('stage')}: {reason}"
-                say(f"{tag}: done (joint at {outcome.get('qpos', float('nan')):.3f}).")
+                if isinstance(goal, strategy.FixtureGoal):
+                    say(f"{tag}: done (joint at {outcome.get('qpos', float('nan')):.3f}).")
                 continue
             try:
                 picked = scene.localise_step(call, goal, exclude=placed)
