@@ -90,7 +90,9 @@ def test_attached_app_runs_answers_detaches_reattaches_and_stops(short_tmp, png_
                 return "\n".join(str(line.text) for line in screen.query_one("#transcript").lines)
             await wait_for(pilot, lambda: "move_to" in text() and "I will pick up the bowl." in text(), 60,
                            what="the transcript")
-            assert screen.query_one("#frame-main").has_frame
+            # the frame arrives with the run's events; a Run screen covered by the verdict window
+            # applies them when it is shown again (after its first paint), so wait for it
+            await wait_for(pilot, lambda: screen.query_one("#frame-main").has_frame, 60, what="the camera frame")
             await pilot.press("ctrl+q")
             await wait_for(pilot, lambda: isinstance(app.screen, QuitSessionScreen), what="quit dialog")
             await pilot.press("d")
