@@ -4,7 +4,7 @@ every browser tab of ``rpent --dashboard``.
 ``AttachedApp`` is ``RpentApp`` over a ``rpent.session.client.RemoteSession``: the session (shared
 services, TaskRuns, operator requests, code cells) lives in the session process, so closing the
 terminal, an SSH drop (SIGHUP) or closing a browser tab only detaches. Keys added here: F10 detach
-(the session keeps running), F7 download the current TaskRun's ``episode.mp4``, F8 download its latest
+(the session keeps running), shift+F8 download the current TaskRun's ``episode.mp4``, F8 download its latest
 camera frames (in a browser these are real downloads; in a terminal they are saved to the
 downloads folder). ctrl+q asks: stop the session and its services, or detach.
 
@@ -80,7 +80,7 @@ class AttachedApp(RpentApp):
     BINDINGS = [
         Binding("f10", "detach", "Detach", id="detach", priority=True,
                 tooltip="Leave the session running and close this client"),
-        Binding("f7", "download_video", "Download video", id="download-video", show=False,
+        Binding("shift+f8", "download_video", "Download video", id="download-video", show=False,  # F7 is Batch
                 tooltip="Download the current TaskRun's episode.mp4"),
         Binding("f8", "download_frames", "Download frames", id="download-frames", show=False,
                 tooltip="Download the current TaskRun's latest camera frames (PNG)"),
@@ -217,7 +217,7 @@ class AttachedApp(RpentApp):
         yield SystemCommand("Session: detach", "Leave the session running and close this client (F10)",
                             self.action_detach)
         yield SystemCommand("Session: stop", "Stop the session and its services", self.action_stop_session)
-        yield SystemCommand("Download: episode.mp4", "The current TaskRun's video (F7)", self.action_download_video)
+        yield SystemCommand("Download: episode.mp4", "The current TaskRun's video (shift+F8)", self.action_download_video)
         yield SystemCommand("Download: frames", "The current TaskRun's latest camera frames (F8)",
                             self.action_download_frames)
 

@@ -5,7 +5,7 @@ closes (``shared/reference/tui_reference.md``, textual-serve notes). Each tab th
 ``python -m rpent_tui.attached <session dir>``: a thin client of the one session process, so every tab sees
 the same TaskRuns and operator requests, and closing a tab (or the dashboard server) leaves the
 session running. Frames use the half-block renderer (terminal graphics do not reach a browser);
-F7/F8 deliver ``episode.mp4`` and the latest frames as browser downloads.
+shift+F8 / F8 deliver ``episode.mp4`` and the latest frames as browser downloads.
 
 Security: textual-serve has no authentication. The dashboard binds 127.0.0.1 unless told otherwise
 (reach it through ``ssh -N -L 8000:127.0.0.1:8000 USER@HOST``); a non-loopback bind requires a

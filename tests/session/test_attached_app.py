@@ -243,3 +243,14 @@ def test_attached_metaworld_session_offers_its_own_suites_not_liberos(short_tmp)
         app = asyncio.run(attach())
         assert app.return_code == 0
         thread.thread.join(30)
+
+
+def test_attached_keys_do_not_shadow_a_screen_key():
+    """An attached client (the default ``rpent-tui``) adds detach and download keys; none may take a
+    screen's F-key (F7 once downloaded the video instead of opening Batch, as README and F1 help say)."""
+    from rpent_tui.app import SCREEN_MODES
+    from rpent_tui.attached import AttachedApp
+
+    screen_keys = {key for key, _screen, _title in SCREEN_MODES.values()}
+    attached_keys = {k.strip() for b in AttachedApp.BINDINGS for k in b.key.split(",")}
+    assert not screen_keys & attached_keys, screen_keys & attached_keys
