@@ -24,13 +24,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rpent-memory", description="Validate, merge and index a task memory corpus.")
     p.add_argument("--memory-dir", default=None, help="memory root (default $RPENT_MEMORY_DIR, else ./memory)")
     p.add_argument("--robot", default="libero", help="corpus <memory dir>/<robot> (default libero)")
+    # the same two options after the subcommand too (``rpent-memory build-index --memory-dir DIR``);
+    # SUPPRESS keeps a value given before the subcommand when they are not repeated after it
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--memory-dir", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    common.add_argument("--robot", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("validate", help="check every leaf's format and the manifest of file hashes")
-    m = sub.add_parser("merge", help="merge _internal/inbox/<cell>/ into the corpus under a file lock")
+    sub.add_parser("validate", parents=[common], help="check every leaf's format and the manifest of file hashes")
+    m = sub.add_parser("merge", parents=[common], help="merge _internal/inbox/<cell>/ into the corpus under a file lock")
     m.add_argument("--cell", required=True, help="cell tag, e.g. object_t0_s0")
     m.add_argument("--solved", action="store_true",
                    help="the cell was solved: also publish its audit + recipe pair to task-specific/")
-    sub.add_parser("build-index", help="rewrite MEMORY.md and manifest.json from the leaves on disk")
+    sub.add_parser("build-index", parents=[common], help="rewrite MEMORY.md and manifest.json from the leaves on disk")
     return p
 
 
@@ -46,7 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "validate":
             if not corpus.is_dir():
-                raise MemoryCorpusError(f"no memory corpus at {corpus}")
+                raise MemoryCorpusError(
+                    f"no memory corpus at {corpus}: give the memory root that holds <robot>/MEMORY.md with "
+                    f"--memory-dir, or create one (an exploration run with --explore, or "
+                    f"`rpent-memory --memory-dir {corpus.parent} build-index` over leaves you wrote)")
             problems = validate_corpus(corpus)
             for line in problems:
                 print(f"rpent-memory: {line}")
