@@ -322,6 +322,8 @@ class TaskRunView:
             "tool_calls": self.tool_calls,
             "steps": len(self.timeline),
             "environment_success": (self.outcome or {}).get("environment_success"),
+            "environment_success_unknown": (self.outcome or {}).get("environment_success_unknown"),
+            "label": (self.outcome or {}).get("label"),
             "operator_verdict": (self.outcome or {}).get("operator_verdict"),
             "verdict_required": (self.outcome or {}).get("verdict_required"),
             "disagreement": (self.outcome or {}).get("disagreement"),

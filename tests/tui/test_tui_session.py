@@ -179,3 +179,18 @@ def test_run_layer_refusal_reaches_the_screen_as_one_clean_line(tmp_path):
     assert "\n" not in run.error
     record = json.loads((run.output_dir / "taskrun.json").read_text())
     assert record["state"] == "error" and record["error"] == run.error
+
+
+def test_taskrun_json_carries_the_run_label_and_why_the_predicate_is_unknown(tmp_path):
+    """``taskrun.json`` carries the run record's ``label`` and ``environment_success_unknown`` next to
+    ``environment_success`` (README: the same fields as the transcript), e.g. after the env server died."""
+    from rpent.session.model import TaskRunView
+
+    run = TaskRunView("0001", TaskCommand("libero_object", 0, 0), tmp_path / "0001_libero_object_t0_s0")
+    reason = "could not read the environment's success at the end of the run (env server gone)"
+    run.apply({"kind": "finished", "outcome": {"environment_success": None, "label": "error",
+                                               "environment_success_unknown": reason}})
+    record = run.record()
+    assert record["label"] == "error" and record["environment_success"] is None
+    assert record["environment_success_unknown"] == reason
+    assert json.loads(json.dumps(record))["environment_success_unknown"] == reason
