@@ -76,11 +76,15 @@ def _replay(args) -> int:
     rows = trio.run(lambda: replay_seeds(opts, on_row=lambda r: print(json.dumps(r), flush=True)))
     eps = [r for r in rows if r["kind"] == "episode"]
     ok = sum(bool(r["success"]) for r in eps)
-    print(f"rpent-flash: {ok}/{len(eps)} seeds solved; records in {args.output_root}", file=sys.stderr)
+    ran = "" if len(eps) == len(opts.seeds) else f" (of the {len(eps)} that ran; {len(opts.seeds)} asked)"
+    print(f"rpent-flash: {ok}/{len(eps)} seeds solved{ran}; records in {args.output_root}", file=sys.stderr)
     cancelled = [r for r in eps if r.get("label") == "cancelled"]
-    if cancelled:
-        print(f"rpent-flash: {cancelled[0].get('error') or 'interrupted'}; replay stopped after seed "
-              f"{cancelled[0]['seed']} ({len(opts.seeds) - len(eps)} seeds not started)", file=sys.stderr)
+    stopped = [r for r in rows if r["kind"] == "stopped"]
+    if cancelled or stopped:
+        why = (cancelled[0].get("error") if cancelled else None) or (stopped[0]["reason"] if stopped else "interrupted")
+        last = cancelled[0]["seed"] if cancelled else (eps[-1]["seed"] if eps else None)
+        print(f"rpent-flash: {why}; replay stopped" + (f" after seed {last}" if last is not None else "")
+              + f" ({len(opts.seeds) - len(eps)} seed(s) not started)", file=sys.stderr)
     if any(r.get("label") in ("error", "cancelled") for r in eps) or len(eps) < len(opts.seeds):
         return 2
     return 0 if ok == len(eps) else 1

@@ -13,7 +13,9 @@
    success, finish, error, env steps, wall time (s) of the run and CPU time (s, user + sys) of
    this process and of the env server during it (``cpu_s``; split into ``cpu_client_s`` and
    ``cpu_server_s``), the 1-min load average; a first line (``"kind":
-   "env_server_start"``) gives the server start's wall and CPU time, which the episodes share.
+   "env_server_start"``) gives the server start's wall and CPU time, which the episodes share; a
+   stop by a signal between episodes adds a ``"kind": "stopped"`` line with the reason and the
+   seeds that never started.
 
 With ``fresh_env=True`` (``--fresh-env-per-seed``) every seed gets its own plain LIBERO env server,
 like a plain ``rpent`` run (for comparison; ``flash_replay.json`` then says ``shared: false``). A server that died is restarted before the next seed
@@ -214,6 +216,10 @@ async def _replay_all(opts: ReplayOptions, root: Path, timeout: float | None, em
 
         for i, seed in enumerate(opts.seeds):
             if stop["why"]:
+                # the ledger says the replay was stopped and which seeds never started (a reader must
+                # not take the rows above it for the whole replay)
+                emit({"kind": "stopped", "suite": opts.suite, "task": opts.task, "reason": stop["why"],
+                      "seeds_not_started": list(opts.seeds[i:])})
                 break
             out = root / run_tag(opts.suite, opts.task, seed)
             w0, c0 = time.monotonic(), _self_cpu_s()

@@ -482,3 +482,20 @@ def test_replay_options_are_refused_before_anything_starts(tmp_path, change, nee
     with pytest.raises(ValueError, match=needle.replace("(", r"\(")):
         check_options(ReplayOptions(**kw))
     assert (tmp_path / "used" / "replay.jsonl").read_text() == "{}\n" and not (tmp_path / "out").exists()
+
+
+def test_a_replay_stopped_between_episodes_says_so_in_its_ledger(tmp_path):
+    """A signal that lands between two episodes stops the replay before the next seed: the ledger gets
+    a ``stopped`` line with the reason and the seeds that never started (a reader must not take the
+    rows above it for the whole replay)."""
+    import trio
+
+    from rpent.flash.batch import ReplayOptions, _replay_all
+
+    rows: list[dict] = []
+    opts = ReplayOptions(flash_dir=str(tmp_path), suite="libero_object", task=0, seeds=[6, 7, 8, 9],
+                         output_root=str(tmp_path / "out"))
+    stop = {"why": "received SIGINT", "scope": None, "steering": None}
+    trio.run(_replay_all, opts, tmp_path, None, rows.append, stop)
+    assert rows == [{"kind": "stopped", "suite": "libero_object", "task": 0, "reason": "received SIGINT",
+                     "seeds_not_started": [6, 7, 8, 9]}]
