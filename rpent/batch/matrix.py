@@ -267,7 +267,10 @@ def load_matrix_file(path: str | Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise ValueError(f"matrix file {p} does not exist") from None
     except yaml.YAMLError as exc:
-        raise ValueError(f"matrix file {p} is not valid YAML: {str(exc).splitlines()[0]}") from None
+        mark = getattr(exc, "problem_mark", None)  # where the parser stopped (0-based)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ValueError(f"matrix file {p} is not valid YAML{where}: {problem}; fix the file") from None
     if not isinstance(doc, dict):
         raise ValueError(f"matrix file {p} must be a mapping with suites/tasks/seeds/arms")
     allowed = {"suites", "tasks", "seeds", "repeats", "flags", "arms",

@@ -182,6 +182,10 @@ def _run_validate(args: argparse.Namespace) -> int:
                 print(f"  - [{prob['check']}] {prob['detail']}")
         c = result["counts"]
         print(f"{c['records']} record(s): {c['ok']} ok, {c['with_problems']} with problems")
+    if result["counts"]["records"] == 0:  # a wrong folder must not pass as "all valid"
+        _err(f"error: no raw episode records under {args.root} (record them with --record-trajectory, "
+             "or rpent-batch with recording on, and point validate at that output or results root)")
+        return 1
     return 0 if result["counts"]["with_problems"] == 0 else 1
 
 

@@ -148,3 +148,11 @@ def test_compare_says_which_task_strata_were_dropped(tmp_path):
     a0 = prepare_root(tmp_path / "a0", [0], seeds=range(25, 30))
     b0 = prepare_root(tmp_path / "b0", [0], seeds=range(25, 30))
     assert "over 0 informative task strata (1 dropped" in render_compare(compare_roots(a0.root, b0.root, None, None))
+
+
+def test_malformed_matrix_yaml_names_line_and_column(tmp_path, cli):
+    bad = tmp_path / "m1.yaml"
+    bad.write_text("suites: [libero_object\ntasks: [0]\n")
+    _one_line_usage_error(cli("--matrix", str(bad), "--results-root", str(tmp_path / "r")),
+                          str(bad), "not valid YAML (line 2, column 6)", "fix the file")
+    assert not (tmp_path / "r").exists()

@@ -139,3 +139,11 @@ def test_a_record_without_a_run_record_beside_it_gets_no_run_checks(tmp_path, re
     result = validate_root(tmp_path)
     (rec,) = result["records"]
     assert rec["ok"] and rec["run_record"] is None
+
+
+def test_validate_of_a_folder_without_raw_records_fails_and_says_why(tmp_path, capsys):
+    """Pointing validate at the wrong folder must not pass as "0 records, all valid"."""
+    (tmp_path / "runs" / "logs").mkdir(parents=True)
+    assert flywheel_main(["validate", str(tmp_path / "runs")]) == 1
+    err = capsys.readouterr().err
+    assert "no raw episode records under" in err and "--record-trajectory" in err
