@@ -16,7 +16,7 @@ only ``--output-dir``/``report.json`` is written, with the exclusions; no ``trai
 refused (existing output dir, missing input, mixed robots, bad values), 1 when writing failed,
 130 when interrupted (SIGINT) and 143 (SIGTERM); nothing is left at ``--output-dir`` in the last
 three cases. validate: 0 when every record is sound, 1 when some
-has a problem, 2 on a missing root. view: 0 written, 2 on bad input.
+has a problem or the root holds no raw record at all, 2 on a missing root. view: 0 written, 2 on bad input.
 """
 
 from __future__ import annotations
