@@ -307,6 +307,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rpent: {cfg.output_dir} already holds a run record (states.json); refusing to overwrite it. "
               "Choose a new --output-dir (or omit it for a fresh timestamped one).", file=sys.stderr)
         return _exit(EXIT_ERROR)
+    try:  # before any service starts: an unwritable place is a one-line refusal, not a traceback later
+        Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"rpent: cannot create --output-dir {cfg.output_dir}: {exc.strerror or exc}. "
+              "Choose a directory you can write to.", file=sys.stderr)
+        return _exit(EXIT_ERROR)
     steering = Steering(interactive=args.interactive)
     operator = TerminalOperator() if sys.stdin.isatty() else NoOperator()
     if args.interactive:

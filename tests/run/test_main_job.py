@@ -145,6 +145,12 @@ def test_output_dir_under_a_file_is_refused_in_one_line(tmp_path):
     assert p.stderr.strip().splitlines() == [
         f"rpent: error: --output-dir {blocker} is a file, not a directory; choose a new directory"]
     assert blocker.read_text() == "x"
+    # a place that cannot be created (procfs refuses every mkdir): one line, no traceback
+    p = _rpent("--suite", "libero_object", "--task", "0", "--output-dir", "/proc/rpent-nope", timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr.strip().splitlines() == [
+        "rpent: cannot create --output-dir /proc/rpent-nope: No such file or directory. "
+        "Choose a directory you can write to."], p.stderr
 
 
 def test_killed_env_server_keeps_record_and_leaves_no_orphans(tmp_path):
