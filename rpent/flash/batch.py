@@ -106,10 +106,10 @@ def check_options(opts: ReplayOptions) -> None:
     Raises:
         ValueError: no seeds, a negative or repeated seed, a step limit < 1, a planner timeout
             <= 0 s, a negative EGL device, an output root that is a file or already holds files,
-            an unknown suite/task, a flash directory that is a file or has no plan for the task
+            an unknown suite/task, a flash directory that is a file, has no plan for the task or a malformed one
             (one line naming it and the fix).
     """
-    from rpent.flash.files import find_plan
+    from rpent.flash.files import FlashFileError, find_plan, load_flash
     from rpent.robots.libero import suites
 
     if not opts.seeds:
@@ -132,7 +132,12 @@ def check_options(opts: ReplayOptions) -> None:
     if flash_dir.exists() and not flash_dir.is_dir():
         raise ValueError(f"--flash-dir {flash_dir} is a file; give the directory that holds <cell>_plan.json")
     suites.task_info(opts.suite, opts.task, suites.check_libero_type(opts.libero_type))
-    find_plan(flash_dir, opts.suite, opts.task)  # FlashFileError is a ValueError
+    cell = find_plan(flash_dir, opts.suite, opts.task)  # FlashFileError is a ValueError
+    try:  # a malformed plan or anchors file is refused here, before an env server starts
+        load_flash(flash_dir, cell)
+    except FlashFileError as exc:
+        raise ValueError(f"{exc}; regenerate the plan with `rpent-flash generate --audit A --recipe R "
+                         f"--destination {flash_dir}`") from None
 
 
 async def replay_seeds(opts: ReplayOptions, *, on_row=None) -> list[dict]:

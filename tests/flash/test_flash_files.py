@@ -499,3 +499,18 @@ def test_a_replay_stopped_between_episodes_says_so_in_its_ledger(tmp_path):
     trio.run(_replay_all, opts, tmp_path, None, rows.append, stop)
     assert rows == [{"kind": "stopped", "suite": "libero_object", "task": 0, "reason": "received SIGINT",
                      "seeds_not_started": [6, 7, 8, 9]}]
+
+
+def test_a_malformed_plan_is_refused_before_an_env_server_starts(tmp_path):
+    """Found by a fresh user: a plan with a bad step was only found in the replay, after the env
+    server had started; check_options reads and cross-checks the plan and its anchors first."""
+    from rpent.flash.batch import ReplayOptions, check_options
+
+    flash = tmp_path / "flash"
+    flash.mkdir()
+    (flash / "object_t0_s0_plan.json").write_text(json.dumps({"schema": "rpent.flash.plan/1", "steps": [{}]}))
+    (flash / "object_t0_s0_anchors.json").write_text(json.dumps({"schema": "rpent.flash.anchors/1", "anchors": []}))
+    with pytest.raises(ValueError, match="unknown op None.*rpent-flash generate"):
+        check_options(ReplayOptions(flash_dir=str(flash), suite="libero_object", task=0, seeds=[1],
+                                    output_root=str(tmp_path / "out")))
+    assert not (tmp_path / "out").exists()
