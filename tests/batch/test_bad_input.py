@@ -7,7 +7,6 @@ import pytest
 
 from rpent.batch.compare import compare_roots, render_compare
 from rpent.batch.matrix import Cell
-from rpent.batch.records import ResultsRoot
 from rpent.batch.report import build_report, render_markdown
 from rpent.run.record import run_tag
 
