@@ -237,6 +237,19 @@ class _PlanBuilder:
         head = [{"op": "locate", "anchor": a["id"], "camera": FIXTURE_CAMERA, "observation": 0} for a in used]
         self.steps[:0] = head
 
+    def _nearest(self, pool: list[dict], xyz: list[float], distance) -> dict | None:
+        """The anchor of ``pool`` whose latest estimate centre is within the bind radius of ``xyz``
+        in XY (m, world frame) and has the smallest ``distance(centre)`` (the later one on a tie)."""
+        best, best_d = None, math.inf
+        for a in pool:
+            c = a["observations"][-1]["estimate"]["center"]
+            if math.hypot(xyz[0] - c[0], xyz[1] - c[1]) > self.bind_radius_m:
+                continue
+            d = distance(c)
+            if d <= best_d:
+                best, best_d = a, d
+        return best
+
     def locate(self, prompt: str, camera: str, estimate: dict, obj: str | None) -> None:
         """A successful text-prompt ``segment``: a new observation of the prompt's anchor."""
         est = {k: estimate.get(k) for k in _ESTIMATE_KEYS}
@@ -255,20 +268,11 @@ class _PlanBuilder:
         step: dict[str, Any] = {"op": "tool", "tool": cmd["action"], "args": args, "anchor": None,
                                 "observation": None, "offset_xy": None}
         if isinstance(args.get("xyz"), list) and len(args["xyz"]) == 3:
-            best = None
-            for pool in (self.anchors, self.fixtures):  # objects first; fixture parts only where none is near
-                best_d = self.bind_radius_m if pool is self.anchors else math.inf
-                for a in pool:
-                    c = a["observations"][-1]["estimate"]["center"]
-                    d = math.hypot(args["xyz"][0] - c[0], args["xyz"][1] - c[1])
-                    if pool is not self.anchors:  # parts stacked in one fixture: the nearest in 3-D
-                        d = math.dist(args["xyz"], c) if d <= self.bind_radius_m else math.inf
-                    if d <= best_d and d != math.inf:
-                        best, best_d = a, d
-                if best is not None:
-                    break
-            if best is None and self.held_fixture is not None:
-                best = self.held_fixture
+            xyz = args["xyz"]
+            # objects first; fixture parts only where none is near (parts stacked in one fixture:
+            # the nearest in 3-D); beyond both, the part the gripper holds
+            best = (self._nearest(self.anchors, xyz, lambda c: math.hypot(xyz[0] - c[0], xyz[1] - c[1]))
+                    or self._nearest(self.fixtures, xyz, lambda c: math.dist(xyz, c)) or self.held_fixture)
             if best is not None:
                 if best in self.fixtures:
                     self.used_fixtures.add(best["id"])
