@@ -80,11 +80,11 @@ def _replay(args) -> int:
     print(f"rpent-flash: {ok}/{len(eps)} seeds solved{ran}; records in {args.output_root}", file=sys.stderr)
     cancelled = [r for r in eps if r.get("label") == "cancelled"]
     stopped = [r for r in rows if r["kind"] == "stopped"]
-    if cancelled or stopped:
-        why = (cancelled[0].get("error") if cancelled else None) or (stopped[0]["reason"] if stopped else "interrupted")
-        last = cancelled[0]["seed"] if cancelled else (eps[-1]["seed"] if eps else None)
-        print(f"rpent-flash: {why}; replay stopped" + (f" after seed {last}" if last is not None else "")
-              + f" ({len(opts.seeds) - len(eps)} seed(s) not started)", file=sys.stderr)
+    if cancelled or stopped:  # a cancelled episode is the last one: no seed starts after it
+        why = (cancelled and cancelled[0].get("error")) or (stopped and stopped[0]["reason"]) or "interrupted"
+        after = f" after seed {eps[-1]['seed']}" if eps else ""
+        print(f"rpent-flash: {why}; replay stopped{after} ({len(opts.seeds) - len(eps)} seed(s) not started)",
+              file=sys.stderr)
     if any(r.get("label") in ("error", "cancelled") for r in eps) or len(eps) < len(opts.seeds):
         return 2
     return 0 if ok == len(eps) else 1
