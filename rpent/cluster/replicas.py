@@ -44,12 +44,12 @@ HEALTH_TIMEOUT_S = 10.0
 """Seconds for one liveness check of a replica (actor ping + server ``healthz``)."""
 
 
-
 def _unblocked_signals() -> None:  # runs in the child between fork and exec
     """An empty signal mask for the server: a Ray worker runs its task with SIGINT blocked (Ray 2.60,
     ``SigBlk`` in ``/proc/<pid>/status``) and a blocked mask survives ``exec``, so a replica started
     from an actor would otherwise ignore SIGINT (same fix as ``rpent.batch.ray_executor``)."""
     signal.pthread_sigmask(signal.SIG_SETMASK, ())
+
 
 class ReplicaServer:
     """The body of :class:`ReplicaActor`: one RPC server child process (usable without Ray in tests).
