@@ -106,17 +106,23 @@ def test_steer_interrupt_and_replace_a_running_task(tmp_path):
     asyncio.run(main())
 
 
+async def _start_hanging_task(pilot, app) -> None:
+    """Once the shared services are ready, start libero_goal 0 0 from the ``t`` prompt and wait for
+    the stand-in run's first events."""
+    await wait_for(pilot, lambda: app.session.state == "ready", what="shared services", timeout=120)
+    await pilot.press("t")
+    await type_text(pilot, "libero_goal 0 0\n")
+    await wait_for(pilot, lambda: app.session.current and len(app.session.current.transcript) >= 3,
+                   what="run events", timeout=120)
+
+
 def test_resize_rewraps_the_transcript_and_keeps_following(tmp_path):
     run = StandInRun(hang=True)
     app = make_app(tmp_path, run)
 
     async def main():
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(pilot, lambda: app.session.state == "ready", what="shared services", timeout=120)
-            await pilot.press("t")
-            await type_text(pilot, "libero_goal 0 0\n")
-            await wait_for(pilot, lambda: app.session.current and len(app.session.current.transcript) >= 3,
-                           what="run events", timeout=120)
+            await _start_hanging_task(pilot, app)
             for i in range(60):
                 app.session.current.transcript.append({"kind": "planner", "event": "text",
                                                        "text": f"line {i}: " + "a long planner sentence " * 4})
@@ -174,11 +180,7 @@ def test_screen_switch_draws_at_once_waits_while_hidden_and_relayouts_after_a_hi
 
     async def main():
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(pilot, lambda: app.session.state == "ready", what="shared services", timeout=120)
-            await pilot.press("t")
-            await type_text(pilot, "libero_goal 0 0\n")
-            await wait_for(pilot, lambda: app.session.current and len(app.session.current.transcript) >= 3,
-                           what="run events", timeout=120)
+            await _start_hanging_task(pilot, app)
             run_screen = app.screen
             view = run_screen.query_one("#transcript")
             await pilot.press("f2")
