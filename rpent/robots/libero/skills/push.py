@@ -23,6 +23,7 @@ import numpy as np
 
 from rpent.robots.libero import control
 from rpent.robots.libero.skills.estimate import ObjectEstimate
+from rpent.robots.libero.skills.fixtures import _result, _runner
 from rpent.robots.libero.skills.layout import extent_along
 from rpent.robots.libero.skills.motion import Executor
 
@@ -94,23 +95,13 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
         "reason"?, "center": [x, y] last estimate}``.
     """
     phases: list[dict] = []
-
-    def run(phase: str, tool: str, **args: Any) -> dict:
-        r = ex.run(tool, args)
-        phases.append({"phase": phase, "tool": tool,
-                       **{k: v for k, v in r.items() if k not in ("_images", "state_after")}})
-        return r
+    run, _travel = _runner(ex, phases)
 
     def over() -> bool:
         return control.episode_over(ex.current_state())
 
     def result(stage: str, done: bool, reason: str | None = None) -> dict:
-        s = ex.current_state()
-        out = {"success": bool(s.get("success")), "done": done, "stage": stage, "phases": phases,
-               "center": [float(c[0]), float(c[1])]}
-        if reason:
-            out["reason"] = reason
-        return out
+        return {**_result(ex, phases, stage, done, reason), "center": [float(c[0]), float(c[1])]}
 
     c = np.asarray(obj.center[:2], dtype=np.float64)
     goal = np.asarray(goal_xy, dtype=np.float64)
