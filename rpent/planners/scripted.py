@@ -166,7 +166,6 @@ class ScriptedPlanner:
         placed: set[str] = set()
         placed_tops: dict[tuple, float] = {}  # target key -> top z (m) of what was put there
         targets: dict[str, Any] = {}  # target instance name -> its estimate when first used
-        turned: set[tuple] = set()  # target keys whose objects are turned to bring their slots in reach
         slots = ScriptedPlanner._slots(plan)
         n = len(plan.steps)
         for k, goal in enumerate(plan.steps, 1):
@@ -219,21 +218,11 @@ class ScriptedPlanner:
                 target = layout.beside_target(picked.target, picked.obj, goal.target_side)
                 where = f"on the table {goal.target_side} of {picked.target_name}"
             key = ScriptedPlanner._target_key(goal)
-            turn = 0.0
             if k - 1 in slots:
                 slot, count = slots[k - 1]
-                max_off = layout.SLOT_MAX_OFFSET if goal.relation == "on" else layout.SLOT_MAX_OFFSET_IN
-                grasp = strategy.plan_grasp(picked.obj, 0.0, params, picked.obstacles, picked.boxes)
-                if grasp["kind"] == "handle" and (key in turned or (key not in placed_tops and layout.out_of_reach(
-                        target, picked.obj, grasp["offset"], count, max_off))):
-                    # a slot too far for the arm: every object of this target goes with its handle toward the robot
-                    turned.add(key)
-                    turn = layout.reach_turn(grasp["offset"], target.center[:2])
-                    target = layout.turned_slot_target(target, picked.obj, turn, slot, count)
-                    where += f" (slot {slot + 1} of {count}, turned {turn:+.2f} rad: handle toward the robot, in reach)"
-                else:
-                    target = layout.slot_target(target, picked.obj, slot, count, max_off)
-                    where += f" (slot {slot + 1} of {count})"
+                target = layout.slot_target(target, picked.obj, slot, count, layout.SLOT_MAX_OFFSET if goal.relation == "on"
+                                            else layout.SLOT_MAX_OFFSET_IN)
+                where += f" (slot {slot + 1} of {count})"
             say(f"{tag}: picking {picked.object_name} at "
                 f"({picked.obj.center[0]:.3f}, {picked.obj.center[1]:.3f}) and placing it {where} "
                 f"at ({target.center[0]:.3f}, {target.center[1]:.3f}).")
@@ -242,7 +231,7 @@ class ScriptedPlanner:
                                               obstacles=picked.obstacles, boxes=picked.boxes,
                                               carry_over=placed_tops.get(key),
                                               release_top=target.support[2] if goal.target_part is not None
-                                              and target.support is not None else None, turn=turn)
+                                              and target.support is not None else None)
             placed.add(picked.object_name)
             placed_tops[key] = max(placed_tops.get(key, -1e9), target.top_z + picked.obj.height)
             if toolkit.solved():

@@ -15,7 +15,7 @@ from rpent.robots.libero.skills.estimate import ObjectEstimate
 
 __all__ = ["SLOT_MAX_OFFSET", "SLOT_MAX_OFFSET_IN", "BESIDE_GAP", "BESIDE_MIN_OFFSET", "SIDE_DIRS", "extent_along", "slot_axis", "slot_offset",
            "slot_target", "beside_target", "is_rack", "rack_cradle", "RACK_CRADLE_DEPTH", "RACK_CRADLE_INSET",
-           "RACK_CARRY_CLEARANCE", "REACH_MAX", "out_of_reach", "reach_turn", "turned_slot_target"]
+           "RACK_CARRY_CLEARANCE"]
 
 #: largest distance (m) of a slot from the target's centre. LIBERO's stove "cook region" is a
 #: 0.15 m square on the burner (``flat_stove.xml`` site ``cook_region``, half size 0.075): two
@@ -114,70 +114,6 @@ def beside_target(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> Object
     return ObjectEstimate(center=(float(cx), float(cy), float(ref.bottom_z)), top_z=float(ref.bottom_z),
                           bottom_z=float(ref.bottom_z), major_yaw=0.0, major_extent=0.0, minor_extent=0.0,
                           source=f"beside({side}) {ref.source}")
-
-
-# ---------------------------------------------------------------------- reach
-#: horizontal eef distance (m) from the robot base (:data:`~rpent.robots.libero.skills.grasp.ROBOT_BASE_XY`)
-#: past which the arm cannot bring a carried object down to a target on the table. Measured on
-#: libero_10_swap t8 (seed 0, stove at x 0.22 m): carrying a moka pot by its handle, the eef
-#: stopped at 0.88 m (x 0.223, z 1.03, aimed at 0.92 m, 4 cm short, and let the pot down
-#: there), while it reached 0.84 m (x 0.18 m, z 1.11) and 0.82 m.
-REACH_MAX = 0.84
-
-
-def _reach(x: float, y: float) -> float:
-    from rpent.robots.libero.skills.grasp import ROBOT_BASE_XY
-
-    return math.hypot(x - ROBOT_BASE_XY[0], y - ROBOT_BASE_XY[1])
-
-
-def out_of_reach(target: ObjectEstimate, obj: ObjectEstimate, offset: tuple[float, float], count: int,
-                 max_offset: float = SLOT_MAX_OFFSET) -> bool:
-    """True when the eef (the target's slot centre plus the grasp ``offset``, m) of any of the
-    ``count`` slots (:func:`slot_target`) lies past :data:`REACH_MAX` from the robot base."""
-    for i in range(count):
-        c = slot_target(target, obj, i, count, max_offset).center
-        if _reach(c[0] + offset[0], c[1] + offset[1]) > REACH_MAX:
-            return True
-    return False
-
-
-def reach_turn(offset: tuple[float, float], place_xy: tuple[float, float]) -> float:
-    """Turn (rad about world z, in (-pi, pi]) that points a grasp ``offset`` (grasp xy minus the
-    object's centre, m) from the place point ``place_xy`` toward the robot base: a pot held by
-    its handle then has its handle toward the robot and the eef ~6 cm nearer than the body's
-    centre (the eef of a pot held across the handle axis would be as far as the body)."""
-    from rpent.robots.libero.skills.grasp import ROBOT_BASE_XY
-
-    want = math.atan2(ROBOT_BASE_XY[1] - place_xy[1], ROBOT_BASE_XY[0] - place_xy[0])
-    have = math.atan2(offset[1], offset[0])
-    d = (want - have + math.pi) % (2.0 * math.pi) - math.pi
-    return float(math.pi if d <= -math.pi else d)
-
-
-def turned_slot_target(target: ObjectEstimate, obj: ObjectEstimate, turn: float, slot: int, count: int,
-                       spacing: float = 2.0 * SLOT_MAX_OFFSET) -> ObjectEstimate:
-    """Slot ``slot`` of ``count`` objects turned by ``turn`` (:func:`reach_turn`) on ``target``:
-    side by side across the turned object's long axis (its handle toward the robot, so across
-    the direction to the robot base), ``spacing`` m apart (default 8.4 cm: a moka pot's body is
-    8 cm wide, whatever the target's estimate spans that way), centred on the target's centre
-    (``support`` too), from -y to +y.
-
-    Raises:
-        ValueError: ``slot`` outside ``0..count-1``.
-    """
-    if not 0 <= slot < count:
-        raise ValueError(f"slot {slot} outside 0..{count - 1}")
-    yaw = obj.major_yaw + turn
-    ax, ay = -math.sin(yaw), math.cos(yaw)  # across the turned long axis
-    if ay < 0 or (ay == 0 and ax < 0):
-        ax, ay = -ax, -ay
-    off = (slot - (count - 1) / 2.0) * spacing if count > 1 else 0.0
-    dx, dy = ax * off, ay * off
-    c, sup = target.center, target.support
-    return dataclasses.replace(target, center=(c[0] + dx, c[1] + dy, c[2]),
-                               support=None if sup is None else (sup[0] + dx, sup[1] + dy, sup[2]),
-                               source=f"{target.source}+turned slot{slot + 1}/{count}")
 
 
 # ---------------------------------------------------------------------- racks
