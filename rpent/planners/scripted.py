@@ -214,6 +214,12 @@ class ScriptedPlanner:
                 target = layout.rack_cradle(picked.target)
                 params = dataclasses.replace(params, carry_clearance=layout.RACK_CARRY_CLEARANCE)
                 where = f"in the cradle of {picked.target_name} ({layout.RACK_CRADLE_DEPTH * 100:.0f} cm below its top)"
+            turn, align = 0.0, None
+            if goal.target_compartment is not None:  # in one compartment of a caddy, turned to fit it
+                target = layout.compartment_target(picked.target, goal.target_compartment)
+                turn, align = layout.compartment_turn(picked.obj, target), target.major_yaw
+                where = (f"in the {goal.target_compartment} compartment of {picked.target_name} "
+                         f"(turned {turn:+.2f} rad to lie along it)")
             if goal.target_side is not None:  # on the table beside the target
                 target = layout.beside_target(picked.target, picked.obj, goal.target_side)
                 where = f"on the table {goal.target_side} of {picked.target_name}"
@@ -230,8 +236,9 @@ class ScriptedPlanner:
                                               relocate=scene.wrist_relocator(call, goal.object_phrase, picked.obj),
                                               obstacles=picked.obstacles, boxes=picked.boxes,
                                               carry_over=placed_tops.get(key),
-                                              release_top=target.support[2] if goal.target_part is not None
-                                              and target.support is not None else None)
+                                              release_top=target.support[2] if (goal.target_part is not None
+                                              or goal.target_compartment is not None)
+                                              and target.support is not None else None, align_yaw=align)
             placed.add(picked.object_name)
             placed_tops[key] = max(placed_tops.get(key, -1e9), target.top_z + picked.obj.height)
             if toolkit.solved():
