@@ -27,7 +27,7 @@ from rpent.robots.libero.skills.fixtures import _result, _runner
 from rpent.robots.libero.skills.layout import extent_along
 from rpent.robots.libero.skills.motion import Executor
 
-__all__ = ["PUSH_SIDES", "PUSH_GAP", "push_goal", "push_object"]
+__all__ = ["PUSH_SIDES", "PUSH_GAP", "push_goal", "push_object", "look_pose", "partial_view"]
 
 #: unit xy direction of each side of a reference, for pushing (see the module docstring).
 PUSH_SIDES = {"front": (1.0, 0.0), "back": (-1.0, 0.0), "left": (0.0, -1.0), "right": (0.0, 1.0)}
@@ -57,6 +57,23 @@ PUSH_LEG = 0.2
 SUPPORT_HALF = 0.075
 #: the push ends when the object's centre is this close (m) to its goal.
 PUSH_TOL = 0.02
+#: eef height (m) above the object's top while moving between legs (at 8 cm the approach to a
+#: start point 0.75 m from the robot's base stalled 7 cm short in 100 steps on goal t5; the
+#: finger pads reach ~1.3 cm below the eef, so 5 cm clears the object by ~3.5 cm).
+PUSH_ABOVE = 0.05
+#: before each new look the eef moves this far (m) past the object's edge on the robot's side
+#: (world -x) and :data:`PUSH_LOOK_RISE` up: hovering above the plate after a leg the hand hid
+#: it from the agentview camera (world +x, looking down toward -x), whose estimate then
+#: shrank to a 4 x 1 cm sliver 7 cm off (goal t5, seed 0) and aimed the next legs wrong.
+PUSH_LOOK_BACK = 0.12
+PUSH_LOOK_RISE = 0.10
+#: a new look whose footprint is smaller than this fraction of the first look's (on either
+#: axis) is taken as partly hidden: its centre is not used (dead reckoning is kept).
+PUSH_PARTIAL = 0.7
+#: legs at most, and the push gives up earlier when the last two legs each brought the object
+#: less than :data:`PUSH_MIN_PROGRESS` (m) closer to its goal (stuck against something).
+PUSH_MAX_LEGS = 7
+PUSH_MIN_PROGRESS = 0.01
 
 
 def push_goal(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> tuple[float, float]:
@@ -80,15 +97,36 @@ def push_goal(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> tuple[floa
     return float(cx + d[0] * dist), float(cy + d[1] * dist)
 
 
+def look_pose(c: Any, radius: float, top_z: float) -> list[float]:
+    """Eef position (world, m) from which the agentview camera sees the whole object of centre
+    ``c`` (xy) and footprint ``radius``: :data:`PUSH_LOOK_BACK` past its edge on the robot's
+    side (-x; the camera looks from +x, so nothing there stands between it and the object) and
+    :data:`PUSH_LOOK_RISE` above ``top_z``."""
+    return [float(c[0]) - float(radius) - PUSH_LOOK_BACK, float(c[1]), float(top_z) + PUSH_LOOK_RISE]
+
+
+def partial_view(seen: ObjectEstimate, first: ObjectEstimate, frac: float = PUSH_PARTIAL) -> bool:
+    """True when ``seen``'s footprint (major, minor extent) is smaller than ``frac`` of
+    ``first``'s on either axis: part of the object was hidden, its centre is biased."""
+    a = sorted((seen.major_extent, seen.minor_extent))
+    b = sorted((first.major_extent, first.minor_extent))
+    return a[0] < frac * b[0] or a[1] < frac * b[1]
+
+
 def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
-                relook: Callable[[tuple[float, float]], ObjectEstimate | None] | None = None, max_legs: int = 4) -> dict:
+                relook: Callable[[tuple[float, float]], ObjectEstimate | None] | None = None,
+                max_legs: int = PUSH_MAX_LEGS) -> dict:
     """Push ``obj`` until its centre is within :data:`PUSH_TOL` of ``goal_xy`` (world, m).
 
-    Each leg: rise to 8 cm above the object's top, go above a point :data:`PUSH_BACKOFF` behind
-    its edge (opposite the remaining push), come down open to :data:`PUSH_HEIGHT` above its
-    bottom with the fingers' closing line across the push, push at most :data:`PUSH_LEG` m
-    (the object's centre moves that far; the fingers go the backoff more), then ``relook()`` (a new estimate,
-    or None to trust dead reckoning).
+    Closed loop, each leg: rise to :data:`PUSH_ABOVE` above the object's top, go above a point
+    :data:`PUSH_BACKOFF` behind its edge (opposite the remaining push), come down open to
+    :data:`PUSH_HEIGHT` above its bottom with the fingers' closing line across the push, push at
+    most :data:`PUSH_LEG` m (the object's centre moves that far; the fingers go the backoff
+    more), rise, move clear of the camera's view (:func:`look_pose`) and ``relook()`` (a new
+    estimate, or None to trust dead reckoning; a partly hidden one, :func:`partial_view`, is
+    not trusted either). The next leg is aimed from the object's new position. It stops when
+    the centre is within tolerance, after ``max_legs`` legs, or when two legs in a row each
+    brought it less than :data:`PUSH_MIN_PROGRESS` closer.
 
     Returns:
         ``{"success": env predicate, "done": centre within tolerance, "stage", "phases",
@@ -107,7 +145,8 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
     goal = np.asarray(goal_xy, dtype=np.float64)
     radius = max(obj.major_extent, obj.minor_extent) / 2.0
     z_push = float(obj.bottom_z + PUSH_HEIGHT)
-    z_above = float(obj.top_z + 0.08)
+    z_above = float(obj.top_z + PUSH_ABOVE)
+    stuck = 0
     for leg in range(max_legs):
         rest = goal - c
         dist = float(np.linalg.norm(rest))
@@ -145,11 +184,24 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
             max_steps=60)
         if over():
             return result("push lift", bool(ex.current_state().get("success")))
-        seen = relook((float(c[0]), float(c[1]))) if relook is not None else None
-        if seen is not None:
-            c = np.asarray(seen.center[:2], dtype=np.float64)
+        seen, used = None, False
+        if relook is not None:
+            look = look_pose(c, radius, obj.top_z)
+            for wp in _legs(control.robot_state(ex.current_state())["eef_pos"], look):
+                run("push look", "move_to", xyz=wp, gripper=control.GRIPPER_OPEN, max_steps=60)
+                if over():
+                    return result("push look", bool(ex.current_state().get("success")))
+            seen = relook((float(c[0]), float(c[1])))
+            if seen is not None and not partial_view(seen, obj):
+                c, used = np.asarray(seen.center[:2], dtype=np.float64), True
         phases.append({"phase": "push relook", "leg": leg, "center": [float(c[0]), float(c[1])],
-                       "seen": seen is not None})
+                       "seen": seen is not None, "used": used,
+                       **({"seen_extent": [float(seen.major_extent), float(seen.minor_extent)]} if seen is not None else {})})
+        stuck = stuck + 1 if dist - float(np.linalg.norm(goal - c)) < PUSH_MIN_PROGRESS else 0
+        if stuck >= 2:
+            dist = float(np.linalg.norm(goal - c))
+            return result("push", dist <= PUSH_TOL, f"object {dist:.3f} m from its goal: the last two legs "
+                          f"moved it less than {PUSH_MIN_PROGRESS} m closer each")
     dist = float(np.linalg.norm(goal - c))
     return result("push", dist <= PUSH_TOL, None if dist <= PUSH_TOL else f"object {dist:.3f} m from its goal after {max_legs} legs")
 
