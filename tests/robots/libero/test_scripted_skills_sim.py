@@ -218,3 +218,16 @@ def test_bowl_into_the_bottom_drawer_and_close_it_episode(tmp_path):
     bottom = [p for p in fixtures_answers[-1]["white_cabinet_1"] if p["part"] == "cabinet_bottom"][0]
     assert bottom["qpos"] >= 0.0
 
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_book_into_the_back_compartment_of_the_caddy_episode(tmp_path):
+    tr = _episode(tmp_path, "libero_10", 5)  # "pick up the book and place it in the back compartment of the caddy"
+    said = _said(tr)
+    assert any("in the back compartment of desk_caddy_1" in t for t in said), said
+    calls = [c for m in tr["messages"] if m["role"] == "assistant" for c in m["content"] if c["type"] == "tool_use"]
+    # the caddy is looked at from above first, and the book is turned while carried
+    assert any(c["name"] == "segment" and c["input"].get("prompt") == "caddy" and c["input"].get("camera") == "wrist"
+               for c in calls)
+    assert any(c["name"] == "rotate_wrist" and c["input"].get("gripper") == 1.0 for c in calls)

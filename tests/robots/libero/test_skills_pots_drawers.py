@@ -91,49 +91,6 @@ def test_two_pots_on_the_stove_stand_a_pot_width_apart_on_the_cook_region():
     assert max(abs(a[0]), abs(b[0])) <= 0.075 - 0.03  # 3 cm of error left inside the 0.15 m cook region
 
 
-# libero_10_swap t8 s0 at 23:18 UTC 2026-12-01: the stove's burner as the wrist camera saw it (the
-# agentview mask was cut by the image border), and the second pot (its handle toward -y too)
-SWAP_STOVE_WRIST = est((0.2198, 0.0592, 0.9201), 0.925, 0.9, -0.1109, 0.1794, 0.1008, (0.2198, 0.0592, 0.925))
-SWAP_POT_2 = est((-0.1834, -0.2062, 0.9692), 1.037, 0.901, 1.5119, 0.104, 0.048, (-0.1841, -0.1949, 1.0329))
-
-
-def test_far_stove_turns_the_pots_handle_toward_the_robot_and_brings_them_in_reach():
-    g = plan_grasp(SWAP_POT_1, 0.0)
-    assert g["kind"] == "handle"
-    # along x the far slot's eef lies ~0.92 m from the base: the arm stalled 4 cm short of it
-    assert layout.out_of_reach(SWAP_STOVE_WRIST, SWAP_POT_1, g["offset"], 2)
-    centres = []
-    for slot, pot in enumerate((SWAP_POT_1, SWAP_POT_2)):
-        gp = plan_grasp(pot, 0.0)
-        turn = layout.reach_turn(gp["offset"], SWAP_STOVE_WRIST.center[:2])
-        assert -math.pi < turn <= math.pi
-        assert turn == pytest.approx(-math.pi / 2, abs=0.25)  # handle from -y to -x
-        c, s = math.cos(turn), math.sin(turn)
-        off = (c * gp["offset"][0] - s * gp["offset"][1], s * gp["offset"][0] + c * gp["offset"][1])
-        assert off[0] < -0.04 and abs(off[1]) < 0.02  # the handle (the eef) now on the robot's side
-        t = layout.turned_slot_target(SWAP_STOVE_WRIST, pot, turn, slot, 2)
-        eef = (t.center[0] + off[0], t.center[1] + off[1])
-        assert math.hypot(eef[0] - ROBOT_BASE_XY[0], eef[1] - ROBOT_BASE_XY[1]) < layout.REACH_MAX
-        assert t.support[:2] == pytest.approx(t.center[:2], abs=1e-9)  # support moved with the centre
-        centres.append(t.center)
-    # side by side across the handle axis, a pot body (8 cm) apart, from -y to +y, about the burner
-    assert centres[0][1] < centres[1][1]
-    assert centres[1][1] - centres[0][1] == pytest.approx(0.084, abs=0.002)
-    assert abs(centres[0][0] - centres[1][0]) < 0.005
-    assert (centres[0][1] + centres[1][1]) / 2 == pytest.approx(SWAP_STOVE_WRIST.center[1], abs=1e-3)
-    with pytest.raises(ValueError):
-        layout.turned_slot_target(SWAP_STOVE_WRIST, SWAP_POT_1, 0.0, 2, 2)
-
-
-def test_near_stove_keeps_the_pots_as_grasped():
-    # libero_10 t8 s0: the stove near the robot, both slots in reach: no turn
-    near = est((-0.0436, -0.2, 0.92), 0.925, 0.9, 0.0, 0.179, 0.10, (-0.0436, -0.2, 0.925))
-    for pot in (POT_1, POT_2):
-        assert not layout.out_of_reach(near, pot, plan_grasp(pot, 0.0)["offset"], 2)
-    assert layout.reach_turn((0.0, -0.05), (0.0, 0.0)) == pytest.approx(-math.pi / 2)
-    assert layout.reach_turn((1.0, 0.0), (0.0, 0.0)) == pytest.approx(math.pi)
-
-
 def test_drawer_push_plan_on_the_recorded_bottom_drawer():
     plan = fixtures.drawer_push_plan(T3_BOTTOM)
     assert np.allclose(plan["d_open"], [0.0, -1.0, 0.0])

@@ -15,7 +15,7 @@ from rpent.robots.libero.skills.estimate import ObjectEstimate
 
 __all__ = ["SLOT_MAX_OFFSET", "SLOT_MAX_OFFSET_IN", "BESIDE_GAP", "BESIDE_MIN_OFFSET", "SIDE_DIRS", "extent_along", "slot_axis", "slot_offset",
            "slot_target", "beside_target", "is_rack", "rack_cradle", "RACK_CRADLE_DEPTH", "RACK_CRADLE_INSET",
-           "RACK_CARRY_CLEARANCE", "REACH_MAX", "out_of_reach", "reach_turn", "turned_slot_target"]
+           "RACK_CARRY_CLEARANCE", "COMPARTMENT_SIDES", "compartment_target", "compartment_turn"]
 
 #: largest distance (m) of a slot from the target's centre. LIBERO's stove "cook region" is a
 #: 0.15 m square on the burner (``flat_stove.xml`` site ``cook_region``, half size 0.075): two
@@ -116,68 +116,52 @@ def beside_target(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> Object
                           source=f"beside({side}) {ref.source}")
 
 
-# ---------------------------------------------------------------------- reach
-#: horizontal eef distance (m) from the robot base (:data:`~rpent.robots.libero.skills.grasp.ROBOT_BASE_XY`)
-#: past which the arm cannot bring a carried object down to a target on the table. Measured on
-#: libero_10_swap t8 (seed 0, stove at x 0.22 m): carrying a moka pot by its handle, the eef
-#: stopped at 0.88 m (x 0.223, z 1.03, aimed at 0.92 m, 4 cm short, and let the pot down
-#: there), while it reached 0.84 m (x 0.18 m, z 1.11) and 0.82 m.
-REACH_MAX = 0.84
+# ---------------------------------------------------------------------- compartments
+#: unit xy directions of a container's compartments as the agentview camera sees the table: the
+#: back is the side away from the camera (world -x, toward the robot; the push skill's "front"
+#: is +x, facing the camera), left is -y.
+COMPARTMENT_SIDES = {"back": (-1.0, 0.0), "front": (1.0, 0.0), "left": (0.0, -1.0), "right": (0.0, 1.0)}
 
 
-def _reach(x: float, y: float) -> float:
-    from rpent.robots.libero.skills.grasp import ROBOT_BASE_XY
-
-    return math.hypot(x - ROBOT_BASE_XY[0], y - ROBOT_BASE_XY[1])
-
-
-def out_of_reach(target: ObjectEstimate, obj: ObjectEstimate, offset: tuple[float, float], count: int,
-                 max_offset: float = SLOT_MAX_OFFSET) -> bool:
-    """True when the eef (the target's slot centre plus the grasp ``offset``, m) of any of the
-    ``count`` slots (:func:`slot_target`) lies past :data:`REACH_MAX` from the robot base."""
-    for i in range(count):
-        c = slot_target(target, obj, i, count, max_offset).center
-        if _reach(c[0] + offset[0], c[1] + offset[1]) > REACH_MAX:
-            return True
-    return False
-
-
-def reach_turn(offset: tuple[float, float], place_xy: tuple[float, float]) -> float:
-    """Turn (rad about world z, in (-pi, pi]) that points a grasp ``offset`` (grasp xy minus the
-    object's centre, m) from the place point ``place_xy`` toward the robot base: a pot held by
-    its handle then has its handle toward the robot and the eef ~6 cm nearer than the body's
-    centre (the eef of a pot held across the handle axis would be as far as the body)."""
-    from rpent.robots.libero.skills.grasp import ROBOT_BASE_XY
-
-    want = math.atan2(ROBOT_BASE_XY[1] - place_xy[1], ROBOT_BASE_XY[0] - place_xy[0])
-    have = math.atan2(offset[1], offset[0])
-    d = (want - have + math.pi) % (2.0 * math.pi) - math.pi
-    return float(math.pi if d <= -math.pi else d)
-
-
-def turned_slot_target(target: ObjectEstimate, obj: ObjectEstimate, turn: float, slot: int, count: int,
-                       spacing: float = 2.0 * SLOT_MAX_OFFSET) -> ObjectEstimate:
-    """Slot ``slot`` of ``count`` objects turned by ``turn`` (:func:`reach_turn`) on ``target``:
-    side by side across the turned object's long axis (its handle toward the robot, so across
-    the direction to the robot base), ``spacing`` m apart (default 8.4 cm: a moka pot's body is
-    8 cm wide, whatever the target's estimate spans that way), centred on the target's centre
-    (``support`` too), from -y to +y.
+def compartment_target(container: ObjectEstimate, side: str) -> ObjectEstimate:
+    """Where an object goes "in the ``side`` compartment of" a desk caddy: a zero-size target
+    on the container's narrow axis a quarter of its narrow extent from the centre toward
+    ``side`` (``back``/``front``: a caddy is split lengthwise into a back and a front row), or
+    on its long axis a third of its long extent from the centre (``left``/``right``: the end
+    compartments), its ``major_yaw`` the compartment's long side (the container's long axis
+    for back and front), its top the container's top and its ``support`` the container's
+    bottom (the object is lowered until it stops, :func:`~rpent.robots.libero.skills.motion.pick_and_place`
+    ``release_top``). Measured on LIBERO's ``desk_caddy`` (``desk_caddy.xml`` sites): 0.134 m
+    across, 0.43 m long; the back compartment 3.4 cm from the centre across (0.134/4), 5.5
+    cm wide and 12.4 cm long; the end compartments 14.4 cm from the centre along (0.43/3).
 
     Raises:
-        ValueError: ``slot`` outside ``0..count-1``.
+        ValueError: unknown side.
     """
-    if not 0 <= slot < count:
-        raise ValueError(f"slot {slot} outside 0..{count - 1}")
-    yaw = obj.major_yaw + turn
-    ax, ay = -math.sin(yaw), math.cos(yaw)  # across the turned long axis
-    if ay < 0 or (ay == 0 and ax < 0):
-        ax, ay = -ax, -ay
-    off = (slot - (count - 1) / 2.0) * spacing if count > 1 else 0.0
-    dx, dy = ax * off, ay * off
-    c, sup = target.center, target.support
-    return dataclasses.replace(target, center=(c[0] + dx, c[1] + dy, c[2]),
-                               support=None if sup is None else (sup[0] + dx, sup[1] + dy, sup[2]),
-                               source=f"{target.source}+turned slot{slot + 1}/{count}")
+    if side not in COMPARTMENT_SIDES:
+        raise ValueError(f"side must be one of {sorted(COMPARTMENT_SIDES)}, got {side!r}")
+    d = COMPARTMENT_SIDES[side]
+    major = (math.cos(container.major_yaw), math.sin(container.major_yaw))
+    minor = (-major[1], major[0])
+    if side in ("back", "front"):
+        axis, dist, yaw = minor, container.minor_extent / 4.0, container.major_yaw
+    else:
+        axis, dist, yaw = major, container.major_extent / 3.0, container.major_yaw + math.pi / 2
+    sgn = 1.0 if d[0] * axis[0] + d[1] * axis[1] >= 0 else -1.0
+    cx = container.center[0] + sgn * axis[0] * dist
+    cy = container.center[1] + sgn * axis[1] * dist
+    return ObjectEstimate(center=(float(cx), float(cy), float(container.center[2])), top_z=float(container.top_z),
+                          bottom_z=float(container.bottom_z), major_yaw=float(yaw), major_extent=0.0, minor_extent=0.0,
+                          source=f"compartment({side}) {container.source}",
+                          support=(float(cx), float(cy), float(container.bottom_z)))
+
+
+def compartment_turn(obj: ObjectEstimate, compartment: ObjectEstimate) -> float:
+    """Turn (rad about world z, in [-pi/2, pi/2]) that lays ``obj``'s long side (``major_yaw``,
+    e.g. a book's width) along the compartment's long side (:func:`compartment_target`): an
+    upright book 11 cm wide goes into the caddy's 5.5 cm x 12.4 cm back compartment only so."""
+    d = (compartment.major_yaw - obj.major_yaw + math.pi / 2) % math.pi - math.pi / 2
+    return float(d)
 
 
 # ---------------------------------------------------------------------- racks

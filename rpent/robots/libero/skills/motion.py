@@ -91,7 +91,7 @@ def pick_and_place(
     carry_over: float | None = None,
     release_top: float | None = None,
     boxes: Sequence[Box] = (),
-    turn: float = 0.0,
+    align_yaw: float | None = None,
 ) -> dict:
     """Run approach / (relocate) / descend / close / lift / transport / lower / release / retreat.
 
@@ -121,10 +121,13 @@ def pick_and_place(
             0.15 m of its path (the arm caught on a cabinet's edge when crossing lower), and
             the second look hovers above the grasp point rather than the object's centre when
             a box overhangs that column.
-        turn: rad about world z the object is turned by after the lift, before the transport
-            (0: carried as grasped). The grasp's ``offset`` turns with it, and the transport
-            and the lowering hold the turned yaw (:func:`~rpent.robots.libero.skills.layout.reach_turn`:
-            a pot held by its handle turned so the handle points at the robot).
+        align_yaw: optional world yaw (rad) the object's long side (``major_yaw`` of the
+            estimate the grasp was planned on, after the second look) is turned to after the
+            lift, before the transport, by the smallest turn (mod pi,
+            :func:`~rpent.robots.libero.skills.layout.compartment_turn`: a book's width laid
+            along a caddy compartment's long side). The grasp's ``offset`` turns with it, the
+            transport and the lowering hold the turned yaw, and the wrist turns back after
+            the release. None: carried as grasped.
     Returns:
         ``{"success": bool (the env's predicate as last reported), "stage": last stage,
         "env_steps": int | None (steps taken, when the executor counts them), "phases":
@@ -266,6 +269,9 @@ def pick_and_place(
     # 5. transport above the target (turned first when asked: the offset turns with the object)
     ox, oy = float(grasp["offset"][0]), float(grasp["offset"][1])
     carry_yaw = None
+    turn = 0.0
+    if align_yaw is not None:
+        turn = (align_yaw - obj.major_yaw + math.pi / 2) % math.pi - math.pi / 2
     if turn:
         carry_yaw = float(control.wrap_angle(grasp["yaw"] + turn))
         r = run("turn", "rotate_wrist", target_yaw=carry_yaw, gripper=control.GRIPPER_CLOSE, tol=0.03, max_steps=80)
@@ -294,8 +300,8 @@ def pick_and_place(
     run("retreat", "move_to", xyz=[float(pos[0]), float(pos[1]), float(pos[2] + params.retreat_height)],
         gripper=control.GRIPPER_OPEN, max_steps=40)
     if carry_yaw is not None and not control.episode_over(ex.current_state()):
-        # turn the wrist back: left turned at full reach, the arm stalled on its way home
-        # (libero_10_swap t8: 160 env steps at x 0.06 m, 11 cm from where it was sent)
+        # turn the wrist back before going home (a wrist left turned by ~1.4 rad at full reach
+        # stalled the arm on its way home, 11 cm from where it was sent, in a trial)
         run("retreat", "rotate_wrist", target_yaw=float(grasp["yaw"]), gripper=control.GRIPPER_OPEN, tol=0.03,
             max_steps=80)
     s = ex.current_state()
