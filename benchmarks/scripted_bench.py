@@ -8,10 +8,15 @@ time per episode, plus the load average before and after (the machine is shared:
 are only comparable within one run). Targets (issue #16): >= 80% per suite, >= 85% over
 all, median <= 30 s per episode on libero_10.
 
+``--baseline DIR`` also runs every cell with the rpent source tree in DIR (e.g. ``git archive
+main | tar -x -C DIR``; imported through ``PYTHONPATH``), right before the same cell with this
+tree, and prints the baseline's median wall time next to this tree's, with the number of
+cells whose success or env steps differ (speed work must not change what happens).
+
 Usage::
 
     python benchmarks/scripted_bench.py --suites libero_spatial libero_goal --seeds 0 \\
-        --out /tmp/scripted_bench [--tasks 0 1 2] [--jobs 2] [--json results.json]
+        --out /tmp/scripted_bench [--tasks 0 1 2] [--jobs 2] [--json results.json] [--baseline /tmp/main_src]
 """
 
 from __future__ import annotations
@@ -29,15 +34,20 @@ from pathlib import Path
 from scipy.stats import binomtest
 
 
-def run_one(suite: str, task: int, seed: int, out: Path, video: bool) -> dict:
-    """Run the main job once; returns {suite, task, seed, success, env_steps, wall_s, exit_code, finish, summary}."""
-    run_dir = out / f"{suite}_t{task}_s{seed}"
+def run_one(suite: str, task: int, seed: int, out: Path, video: bool, source: str | None = None) -> dict:
+    """Run the main job once; returns {suite, task, seed, success, env_steps, wall_s, exit_code, finish, summary}.
+
+    ``source``: an rpent source tree to import instead of this one (``PYTHONPATH``; the baseline arm)."""
+    run_dir = out / (f"{suite}_t{task}_s{seed}" + ("_baseline" if source else ""))
     argv = [sys.executable, "-m", "rpent.cli.main", "--suite", suite, "--task", str(task), "--seed", str(seed),
             "--planner", "scripted", "--output-dir", str(run_dir)]
     if not video:
         argv.append("--no-video")
     t0 = time.monotonic()
-    p = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, MUJOCO_GL="egl"))
+    env = dict(os.environ, MUJOCO_GL="egl")
+    if source:
+        env["PYTHONPATH"] = str(Path(source).resolve())
+    p = subprocess.run(argv, capture_output=True, text=True, env=env)
     wall = time.monotonic() - t0
     row = {"suite": suite, "task": task, "seed": seed, "exit_code": p.returncode, "wall_s": round(wall, 1)}
     tag = f"{suite[len('libero_'):]}_t{task}_s{seed}"
@@ -71,7 +81,12 @@ def main() -> None:
     ap.add_argument("--out", default="/tmp/rpent_scripted_bench")
     ap.add_argument("--video", action="store_true", help="also write episode.mp4 (slower)")
     ap.add_argument("--json", default=None, help="write the rows here")
+    ap.add_argument("--baseline", default=None, metavar="DIR",
+                    help="also run every cell with the rpent source tree in DIR first (e.g. main: "
+                         "git archive main | tar -x -C DIR) and print its median wall time next to this tree's")
     args = ap.parse_args()
+    if args.baseline and not (Path(args.baseline) / "rpent" / "__init__.py").is_file():
+        ap.error(f"--baseline {args.baseline}: no rpent/__init__.py there; pass an rpent source tree")
     seeds = args.seeds if args.seeds is not None else [args.seed if args.seed is not None else 0]
     if args.jobs < 1:
         ap.error("--jobs must be >= 1")
@@ -81,10 +96,19 @@ def main() -> None:
     load_before = os.getloadavg()
     t_all = time.monotonic()
 
+    base_rows: list[dict] = []
+
     def one(cell):
+        if args.baseline:
+            b = run_one(*cell, out, args.video, source=args.baseline)
+            b["load_1min"] = round(os.getloadavg()[0], 2)
+            base_rows.append(b)
+            print(f"{b['suite']:22s} t{b['task']} s{b['seed']}  BASELINE success={b['success']!s:5}  "
+                  f"steps={b['env_steps']!s:5}  wall={b['wall_s']:6.1f}s  load={b['load_1min']}", flush=True)
         row = run_one(*cell, out, args.video)
+        row["load_1min"] = round(os.getloadavg()[0], 2)
         print(f"{row['suite']:22s} t{row['task']} s{row['seed']}  success={row['success']!s:5}  "
-              f"steps={row['env_steps']!s:5}  wall={row['wall_s']:6.1f}s  finish={row['finish']}  "
+              f"steps={row['env_steps']!s:5}  wall={row['wall_s']:6.1f}s  load={row['load_1min']}  finish={row['finish']}  "
               f"{row.get('summary') or row.get('error') or ''}", flush=True)
         return row
 
@@ -102,10 +126,19 @@ def main() -> None:
         print(suite_line(suite, [r for r in rows if r["suite"] == suite]))
     if len(args.suites) > 1:
         print(suite_line("all", rows))
+    if args.baseline:
+        key = lambda r: (r["suite"], r["task"], r["seed"])  # noqa: E731
+        base = {key(r): r for r in base_rows}
+        for suite in args.suites:
+            print("baseline " + suite_line(suite, [r for r in base_rows if r["suite"] == suite]))
+        differ = [key(r) for r in rows if (base[key(r)]["success"], base[key(r)]["env_steps"]) != (r["success"], r["env_steps"])]
+        print(f"baseline ({args.baseline}) vs this tree: median wall {statistics.median(r['wall_s'] for r in base_rows):.1f} s "
+              f"vs {statistics.median(r['wall_s'] for r in rows):.1f} s per episode; cells whose success or env steps "
+              f"differ: {len(differ)} {differ if differ else ''}")
     print(f"load average (1/5/15 min) before {tuple(round(x, 2) for x in load_before)}, after "
           f"{tuple(round(x, 2) for x in load_after)}; {args.jobs} job(s); total {time.monotonic() - t_all:.0f} s")
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        Path(args.json).write_text(json.dumps({"rows": rows, "baseline_rows": base_rows} if args.baseline else rows, indent=1))
 
 
 if __name__ == "__main__":
