@@ -24,8 +24,8 @@ What a step holds depends on the capture mode (``capture=``, :data:`CAPTURE_MODE
   a camera of the **latest** step is rendered when a tool reads it (``segment``,
   ``back_project``, ``view_env_state``, ``view_camera_meta``; :data:`IMAGE_TOOLS`) and its
   artifacts are added to that step (``"capture": "on_demand"``, ``"rendered_cameras"``).
-  ``finish`` renders both cameras of the final step first, so every record ends with the final
-  scene. An earlier state-only step cannot get images any more (the simulator renders only the
+  ``finish`` (and an operator request, whose window shows the latest frames) renders both cameras
+  of the latest step first, so every record ends with the final scene. An earlier state-only step cannot get images any more (the simulator renders only the
   present): a tool asking for one gets a one-line error naming the step. Rendering dominates a
   scripted episode on a CPU-only machine (two 256 px cameras with depth and segmentation cost
   more than the physics of a whole motion; ``benchmarks/scripted_bench.py --baseline``).
@@ -332,9 +332,10 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
                         "wrist": self.record.artifact_path("wrist.png", step_idx).read_bytes()})
 
     def _render_for(self, name: str, kwargs: dict) -> None:
-        """On-demand capture: before ``finish`` or a tool of :data:`IMAGE_TOOLS` on the latest step,
-        render the cameras it reads (both for ``finish`` and ``view_env_state``)."""
-        if name == "finish":
+        """On-demand capture: before ``finish``, an operator request (the operator sees the latest
+        step's frames) or a tool of :data:`IMAGE_TOOLS` on the latest step, render the cameras it
+        reads (both for ``finish``, operator requests and ``view_env_state``)."""
+        if name in ("finish", "request_operator_verdict", "request_scene_reset"):
             self._render_latest(CAMERAS)
         elif name in IMAGE_TOOLS and self.record.steps:
             cams = CAMERAS if name == "view_env_state" else (kwargs.get("camera") or "agentview",)
