@@ -190,7 +190,10 @@ def test_on_demand_capture_records_state_only_steps_and_renders_where_a_tool_loo
     assert step1["capture"] == "on_demand" and step1["rendered_cameras"] == ["agentview"]
     assert "agentview_seg.npz" in step1["artifacts"] and "wrist.png" not in step1["artifacts"]
     old = lazy.execute("segment", {"prompt": "alphabet soup", "step": 0})
-    assert "step 0 was recorded without agentview images" in old["error"] and "use step=-1" in old["error"]
+    assert old["code"] == "no_images" and old["error"] == (
+        "segment: step 0 was recorded without agentview images (a state-only step) and the scene has moved on "
+        "since; use step=-1")
+    assert lazy.execute("view_env_state", {"step": 0})["image_note"].startswith("state-only step")
     verdict = lazy.execute("request_operator_verdict", {"question": "done?"})
     assert "error" not in verdict, verdict
     assert set(operator.frames[0]) == {"agentview", "wrist"}  # the operator sees the latest scene

@@ -231,7 +231,7 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
 
     def refuse_call(self, name, kwargs, call_id, stateful):  # noqa: D102
         if not stateful:
-            return None
+            return self._refuse_missing_images(name, kwargs)
         why = self.episode_over()
         if why is None or (name in _ALLOWED_AFTER_END and self.finish_result is None):
             return None
@@ -345,6 +345,21 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
                 return  # the tool reports the bad step itself
             if idx == len(self.record.steps) - 1:
                 self._render_latest(cams)
+
+    def _refuse_missing_images(self, name: str, kwargs: dict) -> dict | None:
+        """On-demand capture: a tool of :data:`IMAGE_TOOLS` asking for an earlier state-only step's
+        camera gets a one-line error (the simulator renders only the present), not a missing file."""
+        if self.capture != "on_demand" or name not in IMAGE_TOOLS or name == "view_env_state" or not self.record.steps:
+            return None
+        try:
+            idx = self.record.resolve_step(int(kwargs.get("step", -1)))
+        except (IndexError, TypeError, ValueError):
+            return None  # the tool reports the bad step itself
+        cam = kwargs.get("camera") or "agentview"
+        if idx == len(self.record.steps) - 1 or f"{cam}.png" in self.record.steps[idx]["artifacts"]:
+            return None
+        return {"error": f"{name}: step {idx} was recorded without {cam} images (a state-only step) and the scene "
+                         "has moved on since; use step=-1", "code": "no_images"}
 
     def _render_latest(self, cameras) -> None:
         """Render the latest step's missing cameras; a render failure is left to the tool (which
