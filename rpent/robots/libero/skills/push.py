@@ -74,6 +74,12 @@ PUSH_PARTIAL = 0.7
 #: less than :data:`PUSH_MIN_PROGRESS` (m) closer to its goal (stuck against something).
 PUSH_MAX_LEGS = 7
 PUSH_MIN_PROGRESS = 0.01
+#: a descent to the push height that stops more than this (m) above it met something standing
+#: where the fingers come down (goal_swap t5 seed 1: 3.3-4 cm high, three legs in a row, the
+#: plate never moved); the push is then turned by the next of :data:`PUSH_TURNS` (rad, about
+#: world z, off the straight line to the goal) and tried again from the new side.
+PUSH_BLOCKED = 0.02
+PUSH_TURNS = (0.0, 0.6, -0.6, 1.0, -1.0)
 
 
 def push_goal(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> tuple[float, float]:
@@ -124,7 +130,9 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
     most :data:`PUSH_LEG` m (the object's centre moves that far; the fingers go the backoff
     more), rise, move clear of the camera's view (:func:`look_pose`) and ``relook()`` (a new
     estimate, or None to trust dead reckoning; a partly hidden one, :func:`partial_view`, is
-    not trusted either). The next leg is aimed from the object's new position. It stops when
+    not trusted either). The next leg is aimed from the object's new position. Where the
+    descent stops more than :data:`PUSH_BLOCKED` above the push height (something stands behind
+    the object), the leg is turned by the next of :data:`PUSH_TURNS` and tried from there. It stops when
     the centre is within tolerance, after ``max_legs`` legs, or when two legs in a row each
     brought it less than :data:`PUSH_MIN_PROGRESS` closer.
 
@@ -152,27 +160,42 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
         dist = float(np.linalg.norm(rest))
         if dist <= PUSH_TOL:
             return result("push", True)
-        u = rest / dist
-        yaw = math.atan2(float(u[1]), float(u[0]))  # closing line (-sin, cos) across the push
-        cur = control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"])
-        yaw = float(cur + (yaw - cur + math.pi / 2) % math.pi - math.pi / 2)
-        backoff = _backoff(c, u, radius)
-        start = c - u * (radius + backoff)
-        step = min(PUSH_LEG, dist)
-        end = c + u * step - u * radius  # the fingers go the backoff, then push the object `step`
-        pos = control.robot_state(ex.current_state())["eef_pos"]
-        if float(pos[2]) < z_above - 0.01:
-            run("push rise", "move_to", xyz=[float(pos[0]), float(pos[1]), z_above], gripper=control.GRIPPER_OPEN,
-                max_steps=60)
-        for wp in _legs(control.robot_state(ex.current_state())["eef_pos"], [start[0], start[1], z_above]):
-            r = run("push approach", "move_to", xyz=wp, gripper=control.GRIPPER_OPEN, target_yaw=yaw, max_steps=100)
+        u0 = rest / dist
+        for k, off in enumerate(PUSH_TURNS):
+            # the straight push first; where the fingers cannot come down behind the object (a
+            # neighbour stands there) the push is turned, still gaining cos(turn) per metre
+            u = np.array([math.cos(off) * u0[0] - math.sin(off) * u0[1], math.sin(off) * u0[0] + math.cos(off) * u0[1]])
+            yaw = math.atan2(float(u[1]), float(u[0]))  # closing line (-sin, cos) across the push
+            cur = control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"])
+            yaw = float(cur + (yaw - cur + math.pi / 2) % math.pi - math.pi / 2)
+            backoff = _backoff(c, u, radius)
+            start = c - u * (radius + backoff)
+            step = min(PUSH_LEG, dist * math.cos(off))
+            end = c + u * step - u * radius  # the fingers go the backoff, then push the object `step`
+            pos = control.robot_state(ex.current_state())["eef_pos"]
+            if float(pos[2]) < z_above - 0.01:
+                run("push rise", "move_to", xyz=[float(pos[0]), float(pos[1]), z_above], gripper=control.GRIPPER_OPEN,
+                    max_steps=60)
+            for wp in _legs(control.robot_state(ex.current_state())["eef_pos"], [start[0], start[1], z_above]):
+                r = run("push approach", "move_to", xyz=wp, gripper=control.GRIPPER_OPEN, target_yaw=yaw, max_steps=100)
+                if "error" in r or over():
+                    return result("push approach", False, str(r.get("error", "episode over")))
+            run("push align", "rotate_wrist", target_yaw=yaw, gripper=control.GRIPPER_OPEN, tol=0.03)
+            r = run("push descend", "move_to", xyz=[float(start[0]), float(start[1]), z_push],
+                    gripper=control.GRIPPER_OPEN, target_yaw=yaw, step_clip=0.015, tol=0.008, max_steps=80)
             if "error" in r or over():
-                return result("push approach", False, str(r.get("error", "episode over")))
-        run("push align", "rotate_wrist", target_yaw=yaw, gripper=control.GRIPPER_OPEN, tol=0.03)
-        r = run("push descend", "move_to", xyz=[float(start[0]), float(start[1]), z_push], gripper=control.GRIPPER_OPEN,
-                target_yaw=yaw, step_clip=0.015, tol=0.008, max_steps=80)
-        if "error" in r or over():
-            return result("push descend", bool(ex.current_state().get("success")), str(r.get("error", "")) or None)
+                return result("push descend", bool(ex.current_state().get("success")), str(r.get("error", "")) or None)
+            z_now = float(control.robot_state(ex.current_state())["eef_pos"][2])
+            if z_now <= z_push + PUSH_BLOCKED:
+                break
+            phases.append({"phase": "push start blocked", "leg": leg, "turn": float(off), "eef_z": z_now, "z_push": z_push})
+            pos = control.robot_state(ex.current_state())["eef_pos"]
+            run("push rise", "move_to", xyz=[float(pos[0]), float(pos[1]), max(z_above, z_now) + 0.03],
+                gripper=control.GRIPPER_OPEN, max_steps=60)
+            if k == len(PUSH_TURNS) - 1:
+                return result("push descend", bool(ex.current_state().get("success")),
+                              f"the fingers could not come down behind the object (stopped {z_now - z_push:.3f} m high "
+                              f"at every one of {len(PUSH_TURNS)} push directions)")
         r = run("push", "move_to", xyz=[float(end[0]), float(end[1]), z_push], gripper=control.GRIPPER_OPEN,
                 target_yaw=yaw, step_clip=0.015, tol=0.008, max_steps=int(30 + (step + PUSH_BACKOFF) / 0.005))
         if "error" in r or over():
