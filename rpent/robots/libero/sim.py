@@ -19,7 +19,9 @@ openpi's LIBERO evaluation does the same (``examples/libero/main.py``, ``num_ste
 ``LIBERO_DUMMY_ACTION``). Settle steps are not counted in ``steps`` and do not count
 against ``max_episode_steps``. The compiled model is kept across resets (``hard_reset=False``:
 0.04 s instead of ~6 s); the solver warm start and the gripper's integrated command are
-cleared so every episode of a seed is bit-identical, also across processes.
+cleared, and LIBERO's fixture placement sampler (numpy's global RNG) is seeded with the init
+state id before each ``env.reset()``, so every episode of a seed is bit-identical, also across
+processes (fixture poses included).
 
 Costs on 2 shared CPU cores, CPU Mesa EGL (``python benchmarks/scripted_oracle_bench.py
 --timing``): build 4-7 s; physics-only step ~10 ms (idle) to ~20 ms (load average 6);
@@ -336,6 +338,12 @@ class LiberoSim:
             self.init_state_global_id += int(init_state_id) - self.init_state_id
             self.init_state_id = int(init_state_id)
             self._init_state = self._init_states[self.init_state_id]
+        # LIBERO's env.reset() re-samples the placement of fixtures (stove, cabinet, rack: bodies
+        # without a free joint, so not part of the init state) from numpy's global RNG; unseeded,
+        # they land ~1 cm apart in every process (measured: libero_10 t2's stove, t3's cabinet).
+        # Seed it from the init state, so the whole scene is a function of (task, init state).
+        # openpi's LIBERO example seeds the env for the same reason (examples/libero/main.py).
+        self._env.seed(self.init_state_id)
         self._env.reset()
         self._env.set_init_state(self._init_state)
         # Episodes must not depend on the previous one (we keep the model: hard_reset=False).
