@@ -79,6 +79,10 @@ PUSH_MIN_PROGRESS = 0.01
 #: plate never moved); the push is then turned by the next of :data:`PUSH_TURNS` (rad, about
 #: world z, off the straight line to the goal) and tried again from the new side.
 PUSH_BLOCKED = 0.02
+#: ...or that ends this far (m, horizontally) from the start point (goal_swap t5 seed 1: a tall
+#: neighbour stopped the hand 18 cm short, and the leg then pushed from there; a start at full
+#: reach on goal t5 ended up to 3.7 cm off and pushed well).
+PUSH_BLOCKED_XY = 0.05
 PUSH_TURNS = (0.0, 0.6, -0.6, 1.0, -1.0)
 
 
@@ -131,8 +135,8 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
     more), rise, move clear of the camera's view (:func:`look_pose`) and ``relook()`` (a new
     estimate, or None to trust dead reckoning; a partly hidden one, :func:`partial_view`, is
     not trusted either). The next leg is aimed from the object's new position. Where the
-    descent stops more than :data:`PUSH_BLOCKED` above the push height (something stands behind
-    the object), the leg is turned by the next of :data:`PUSH_TURNS` and tried from there. It stops when
+    descent stops more than :data:`PUSH_BLOCKED` above the push height or
+    :data:`PUSH_BLOCKED_XY` from its start (something stands behind the object), the leg is turned by the next of :data:`PUSH_TURNS` and tried from there. It stops when
     the centre is within tolerance, after ``max_legs`` legs, or when two legs in a row each
     brought it less than :data:`PUSH_MIN_PROGRESS` closer.
 
@@ -185,17 +189,19 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
                     gripper=control.GRIPPER_OPEN, target_yaw=yaw, step_clip=0.015, tol=0.008, max_steps=80)
             if "error" in r or over():
                 return result("push descend", bool(ex.current_state().get("success")), str(r.get("error", "")) or None)
-            z_now = float(control.robot_state(ex.current_state())["eef_pos"][2])
-            if z_now <= z_push + PUSH_BLOCKED:
+            now = control.robot_state(ex.current_state())["eef_pos"]
+            z_now, off_xy = float(now[2]), float(np.hypot(now[0] - start[0], now[1] - start[1]))
+            if z_now <= z_push + PUSH_BLOCKED and off_xy <= PUSH_BLOCKED_XY:
                 break
-            phases.append({"phase": "push start blocked", "leg": leg, "turn": float(off), "eef_z": z_now, "z_push": z_push})
+            phases.append({"phase": "push start blocked", "leg": leg, "turn": float(off), "eef_z": z_now, "z_push": z_push,
+                           "off_start_xy": off_xy})
             pos = control.robot_state(ex.current_state())["eef_pos"]
             run("push rise", "move_to", xyz=[float(pos[0]), float(pos[1]), max(z_above, z_now) + 0.03],
                 gripper=control.GRIPPER_OPEN, max_steps=60)
             if k == len(PUSH_TURNS) - 1:
                 return result("push descend", bool(ex.current_state().get("success")),
-                              f"the fingers could not come down behind the object (stopped {z_now - z_push:.3f} m high "
-                              f"at every one of {len(PUSH_TURNS)} push directions)")
+                              f"the fingers could not come down behind the object (the last try stopped {z_now - z_push:.3f} m "
+                              f"high, {off_xy:.3f} m from its start; {len(PUSH_TURNS)} push directions tried)")
         r = run("push", "move_to", xyz=[float(end[0]), float(end[1]), z_push], gripper=control.GRIPPER_OPEN,
                 target_yaw=yaw, step_clip=0.015, tol=0.008, max_steps=int(30 + (step + PUSH_BACKOFF) / 0.005))
         if "error" in r or over():
