@@ -113,6 +113,13 @@ def _same_footprint(est: dict, ref: dict, rel_tol: float = 0.2) -> bool:
     return True
 
 
+def _eef_pitch(res: dict, default: float | None) -> float | None:
+    """The eef pitch (rad, about world x; 0 = gripper down, :func:`rpent.robots.libero.control.eef_pitch`)
+    in a motion result's ``state_after``, else ``default``."""
+    pitch = ((res.get("state_after") or {}).get("state") or {}).get("eef_pitch")
+    return default if pitch is None else float(pitch)
+
+
 def _fold(angle: float) -> float:
     """Fold an axis difference into [-pi/2, pi/2) (axes are undirected)."""
     return (angle + math.pi / 2) % math.pi - math.pi / 2
@@ -244,6 +251,7 @@ class FlashPlanner:
         live: dict[str, dict[int, dict]] = {aid: {} for aid in anchors}  # anchor -> observation -> estimate
         self._shift: dict[str, tuple[float, float]] = {}  # anchor -> XY shift of its grasp after a blocked descent
         fixtures_view: dict | None = None  # the view_fixtures result of the current run of fixture locates
+        self._pitch: float | None = None  # eef pitch (rad, about world x) after the latest motion
         for i, step in enumerate(plan["steps"]):
             aid = step.get("anchor")
             if step["op"] == "locate":
@@ -274,7 +282,9 @@ class FlashPlanner:
                 continue
             fixtures_view = None
             args = self._args(plan["steps"], i, anchors, live)
+            pitch_before = self._pitch  # the hand's pitch before this motion (a blocked descent may tilt it)
             res = call(step["tool"], args)
+            self._pitch = _eef_pitch(res, self._pitch)
             mode = "anchored" if aid is not None else "interpolated" if step.get("interp") else "as_recorded"
             self._log.append({"plan_step": i, "op": "tool", "tool": step["tool"], "mode": mode,
                               "recorded_args": step.get("args") or {}, "live_args": args,
@@ -282,7 +292,8 @@ class FlashPlanner:
             if "error" in res:
                 raise _Failure("flash_step_failed", f"step {i} ({step['tool']}) failed: {res['error']}")
             if self._blocked_grasp_descent(plan["steps"], i, args, res):
-                res = self._retry_descent(plan["steps"], i, args, res, anchors, live, call, say)
+                res = self._retry_descent(plan["steps"], i, args, res, anchors, live, call, say, pitch_before)
+                self._pitch = _eef_pitch(res, self._pitch)
             if step["tool"] == "release" and self._stalled_release(res):
                 res = self._reopen(i, res, call, say)
             after = (res.get("state_after") or {})
@@ -361,14 +372,19 @@ class FlashPlanner:
         return bool(final and target) and float(final[2]) - float(target[2]) > BLOCKED_DESCENT_M
 
     def _retry_descent(self, steps: list[dict], i: int, args: dict, res: dict, anchors: dict, live: dict, call,
-                       say) -> dict:
+                       say, pitch_before: float | None = None) -> dict:
         """One bounded repair of a blocked grasp descent: rise back to the hover height of the
         preceding waypoint, re-localise the anchor (same camera; a partial view falls back to the
         camera of the anchor's first observation, whose estimate the rebuild corrects by the
         recorded difference between the observations; else the earlier estimate), shift the grasp point by
         :data:`GRASP_SHIFT_M` (at most a quarter of the object's long side) away from where the
         hand was pushed, along the object's long axis when it is elongated, and descend again. Later waypoints bound to the same anchor
-        keep the shift (the lift stays vertical). Returns the retried descent's result."""
+        keep the shift (the lift stays vertical). The blocked hand is often tilted by the contact
+        (libero_object task 1: 0.13 rad about world x, and ``move_to`` holds whatever orientation the
+        hand has, so the fingers then close askew on the box and it slips): when ``pitch_before``
+        (rad, the hand's pitch before the blocked descent) is known, the re-alignment and the
+        retried descent are ``move_pose`` calls that servo the pitch back to it. Returns the
+        retried descent's result."""
         step = steps[i]
         aid = step["anchor"]
         target, final = args["xyz"], res["final_eef_pos"]
@@ -424,16 +440,24 @@ class FlashPlanner:
                           "blocked_above_m": round(float(final[2]) - float(target[2]), 4),
                           "push_xy": [round(drift[0], 4), round(drift[1], 4)],
                           "grasp_shift_xy": [round(shift[0], 4), round(shift[1], 4)],
-                          "relocalised": relook is not None, "relocalised_camera": relook, "looks": looks})
+                          "relocalised": relook is not None, "relocalised_camera": relook, "looks": looks,
+                          "pitch_before_rad": pitch_before, "pitch_blocked_rad": _eef_pitch(res, None)})
         descent = self._args(steps, i, anchors, live)
+        tool = "move_to"
+        if pitch_before is not None:  # level the hand again (see the docstring)
+            tool = "move_pose"
+            descent = {k2: v for k2, v in descent.items() if k2 in ("xyz", "target_yaw", "gripper", "tol", "step_clip",
+                                                                    "max_steps", "action_scale")}
+            descent["target_pitch"] = round(float(pitch_before), 4)
         over = {k2: v for k2, v in descent.items() if k2 not in ("tol", "step_clip", "max_steps")}
         over["xyz"] = [descent["xyz"][0], descent["xyz"][1], float(hover)]
         over.update(tol=0.004, max_steps=60)
-        res2 = call("move_to", over)
+        self._log[-1]["level_pitch"] = descent.get("target_pitch")
+        res2 = call(tool, over)
         if "error" in res2:
             raise _Failure("flash_step_failed", f"re-aligning after the blocked descent of step {i} failed: "
                                                 f"{res2['error']}")
-        res3 = call("move_to", descent)
+        res3 = call(tool, descent)
         if "error" in res3:
             raise _Failure("flash_step_failed", f"the retried descent of step {i} failed: {res3['error']}")
         return res3

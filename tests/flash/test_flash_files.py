@@ -272,6 +272,51 @@ def test_blocked_grasp_descent_is_retried_once_shifted_along_the_long_axis():
     assert [n for n, _ in calls] == ["segment", "move_to", "move_to", "set_gripper", "move_to"]
 
 
+def test_retried_descent_levels_the_hand_tilted_by_the_block():
+    """libero_object task 1 seeds 1/3/5: the blocked descent tilted the hand by 0.13 rad about
+    world x, ``move_to`` kept that tilt and the fingers closed askew (0.025 m) on the box, which
+    slipped on the lift. The re-alignment and the retried descent are ``move_pose`` calls that
+    servo the pitch back to the one before the descent; the repair log names both pitches."""
+    anchors = {"anchors": [{"id": "a0", "prompt": "cream cheese", "object": None,
+                            "observations": [{"camera": "agentview", "estimate": _est(0.05, -0.1, 0.0, 0.07, 0.035)}]}]}
+    plan = {"steps": [
+        {"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 0},
+        {"op": "tool", "tool": "move_to", "args": {"xyz": [0.05, -0.1, 0.1], "target_yaw": 0.0}, "anchor": "a0",
+         "observation": 0, "offset_xy": [0.0, 0.0]},
+        {"op": "tool", "tool": "move_to", "args": {"xyz": [0.05, -0.1, 0.013], "target_yaw": 0.0, "tol": 0.008,
+                                                   "step_clip": 0.015, "max_steps": 100, "yaw_step_clip": 0.1},
+         "anchor": "a0", "observation": 0, "offset_xy": [0.0, 0.0]},
+        {"op": "tool", "tool": "set_gripper", "args": {"gripper": 1.0, "steps": 15}, "anchor": None,
+         "observation": None, "offset_xy": None}]}
+    calls = []
+
+    def state(pitch):
+        return {"state_after": {"state": {"eef_pitch": pitch}}}
+
+    def call(name, args):
+        calls.append((name, args))
+        if name == "segment":
+            return {"found": True, "object_estimate": _est(0.06, -0.1, 0.0, 0.07, 0.035)}
+        if name == "move_to" and args["xyz"][2] == 0.013:
+            return {"reached": False, "final_eef_pos": [0.0676, -0.1037, 0.0297], **state(-0.132)}  # blocked, tilted
+        tilted = name == "move_to" and len(calls) > 2  # the rise after the block: still tilted
+        return {"reached": True, "final_eef_pos": args.get("xyz"), **state(-0.132 if tilted else -0.003)}
+
+    planner = FlashPlanner()
+    planner._replay(plan, anchors, call, lambda text: None, None)
+    names = [n for n, _ in calls]
+    assert names == ["segment", "move_to", "move_to", "move_to", "segment", "move_pose", "move_pose", "set_gripper"]
+    # hover -> blocked descent -> rise (tilted) -> look -> level at the shifted hover -> level descent
+    realign, descent = calls[5][1], calls[6][1]
+    assert realign["target_pitch"] == descent["target_pitch"] == -0.003  # the pitch before the blocked descent
+    assert realign["xyz"] == [pytest.approx(0.045), -0.1, 0.1] and realign["tol"] == 0.004
+    assert descent["xyz"] == [pytest.approx(0.045), -0.1, 0.013] and descent["step_clip"] == 0.015
+    assert "yaw_step_clip" not in descent and descent["target_yaw"] == 0.0  # move_pose has no yaw_step_clip
+    repair = next(e for e in planner._log if e["op"] == "repair")
+    assert repair["pitch_before_rad"] == -0.003 and repair["pitch_blocked_rad"] == -0.132
+    assert repair["level_pitch"] == -0.003
+
+
 def test_retry_keeps_the_earlier_estimate_when_the_new_look_is_partial():
     """After a blocked descent the object is looked at again; a look that shows only part of it
     (footprint > 20 % smaller: its centre is biased) is not used."""
