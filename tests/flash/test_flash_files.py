@@ -559,3 +559,20 @@ def test_a_malformed_plan_is_refused_before_an_env_server_starts(tmp_path):
         check_options(ReplayOptions(flash_dir=str(flash), suite="libero_object", task=0, seeds=[1],
                                     output_root=str(tmp_path / "out")))
     assert not (tmp_path / "out").exists()
+
+
+def test_only_waypoints_on_the_way_between_two_anchored_ones_are_interpolated():
+    """A transport midpoint (on the recorded segment) follows both anchors; a free spot 14 cm off
+    the segment (libero_goal task 3: the bowl set aside before the drawer is opened) and a retreat
+    point behind the first anchored waypoint (t clamped to 0, 13 cm away) are replayed as recorded."""
+    from rpent.flash.generate import INTERP_MAX_OFF_M, _interpolate_free_waypoints
+
+    def move(x, y, anchor=None):
+        return {"op": "tool", "tool": "move_to", "args": {"xyz": [x, y, 1.0]}, "anchor": anchor}
+
+    steps = [move(-0.08, 0.05, "a0"), move(-0.076, 0.078), move(0.06, 0.2175), move(-0.208, 0.0),
+             move(-0.0725, 0.105, "a1")]
+    _interpolate_free_waypoints(steps)
+    assert steps[1]["interp"] == [0, 4, pytest.approx(0.51, abs=0.02)]
+    assert "interp" not in steps[2] and "interp" not in steps[3]
+    assert INTERP_MAX_OFF_M == 0.05
