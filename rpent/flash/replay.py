@@ -263,7 +263,9 @@ class FlashPlanner:
                     est = None if "error" in fixtures_view else fixture_estimate(
                         fixtures_view, str(anchor.get("object")), str(anchor.get("part")))
                 else:
-                    est = self._locate(call, anchor["prompt"], step.get("camera") or "agentview")
+                    ref0 = anchor["observations"][k].get("estimate") or {}
+                    near = ref0.get("center") if int(step.get("instances") or 1) > 1 else None
+                    est = self._locate(call, anchor["prompt"], step.get("camera") or "agentview", near)
                 ref = (anchor["observations"][k].get("estimate") or {}) if k < len(anchor["observations"]) else {}
                 self._log.append({"plan_step": i, "op": "locate", "anchor": aid, "prompt": anchor["prompt"],
                                   "camera": step.get("camera") or "agentview", "observation": k,
@@ -414,7 +416,10 @@ class FlashPlanner:
         # the blocked hand may have pushed the object: look again (same camera as the step's observation)
         k = int(step["observation"])
         camera = anchors[aid]["observations"][k].get("camera") or "agentview"
-        again_est = self._locate(call, anchors[aid]["prompt"], camera)
+        # several instances in the source look (two black bowls): the one nearest this estimate
+        near = est.get("center") if any(int(o.get("instances") or 1) > 1 for o in anchors[aid]["observations"]) \
+            else None
+        again_est = self._locate(call, anchors[aid]["prompt"], camera, near)
         relook, looks = None, 1
         if again_est is not None and _same_footprint(again_est, anchors[aid]["observations"][k]["estimate"]):
             live[aid][k] = again_est
@@ -428,7 +433,7 @@ class FlashPlanner:
             cam0 = first.get("camera") or "agentview"
             est0 = None
             if cam0 != camera or k != 0:
-                est0, looks = self._locate(call, anchors[aid]["prompt"], cam0), 2
+                est0, looks = self._locate(call, anchors[aid]["prompt"], cam0, near), 2
             if est0 is not None and _same_footprint(est0, first["estimate"]):
                 live[aid] = {0: est0}
                 relook = cam0
@@ -507,11 +512,24 @@ class FlashPlanner:
         return args
 
     @staticmethod
-    def _locate(call, prompt: str, camera: str) -> dict | None:
-        """Live estimate of an anchor: ``segment``'s object estimate, else ``back_project`` of its box."""
-        seg = call("segment", {"prompt": prompt, "camera": camera})
+    def _locate(call, prompt: str, camera: str, near: list | None = None) -> dict | None:
+        """Live estimate of an anchor: ``segment``'s object estimate, else ``back_project`` of its box.
+
+        ``near`` (recorded centre, m, world frame; for a look that found several instances in the
+        source run): ``segment(all_instances=True)`` and the instance whose estimate centre is
+        nearest ``near`` in XY (the seeds of a task perturb positions by a few cm; instances stand
+        farther apart)."""
+        args = {"prompt": prompt, "camera": camera}
+        if near is not None:
+            args["all_instances"] = True
+        seg = call("segment", args)
         if "error" in seg or not seg.get("found"):
             return None
+        insts = [i for i in (seg.get("instances") or []) if isinstance(i, dict) and i.get("object_estimate")]
+        if near is not None and insts:
+            best = min(insts, key=lambda i: math.hypot(float(i["object_estimate"]["center"][0]) - float(near[0]),
+                                                       float(i["object_estimate"]["center"][1]) - float(near[1])))
+            return dict(best["object_estimate"])
         if seg.get("object_estimate"):
             return dict(seg["object_estimate"])
         box = seg.get("box")

@@ -576,3 +576,40 @@ def test_only_waypoints_on_the_way_between_two_anchored_ones_are_interpolated():
     assert steps[1]["interp"] == [0, 4, pytest.approx(0.51, abs=0.02)]
     assert "interp" not in steps[2] and "interp" not in steps[3]
     assert INTERP_MAX_OFF_M == 0.05
+
+
+def test_a_look_at_several_instances_stands_for_the_one_the_run_grasped():
+    """libero_spatial_swap task 3 (two akita black bowls): the source look listed both, top-scored
+    the one 16 cm away, and the run grasped the other (on the cookies box). The anchor is the grasped
+    instance (nearest the first following waypoint within the radius), its locate step says
+    ``instances: 2``, and the replay looks at all instances and keeps the one nearest the recorded
+    centre, whichever the live top result is."""
+    from rpent.flash.generate import pick_instance
+
+    far, used = _est(0.083, 0.197), _est(0.058, 0.035)
+    res = {"found": True, "object": "bowl_2", "object_estimate": far,
+           "instances": [{"object": "bowl_1", "object_estimate": used}, {"object": "bowl_2", "object_estimate": far}]}
+    later = [{"action": "segment", "prompt": "plate"}, {"action": "move_to", "xyz": [0.5, 0.5, 1.2]},  # beyond both
+             {"action": "move_to", "xyz": [0.0205, 0.0348, 1.18]}]  # the rim grasp hover of bowl_1
+    est, obj, n = pick_instance(res, later, 0.15)
+    assert (est, obj, n) == (used, "bowl_1", 2)
+    assert pick_instance(res, later[:2], 0.15) == (far, "bowl_2", 2)  # no waypoint near either: the top one
+    assert pick_instance({"object": "x", "object_estimate": used}, later, 0.15) == (used, "x", 1)
+
+    anchors = {"anchors": [{"id": "a0", "prompt": "akita black bowl", "object": "bowl_1", "observations": [
+        {"camera": "agentview", "estimate": used, "object": "bowl_1", "instances": 2}]}]}
+    plan = {"steps": [{"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 0, "instances": 2},
+                      {"op": "tool", "tool": "move_to", "args": {"xyz": [0.0205, 0.035, 1.18]}, "anchor": "a0",
+                       "observation": 0, "offset_xy": [-0.0375, 0.0]}]}
+    calls = []
+
+    def call(name, args):
+        calls.append((name, args))
+        if name == "segment":  # live: the other bowl scores higher
+            return {"found": True, "object_estimate": _est(0.09, 0.2),
+                    "instances": [{"object_estimate": _est(0.09, 0.2)}, {"object_estimate": _est(0.066, 0.03)}]}
+        return {"reached": True}
+
+    FlashPlanner()._replay(plan, anchors, call, lambda text: None, None)
+    assert calls[0] == ("segment", {"prompt": "akita black bowl", "camera": "agentview", "all_instances": True})
+    assert calls[1][1]["xyz"] == [pytest.approx(0.0285), pytest.approx(0.03), 1.18]
