@@ -120,6 +120,32 @@ def _eef_pitch(res: dict, default: float | None) -> float | None:
     return default if pitch is None else float(pitch)
 
 
+def _opening(res: dict) -> float | None:
+    """Gripper opening (m) in a tool result's ``state_after``, else None."""
+    v = ((res.get("state_after") or {}).get("state") or {}).get("gripper_opening")
+    return None if v is None else round(float(v), 4)
+
+
+#: A gripper closed to less than this (m) after the motion that follows a grasp holds nothing.
+EMPTY_GRASP_M = 0.003
+
+
+def _diagnosis(log: list[dict]) -> str:
+    """What went wrong in a replay that ran every step unsolved, from its plan-step log: a grasp
+    whose next motion found the fingers closed on nothing (< :data:`EMPTY_GRASP_M`), else the
+    anchored waypoints that were not reached; empty when neither."""
+    tools = [e for e in log if e["op"] == "tool"]
+    for a, b in zip(tools, tools[1:]):
+        closing = a["tool"] == "set_gripper" and float((a.get("live_args") or {}).get("gripper", -1)) > 0
+        if closing and b.get("gripper_opening_m") is not None and b["gripper_opening_m"] < EMPTY_GRASP_M:
+            return (f"the grasp of plan step {a['plan_step']} came up empty: gripper opening "
+                    f"{b['gripper_opening_m']:.3f} m after plan step {b['plan_step']}")
+    missed = [e["plan_step"] for e in tools if e.get("reached") is False and e["mode"] == "anchored"]
+    if missed:
+        return "anchored waypoints not reached at plan steps " + ", ".join(map(str, missed))
+    return ""
+
+
 def _fold(angle: float) -> float:
     """Fold an axis difference into [-pi/2, pi/2) (axes are undirected)."""
     return (angle + math.pi / 2) % math.pi - math.pi / 2
@@ -219,8 +245,9 @@ class FlashPlanner:
             if solved:
                 self._finish(call, result, "success", f"flash replay of {cell}: the environment reports success")
             else:
+                why = _diagnosis(self._log)
                 self._finish(call, result, "failure", f"flash_not_solved: replayed all steps of {cell} but the "
-                                                      "task predicate does not hold")
+                                                      "task predicate does not hold" + (f" ({why})" if why else ""))
         except FlashFileError as exc:
             say(str(exc))
             result.error, result.stop_reason, result.error_kind = str(exc), "error", "internal"
@@ -290,7 +317,8 @@ class FlashPlanner:
             mode = "anchored" if aid is not None else "interpolated" if step.get("interp") else "as_recorded"
             self._log.append({"plan_step": i, "op": "tool", "tool": step["tool"], "mode": mode,
                               "recorded_args": step.get("args") or {}, "live_args": args,
-                              "error": res.get("error"), "reached": res.get("reached")})
+                              "error": res.get("error"), "reached": res.get("reached"),
+                              "gripper_opening_m": _opening(res)})
             if "error" in res:
                 raise _Failure("flash_step_failed", f"step {i} ({step['tool']}) failed: {res['error']}")
             if self._blocked_grasp_descent(plan["steps"], i, args, res):

@@ -613,3 +613,22 @@ def test_a_look_at_several_instances_stands_for_the_one_the_run_grasped():
     FlashPlanner()._replay(plan, anchors, call, lambda text: None, None)
     assert calls[0] == ("segment", {"prompt": "akita black bowl", "camera": "agentview", "all_instances": True})
     assert calls[1][1]["xyz"] == [pytest.approx(0.0285), pytest.approx(0.03), 1.18]
+
+
+def test_an_unsolved_replay_names_what_went_wrong():
+    """The failure summary of a replay that ran every step adds the first empty grasp (the fingers
+    closed on nothing by the motion after it), else the anchored waypoints not reached."""
+    from rpent.flash.replay import _diagnosis
+
+    def tool(i, name, mode="anchored", reached=True, opening=0.079, **args):
+        return {"plan_step": i, "op": "tool", "tool": name, "mode": mode, "live_args": args, "reached": reached,
+                "gripper_opening_m": opening}
+
+    log = [tool(3, "move_to"), tool(4, "move_to", reached=False), tool(5, "set_gripper", "as_recorded", None, 0.02,
+                                                                        gripper=1.0),
+           tool(6, "move_to", opening=0.001)]
+    assert _diagnosis(log) == "the grasp of plan step 5 came up empty: gripper opening 0.001 m after plan step 6"
+    log[-1]["gripper_opening_m"] = 0.034  # it holds the object: the unreached descent is named instead
+    assert _diagnosis(log) == "anchored waypoints not reached at plan steps 4"
+    log[1]["reached"] = True
+    assert _diagnosis(log) == ""
