@@ -164,8 +164,13 @@ def _interpolate_free_waypoints(steps: list[dict]) -> None:
     for n, i in enumerate(xyz_steps):
         if steps[i]["anchor"] is not None:
             continue
+        located = {s["anchor"] for s in steps[:i] if s["op"] == "locate"}
         prev = next((j for j in reversed(xyz_steps[:n]) if steps[j]["anchor"] is not None), None)
+        # the next anchored waypoint, if its anchor is located before this step (the replay
+        # cannot rebuild a waypoint of an object it has not looked at yet)
         nxt = next((j for j in xyz_steps[n + 1:] if steps[j]["anchor"] is not None), None)
+        if nxt is not None and steps[nxt]["anchor"] not in located:
+            nxt = None
         if prev is None or nxt is None:
             continue
         a, b, p = (steps[k]["args"]["xyz"] for k in (prev, nxt, i))

@@ -507,7 +507,10 @@ class FlashPlanner:
                 out["xyz"] = [round(out["xyz"][0] + shift[0], 5), round(out["xyz"][1] + shift[1], 5), out["xyz"][2]]
             return out
         interp = step.get("interp")
-        if interp and isinstance(args.get("xyz"), list):
+        if interp and isinstance(args.get("xyz"), list) and all(
+                live.get(steps[int(j)].get("anchor") or "") for j in interp[:2]):
+            # (a neighbour whose anchor is first located after this step, e.g. the next object of
+            # a two-object task, cannot be rebuilt yet: the waypoint is then replayed as recorded)
             prev, nxt, t = int(interp[0]), int(interp[1]), float(interp[2])
             a = self._args(steps, prev, anchors, live)["xyz"]
             b = self._args(steps, nxt, anchors, live)["xyz"]

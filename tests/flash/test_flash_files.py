@@ -570,12 +570,28 @@ def test_only_waypoints_on_the_way_between_two_anchored_ones_are_interpolated():
     def move(x, y, anchor=None):
         return {"op": "tool", "tool": "move_to", "args": {"xyz": [x, y, 1.0]}, "anchor": anchor}
 
-    steps = [move(-0.08, 0.05, "a0"), move(-0.076, 0.078), move(0.06, 0.2175), move(-0.208, 0.0),
-             move(-0.0725, 0.105, "a1")]
+    def locate(anchor):
+        return {"op": "locate", "anchor": anchor, "camera": "agentview", "observation": 0}
+
+    steps = [locate("a0"), locate("a1"), move(-0.08, 0.05, "a0"), move(-0.076, 0.078), move(0.06, 0.2175),
+             move(-0.208, 0.0), move(-0.0725, 0.105, "a1")]
     _interpolate_free_waypoints(steps)
-    assert steps[1]["interp"] == [0, 4, pytest.approx(0.51, abs=0.02)]
-    assert "interp" not in steps[2] and "interp" not in steps[3]
+    assert steps[3]["interp"] == [2, 6, pytest.approx(0.51, abs=0.02)]
+    assert "interp" not in steps[4] and "interp" not in steps[5]
     assert INTERP_MAX_OFF_M == 0.05
+    # libero_10_swap task 0: the next anchored waypoint belongs to an object first looked at later
+    # (the second object of the task): not interpolated, and a plan that says so anyway (made
+    # before this rule) is replayed as recorded instead of failing on the anchor
+    steps = [locate("a0"), move(-0.08, 0.05, "a0"), move(-0.076, 0.078), locate("a1"), move(-0.0725, 0.105, "a1")]
+    _interpolate_free_waypoints(steps)
+    assert "interp" not in steps[2]
+    steps[2]["interp"] = [1, 4, 0.5]
+    anchors = {"a0": {"id": "a0", "observations": [{"estimate": _est(-0.08, 0.05)}]},
+               "a1": {"id": "a1", "observations": [{"estimate": _est(-0.07, 0.1)}]}}
+    for s in (steps[1], steps[4]):
+        s.update(observation=0, offset_xy=[0.0, 0.0])
+    live = {"a0": {0: _est(-0.07, 0.05)}, "a1": {}}
+    assert FlashPlanner()._args(steps, 2, anchors, live)["xyz"] == [-0.076, 0.078, 1.0]
 
 
 def test_a_look_at_several_instances_stands_for_the_one_the_run_grasped():
