@@ -132,6 +132,8 @@ def main() -> None:
         for line in log_path.read_text().splitlines():
             if line.strip():
                 r = json.loads(line)
+                if r.get("planner") == "flash" and str(r.get("error") or "").startswith("received SIG"):
+                    continue  # an episode the benchmark's own stop cancelled: run it again
                 if r.get("planner") in ("scripted", "flash"):
                     done[(r["suite"], r["task"], r["seed"], r["planner"])] = r
                 elif r.get("planner") == "flash-generate" and args.report_only:
@@ -175,6 +177,8 @@ def main() -> None:
                 # episodes a stopped replay process finished (their run records are complete)
                 for line in ledger.read_text().splitlines():
                     r = json.loads(line) if line.strip() else {}
+                    if r.get("label") == "cancelled":  # stopped by a signal (the benchmark's own stop): run it again
+                        continue
                     if r.get("kind") == "episode" and r["seed"] in args.seeds and (suite, task, r["seed"], "flash") not in done:
                         done[(suite, task, r["seed"], "flash")] = keep(_flash_row(suite, task, r, None, 0, None))
             todo = [s for s in args.seeds if (suite, task, s, "flash") not in done]

@@ -9,9 +9,11 @@ plus one mutating method:
 
 ``env.select_seed(seed)``
     switch to the init state of ``seed`` (``seed mod n_init_states``, :func:`rpent.robots.libero.suites.init_state_ids`)
-    of the same (suite, task) and reset the episode; returns the new ``env.get_env_meta``. From
-    then on the server *is* the server of that seed: ``env.get_env_meta`` reports it, so a run
-    that attaches (``--env-endpoint``) checks it like any other server.
+    of the same (suite, task); returns the new ``env.get_env_meta``. From then on the server *is*
+    the server of that seed: ``env.get_env_meta`` reports it, so a run that attaches
+    (``--env-endpoint``) checks it like any other server. The episode starts with the next
+    ``env.reset``, which every run's toolkit calls at its start (the switch itself does not reset:
+    that was a second reset and ``settle_steps`` no-op steps per seed, ~0.5 s of CPU).
 
 Why: building the LIBERO environment (importing robosuite, compiling the MuJoCo model, EGL
 context) costs ~8-10 s of CPU, more than a whole flash episode; the compiled model does not
@@ -47,7 +49,8 @@ class SeedSwitchingEnvServer(EnvServer):
         return {**self.sim.meta(), "server_pid": os.getpid(), "seed_switches": self.seed_switches}
 
     def select_seed(self, seed: int) -> dict:
-        """Switch to ``seed``'s init state of the same task and reset; returns :meth:`meta`.
+        """Switch to ``seed``'s init state of the same task (the next ``env.reset`` starts its
+        episode, module doc); returns :meth:`meta`.
 
         Args:
             seed: integer >= 0 (the run's ``--seed``).
@@ -60,7 +63,7 @@ class SeedSwitchingEnvServer(EnvServer):
             raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
         sim = self.sim
         local, _ = suites.init_state_ids(sim.task_info, seed)
-        sim.reset(init_state_id=local)
+        sim.select_init_state(local)
         sim.seed = int(seed)
         self.seed_switches += 1
         return self.meta()

@@ -17,6 +17,11 @@ Fixture parts (drawers, doors, knobs) that the run read with ``view_fixtures`` b
 motion are anchors too (:func:`fixture_anchors`), bound only by waypoints with no segmented object
 within the radius; while the gripper is closed on a part (a drawer pull), every farther waypoint
 follows that part too. A plan keeps only the parts some waypoint is bound to.
+A look that found several instances of its prompt (``segment(all_instances=True)``: both black
+bowls of a libero_spatial scene) stands for the instance the run went on to use, the one nearest
+(XY) to the first following waypoint within the bind radius of any of them (:func:`pick_instance`),
+not for the top-scored one; its ``locate`` step says ``"instances": n`` so the replay looks at all
+of them too and keeps the one nearest the recorded centre.
 An older recipe without ``segment`` lines is still read: the transcript's successful segment
 calls (after its last reset) are then interleaved with the recipe commands in call order, each
 command matched in order to the transcript's non-error call of that tool.
@@ -142,16 +147,30 @@ def _same_command(cmd: dict, call: dict) -> bool:
     return True
 
 
+#: An unbound waypoint farther than this (m, XY, world frame) from the segment between its two
+#: anchored neighbours is replayed as recorded instead of interpolated. The scripted planner's
+#: transport midpoints lie on the segment (< 1 mm); 5 cm leaves room for an LLM's hand-picked ones.
+INTERP_MAX_OFF_M = 0.05
+
+
 def _interpolate_free_waypoints(steps: list[dict]) -> None:
     """Mark unbound waypoints lying between two anchored ones (e.g. the intermediate points of a
     long transport) as ``"interp": [prev step, next step, t]`` so they follow both anchors:
-    ``xy = (1 - t) * xy_prev + t * xy_next`` of the rebuilt neighbours (t from the recorded XY)."""
+    ``xy = (1 - t) * xy_prev + t * xy_next`` of the rebuilt neighbours (t from the recorded XY).
+    A waypoint farther than :data:`INTERP_MAX_OFF_M` (XY) from the recorded segment between the
+    two is not on the way from one to the other (libero_goal task 3: the bowl set aside on a free
+    spot 14 cm off the line before the drawer is opened) and is replayed as recorded."""
     xyz_steps = [i for i, s in enumerate(steps) if s["op"] == "tool" and isinstance(s["args"].get("xyz"), list)]
     for n, i in enumerate(xyz_steps):
         if steps[i]["anchor"] is not None:
             continue
+        located = {s["anchor"] for s in steps[:i] if s["op"] == "locate"}
         prev = next((j for j in reversed(xyz_steps[:n]) if steps[j]["anchor"] is not None), None)
+        # the next anchored waypoint, if its anchor is located before this step (the replay
+        # cannot rebuild a waypoint of an object it has not looked at yet)
         nxt = next((j for j in xyz_steps[n + 1:] if steps[j]["anchor"] is not None), None)
+        if nxt is not None and steps[nxt]["anchor"] not in located:
+            nxt = None
         if prev is None or nxt is None:
             continue
         a, b, p = (steps[k]["args"]["xyz"] for k in (prev, nxt, i))
@@ -160,7 +179,34 @@ def _interpolate_free_waypoints(steps: list[dict]) -> None:
         if norm < 1e-8:
             continue
         t = min(1.0, max(0.0, ((p[0] - a[0]) * dx + (p[1] - a[1]) * dy) / norm))
+        off = math.hypot(p[0] - (a[0] + t * dx), p[1] - (a[1] + t * dy))
+        if off > INTERP_MAX_OFF_M:
+            continue
         steps[i]["interp"] = [prev, nxt, round(t, 5)]
+
+
+def pick_instance(res: dict, later: list[dict], bind_radius_m: float) -> tuple[dict, str | None, int]:
+    """The instance of a ``segment`` result that the run used: ``(object_estimate, object, n)``.
+
+    With one instance (or no ``instances`` list) that is the result's own estimate, ``n`` 1. With
+    ``n`` > 1 instances it is the instance whose estimate centre is nearest (XY, m, world frame) to
+    the first ``xyz`` waypoint of ``later`` (the recipe commands after the look) that lies within
+    ``bind_radius_m`` of some instance: the run's grasp went there. No such waypoint: the
+    result's own (top) estimate.
+    """
+    insts = [i for i in (res.get("instances") or []) if isinstance(i, dict) and i.get("object_estimate")]
+    if len(insts) < 2:
+        return res["object_estimate"], res.get("object"), 1
+    for cmd in later:
+        xyz = cmd.get("xyz")
+        if not (isinstance(xyz, list) and len(xyz) == 3):
+            continue
+        d = [math.hypot(xyz[0] - i["object_estimate"]["center"][0], xyz[1] - i["object_estimate"]["center"][1])
+             for i in insts]
+        if min(d) <= bind_radius_m:
+            best = insts[d.index(min(d))]
+            return best["object_estimate"], best.get("object"), len(insts)
+    return res["object_estimate"], res.get("object"), len(insts)
 
 
 def fixture_estimate(view: dict, fixture: str, part: str) -> dict | None:
@@ -250,17 +296,23 @@ class _PlanBuilder:
                 best, best_d = a, d
         return best
 
-    def locate(self, prompt: str, camera: str, estimate: dict, obj: str | None) -> None:
-        """A successful text-prompt ``segment``: a new observation of the prompt's anchor."""
+    def locate(self, prompt: str, camera: str, estimate: dict, obj: str | None, instances: int = 1) -> None:
+        """A successful text-prompt ``segment``: a new observation of the prompt's anchor
+        (``instances`` > 1: the look found that many, ``estimate`` is the one the run used)."""
         est = {k: estimate.get(k) for k in _ESTIMATE_KEYS}
         anchor = self.by_prompt.get(prompt)
         if anchor is None:
             anchor = {"id": f"a{len(self.anchors)}", "prompt": prompt, "object": obj, "observations": []}
             self.anchors.append(anchor)
             self.by_prompt[prompt] = anchor
-        anchor["observations"].append({"camera": camera, "estimate": est})
-        self.steps.append({"op": "locate", "anchor": anchor["id"], "camera": camera,
-                           "observation": len(anchor["observations"]) - 1})
+        obs: dict[str, Any] = {"camera": camera, "estimate": est}
+        step: dict[str, Any] = {"op": "locate", "anchor": anchor["id"], "camera": camera,
+                                "observation": len(anchor["observations"])}
+        if instances > 1:
+            obs.update(object=obj, instances=instances)
+            step["instances"] = instances
+        anchor["observations"].append(obs)
+        self.steps.append(step)
 
     def tool(self, cmd: dict) -> None:
         """A recipe command: bound to the nearest anchor within the radius when it has an ``xyz``."""
@@ -329,7 +381,8 @@ def _from_segment_recipe(builder: _PlanBuilder, commands: list[dict], calls: lis
             res = seg_calls[j]["result"] or {}
         if not res.get("found") or not res.get("object_estimate"):
             continue
-        builder.locate(prompt, camera, res["object_estimate"], res.get("object"))
+        est, obj, k = pick_instance(res, commands[n:], builder.bind_radius_m)
+        builder.locate(prompt, camera, est, obj, k)
 
 
 def _from_transcript(builder: _PlanBuilder, commands: list[dict], calls: list[dict], recipe, audit_path) -> None:

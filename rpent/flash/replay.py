@@ -113,6 +113,39 @@ def _same_footprint(est: dict, ref: dict, rel_tol: float = 0.2) -> bool:
     return True
 
 
+def _eef_pitch(res: dict, default: float | None) -> float | None:
+    """The eef pitch (rad, about world x; 0 = gripper down, :func:`rpent.robots.libero.control.eef_pitch`)
+    in a motion result's ``state_after``, else ``default``."""
+    pitch = ((res.get("state_after") or {}).get("state") or {}).get("eef_pitch")
+    return default if pitch is None else float(pitch)
+
+
+def _opening(res: dict) -> float | None:
+    """Gripper opening (m) in a tool result's ``state_after``, else None."""
+    v = ((res.get("state_after") or {}).get("state") or {}).get("gripper_opening")
+    return None if v is None else round(float(v), 4)
+
+
+#: A gripper closed to less than this (m) after the motion that follows a grasp holds nothing.
+EMPTY_GRASP_M = 0.003
+
+
+def _diagnosis(log: list[dict]) -> str:
+    """What went wrong in a replay that ran every step unsolved, from its plan-step log: a grasp
+    whose next motion found the fingers closed on nothing (< :data:`EMPTY_GRASP_M`), else the
+    anchored waypoints that were not reached; empty when neither."""
+    tools = [e for e in log if e["op"] == "tool"]
+    for a, b in zip(tools, tools[1:]):
+        closing = a["tool"] == "set_gripper" and float((a.get("live_args") or {}).get("gripper", -1)) > 0
+        if closing and b.get("gripper_opening_m") is not None and b["gripper_opening_m"] < EMPTY_GRASP_M:
+            return (f"the grasp of plan step {a['plan_step']} came up empty: gripper opening "
+                    f"{b['gripper_opening_m']:.3f} m after plan step {b['plan_step']}")
+    missed = [e["plan_step"] for e in tools if e.get("reached") is False and e["mode"] == "anchored"]
+    if missed:
+        return "anchored waypoints not reached at plan steps " + ", ".join(map(str, missed))
+    return ""
+
+
 def _fold(angle: float) -> float:
     """Fold an axis difference into [-pi/2, pi/2) (axes are undirected)."""
     return (angle + math.pi / 2) % math.pi - math.pi / 2
@@ -212,8 +245,9 @@ class FlashPlanner:
             if solved:
                 self._finish(call, result, "success", f"flash replay of {cell}: the environment reports success")
             else:
+                why = _diagnosis(self._log)
                 self._finish(call, result, "failure", f"flash_not_solved: replayed all steps of {cell} but the "
-                                                      "task predicate does not hold")
+                                                      "task predicate does not hold" + (f" ({why})" if why else ""))
         except FlashFileError as exc:
             say(str(exc))
             result.error, result.stop_reason, result.error_kind = str(exc), "error", "internal"
@@ -244,6 +278,7 @@ class FlashPlanner:
         live: dict[str, dict[int, dict]] = {aid: {} for aid in anchors}  # anchor -> observation -> estimate
         self._shift: dict[str, tuple[float, float]] = {}  # anchor -> XY shift of its grasp after a blocked descent
         fixtures_view: dict | None = None  # the view_fixtures result of the current run of fixture locates
+        self._pitch: float | None = None  # eef pitch (rad, about world x) after the latest motion
         for i, step in enumerate(plan["steps"]):
             aid = step.get("anchor")
             if step["op"] == "locate":
@@ -255,7 +290,9 @@ class FlashPlanner:
                     est = None if "error" in fixtures_view else fixture_estimate(
                         fixtures_view, str(anchor.get("object")), str(anchor.get("part")))
                 else:
-                    est = self._locate(call, anchor["prompt"], step.get("camera") or "agentview")
+                    ref0 = anchor["observations"][k].get("estimate") or {}
+                    near = ref0.get("center") if int(step.get("instances") or 1) > 1 else None
+                    est = self._locate(call, anchor["prompt"], step.get("camera") or "agentview", near)
                 ref = (anchor["observations"][k].get("estimate") or {}) if k < len(anchor["observations"]) else {}
                 self._log.append({"plan_step": i, "op": "locate", "anchor": aid, "prompt": anchor["prompt"],
                                   "camera": step.get("camera") or "agentview", "observation": k,
@@ -274,15 +311,19 @@ class FlashPlanner:
                 continue
             fixtures_view = None
             args = self._args(plan["steps"], i, anchors, live)
+            pitch_before = self._pitch  # the hand's pitch before this motion (a blocked descent may tilt it)
             res = call(step["tool"], args)
+            self._pitch = _eef_pitch(res, self._pitch)
             mode = "anchored" if aid is not None else "interpolated" if step.get("interp") else "as_recorded"
             self._log.append({"plan_step": i, "op": "tool", "tool": step["tool"], "mode": mode,
                               "recorded_args": step.get("args") or {}, "live_args": args,
-                              "error": res.get("error"), "reached": res.get("reached")})
+                              "error": res.get("error"), "reached": res.get("reached"),
+                              "gripper_opening_m": _opening(res)})
             if "error" in res:
                 raise _Failure("flash_step_failed", f"step {i} ({step['tool']}) failed: {res['error']}")
             if self._blocked_grasp_descent(plan["steps"], i, args, res):
-                res = self._retry_descent(plan["steps"], i, args, res, anchors, live, call, say)
+                res = self._retry_descent(plan["steps"], i, args, res, anchors, live, call, say, pitch_before)
+                self._pitch = _eef_pitch(res, self._pitch)
             if step["tool"] == "release" and self._stalled_release(res):
                 res = self._reopen(i, res, call, say)
             after = (res.get("state_after") or {})
@@ -361,14 +402,19 @@ class FlashPlanner:
         return bool(final and target) and float(final[2]) - float(target[2]) > BLOCKED_DESCENT_M
 
     def _retry_descent(self, steps: list[dict], i: int, args: dict, res: dict, anchors: dict, live: dict, call,
-                       say) -> dict:
+                       say, pitch_before: float | None = None) -> dict:
         """One bounded repair of a blocked grasp descent: rise back to the hover height of the
         preceding waypoint, re-localise the anchor (same camera; a partial view falls back to the
         camera of the anchor's first observation, whose estimate the rebuild corrects by the
         recorded difference between the observations; else the earlier estimate), shift the grasp point by
         :data:`GRASP_SHIFT_M` (at most a quarter of the object's long side) away from where the
         hand was pushed, along the object's long axis when it is elongated, and descend again. Later waypoints bound to the same anchor
-        keep the shift (the lift stays vertical). Returns the retried descent's result."""
+        keep the shift (the lift stays vertical). The blocked hand is often tilted by the contact
+        (libero_object task 1: 0.13 rad about world x, and ``move_to`` holds whatever orientation the
+        hand has, so the fingers then close askew on the box and it slips): when ``pitch_before``
+        (rad, the hand's pitch before the blocked descent) is known, the re-alignment and the
+        retried descent are ``move_pose`` calls that servo the pitch back to it. Returns the
+        retried descent's result."""
         step = steps[i]
         aid = step["anchor"]
         target, final = args["xyz"], res["final_eef_pos"]
@@ -398,7 +444,10 @@ class FlashPlanner:
         # the blocked hand may have pushed the object: look again (same camera as the step's observation)
         k = int(step["observation"])
         camera = anchors[aid]["observations"][k].get("camera") or "agentview"
-        again_est = self._locate(call, anchors[aid]["prompt"], camera)
+        # several instances in the source look (two black bowls): the one nearest this estimate
+        near = est.get("center") if any(int(o.get("instances") or 1) > 1 for o in anchors[aid]["observations"]) \
+            else None
+        again_est = self._locate(call, anchors[aid]["prompt"], camera, near)
         relook, looks = None, 1
         if again_est is not None and _same_footprint(again_est, anchors[aid]["observations"][k]["estimate"]):
             live[aid][k] = again_est
@@ -412,7 +461,7 @@ class FlashPlanner:
             cam0 = first.get("camera") or "agentview"
             est0 = None
             if cam0 != camera or k != 0:
-                est0, looks = self._locate(call, anchors[aid]["prompt"], cam0), 2
+                est0, looks = self._locate(call, anchors[aid]["prompt"], cam0, near), 2
             if est0 is not None and _same_footprint(est0, first["estimate"]):
                 live[aid] = {0: est0}
                 relook = cam0
@@ -424,16 +473,24 @@ class FlashPlanner:
                           "blocked_above_m": round(float(final[2]) - float(target[2]), 4),
                           "push_xy": [round(drift[0], 4), round(drift[1], 4)],
                           "grasp_shift_xy": [round(shift[0], 4), round(shift[1], 4)],
-                          "relocalised": relook is not None, "relocalised_camera": relook, "looks": looks})
+                          "relocalised": relook is not None, "relocalised_camera": relook, "looks": looks,
+                          "pitch_before_rad": pitch_before, "pitch_blocked_rad": _eef_pitch(res, None)})
         descent = self._args(steps, i, anchors, live)
+        tool = "move_to"
+        if pitch_before is not None:  # level the hand again (see the docstring)
+            tool = "move_pose"
+            descent = {k2: v for k2, v in descent.items() if k2 in ("xyz", "target_yaw", "gripper", "tol", "step_clip",
+                                                                    "max_steps", "action_scale")}
+            descent["target_pitch"] = round(float(pitch_before), 4)
         over = {k2: v for k2, v in descent.items() if k2 not in ("tol", "step_clip", "max_steps")}
         over["xyz"] = [descent["xyz"][0], descent["xyz"][1], float(hover)]
         over.update(tol=0.004, max_steps=60)
-        res2 = call("move_to", over)
+        self._log[-1]["level_pitch"] = descent.get("target_pitch")
+        res2 = call(tool, over)
         if "error" in res2:
             raise _Failure("flash_step_failed", f"re-aligning after the blocked descent of step {i} failed: "
                                                 f"{res2['error']}")
-        res3 = call("move_to", descent)
+        res3 = call(tool, descent)
         if "error" in res3:
             raise _Failure("flash_step_failed", f"the retried descent of step {i} failed: {res3['error']}")
         return res3
@@ -450,7 +507,10 @@ class FlashPlanner:
                 out["xyz"] = [round(out["xyz"][0] + shift[0], 5), round(out["xyz"][1] + shift[1], 5), out["xyz"][2]]
             return out
         interp = step.get("interp")
-        if interp and isinstance(args.get("xyz"), list):
+        if interp and isinstance(args.get("xyz"), list) and all(
+                live.get(steps[int(j)].get("anchor") or "") for j in interp[:2]):
+            # (a neighbour whose anchor is first located after this step, e.g. the next object of
+            # a two-object task, cannot be rebuilt yet: the waypoint is then replayed as recorded)
             prev, nxt, t = int(interp[0]), int(interp[1]), float(interp[2])
             a = self._args(steps, prev, anchors, live)["xyz"]
             b = self._args(steps, nxt, anchors, live)["xyz"]
@@ -483,11 +543,24 @@ class FlashPlanner:
         return args
 
     @staticmethod
-    def _locate(call, prompt: str, camera: str) -> dict | None:
-        """Live estimate of an anchor: ``segment``'s object estimate, else ``back_project`` of its box."""
-        seg = call("segment", {"prompt": prompt, "camera": camera})
+    def _locate(call, prompt: str, camera: str, near: list | None = None) -> dict | None:
+        """Live estimate of an anchor: ``segment``'s object estimate, else ``back_project`` of its box.
+
+        ``near`` (recorded centre, m, world frame; for a look that found several instances in the
+        source run): ``segment(all_instances=True)`` and the instance whose estimate centre is
+        nearest ``near`` in XY (the seeds of a task perturb positions by a few cm; instances stand
+        farther apart)."""
+        args = {"prompt": prompt, "camera": camera}
+        if near is not None:
+            args["all_instances"] = True
+        seg = call("segment", args)
         if "error" in seg or not seg.get("found"):
             return None
+        insts = [i for i in (seg.get("instances") or []) if isinstance(i, dict) and i.get("object_estimate")]
+        if near is not None and insts:
+            best = min(insts, key=lambda i: math.hypot(float(i["object_estimate"]["center"][0]) - float(near[0]),
+                                                       float(i["object_estimate"]["center"][1]) - float(near[1])))
+            return dict(best["object_estimate"])
         if seg.get("object_estimate"):
             return dict(seg["object_estimate"])
         box = seg.get("box")

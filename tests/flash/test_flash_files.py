@@ -272,6 +272,51 @@ def test_blocked_grasp_descent_is_retried_once_shifted_along_the_long_axis():
     assert [n for n, _ in calls] == ["segment", "move_to", "move_to", "set_gripper", "move_to"]
 
 
+def test_retried_descent_levels_the_hand_tilted_by_the_block():
+    """libero_object task 1 seeds 1/3/5: the blocked descent tilted the hand by 0.13 rad about
+    world x, ``move_to`` kept that tilt and the fingers closed askew (0.025 m) on the box, which
+    slipped on the lift. The re-alignment and the retried descent are ``move_pose`` calls that
+    servo the pitch back to the one before the descent; the repair log names both pitches."""
+    anchors = {"anchors": [{"id": "a0", "prompt": "cream cheese", "object": None,
+                            "observations": [{"camera": "agentview", "estimate": _est(0.05, -0.1, 0.0, 0.07, 0.035)}]}]}
+    plan = {"steps": [
+        {"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 0},
+        {"op": "tool", "tool": "move_to", "args": {"xyz": [0.05, -0.1, 0.1], "target_yaw": 0.0}, "anchor": "a0",
+         "observation": 0, "offset_xy": [0.0, 0.0]},
+        {"op": "tool", "tool": "move_to", "args": {"xyz": [0.05, -0.1, 0.013], "target_yaw": 0.0, "tol": 0.008,
+                                                   "step_clip": 0.015, "max_steps": 100, "yaw_step_clip": 0.1},
+         "anchor": "a0", "observation": 0, "offset_xy": [0.0, 0.0]},
+        {"op": "tool", "tool": "set_gripper", "args": {"gripper": 1.0, "steps": 15}, "anchor": None,
+         "observation": None, "offset_xy": None}]}
+    calls = []
+
+    def state(pitch):
+        return {"state_after": {"state": {"eef_pitch": pitch}}}
+
+    def call(name, args):
+        calls.append((name, args))
+        if name == "segment":
+            return {"found": True, "object_estimate": _est(0.06, -0.1, 0.0, 0.07, 0.035)}
+        if name == "move_to" and args["xyz"][2] == 0.013:
+            return {"reached": False, "final_eef_pos": [0.0676, -0.1037, 0.0297], **state(-0.132)}  # blocked, tilted
+        tilted = name == "move_to" and len(calls) > 2  # the rise after the block: still tilted
+        return {"reached": True, "final_eef_pos": args.get("xyz"), **state(-0.132 if tilted else -0.003)}
+
+    planner = FlashPlanner()
+    planner._replay(plan, anchors, call, lambda text: None, None)
+    names = [n for n, _ in calls]
+    assert names == ["segment", "move_to", "move_to", "move_to", "segment", "move_pose", "move_pose", "set_gripper"]
+    # hover -> blocked descent -> rise (tilted) -> look -> level at the shifted hover -> level descent
+    realign, descent = calls[5][1], calls[6][1]
+    assert realign["target_pitch"] == descent["target_pitch"] == -0.003  # the pitch before the blocked descent
+    assert realign["xyz"] == [pytest.approx(0.045), -0.1, 0.1] and realign["tol"] == 0.004
+    assert descent["xyz"] == [pytest.approx(0.045), -0.1, 0.013] and descent["step_clip"] == 0.015
+    assert "yaw_step_clip" not in descent and descent["target_yaw"] == 0.0  # move_pose has no yaw_step_clip
+    repair = next(e for e in planner._log if e["op"] == "repair")
+    assert repair["pitch_before_rad"] == -0.003 and repair["pitch_blocked_rad"] == -0.132
+    assert repair["level_pitch"] == -0.003
+
+
 def test_retry_keeps_the_earlier_estimate_when_the_new_look_is_partial():
     """After a blocked descent the object is looked at again; a look that shows only part of it
     (footprint > 20 % smaller: its centre is biased) is not used."""
@@ -514,3 +559,92 @@ def test_a_malformed_plan_is_refused_before_an_env_server_starts(tmp_path):
         check_options(ReplayOptions(flash_dir=str(flash), suite="libero_object", task=0, seeds=[1],
                                     output_root=str(tmp_path / "out")))
     assert not (tmp_path / "out").exists()
+
+
+def test_only_waypoints_on_the_way_between_two_anchored_ones_are_interpolated():
+    """A transport midpoint (on the recorded segment) follows both anchors; a free spot 14 cm off
+    the segment (libero_goal task 3: the bowl set aside before the drawer is opened) and a retreat
+    point behind the first anchored waypoint (t clamped to 0, 13 cm away) are replayed as recorded."""
+    from rpent.flash.generate import INTERP_MAX_OFF_M, _interpolate_free_waypoints
+
+    def move(x, y, anchor=None):
+        return {"op": "tool", "tool": "move_to", "args": {"xyz": [x, y, 1.0]}, "anchor": anchor}
+
+    def locate(anchor):
+        return {"op": "locate", "anchor": anchor, "camera": "agentview", "observation": 0}
+
+    steps = [locate("a0"), locate("a1"), move(-0.08, 0.05, "a0"), move(-0.076, 0.078), move(0.06, 0.2175),
+             move(-0.208, 0.0), move(-0.0725, 0.105, "a1")]
+    _interpolate_free_waypoints(steps)
+    assert steps[3]["interp"] == [2, 6, pytest.approx(0.51, abs=0.02)]
+    assert "interp" not in steps[4] and "interp" not in steps[5]
+    assert INTERP_MAX_OFF_M == 0.05
+    # libero_10_swap task 0: the next anchored waypoint belongs to an object first looked at later
+    # (the second object of the task): not interpolated, and a plan that says so anyway (made
+    # before this rule) is replayed as recorded instead of failing on the anchor
+    steps = [locate("a0"), move(-0.08, 0.05, "a0"), move(-0.076, 0.078), locate("a1"), move(-0.0725, 0.105, "a1")]
+    _interpolate_free_waypoints(steps)
+    assert "interp" not in steps[2]
+    steps[2]["interp"] = [1, 4, 0.5]
+    anchors = {"a0": {"id": "a0", "observations": [{"estimate": _est(-0.08, 0.05)}]},
+               "a1": {"id": "a1", "observations": [{"estimate": _est(-0.07, 0.1)}]}}
+    for s in (steps[1], steps[4]):
+        s.update(observation=0, offset_xy=[0.0, 0.0])
+    live = {"a0": {0: _est(-0.07, 0.05)}, "a1": {}}
+    assert FlashPlanner()._args(steps, 2, anchors, live)["xyz"] == [-0.076, 0.078, 1.0]
+
+
+def test_a_look_at_several_instances_stands_for_the_one_the_run_grasped():
+    """libero_spatial_swap task 3 (two akita black bowls): the source look listed both, top-scored
+    the one 16 cm away, and the run grasped the other (on the cookies box). The anchor is the grasped
+    instance (nearest the first following waypoint within the radius), its locate step says
+    ``instances: 2``, and the replay looks at all instances and keeps the one nearest the recorded
+    centre, whichever the live top result is."""
+    from rpent.flash.generate import pick_instance
+
+    far, used = _est(0.083, 0.197), _est(0.058, 0.035)
+    res = {"found": True, "object": "bowl_2", "object_estimate": far,
+           "instances": [{"object": "bowl_1", "object_estimate": used}, {"object": "bowl_2", "object_estimate": far}]}
+    later = [{"action": "segment", "prompt": "plate"}, {"action": "move_to", "xyz": [0.5, 0.5, 1.2]},  # beyond both
+             {"action": "move_to", "xyz": [0.0205, 0.0348, 1.18]}]  # the rim grasp hover of bowl_1
+    est, obj, n = pick_instance(res, later, 0.15)
+    assert (est, obj, n) == (used, "bowl_1", 2)
+    assert pick_instance(res, later[:2], 0.15) == (far, "bowl_2", 2)  # no waypoint near either: the top one
+    assert pick_instance({"object": "x", "object_estimate": used}, later, 0.15) == (used, "x", 1)
+
+    anchors = {"anchors": [{"id": "a0", "prompt": "akita black bowl", "object": "bowl_1", "observations": [
+        {"camera": "agentview", "estimate": used, "object": "bowl_1", "instances": 2}]}]}
+    plan = {"steps": [{"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 0, "instances": 2},
+                      {"op": "tool", "tool": "move_to", "args": {"xyz": [0.0205, 0.035, 1.18]}, "anchor": "a0",
+                       "observation": 0, "offset_xy": [-0.0375, 0.0]}]}
+    calls = []
+
+    def call(name, args):
+        calls.append((name, args))
+        if name == "segment":  # live: the other bowl scores higher
+            return {"found": True, "object_estimate": _est(0.09, 0.2),
+                    "instances": [{"object_estimate": _est(0.09, 0.2)}, {"object_estimate": _est(0.066, 0.03)}]}
+        return {"reached": True}
+
+    FlashPlanner()._replay(plan, anchors, call, lambda text: None, None)
+    assert calls[0] == ("segment", {"prompt": "akita black bowl", "camera": "agentview", "all_instances": True})
+    assert calls[1][1]["xyz"] == [pytest.approx(0.0285), pytest.approx(0.03), 1.18]
+
+
+def test_an_unsolved_replay_names_what_went_wrong():
+    """The failure summary of a replay that ran every step adds the first empty grasp (the fingers
+    closed on nothing by the motion after it), else the anchored waypoints not reached."""
+    from rpent.flash.replay import _diagnosis
+
+    def tool(i, name, mode="anchored", reached=True, opening=0.079, **args):
+        return {"plan_step": i, "op": "tool", "tool": name, "mode": mode, "live_args": args, "reached": reached,
+                "gripper_opening_m": opening}
+
+    log = [tool(3, "move_to"), tool(4, "move_to", reached=False), tool(5, "set_gripper", "as_recorded", None, 0.02,
+                                                                        gripper=1.0),
+           tool(6, "move_to", opening=0.001)]
+    assert _diagnosis(log) == "the grasp of plan step 5 came up empty: gripper opening 0.001 m after plan step 6"
+    log[-1]["gripper_opening_m"] = 0.034  # it holds the object: the unreached descent is named instead
+    assert _diagnosis(log) == "anchored waypoints not reached at plan steps 4"
+    log[1]["reached"] = True
+    assert _diagnosis(log) == ""

@@ -316,6 +316,26 @@ class LiberoSim:
         }
 
     # ------------------------------------------------------------------ episode
+    def select_init_state(self, init_state_id: int) -> None:
+        """Make another recorded init state of this task the current one, without resetting: the
+        next :meth:`reset` restores it (:meth:`meta` reports it at once). For a caller that resets
+        right after anyway (a run's toolkit resets at its start), which saves a reset and its
+        ``settle_steps``.
+
+        Args:
+            init_state_id: 0 <= id < n_init_states.
+        Raises:
+            ValueError: ``init_state_id`` out of range.
+        """
+        n = len(self._init_states)
+        if isinstance(init_state_id, bool) or not isinstance(init_state_id, (int, np.integer)) \
+                or not 0 <= init_state_id < n:
+            raise ValueError(f"init_state_id must be an integer in 0..{n - 1} for {self.suite} task "
+                             f"{self.task}, got {init_state_id!r}")
+        self.init_state_global_id += int(init_state_id) - self.init_state_id
+        self.init_state_id = int(init_state_id)
+        self._init_state = self._init_states[self.init_state_id]
+
     def reset(self, init_state_id: int | None = None) -> dict:
         """Start the episode again from the same init state (bit-identical every time), or from
         another recorded init state of this task.
@@ -330,14 +350,7 @@ class LiberoSim:
         """
         self._ensure_open()
         if init_state_id is not None:
-            n = len(self._init_states)
-            if isinstance(init_state_id, bool) or not isinstance(init_state_id, (int, np.integer)) \
-                    or not 0 <= init_state_id < n:
-                raise ValueError(f"init_state_id must be an integer in 0..{n - 1} for {self.suite} task "
-                                 f"{self.task}, got {init_state_id!r}")
-            self.init_state_global_id += int(init_state_id) - self.init_state_id
-            self.init_state_id = int(init_state_id)
-            self._init_state = self._init_states[self.init_state_id]
+            self.select_init_state(init_state_id)
         # LIBERO's env.reset() re-samples the placement of fixtures (stove, cabinet, rack: bodies
         # without a free joint, so not part of the init state) from numpy's global RNG; unseeded,
         # they land ~1 cm apart in every process (measured: libero_10 t2's stove, t3's cabinet).

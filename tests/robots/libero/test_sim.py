@@ -99,6 +99,15 @@ def test_reset_restores_the_seeds_init_state():
         recorded = suites.load_init_states(s.task_info)[1]  # 51 mod 50
         assert s.init_state_id == 1
         np.testing.assert_allclose(s.mujoco_state(), recorded, atol=1e-12)
+        # select_init_state switches without resetting; the next reset restores the new one
+        g = s.init_state_global_id
+        s.select_init_state(3)
+        assert (s.meta()["init_state_id"], s.meta()["init_state_global_id"]) == (3, g + 2)
+        np.testing.assert_allclose(s.mujoco_state(), recorded, atol=1e-12)  # not reset yet
+        s.reset()
+        np.testing.assert_allclose(s.mujoco_state(), suites.load_init_states(s.task_info)[3], atol=1e-12)
+        with pytest.raises(ValueError, match="init_state_id must be an integer in 0..49"):
+            s.select_init_state(50)
 
 
 def test_seeds_with_the_same_init_state_give_identical_episodes(sim):
