@@ -134,7 +134,12 @@ def test_quit_command_ends_the_run_cleanly(tmux, tmp_path):
     assert "TypeError" not in tmux.screen("wf")
     taskrun, tr = records(out / "tasks" / DIR)
     assert tr["error"] == "operator quit" and taskrun["state"] == "cancelled"
+    assert (taskrun["suite"], taskrun["task"], taskrun["seed"]) == ("libero_object", 0, 0)
+    assert taskrun["ended_at"] and taskrun["replaced_by"] is None
     assert [e["kind"] for e in tr["steering"]] == ["stop"]
+    steering = [json.loads(line) for line in (out / "tasks" / DIR / "steering.jsonl").read_text().splitlines()]
+    assert [e["kind"] for e in steering] == ["stop"]  # /quit arrived whole, once, and is on record
+    assert sorted(p.name for p in (out / "tasks").iterdir()) == [DIR]  # no stray TaskRun from lost keys
     tmux.keys("wf", "C-q")
 
 
@@ -163,6 +168,10 @@ def test_second_task_replaces_the_first_after_confirmation(tmux, tmp_path):
     children = {p for p in descendants(pane) if alive(p)}
     tmux.keys("wf", "C-q")
     assert not wait_gone(children), "child processes left after quit"
+    second = json.loads((out / "tasks" / "0002_libero_object_t1_s0" / "taskrun.json").read_text())
+    assert (second["id"], second["suite"], second["task"], second["seed"]) == ("0002", "libero_object", 1, 0)
+    assert second["ended_at"] and second["replaced_by"] is None  # the quit ended it; nothing replaced it
+    assert sorted(p.name for p in (out / "tasks").iterdir()) == [DIR, "0002_libero_object_t1_s0"]
 
 
 @pytest.mark.slow
