@@ -59,7 +59,7 @@ def test_keys_right_after_i_reach_the_input_line_in_order(tmux, tmp_path):
         shown = _wait_input(tmux, "keys", line)
         assert shown.startswith(line), f"round {n}: input line {shown!r}, typed {line!r}"
         tmux.keys("keys", "C-u")  # clear the line (still focused), then leave it
-        assert _wait_input(tmux, "keys", "/rpent-task <suite>") .startswith("/rpent-task <suite>")  # placeholder
+        assert _wait_input(tmux, "keys", "/rpent-task <suite>").startswith("/rpent-task <suite>")  # the placeholder
         tmux.keys("keys", "Escape")
         time.sleep(0.5)  # let the lone Esc be read as Esc (not as alt+i with the next round's i)
     tmux.keys("keys", "C-q")
