@@ -148,7 +148,7 @@ def test_second_task_replaces_the_first_after_confirmation(tmux, tmp_path):
     out = tmp_path / "session"
     pane = tmux.start("wf", out)
     tmux.start_task("wf", TASK)
-    tmux.wait("wf", "segment", 180)
+    tmux.wait("wf", "move_to", 180)  # early in the run: the replacement must land while it still runs
     tmux.keys("wf", "i")
     tmux.keys("wf", "/rpent-task libero_object 1 0", literal=True)
     tmux.keys("wf", "Enter")
@@ -179,8 +179,9 @@ def test_reused_output_dir_continues_the_taskrun_ids(tmux, tmp_path):
     tmux.wait("wf", "move_to", 180)
     tmux.keys("wf", "x")  # cancel; the record stays
     _wait_state(tmux, "wf", "0001", 60)
+    first, _ = records(out / "tasks" / DIR, timeout=120)  # the final record (ended_at), not a fixed sleep
+    assert first["ended_at"] and first["state"] == "cancelled", first
     tmux.keys("wf", "C-q")
-    time.sleep(3)
     before = (out / "tasks" / DIR / "taskrun.json").read_bytes()
     tmux.start("wf2", out)  # the README's own `--output-dir logs/tui`, used again
     tmux.start_task("wf2", TASK)
