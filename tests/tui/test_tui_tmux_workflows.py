@@ -174,7 +174,7 @@ def test_second_task_replaces_the_first_after_confirmation(tmux, tmp_path):
 @pytest.mark.slow
 def test_reused_output_dir_continues_the_taskrun_ids(tmux, tmp_path):
     out = tmp_path / "session"
-    tmux.start("wf", out)
+    pane = tmux.start("wf", out)
     tmux.start_task("wf", TASK)
     tmux.wait("wf", "move_to", 180)
     tmux.keys("wf", "x")  # cancel; the record stays
@@ -182,7 +182,8 @@ def test_reused_output_dir_continues_the_taskrun_ids(tmux, tmp_path):
     first, _ = records(out / "tasks" / DIR, timeout=120)  # the final record (ended_at), not a fixed sleep
     assert first["ended_at"] and first["state"] == "cancelled", first
     tmux.keys("wf", "C-q")
-    before = (out / "tasks" / DIR / "taskrun.json").read_bytes()
+    assert not wait_gone({pane} | descendants(pane), 120), "the first rpent-tui did not end after ctrl+q"
+    before = (out / "tasks" / DIR / "taskrun.json").read_bytes()  # nothing writes it any more
     tmux.start("wf2", out)  # the README's own `--output-dir logs/tui`, used again
     tmux.start_task("wf2", TASK)
     tmux.wait("wf2", "TaskRun 0002", 60)
