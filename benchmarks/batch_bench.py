@@ -44,6 +44,10 @@ task, which starts the job's worker process, the next task, ``ray.shutdown``), s
 overhead that is Ray's own start-up is shown apart from what the executor adds per cell. The
 cluster start itself is reported apart (a ratio with it counted in one batch, labelled as such).
 
+Each batch's CPU use is sampled with psutil (every 0.5 s, by group: the runs and their env servers,
+``rpent-batch``, the Ray workers running the cell tasks, Ray's own system processes) and printed per
+round and as medians, so Ray's background cost is shown next to the wall times.
+
 Prints the load average (``uptime``) next to the figures: on a shared machine they are noisy.
 """
 
@@ -154,6 +158,7 @@ def ray_overhead(args: argparse.Namespace) -> None:
     added: dict[str, list[float]] = {"local": [], "ray": []}
     phases: dict[str, list[dict[str, float]]] = {"local": [], "ray": []}
     ratios: list[float] = []
+    cpu_use: dict[str, list[dict[str, float]]] = {"local": [], "ray": []}
     try:
         fixed = [_ray_fixed_cost(address) for _ in range(2)]
         for f in fixed:
@@ -170,8 +175,10 @@ def ray_overhead(args: argparse.Namespace) -> None:
                     extra = ["--ray-address", address] if kind == "ray" else []
                     root = f"{tmp}/{kind}{r}"
                     t_launch = time.time()
-                    dt = _timed(batch + ["--results-root", root, *extra])
+                    with _CpuSampler() as cpu:
+                        dt = _timed(batch + ["--results-root", root, *extra])
                     t_exit = time.time()
+                    cpu_use[kind].append(cpu.groups)
                     runs = _run_walls(root)
                     phases[kind].append(_phases(root, t_launch, t_exit))
                     # what the batch added on top of its runs' own wall times (robust to the load the runs see)
@@ -183,6 +190,7 @@ def ray_overhead(args: argparse.Namespace) -> None:
                     print(f"round {r + 1} {kind:5s}: {dt:.1f} s (its {len(runs)} runs {sum(runs):.1f} s; "
                           f"added by rpent-batch + executor {own:+.1f} s: {_phase_text(phases[kind][-1])}); {_uptime()}",
                           flush=True)
+                    print(f"    CPU s used during it: {_phase_text(cpu.groups)}", flush=True)
                 ratios.append(pair["ray"] / pair["local"])
                 print(f"round {r + 1} ratio ray/local {ratios[-1]:.3f}", flush=True)
     finally:
@@ -221,6 +229,10 @@ def ray_overhead(args: argparse.Namespace) -> None:
         ml = statistics.median(p[key] for p in phases["local"])
         mr = statistics.median(p[key] for p in phases["ray"])
         print(f"  {key:8s} local {ml:5.1f} s, ray {mr:5.1f} s ({mr - ml:+.1f} s): {what}")
+    for key in sorted({k for kind in cpu_use for g in cpu_use[kind] for k in g}):
+        ml = statistics.median(g.get(key, 0.0) for g in cpu_use["local"])
+        mr = statistics.median(g.get(key, 0.0) for g in cpu_use["ray"])
+        print(f"  CPU s of {key:14s} per batch (median) local {ml:6.1f}, ray {mr:6.1f} ({mr - ml:+.1f})")
     fx = {k: statistics.median(f[k] for f in fixed) for k in fixed[0]}
     print(f"  Ray's own fixed cost per driver (median of {len(fixed)} bare probes: {_phase_text(fx)} s; sum "
           f"{sum(fx.values()):.1f} s = {100 * sum(fx.values()) / loc:.1f} % of the local batch); without it: "
@@ -288,6 +300,64 @@ def _run_walls(root: str) -> list[float]:
     """Wall seconds of each run process of a batch (``end`` lines of its ``attempts.jsonl``)."""
     lines = Path(root, "attempts.jsonl").read_text().splitlines()
     return [float(e["wall_s"]) for e in map(json.loads, lines) if e.get("event") == "end"]
+
+
+class _CpuSampler:
+    """CPU seconds (user + system) of this process's descendants while a batch runs, by group, sampled
+    every 0.5 s with psutil (a process's last < 0.5 s before it exits is missed): ``runs`` (the
+    ``rpent`` runs and their env servers), ``driver`` (``rpent-batch``), ``ray workers`` (the Ray
+    worker processes running the cell tasks), ``ray system`` (GCS, raylet, dashboard head and agents,
+    monitors of the cluster this benchmark started; none when it attaches to a running cluster)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.groups: dict[str, float] = {}
+        self._t0 = time.time()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    @staticmethod
+    def _group(cmd: str) -> str:
+        if "rpent.cli.batch" in cmd:
+            return "driver"
+        if "rpent.cli.main" in cmd or "env_server" in cmd:
+            return "runs"
+        if cmd.startswith("ray::") and not cmd.startswith(("ray::DashboardAgent", "ray::RuntimeEnvAgent")):
+            return "ray workers"
+        return "ray system"
+
+    def _loop(self) -> None:
+        import psutil
+
+        seen: dict[int, float] = {}
+        me = psutil.Process()
+        while True:
+            for proc in me.children(recursive=True):
+                try:
+                    group = self._group(" ".join(proc.cmdline()))
+                    t = proc.cpu_times()
+                except psutil.Error:
+                    continue
+                cpu = t.user + t.system
+                if proc.pid not in seen:  # first sight: a process started during the batch counts from 0
+                    try:
+                        seen[proc.pid] = 0.0 if proc.create_time() >= self._t0 - 0.05 else cpu
+                    except psutil.Error:
+                        continue
+                self.groups[group] = self.groups.get(group, 0.0) + cpu - seen[proc.pid]
+                seen[proc.pid] = cpu
+            if self._stop.wait(0.5):
+                return
+
+    def __enter__(self) -> _CpuSampler:
+        self._t0 = time.time()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def _uptime() -> str:

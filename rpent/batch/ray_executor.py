@@ -60,10 +60,13 @@ log = logging.getLogger("rpent.batch.ray")
 
 RESULTS_MODES = ("auto", "shared", "copy")
 MARKER_PREFIX = ".rpent_ray_visible_"
-NODE_CHECK_S = 2.0
-"""Seconds between checks that some live node still offers the cells' resources (while cells run)."""
-CANCEL_POLL_S = 0.5
+NODE_CHECK_S = 5.0
+"""Seconds between checks that some live node still offers the cells' resources (while cells run; a
+``ray.nodes()`` query to the GCS each: 2 s before, 5 s since the busy-machine measurement in the README)."""
+CANCEL_POLL_S = 1.0
 """Seconds between a cell task's checks of the driver's stop request (a GCS key-value read)."""
+RUN_POLL_S = 0.5
+"""Seconds between a cell task's checks whether its run ended (``Popen.poll``)."""
 CANCEL_NAMESPACE = "rpent_batch"
 """Namespace of the stop-request keys in Ray's GCS key-value store."""
 
@@ -157,7 +160,7 @@ def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop
                     stop_process_group(proc, stop_grace_s)
                     infra = "cancelled: the batch was stopped (the run got SIGTERM)"
                     break
-            time.sleep(0.2)
+            time.sleep(RUN_POLL_S)
     except BaseException:  # ray.cancel (KeyboardInterrupt) or the worker exiting: stop the run, keep its record
         stop_process_group(proc, stop_grace_s)
         raise

@@ -126,6 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="refuse finish until the operator gave a verdict (the real-robot rule); needs stdin "
                         "to be a terminal (else refused at start; rpent-tui gives verdicts in its workbench)")
     g.add_argument("--no-video", action="store_true", help="do not write episode.mp4")
+    g.add_argument("--step-images", choices=("auto", "every-step", "on-demand"), default="auto",
+                   help="when a LIBERO step's camera images are rendered into the record: every-step (after every "
+                        "motion), on-demand (state-only steps; the latest step rendered when a tool reads it and at "
+                        "finish) or auto (default: on-demand for --planner scripted/flash, every-step otherwise)")
     g.add_argument("--verbose", action="store_true", help="DEBUG logging on stdout and in run.log")
 
     g = p.add_argument_group("dashboard (a session process served to browsers; tasks start with /rpent-task there)")
@@ -238,7 +242,7 @@ def config_from_args(args: argparse.Namespace):
                      code_max_calls=args.code_max_calls, record_trajectory=args.record_trajectory,
                      record_observations=args.record_observations,
                      require_operator_verdict=args.require_operator_verdict, video=not args.no_video,
-                     robot=args.robot, env_python=args.env_python,
+                     step_images=args.step_images, robot=args.robot, env_python=args.env_python,
                      memory_dir=memory_dir if args.planner != "flash" else None)
 
 

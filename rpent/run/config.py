@@ -56,6 +56,12 @@ class RunConfig:
             costs one two-camera render per scripted step, see README "Data flywheel").
         require_operator_verdict: ``finish`` refused until an operator verdict exists.
         video: write ``episode.mp4``.
+        step_images: when the LIBERO toolkit renders a step's camera images (``--step-images``):
+            ``"every_step"`` (after every motion tool), ``"on_demand"`` (state-only steps; the
+            latest step's cameras rendered when a tool reads them, and at ``finish``) or ``"auto"``
+            (default: on demand for the ``scripted`` and ``flash`` planners, which read state,
+            not images; every step for LLM planners and code mode, whose results carry images).
+            See :mod:`rpent.robots.libero.toolkit`.
         robot: robot package (``libero``, ``metaworld``; :mod:`rpent.robots.registry`).
         env_python: interpreter of a spawned env server (``--env-python``); None = the robot's
             default (Meta-World: ``.venv-metaworld/bin/python``; LIBERO: this interpreter).
@@ -88,10 +94,25 @@ class RunConfig:
     record_observations: str = "vla"
     require_operator_verdict: bool = False
     video: bool = True
+    step_images: str = "auto"
     robot: str = "libero"
     env_python: str | None = None
     user_message: str | None = None
     memory_dir: str | Path | None = None
+
+    def resolved_step_images(self) -> str:
+        """The toolkit capture mode ``step_images`` stands for: ``"every_step"`` or ``"on_demand"``.
+
+        Raises:
+            ValueError: an unknown ``step_images`` value.
+        """
+        mode = self.step_images.replace("-", "_")
+        if mode == "auto":
+            planner_reads_images = self.planner not in ("scripted", "flash") or self.policy_mode == "code"
+            return "every_step" if planner_reads_images else "on_demand"
+        if mode not in ("every_step", "on_demand"):
+            raise ValueError(f"--step-images must be auto, every-step or on-demand, got {self.step_images!r}")
+        return mode
 
     def resolved_vla_model_path(self) -> str | None:
         """``vla_model_path`` or ``$PI05_CHECKPOINT_PATH`` (None when neither is set)."""

@@ -165,9 +165,12 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
                     reasoning_effort=cfg.planner_config.reasoning_effort, policy_mode=cfg.policy_mode,
                     init_state_id=env.meta.get("init_state_id"), init_state_sha256=env.meta.get("init_state_sha256")),
                     observations=cfg.record_observations)
-            toolkit = (toolkit_cls or robot.toolkit_class())(env, record, vla=vla, sam3=sam3, operator=operator, recorder=recorder,
-                                    on_event=emit, video=cfg.video,
-                                    require_operator_verdict=cfg.require_operator_verdict)
+            cls = toolkit_cls or robot.toolkit_class()
+            # a toolkit with capture modes (LIBERO) renders step images as --step-images says
+            capture = {"capture": cfg.resolved_step_images()} if getattr(cls, "CAPTURE_MODES", None) else {}
+            toolkit = cls(env, record, vla=vla, sam3=sam3, operator=operator, recorder=recorder,
+                          on_event=emit, video=cfg.video,
+                          require_operator_verdict=cfg.require_operator_verdict, **capture)
             toolkit.asker = "code_file" if cfg.code_file else cfg.planner
             return toolkit
 

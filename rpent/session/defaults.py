@@ -42,11 +42,15 @@ def default_make_run_config(config: SessionConfig, command: TaskCommand, output_
     """``rpent.run.RunConfig`` for one TaskRun: no env endpoint (the env server is always fresh),
     the session's shared VLA/SAM3 endpoints, planner options in ``PlannerConfig``; without
     ``max_episode_steps`` in the run options, a robot other than LIBERO gets its adapter's
-    ``default_max_episode_steps`` (Meta-World: 500, its ``max_path_length``), as ``rpent`` does."""
+    ``default_max_episode_steps`` (Meta-World: 500, its ``max_path_length``), as ``rpent`` does.
+    Step images: every step (``step_images="every-step"``) unless the run options say otherwise: a
+    person watches an interactive session and browses its steps' frames (the ``rpent`` CLI's
+    ``auto`` renders the scripted and flash planners' steps only where a tool looks)."""
     from rpent.planners.base import PlannerConfig
     from rpent.run import RunConfig
 
     opts = dict(config.run_options)
+    opts.setdefault("step_images", "every-step")
     if config.robot != "libero" and "max_episode_steps" not in opts:
         from rpent.robots.registry import get_robot
 

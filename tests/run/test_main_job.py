@@ -58,6 +58,15 @@ def test_scripted_episode_succeeds_and_leaves_full_record(tmp_path):
                  "agentview_seg.npz", "agentview_metadata.json", "wrist.png", "wrist_world.npz"):
         assert (out / name / f"{len(steps) - 1:02d}.{name.rsplit('.', 1)[1]}").exists(), name
     assert (out / "segment_overlay_00.png" / "00.png").exists()
+    # the scripted planner reads state: images are rendered where a tool looked (--step-images auto),
+    # and the record says which steps have them; every step keeps its state
+    assert {s.get("capture") for s in steps} <= {"state_only", "on_demand"}
+    assert steps[-1]["capture"] == "on_demand" and steps[-1]["rendered_cameras"] == ["agentview", "wrist"]
+    only_state = [s for s in steps if s["capture"] == "state_only"]
+    assert only_state and all(s["artifacts"] == [] and "robot0_eef_pos" in s["state"] for s in only_state)
+    for s in steps:
+        if s["capture"] == "on_demand":
+            assert all(f"{cam}.png" in s["artifacts"] for cam in s["rendered_cameras"])
     recipe = [json.loads(line) for line in (out / "object_t0_s0_recipe.jsonl").read_text().splitlines()]
     assert recipe and all("action" in c for c in recipe)
     assert "run object_t0_s0 ended: environment_success=True" in (out / "run.log").read_text()

@@ -6,11 +6,13 @@ on the agentview camera): t1's basket, t4's plates, t6's plate and chocolate pud
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
 from rpent.planners.scripted import ScriptedPlanner
+from rpent.robots.libero.skills import layout
 from rpent.robots.libero.skills.estimate import ObjectEstimate
 from rpent.robots.libero.skills.language import TaskPlan, Unsupported, parse_task
 from rpent.robots.libero.skills.layout import (BESIDE_MIN_OFFSET, SLOT_MAX_OFFSET, SLOT_MAX_OFFSET_IN, beside_target, extent_along,
@@ -184,3 +186,39 @@ def test_rack_cradle_faces_the_table_centre_and_rack_phrases():
     assert rack_cradle(mirrored).center[1] < 0.2553  # a rack on the other side: its cradle toward y = 0
     assert rack_cradle(ObjectEstimate(**RACK_GOAL)).center[1] > -0.2553
     assert is_rack("wine rack") and is_rack("rack") and not is_rack("racket") and not is_rack("plate")
+
+
+# libero_10 t5 s0 (agentview, recorded 2026-12-01): the desk caddy, yaw pi in the scene (its long side
+# along world y), and the upright black book beside it (11 cm wide, 2.9 cm thick, turned ~-0.7 rad)
+CADDY = ObjectEstimate(center=(-0.405, -0.136, 0.95), top_z=1.055, bottom_z=0.887, major_yaw=1.5708,
+                       major_extent=0.43, minor_extent=0.134, source="recorded")
+BOOK = ObjectEstimate(center=(-0.215, 0.155, 0.95), top_z=1.019, bottom_z=0.883, major_yaw=-0.706,
+                      major_extent=0.11, minor_extent=0.03, source="recorded")
+
+
+def test_compartment_targets_of_a_caddy():
+    back = layout.compartment_target(CADDY, "back")
+    # LIBERO's back_contain_region lies 3.4 cm toward the robot (world -x, away from the camera)
+    assert back.center[0] == pytest.approx(CADDY.center[0] - 0.0335, abs=0.002)
+    assert back.center[1] == pytest.approx(CADDY.center[1], abs=1e-6)
+    assert back.support[2] == CADDY.bottom_z and back.top_z == CADDY.top_z
+    front = layout.compartment_target(CADDY, "front")
+    assert front.center[0] > CADDY.center[0]
+    left, right = layout.compartment_target(CADDY, "left"), layout.compartment_target(CADDY, "right")
+    assert left.center[1] == pytest.approx(CADDY.center[1] - 0.143, abs=0.002)  # site at 0.144 of 0.43
+    assert right.center[1] == pytest.approx(CADDY.center[1] + 0.143, abs=0.002)
+    # the same caddy turned by pi: the back is still the side toward the robot
+    flipped = dataclasses.replace(CADDY, major_yaw=CADDY.major_yaw - math.pi)
+    assert layout.compartment_target(flipped, "back").center == pytest.approx(back.center)
+    with pytest.raises(ValueError, match="side must be one of"):
+        layout.compartment_target(CADDY, "middle")
+
+
+def test_book_is_turned_to_lie_along_the_back_compartment():
+    back = layout.compartment_target(CADDY, "back")
+    turn = layout.compartment_turn(BOOK, back)
+    assert -math.pi / 2 <= turn <= math.pi / 2
+    turned = BOOK.major_yaw + turn
+    # the book's width along the caddy's long side (mod pi)
+    assert abs(math.sin(turned - CADDY.major_yaw)) < 1e-9
+    assert abs(turn) == pytest.approx(math.pi - abs(CADDY.major_yaw - BOOK.major_yaw), abs=1e-9)

@@ -62,3 +62,37 @@ def test_push_backoff_shortened_within_reach():
     u2 = np.array([-0.077 + 0.203, 0.211 + 0.037])
     u2 /= np.linalg.norm(u2)
     assert _backoff(c2, u2, 0.053) == PUSH_BACKOFF
+
+
+def test_partly_hidden_look_is_not_trusted():
+    from rpent.robots.libero.skills.push import partial_view
+
+    # libero_goal t5 (seed 0), recorded agentview estimates of the plate: the first look, and the
+    # look after the first leg with the hand hovering above the plate (a 4 x 1 cm sliver 7 cm off)
+    first = ObjectEstimate(center=(0.0504, -0.0286, 0.9094), top_z=0.9179, bottom_z=0.9009, major_yaw=-1.4384,
+                           major_extent=0.1065, minor_extent=0.1044)
+    sliver = ObjectEstimate(center=(0.0057, 0.1857, 0.91), top_z=0.918, bottom_z=0.901, major_extent=0.0412,
+                            minor_extent=0.0085)
+    cut = ObjectEstimate(center=(-0.0768, 0.1504, 0.91), top_z=0.918, bottom_z=0.901, major_extent=0.1145,
+                         minor_extent=0.046)
+    whole = ObjectEstimate(center=(-0.05, 0.2, 0.91), top_z=0.918, bottom_z=0.901, major_extent=0.101,
+                           minor_extent=0.098)
+    assert partial_view(sliver, first) and partial_view(cut, first)
+    assert not partial_view(whole, first)
+
+
+def test_look_pose_stands_clear_of_the_cameras_view():
+    import numpy as np
+
+    from rpent.robots.libero.skills.push import look_pose
+
+    # the agentview camera looks from +x (LIBERO's agentview, ~(0.66, 0, 1.61)) down toward -x:
+    # the eef must stand on the robot's side of the object, off the segment camera -> object
+    cam = np.array([0.6586, 0.0, 1.6103])
+    for c in [(0.05, -0.03), (-0.05, 0.2), (-0.2, -0.04)]:
+        eef = np.array(look_pose(c, 0.053, 0.918))
+        assert eef[0] < c[0] - 0.053 - 0.1 and eef[2] > 0.918 + 0.05
+        # the ray from the camera to the object's far edge passes below the eef's height there
+        far = np.array([c[0] - 0.08, c[1], 0.91])
+        t = (cam[0] - eef[0]) / (cam[0] - far[0])  # past the far edge (t > 1): behind the object
+        assert t > 1.0

@@ -154,3 +154,48 @@ def test_a_finish_whose_predicate_cannot_be_read_is_refused_not_recorded(start_r
     finally:
         tk.close()
         env.close()
+
+
+class _SeeingOperator:
+    """Answers every request with ``success`` and keeps the frames it was shown."""
+
+    def __init__(self):
+        self.frames: list[dict] = []
+
+    def ask(self, request_kind, prompt, choices, frames):
+        self.frames.append(frames)
+        return "success", ""
+
+
+def test_on_demand_capture_records_state_only_steps_and_renders_where_a_tool_looks(env_endpoint, tmp_path):
+    """capture="on_demand" (the scripted and flash planners): a motion step has the same state as
+    an every-step capture of the same motion, no images, and says so; the latest step is rendered
+    when a tool reads it or the operator is asked; an earlier state-only step is a one-line error."""
+    env = EnvClient(env_endpoint)
+    full = LiberoToolkit(env, RunRecord(tmp_path / "full", "object_t0_s0"), video=False)
+    start = full.current_state()["robot0_eef_pos"].copy()
+    target = [float(start[0]), float(start[1]), float(start[2]) + 0.08]
+    full_step = full.execute("move_to", {"xyz": target, "max_steps": 20})["state_after"]
+    operator = _SeeingOperator()
+    lazy = LiberoToolkit(env, RunRecord(tmp_path / "lazy", "object_t0_s0"), video=False, capture="on_demand",
+                         operator=operator)
+    r = lazy.execute("move_to", {"xyz": target, "max_steps": 20})
+    assert r["_images"] == [] and "state-only step" in r["state_after"]["image_note"]
+    assert r["state_after"]["state"] == full_step["state"] and r["state_after"]["env_steps"] == full_step["env_steps"]
+    steps = json.loads((lazy.record.dir / "states.json").read_text())["steps"]
+    assert [(s["capture"], s["artifacts"]) for s in steps] == [("state_only", []), ("state_only", [])]
+    seg = lazy.execute("segment", {"prompt": "alphabet soup"})
+    assert seg["found"] and seg["step"] == 1
+    step1 = lazy.record.steps[1]
+    assert step1["capture"] == "on_demand" and step1["rendered_cameras"] == ["agentview"]
+    assert "agentview_seg.npz" in step1["artifacts"] and "wrist.png" not in step1["artifacts"]
+    old = lazy.execute("segment", {"prompt": "alphabet soup", "step": 0})
+    assert old["code"] == "no_images" and old["error"] == (
+        "segment: step 0 was recorded without agentview images (a state-only step) and the scene has moved on "
+        "since; use step=-1")
+    assert lazy.execute("view_env_state", {"step": 0})["image_note"].startswith("state-only step")
+    verdict = lazy.execute("request_operator_verdict", {"question": "done?"})
+    assert "error" not in verdict, verdict
+    assert set(operator.frames[0]) == {"agentview", "wrist"}  # the operator sees the latest scene
+    assert lazy.record.steps[1]["rendered_cameras"] == ["agentview", "wrist"]
+    env.close()

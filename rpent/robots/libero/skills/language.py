@@ -77,6 +77,9 @@ class PickPlaceGoal:
     #: put it on the table beside the target, on this side (``left``, ``right``, ``front``, ``back``;
     #: "to the right of the plate"); ``relation`` is then ``"on"`` (the table)
     target_side: str | None = None
+    #: a compartment of the target container (``back``, ``front``, ``left``, ``right``: "in the
+    #: back compartment of the caddy"), as the agentview camera sees it
+    target_compartment: str | None = None
 
     def describe(self) -> str:
         """A short English description, e.g. ``"black bowl (next to ramekin) on plate"``."""
@@ -84,6 +87,8 @@ class PickPlaceGoal:
         t = self.target_phrase + (f" ({self.target_qualifier.text})" if self.target_qualifier else "")
         if self.target_part is not None:
             t = f"{' '.join(self.target_part)} drawer of the {t}".strip()
+        if self.target_compartment is not None:
+            t = f"{self.target_compartment} compartment of the {t}"
         if self.target_side is not None:
             side = {"front": "in front of", "back": "behind"}.get(self.target_side, f"to the {self.target_side} of")
             return f"{o} {side} {t}"
@@ -256,6 +261,15 @@ def _single(text: str, instruction: str) -> PickPlaceGoal | Unsupported:
         tgt = re.sub(r"^(?:the\s+)?(?:top|top side)\s+of\s+", "", tgt)
         if on_top and strip_articles(tgt) in ("drawer", "drawers"):  # "the top of the drawer": the cabinet's top
             tgt = "cabinet"
+        comp = re.match(r"^(?:the\s+)?(?P<side>back|rear|front|left|right)\s+compartment\s+of\s+(?P<c>.+)$", tgt)
+        if comp and rel == "in" and not re.search(r"\b(compartment|drawer|region)\b", comp.group("c")):
+            parsed_obj, parsed_c = parse_object_phrase(obj_raw), parse_object_phrase(comp.group("c"))
+            if isinstance(parsed_obj, Unsupported) or isinstance(parsed_c, Unsupported):
+                return Unsupported((parsed_obj if isinstance(parsed_obj, Unsupported) else parsed_c).reason, instruction)
+            if parsed_c[1] is None and parsed_obj[0]:
+                side = "back" if comp.group("side") == "rear" else comp.group("side")
+                return PickPlaceGoal(parsed_obj[0], parsed_c[0], "in", instruction, parsed_obj[1],
+                                     target_compartment=side)
         if re.search(r"\b(compartment|drawer|region)\b", tgt):
             return Unsupported(f"target phrase {strip_articles(tgt)!r} names a region or a drawer; the scripted planner "
                                "places in or on objects", instruction)

@@ -15,7 +15,7 @@ from rpent.robots.libero.skills.estimate import ObjectEstimate
 
 __all__ = ["SLOT_MAX_OFFSET", "SLOT_MAX_OFFSET_IN", "BESIDE_GAP", "BESIDE_MIN_OFFSET", "SIDE_DIRS", "extent_along", "slot_axis", "slot_offset",
            "slot_target", "beside_target", "is_rack", "rack_cradle", "RACK_CRADLE_DEPTH", "RACK_CRADLE_INSET",
-           "RACK_CARRY_CLEARANCE"]
+           "RACK_CARRY_CLEARANCE", "COMPARTMENT_SIDES", "compartment_target", "compartment_turn"]
 
 #: largest distance (m) of a slot from the target's centre. LIBERO's stove "cook region" is a
 #: 0.15 m square on the burner (``flat_stove.xml`` site ``cook_region``, half size 0.075): two
@@ -114,6 +114,54 @@ def beside_target(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> Object
     return ObjectEstimate(center=(float(cx), float(cy), float(ref.bottom_z)), top_z=float(ref.bottom_z),
                           bottom_z=float(ref.bottom_z), major_yaw=0.0, major_extent=0.0, minor_extent=0.0,
                           source=f"beside({side}) {ref.source}")
+
+
+# ---------------------------------------------------------------------- compartments
+#: unit xy directions of a container's compartments as the agentview camera sees the table: the
+#: back is the side away from the camera (world -x, toward the robot; the push skill's "front"
+#: is +x, facing the camera), left is -y.
+COMPARTMENT_SIDES = {"back": (-1.0, 0.0), "front": (1.0, 0.0), "left": (0.0, -1.0), "right": (0.0, 1.0)}
+
+
+def compartment_target(container: ObjectEstimate, side: str) -> ObjectEstimate:
+    """Where an object goes "in the ``side`` compartment of" a desk caddy: a zero-size target
+    on the container's narrow axis a quarter of its narrow extent from the centre toward
+    ``side`` (``back``/``front``: a caddy is split lengthwise into a back and a front row), or
+    on its long axis a third of its long extent from the centre (``left``/``right``: the end
+    compartments), its ``major_yaw`` the compartment's long side (the container's long axis
+    for back and front), its top the container's top and its ``support`` the container's
+    bottom (the object is lowered until it stops, :func:`~rpent.robots.libero.skills.motion.pick_and_place`
+    ``release_top``). Measured on LIBERO's ``desk_caddy`` (``desk_caddy.xml`` sites): 0.134 m
+    across, 0.43 m long; the back compartment 3.4 cm from the centre across (0.134/4), 5.5
+    cm wide and 12.4 cm long; the end compartments 14.4 cm from the centre along (0.43/3).
+
+    Raises:
+        ValueError: unknown side.
+    """
+    if side not in COMPARTMENT_SIDES:
+        raise ValueError(f"side must be one of {sorted(COMPARTMENT_SIDES)}, got {side!r}")
+    d = COMPARTMENT_SIDES[side]
+    major = (math.cos(container.major_yaw), math.sin(container.major_yaw))
+    minor = (-major[1], major[0])
+    if side in ("back", "front"):
+        axis, dist, yaw = minor, container.minor_extent / 4.0, container.major_yaw
+    else:
+        axis, dist, yaw = major, container.major_extent / 3.0, container.major_yaw + math.pi / 2
+    sgn = 1.0 if d[0] * axis[0] + d[1] * axis[1] >= 0 else -1.0
+    cx = container.center[0] + sgn * axis[0] * dist
+    cy = container.center[1] + sgn * axis[1] * dist
+    return ObjectEstimate(center=(float(cx), float(cy), float(container.center[2])), top_z=float(container.top_z),
+                          bottom_z=float(container.bottom_z), major_yaw=float(yaw), major_extent=0.0, minor_extent=0.0,
+                          source=f"compartment({side}) {container.source}",
+                          support=(float(cx), float(cy), float(container.bottom_z)))
+
+
+def compartment_turn(obj: ObjectEstimate, compartment: ObjectEstimate) -> float:
+    """Turn (rad about world z, in [-pi/2, pi/2]) that lays ``obj``'s long side (``major_yaw``,
+    e.g. a book's width) along the compartment's long side (:func:`compartment_target`): an
+    upright book 11 cm wide goes into the caddy's 5.5 cm x 12.4 cm back compartment only so."""
+    d = (compartment.major_yaw - obj.major_yaw + math.pi / 2) % math.pi - math.pi / 2
+    return float(d)
 
 
 # ---------------------------------------------------------------------- racks

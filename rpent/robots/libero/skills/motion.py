@@ -91,6 +91,7 @@ def pick_and_place(
     carry_over: float | None = None,
     release_top: float | None = None,
     boxes: Sequence[Box] = (),
+    align_yaw: float | None = None,
 ) -> dict:
     """Run approach / (relocate) / descend / close / lift / transport / lower / release / retreat.
 
@@ -120,6 +121,13 @@ def pick_and_place(
             0.15 m of its path (the arm caught on a cabinet's edge when crossing lower), and
             the second look hovers above the grasp point rather than the object's centre when
             a box overhangs that column.
+        align_yaw: optional world yaw (rad) the object's long side (``major_yaw`` of the
+            estimate the grasp was planned on, after the second look) is turned to after the
+            lift, before the transport, by the smallest turn (mod pi,
+            :func:`~rpent.robots.libero.skills.layout.compartment_turn`: a book's width laid
+            along a caddy compartment's long side). The grasp's ``offset`` turns with it, the
+            transport and the lowering hold the turned yaw, and the wrist turns back after
+            the release. None: carried as grasped.
     Returns:
         ``{"success": bool (the env's predicate as last reported), "stage": last stage,
         "env_steps": int | None (steps taken, when the executor counts them), "phases":
@@ -258,9 +266,21 @@ def pick_and_place(
         return finish("lift", f"grasp came up empty (gripper opening {opening:.4f} m)")
     if opening > params.grasped_max_opening:
         return finish("lift", f"the gripper did not close (opening {opening:.4f} m): nothing between the fingers")
-    # 5. transport above the target
-    tx, ty = float(target.center[0] + grasp["offset"][0]), float(target.center[1] + grasp["offset"][1])
-    if not travel("transport", [tx, ty, carry_z], control.GRIPPER_CLOSE, max_steps=120):
+    # 5. transport above the target (turned first when asked: the offset turns with the object)
+    ox, oy = float(grasp["offset"][0]), float(grasp["offset"][1])
+    carry_yaw = None
+    turn = 0.0
+    if align_yaw is not None:
+        turn = (align_yaw - obj.major_yaw + math.pi / 2) % math.pi - math.pi / 2
+    if turn:
+        carry_yaw = float(control.wrap_angle(grasp["yaw"] + turn))
+        r = run("turn", "rotate_wrist", target_yaw=carry_yaw, gripper=control.GRIPPER_CLOSE, tol=0.03, max_steps=80)
+        if "error" in r or over():
+            return finish("turn", _why(ex.current_state(), phases))
+        c, s_ = math.cos(turn), math.sin(turn)
+        ox, oy = c * ox - s_ * oy, s_ * ox + c * oy
+    tx, ty = float(target.center[0] + ox), float(target.center[1] + oy)
+    if not travel("transport", [tx, ty, carry_z], control.GRIPPER_CLOSE, yaw=carry_yaw, max_steps=120):
         return finish("transport", _why(ex.current_state(), phases))
     # 6. lower to the release height
     clearance = params.release_clearance_in if relation == "in" else params.release_clearance_on
@@ -269,7 +289,7 @@ def pick_and_place(
         release_z = release_top + hang + params.release_clearance_on
     if release_z < carry_z:
         r = run("lower", "move_to", xyz=[tx, ty, float(release_z)], gripper=control.GRIPPER_CLOSE,
-                step_clip=0.015, tol=0.008, max_steps=100)
+                step_clip=0.015, tol=0.008, max_steps=100, **({"target_yaw": carry_yaw} if carry_yaw is not None else {}))
         if "error" in r or over():
             return finish("lower", _why(ex.current_state(), phases))
     # 7. release and retreat
@@ -279,6 +299,11 @@ def pick_and_place(
     pos = control.robot_state(ex.current_state())["eef_pos"]
     run("retreat", "move_to", xyz=[float(pos[0]), float(pos[1]), float(pos[2] + params.retreat_height)],
         gripper=control.GRIPPER_OPEN, max_steps=40)
+    if carry_yaw is not None and not control.episode_over(ex.current_state()):
+        # turn the wrist back before going home (a wrist left turned by ~1.4 rad at full reach
+        # stalled the arm on its way home, 11 cm from where it was sent, in a trial)
+        run("retreat", "rotate_wrist", target_yaw=float(grasp["yaw"]), gripper=control.GRIPPER_OPEN, tol=0.03,
+            max_steps=80)
     s = ex.current_state()
     return finish("retreat", None if s.get("success") else _why(s, phases))
 

@@ -27,7 +27,7 @@ from rpent.robots.libero.skills.fixtures import _result, _runner
 from rpent.robots.libero.skills.layout import extent_along
 from rpent.robots.libero.skills.motion import Executor
 
-__all__ = ["PUSH_SIDES", "PUSH_GAP", "push_goal", "push_object"]
+__all__ = ["PUSH_SIDES", "PUSH_GAP", "push_goal", "push_object", "look_pose", "partial_view"]
 
 #: unit xy direction of each side of a reference, for pushing (see the module docstring).
 PUSH_SIDES = {"front": (1.0, 0.0), "back": (-1.0, 0.0), "left": (0.0, -1.0), "right": (0.0, 1.0)}
@@ -57,6 +57,29 @@ PUSH_LEG = 0.2
 SUPPORT_HALF = 0.075
 #: the push ends when the object's centre is this close (m) to its goal.
 PUSH_TOL = 0.02
+#: eef height (m) above the object's top while moving between legs (at 8 cm the approach to a
+#: start point 0.75 m from the robot's base stalled 7 cm short in 100 steps on goal t5; the
+#: finger pads reach ~1.3 cm below the eef, so 5 cm clears the object by ~3.5 cm).
+PUSH_ABOVE = 0.05
+#: before each new look the eef moves this far (m) past the object's edge on the robot's side
+#: (world -x) and :data:`PUSH_LOOK_RISE` up: hovering above the plate after a leg the hand hid
+#: it from the agentview camera (world +x, looking down toward -x), whose estimate then
+#: shrank to a 4 x 1 cm sliver 7 cm off (goal t5, seed 0) and aimed the next legs wrong.
+PUSH_LOOK_BACK = 0.12
+PUSH_LOOK_RISE = 0.10
+#: a new look whose footprint is smaller than this fraction of the first look's (on either
+#: axis) is taken as partly hidden: its centre is not used (dead reckoning is kept).
+PUSH_PARTIAL = 0.7
+#: legs at most, and the push gives up earlier when the last two legs each brought the object
+#: less than :data:`PUSH_MIN_PROGRESS` (m) closer to its goal (stuck against something).
+PUSH_MAX_LEGS = 7
+PUSH_MIN_PROGRESS = 0.01
+#: a descent to the push height that stops more than this (m) above it met something standing
+#: where the fingers come down (goal_swap t5 seed 1: 3.3-4 cm high, three legs in a row, the
+#: plate never moved); the push is then turned by the next of :data:`PUSH_TURNS` (rad, about
+#: world z, off the straight line to the goal) and tried again from the new side.
+PUSH_BLOCKED = 0.02
+PUSH_TURNS = (0.0, 0.6, -0.6, 1.0, -1.0)
 
 
 def push_goal(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> tuple[float, float]:
@@ -80,15 +103,38 @@ def push_goal(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> tuple[floa
     return float(cx + d[0] * dist), float(cy + d[1] * dist)
 
 
+def look_pose(c: Any, radius: float, top_z: float) -> list[float]:
+    """Eef position (world, m) from which the agentview camera sees the whole object of centre
+    ``c`` (xy) and footprint ``radius``: :data:`PUSH_LOOK_BACK` past its edge on the robot's
+    side (-x; the camera looks from +x, so nothing there stands between it and the object) and
+    :data:`PUSH_LOOK_RISE` above ``top_z``."""
+    return [float(c[0]) - float(radius) - PUSH_LOOK_BACK, float(c[1]), float(top_z) + PUSH_LOOK_RISE]
+
+
+def partial_view(seen: ObjectEstimate, first: ObjectEstimate, frac: float = PUSH_PARTIAL) -> bool:
+    """True when ``seen``'s footprint (major, minor extent) is smaller than ``frac`` of
+    ``first``'s on either axis: part of the object was hidden, its centre is biased."""
+    a = sorted((seen.major_extent, seen.minor_extent))
+    b = sorted((first.major_extent, first.minor_extent))
+    return a[0] < frac * b[0] or a[1] < frac * b[1]
+
+
 def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
-                relook: Callable[[tuple[float, float]], ObjectEstimate | None] | None = None, max_legs: int = 4) -> dict:
+                relook: Callable[[tuple[float, float]], ObjectEstimate | None] | None = None,
+                max_legs: int = PUSH_MAX_LEGS) -> dict:
     """Push ``obj`` until its centre is within :data:`PUSH_TOL` of ``goal_xy`` (world, m).
 
-    Each leg: rise to 8 cm above the object's top, go above a point :data:`PUSH_BACKOFF` behind
-    its edge (opposite the remaining push), come down open to :data:`PUSH_HEIGHT` above its
-    bottom with the fingers' closing line across the push, push at most :data:`PUSH_LEG` m
-    (the object's centre moves that far; the fingers go the backoff more), then ``relook()`` (a new estimate,
-    or None to trust dead reckoning).
+    Closed loop, each leg: rise to :data:`PUSH_ABOVE` above the object's top, go above a point
+    :data:`PUSH_BACKOFF` behind its edge (opposite the remaining push), come down open to
+    :data:`PUSH_HEIGHT` above its bottom with the fingers' closing line across the push, push at
+    most :data:`PUSH_LEG` m (the object's centre moves that far; the fingers go the backoff
+    more), rise, move clear of the camera's view (:func:`look_pose`) and ``relook()`` (a new
+    estimate, or None to trust dead reckoning; a partly hidden one, :func:`partial_view`, is
+    not trusted either). The next leg is aimed from the object's new position. Where the
+    descent stops more than :data:`PUSH_BLOCKED` above the push height (something stands behind
+    the object), the leg is turned by the next of :data:`PUSH_TURNS` and tried from there. It stops when
+    the centre is within tolerance, after ``max_legs`` legs, or when two legs in a row each
+    brought it less than :data:`PUSH_MIN_PROGRESS` closer.
 
     Returns:
         ``{"success": env predicate, "done": centre within tolerance, "stage", "phases",
@@ -107,33 +153,49 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
     goal = np.asarray(goal_xy, dtype=np.float64)
     radius = max(obj.major_extent, obj.minor_extent) / 2.0
     z_push = float(obj.bottom_z + PUSH_HEIGHT)
-    z_above = float(obj.top_z + 0.08)
+    z_above = float(obj.top_z + PUSH_ABOVE)
+    stuck = 0
     for leg in range(max_legs):
         rest = goal - c
         dist = float(np.linalg.norm(rest))
         if dist <= PUSH_TOL:
             return result("push", True)
-        u = rest / dist
-        yaw = math.atan2(float(u[1]), float(u[0]))  # closing line (-sin, cos) across the push
-        cur = control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"])
-        yaw = float(cur + (yaw - cur + math.pi / 2) % math.pi - math.pi / 2)
-        backoff = _backoff(c, u, radius)
-        start = c - u * (radius + backoff)
-        step = min(PUSH_LEG, dist)
-        end = c + u * step - u * radius  # the fingers go the backoff, then push the object `step`
-        pos = control.robot_state(ex.current_state())["eef_pos"]
-        if float(pos[2]) < z_above - 0.01:
-            run("push rise", "move_to", xyz=[float(pos[0]), float(pos[1]), z_above], gripper=control.GRIPPER_OPEN,
-                max_steps=60)
-        for wp in _legs(control.robot_state(ex.current_state())["eef_pos"], [start[0], start[1], z_above]):
-            r = run("push approach", "move_to", xyz=wp, gripper=control.GRIPPER_OPEN, target_yaw=yaw, max_steps=100)
+        u0 = rest / dist
+        for k, off in enumerate(PUSH_TURNS):
+            # the straight push first; where the fingers cannot come down behind the object (a
+            # neighbour stands there) the push is turned, still gaining cos(turn) per metre
+            u = np.array([math.cos(off) * u0[0] - math.sin(off) * u0[1], math.sin(off) * u0[0] + math.cos(off) * u0[1]])
+            yaw = math.atan2(float(u[1]), float(u[0]))  # closing line (-sin, cos) across the push
+            cur = control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"])
+            yaw = float(cur + (yaw - cur + math.pi / 2) % math.pi - math.pi / 2)
+            backoff = _backoff(c, u, radius)
+            start = c - u * (radius + backoff)
+            step = min(PUSH_LEG, dist * math.cos(off))
+            end = c + u * step - u * radius  # the fingers go the backoff, then push the object `step`
+            pos = control.robot_state(ex.current_state())["eef_pos"]
+            if float(pos[2]) < z_above - 0.01:
+                run("push rise", "move_to", xyz=[float(pos[0]), float(pos[1]), z_above], gripper=control.GRIPPER_OPEN,
+                    max_steps=60)
+            for wp in _legs(control.robot_state(ex.current_state())["eef_pos"], [start[0], start[1], z_above]):
+                r = run("push approach", "move_to", xyz=wp, gripper=control.GRIPPER_OPEN, target_yaw=yaw, max_steps=100)
+                if "error" in r or over():
+                    return result("push approach", False, str(r.get("error", "episode over")))
+            run("push align", "rotate_wrist", target_yaw=yaw, gripper=control.GRIPPER_OPEN, tol=0.03)
+            r = run("push descend", "move_to", xyz=[float(start[0]), float(start[1]), z_push],
+                    gripper=control.GRIPPER_OPEN, target_yaw=yaw, step_clip=0.015, tol=0.008, max_steps=80)
             if "error" in r or over():
-                return result("push approach", False, str(r.get("error", "episode over")))
-        run("push align", "rotate_wrist", target_yaw=yaw, gripper=control.GRIPPER_OPEN, tol=0.03)
-        r = run("push descend", "move_to", xyz=[float(start[0]), float(start[1]), z_push], gripper=control.GRIPPER_OPEN,
-                target_yaw=yaw, step_clip=0.015, tol=0.008, max_steps=80)
-        if "error" in r or over():
-            return result("push descend", bool(ex.current_state().get("success")), str(r.get("error", "")) or None)
+                return result("push descend", bool(ex.current_state().get("success")), str(r.get("error", "")) or None)
+            z_now = float(control.robot_state(ex.current_state())["eef_pos"][2])
+            if z_now <= z_push + PUSH_BLOCKED:
+                break
+            phases.append({"phase": "push start blocked", "leg": leg, "turn": float(off), "eef_z": z_now, "z_push": z_push})
+            pos = control.robot_state(ex.current_state())["eef_pos"]
+            run("push rise", "move_to", xyz=[float(pos[0]), float(pos[1]), max(z_above, z_now) + 0.03],
+                gripper=control.GRIPPER_OPEN, max_steps=60)
+            if k == len(PUSH_TURNS) - 1:
+                return result("push descend", bool(ex.current_state().get("success")),
+                              f"the fingers could not come down behind the object (stopped {z_now - z_push:.3f} m high "
+                              f"at every one of {len(PUSH_TURNS)} push directions)")
         r = run("push", "move_to", xyz=[float(end[0]), float(end[1]), z_push], gripper=control.GRIPPER_OPEN,
                 target_yaw=yaw, step_clip=0.015, tol=0.008, max_steps=int(30 + (step + PUSH_BACKOFF) / 0.005))
         if "error" in r or over():
@@ -145,11 +207,24 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
             max_steps=60)
         if over():
             return result("push lift", bool(ex.current_state().get("success")))
-        seen = relook((float(c[0]), float(c[1]))) if relook is not None else None
-        if seen is not None:
-            c = np.asarray(seen.center[:2], dtype=np.float64)
+        seen, used = None, False
+        if relook is not None:
+            look = look_pose(c, radius, obj.top_z)
+            for wp in _legs(control.robot_state(ex.current_state())["eef_pos"], look):
+                run("push look", "move_to", xyz=wp, gripper=control.GRIPPER_OPEN, max_steps=60)
+                if over():
+                    return result("push look", bool(ex.current_state().get("success")))
+            seen = relook((float(c[0]), float(c[1])))
+            if seen is not None and not partial_view(seen, obj):
+                c, used = np.asarray(seen.center[:2], dtype=np.float64), True
         phases.append({"phase": "push relook", "leg": leg, "center": [float(c[0]), float(c[1])],
-                       "seen": seen is not None})
+                       "seen": seen is not None, "used": used,
+                       **({"seen_extent": [float(seen.major_extent), float(seen.minor_extent)]} if seen is not None else {})})
+        stuck = stuck + 1 if dist - float(np.linalg.norm(goal - c)) < PUSH_MIN_PROGRESS else 0
+        if stuck >= 2:
+            dist = float(np.linalg.norm(goal - c))
+            return result("push", dist <= PUSH_TOL, f"object {dist:.3f} m from its goal: the last two legs "
+                          f"moved it less than {PUSH_MIN_PROGRESS} m closer each")
     dist = float(np.linalg.norm(goal - c))
     return result("push", dist <= PUSH_TOL, None if dist <= PUSH_TOL else f"object {dist:.3f} m from its goal after {max_legs} legs")
 

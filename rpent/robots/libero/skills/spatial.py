@@ -35,6 +35,12 @@ __all__ = ["resolve_qualifier", "TABLE_CENTER_XY", "ELEVATED"]
 TABLE_CENTER_XY = (0.0, 0.0)
 #: a candidate whose bottom is this much (m) above the lowest candidate bottom rests on something.
 ELEVATED = 0.02
+#: "on / in X": a raised candidate (resting on something) is preferred over one on the table only
+#: when it is not this much (m) farther from X than the nearest candidate. libero_spatial t7 seed 1
+#: ("the black bowl on the stove"): the bowl on the stove's burner, 2.5 cm above the table, did
+#: not count as raised (bottom seen at 0.90 m), the bowl on the cabinet top did, 0.47 m from the
+#: stove against 0.06 m, and was taken.
+ON_FARTHER = 0.15
 #: distance (m) from a reference at which "left of / right of / in front of / behind" looks for the object.
 SIDE_OFFSET = 0.10
 _SIDE_DIRS = {"left_of": (0.0, -1.0), "right_of": (0.0, 1.0), "front_of": (-1.0, 0.0), "behind": (1.0, 0.0)}
@@ -96,7 +102,13 @@ def resolve_qualifier(qualifier: Qualifier, candidates: Sequence[ObjectEstimate]
         raised = [i for i in idx if candidates[i].bottom_z >= low + ELEVATED]
         if rel == "next_to":
             pool = [i for i in idx if i not in raised or _dxy(c[i], ref.center) > ref.major_extent / 2.0] or list(idx)
-        else:
-            pool = raised or list(idx)
-        return min(pool, key=lambda i: _dxy(c[i], ref.center))
+            return min(pool, key=lambda i: _dxy(c[i], ref.center))
+
+        def near(i: int) -> float:  # to the reference's centre or its largest flat surface (a stove's burner)
+            d = _dxy(c[i], ref.center)
+            return min(d, _dxy(c[i], ref.support)) if ref.support is not None else d
+
+        best = min(raised or list(idx), key=near)
+        nearest = min(idx, key=near)
+        return nearest if near(best) > near(nearest) + ON_FARTHER else best
     raise ValueError(f"unknown spatial relation {rel!r}")

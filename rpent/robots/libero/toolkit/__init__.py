@@ -12,8 +12,23 @@ Tools (RPent reference §3.3; names, parameters, defaults and units as upstream)
 
 The execution contract (errors as results, locking, cancellation, ``_images``, ``_finish``) is
 :class:`rpent.robots.libero.toolkit.base.Toolkit`. After every stateful tool the toolkit
-captures a new step (:mod:`.observation`) into the run record and returns the tool's result
-plus the new state and the agentview and wrist images.
+records a new step into the run record and returns the tool's result plus the new state.
+
+What a step holds depends on the capture mode (``capture=``, :data:`CAPTURE_MODES`):
+
+* ``"every_step"`` (LLM planners; the default): both cameras are rendered after every motion
+  (RGB, depth, world map, instance segmentation; :mod:`.observation`) and the result carries
+  the agentview and wrist images.
+* ``"on_demand"`` (planners that read state, not images: ``scripted``, ``flash``): a motion step
+  is recorded with its state but **no images** (``"capture": "state_only"`` in ``states.json``);
+  a camera of the **latest** step is rendered when a tool reads it (``segment``,
+  ``back_project``, ``view_env_state``, ``view_camera_meta``; :data:`IMAGE_TOOLS`) and its
+  artifacts are added to that step (``"capture": "on_demand"``, ``"rendered_cameras"``).
+  ``finish`` (and an operator request, whose window shows the latest frames) renders both cameras
+  of the latest step first, so every record ends with the final scene. An earlier state-only step cannot get images any more (the simulator renders only the
+  present): a tool asking for one gets a one-line error naming the step. Rendering dominates a
+  scripted episode on a CPU-only machine (two 256 px cameras with depth and segmentation cost
+  more than the physics of a whole motion; ``benchmarks/scripted_bench.py --baseline``).
 """
 
 from __future__ import annotations
@@ -34,7 +49,12 @@ from rpent.toolkit.registry import ToolSpec
 from rpent.robots.libero.toolkit.vla import VlaTools
 
 __all__ = ["LiberoToolkit", "ToolSpec", "Toolkit", "ToolCancelled", "ToolServiceError", "Operator",
-           "TerminalOperator", "NoOperator", "strip_images"]
+           "TerminalOperator", "NoOperator", "strip_images", "CAPTURE_MODES", "IMAGE_TOOLS"]
+
+#: Step capture modes (module doc): images after every motion, or only where a tool looks.
+CAPTURE_MODES = ("every_step", "on_demand")
+#: Read-only tools that read a step's camera artifacts (``camera`` argument; both for ``view_env_state``).
+IMAGE_TOOLS = ("segment", "back_project", "view_env_state", "view_camera_meta")
 
 _STATE_KEYS = ("robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos")
 #: ``env.get_env_meta`` keys copied to ``states.json`` ``episode`` (which init state was loaded).
@@ -60,6 +80,11 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
             ``operator_request`` events (docs/interfaces.md).
         video: write ``episode.mp4`` (one agentview frame per env step, 20 fps, natural orientation).
         require_operator_verdict: refuse ``finish`` until an operator verdict exists.
+        capture: ``"every_step"`` (default) or ``"on_demand"``: when step images are rendered
+            (module doc).
+
+    Raises:
+        ValueError: an unknown ``capture`` mode.
 
     Once the episode is over (the env reports ``truncated`` or ``terminated``) or ``finish`` was
     called, stateful tools are refused with a one-line error (``code: "episode_over"``) and add
@@ -68,10 +93,16 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
     ``failed_calls``.
     """
 
+    #: capture modes this toolkit accepts (``capture=``; the runner passes ``--step-images``)
+    CAPTURE_MODES = CAPTURE_MODES
+
     def __init__(self, env, record, *, vla=None, sam3=None, operator: Operator | None = None, recorder=None,
                  on_event: Callable[[dict], None] | None = None, video: bool = True,
-                 require_operator_verdict: bool = False) -> None:
+                 require_operator_verdict: bool = False, capture: str = "every_step") -> None:
+        if capture not in CAPTURE_MODES:
+            raise ValueError(f"capture must be one of {', '.join(CAPTURE_MODES)}, got {capture!r}")
         super().__init__(on_event=on_event)
+        self.capture = capture
         self.env = env
         self.record = record
         self.vla = vla
@@ -200,7 +231,7 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
 
     def refuse_call(self, name, kwargs, call_id, stateful):  # noqa: D102
         if not stateful:
-            return None
+            return self._refuse_missing_images(name, kwargs)
         why = self.episode_over()
         if why is None or (name in _ALLOWED_AFTER_END and self.finish_result is None):
             return None
@@ -219,6 +250,8 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
             self._steps_before = int(self._state.get("steps", 0))
         if self.recorder is not None:
             self.recorder.begin_tool_call(call_id, name, kwargs)
+        if self.capture == "on_demand":
+            self._render_for(name, kwargs)
 
     def after_call(self, name, kwargs, call_id, result):  # noqa: D102
         if self.recorder is not None:
@@ -226,7 +259,10 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
 
     # ------------------------------------------------------------------ step capture
     def capture_step(self, command: dict | None, result: dict | None, elapsed_s: float | None) -> int:
-        """Render and store a new step (see :mod:`.observation`); returns its index."""
+        """Store a new step and return its index: rendered (:mod:`.observation`) in ``every_step``
+        mode, state-only in ``on_demand`` mode (:meth:`_state_only_step`)."""
+        if self.capture == "on_demand":
+            return self._state_only_step(command, result, elapsed_s)
         cap = self.env.capture(size=CAPTURE_SIZE, cameras=list(CAMERAS), depth=True,
                                segmentation=[] if self.sam3 is not None else list(CAMERAS))
         artifacts: dict[str, bytes] = {}
@@ -244,6 +280,97 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
                     "tool": (command or {}).get("action")})
         self._emit({"kind": "frames", "step": idx, "main": artifacts["agentview.png"], "wrist": artifacts["wrist.png"]})
         return step["step_idx"]
+
+    def _state_only_step(self, command: dict | None, result: dict | None, elapsed_s: float | None) -> int:
+        """Record a step with no images (``"capture": "state_only"``); returns its index.
+
+        The state is the one the last env step returned (``robot0_eef_pos`` / ``_quat`` /
+        ``robot0_gripper_qpos``, m and xyzw quaternion, world frame; episode flags and env steps),
+        read from the env server when a key is missing (e.g. right after a reset): the same values
+        a rendered step records (``env.capture`` reads them from the same simulator state).
+        """
+        cur = self._state
+        if not all(k in cur for k in (*_STATE_KEYS, "steps", "terminated", "truncated", "success")):
+            cur = {**self.env.robot_obs(), **self.env.status()}
+            self._state = {**self._state, **cur}
+        state = {k: cur[k] for k in _STATE_KEYS}
+        state.update(terminated=cur["terminated"], truncated=cur["truncated"], success=cur["success"],
+                     env_steps=cur["steps"])
+        idx = self.record.add_step(state, {}, command=command, result=result, elapsed_s=elapsed_s,
+                                   call_id=self._call_id if command is not None else None)
+        self.record.annotate_step(idx, capture="state_only")
+        self._emit({"kind": "step", "step": idx, "env_steps": cur["steps"], "terminated": cur["terminated"],
+                    "truncated": cur["truncated"], "success": cur["success"],
+                    "tool": (command or {}).get("action")})
+        return idx
+
+    def ensure_images(self, step_idx: int, cameras: tuple[str, ...] | list[str]) -> None:
+        """Render ``cameras`` of step ``step_idx`` now unless that step already has them (on-demand
+        capture; the artifacts of :func:`.observation.camera_artifacts`, 256 px).
+
+        Raises:
+            ValueError: the step is not the latest one and was recorded without these images.
+        """
+        step = self.record.steps[step_idx]
+        missing = [c for c in cameras if f"{c}.png" not in step["artifacts"]]
+        if not missing:
+            return
+        if step_idx != len(self.record.steps) - 1:
+            raise ValueError(f"step {step_idx} was recorded without {', '.join(missing)} images (a state-only "
+                             "step) and the scene has moved on since; use step=-1")
+        cap = self.env.capture(size=CAPTURE_SIZE, cameras=missing, depth=True,
+                               segmentation=[] if self.sam3 is not None else missing)
+        for cam, render in cap["cameras"].items():
+            for name, data in camera_artifacts(cam, render).items():
+                self.record.add_artifact_to_step(step_idx, name, data)
+        rendered = sorted({*step.get("rendered_cameras", []), *missing})
+        self.record.annotate_step(step_idx, capture="on_demand", rendered_cameras=rendered)
+        arts = self.record.steps[step_idx]["artifacts"]
+        if "agentview.png" in arts and "wrist.png" in arts:
+            self._emit({"kind": "frames", "step": step_idx,
+                        "main": self.record.artifact_path("agentview.png", step_idx).read_bytes(),
+                        "wrist": self.record.artifact_path("wrist.png", step_idx).read_bytes()})
+
+    def _render_for(self, name: str, kwargs: dict) -> None:
+        """On-demand capture: before ``finish``, an operator request (the operator sees the latest
+        step's frames) or a tool of :data:`IMAGE_TOOLS` on the latest step, render the cameras it
+        reads (both for ``finish``, operator requests and ``view_env_state``)."""
+        if name in ("finish", "request_operator_verdict", "request_scene_reset"):
+            self._render_latest(CAMERAS)
+        elif name in IMAGE_TOOLS and self.record.steps:
+            cams = CAMERAS if name == "view_env_state" else (kwargs.get("camera") or "agentview",)
+            try:
+                idx = self.record.resolve_step(int(kwargs.get("step", -1)))
+            except (IndexError, TypeError, ValueError):
+                return  # the tool reports the bad step itself
+            if idx == len(self.record.steps) - 1:
+                self._render_latest(cams)
+
+    def _refuse_missing_images(self, name: str, kwargs: dict) -> dict | None:
+        """On-demand capture: a tool of :data:`IMAGE_TOOLS` asking for an earlier state-only step's
+        camera gets a one-line error (the simulator renders only the present), not a missing file."""
+        if self.capture != "on_demand" or name not in IMAGE_TOOLS or name == "view_env_state" or not self.record.steps:
+            return None
+        try:
+            idx = self.record.resolve_step(int(kwargs.get("step", -1)))
+        except (IndexError, TypeError, ValueError):
+            return None  # the tool reports the bad step itself
+        cam = kwargs.get("camera") or "agentview"
+        if idx == len(self.record.steps) - 1 or f"{cam}.png" in self.record.steps[idx]["artifacts"]:
+            return None
+        return {"error": f"{name}: step {idx} was recorded without {cam} images (a state-only step) and the scene "
+                         "has moved on since; use step=-1", "code": "no_images"}
+
+    def _render_latest(self, cameras) -> None:
+        """Render the latest step's missing cameras; a render failure is left to the tool (which
+        then reports the missing artifact) and noted in the step (``capture_error``)."""
+        if not self.record.steps:
+            return
+        idx = len(self.record.steps) - 1
+        try:
+            self.ensure_images(idx, tuple(c for c in cameras if c in CAMERAS))
+        except Exception as exc:  # noqa: BLE001 — the tool's own error names what is missing
+            self.record.annotate_step(idx, capture_error=f"{type(exc).__name__}: {exc}")
 
     def capture_high_res(self, camera: str) -> None:
         """Render the latest step's camera at 1024 px and add it to that step's artifacts."""
@@ -293,9 +420,15 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         return view
 
     def step_view(self, idx: int) -> dict:
-        """``view_env_state`` of a recorded step, with the agentview and wrist images."""
+        """``view_env_state`` of a recorded step, with the agentview and wrist images; a state-only
+        step (on-demand capture) has none (``_images`` empty, ``image_note`` says why)."""
         view = self.state_view(idx)
         s = self.record.steps[idx]
+        if not ("agentview.png" in s["artifacts"] and "wrist.png" in s["artifacts"]):
+            view["image_note"] = ("state-only step: no images were rendered (on-demand capture renders the latest "
+                                  "step when a tool looks at it)")
+            view["_images"] = []
+            return view
         images = []
         for cam in ("agentview", "wrist"):
             name = f"{cam}_high.png" if f"{cam}_high.png" in s["artifacts"] else f"{cam}.png"
