@@ -127,6 +127,7 @@ class RpentApp(App[int]):
         self._operator_modal: OperatorModal | None = None
         self.task_lists: dict[str, tuple[str, ...]] = {}  # robot -> its suites, once this app scanned them
         self._switching_shown_mode = False
+        self._modes_shown: set[str] = set()  # modes whose screen was composed (switched to once; never removed)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -179,10 +180,12 @@ class RpentApp(App[int]):
         mounting of a new screen) and discards any frame rendered meanwhile (measured: 50 ms plus a
         wasted ~25 ms render on every F2/F3 switch at 120x40), so that delay is kept only for a mode's
         first screen, which is still being composed."""
-        first = mode not in self._screen_stacks  # Textual 8.2: modes whose screen exists
+        first = mode not in self._modes_shown  # our own record (not Textual's private ``_screen_stacks``)
         self._switching_shown_mode = not first
         try:
-            return super().switch_mode(mode)
+            result = super().switch_mode(mode)
+            self._modes_shown.add(mode)
+            return result
         finally:
             self._switching_shown_mode = False
 

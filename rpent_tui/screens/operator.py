@@ -43,7 +43,8 @@ class OperatorModal(ModalScreen[str | None]):
         Binding("c", "answer('continue')", "Continue", id="operator-continue"),
         Binding("a", "answer('abort')", "Abort", id="operator-abort"),
         Binding("d", "answer('done')", "Done", id="operator-done"),
-        Binding("n", "notes", "Notes", id="operator-notes"),
+        # priority, focusing at once: the keys typed right behind n are notes, never answers (see RunScreen)
+        Binding("n", "notes", "Notes", id="operator-notes", priority=True),
         Binding("escape", "later", "Later", id="operator-later", tooltip="Hide; answer later with o"),
     ]
 
@@ -86,13 +87,16 @@ class OperatorModal(ModalScreen[str | None]):
         """Only the request's own choices are active keys."""
         if action == "answer":
             return parameters[0] in self.request.choices
+        if action == "notes" and isinstance(self.focused, Input):
+            return False  # n is text in the notes box
         return True
 
     def action_notes(self) -> None:
-        """Enable and focus the notes box (it stays disabled otherwise, so answer keys never type into it)."""
+        """Enable and focus the notes box now (it stays disabled otherwise, so answer keys never type into
+        it); the keys queued behind n reach it (``Screen.set_focus`` at once, not ``focus()`` later)."""
         box = self.query_one("#op-notes", Input)
         box.disabled = False
-        box.focus()
+        self.set_focus(box)
 
     @on(Input.Submitted, "#op-notes")
     def _notes_done(self, event: Input.Submitted) -> None:

@@ -96,10 +96,18 @@ class RunScreen(LiveScreen):
     """The Run screen (F3)."""
 
     BINDING_GROUP_TITLE = "Run"
+    # i, t and Esc move the focus, so they are priority bindings that move it at once (``Screen.set_focus``):
+    # Textual forwards each queued key to the widget focused when the app takes it from its queue, and
+    # a plain binding runs only after its key has bubbled back up from the focused widget, i.e. after
+    # the keys queued behind it (one terminal read: a fast typist, a paste, tmux send-keys, a busy
+    # machine) were already handed to the transcript, where they were lost or acted as keys (issue 12).
+    # ``check_action`` lets i and t through as text while the input line has the focus.
     BINDINGS = [
-        Binding("escape", "interrupt", "Interrupt", id="run-interrupt", tooltip="Interrupt the planner's current tool call"),
-        Binding("i", "focus_message", "Message", id="run-message", tooltip="Type a message or a /command"),
-        Binding("t", "new_task", "Task", id="run-new-task", tooltip="Start a TaskRun: /rpent-task <suite> <task> <seed>"),
+        Binding("escape", "interrupt", "Interrupt", id="run-interrupt", priority=True,
+                tooltip="Interrupt the planner's current tool call"),
+        Binding("i", "focus_message", "Message", id="run-message", priority=True, tooltip="Type a message or a /command"),
+        Binding("t", "new_task", "Task", id="run-new-task", priority=True,
+                tooltip="Start a TaskRun: /rpent-task <suite> <task> <seed>"),
         Binding("o", "operator", "Operator", id="run-operator", tooltip="Answer the pending operator request"),
         Binding("x", "cancel_task", "Cancel", id="run-cancel", tooltip="Cancel the running TaskRun"),
     ]
@@ -289,22 +297,28 @@ class RunScreen(LiveScreen):
         if self._confirm_replace is not None and event.value.strip() != self._confirm_replace:
             self._confirm_replace = None
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``i`` and ``t`` type text while the input line has the focus (they are priority bindings)."""
+        if action in ("focus_message", "new_task") and isinstance(self.focused, Input):
+            return False
+        return True
+
     def action_focus_message(self) -> None:
-        """Focus the input line."""
-        self.query_one("#message", Input).focus()
+        """Focus the input line now, so the keys queued behind ``i`` reach it (see ``BINDINGS``)."""
+        self.set_focus(self.query_one("#message", Input))
 
     def action_new_task(self) -> None:
-        """Prefill ``/rpent-task `` in the input line."""
+        """Prefill ``/rpent-task `` in the input line and focus it now (the keys behind ``t`` extend it)."""
         box = self.query_one("#message", Input)
         box.value = "/rpent-task "
         box.cursor_position = len(box.value)
-        box.focus()
+        self.set_focus(box)
 
     def action_interrupt(self) -> None:
         """Interrupt the planner's current tool call (Esc). In the input line, Esc first leaves it
-        (focus on the transcript; a second Esc interrupts)."""
+        (focus on the transcript at once; a second Esc interrupts)."""
         if isinstance(self.focused, Input):
-            self.query_one(TranscriptView).focus()
+            self.set_focus(self.query_one(TranscriptView))
             return
         result = self.app.session.interrupt()
         self.notify("interrupt sent" if result == "accepted" else "nothing to interrupt",

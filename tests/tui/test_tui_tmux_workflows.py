@@ -134,7 +134,12 @@ def test_quit_command_ends_the_run_cleanly(tmux, tmp_path):
     assert "TypeError" not in tmux.screen("wf")
     taskrun, tr = records(out / "tasks" / DIR)
     assert tr["error"] == "operator quit" and taskrun["state"] == "cancelled"
+    assert (taskrun["suite"], taskrun["task"], taskrun["seed"]) == ("libero_object", 0, 0)
+    assert taskrun["ended_at"] and taskrun["replaced_by"] is None
     assert [e["kind"] for e in tr["steering"]] == ["stop"]
+    steering = [json.loads(line) for line in (out / "tasks" / DIR / "steering.jsonl").read_text().splitlines()]
+    assert [e["kind"] for e in steering] == ["stop"]  # /quit arrived whole, once, and is on record
+    assert sorted(p.name for p in (out / "tasks").iterdir()) == [DIR]  # no stray TaskRun from lost keys
     tmux.keys("wf", "C-q")
 
 
@@ -143,7 +148,7 @@ def test_second_task_replaces_the_first_after_confirmation(tmux, tmp_path):
     out = tmp_path / "session"
     pane = tmux.start("wf", out)
     tmux.start_task("wf", TASK)
-    tmux.wait("wf", "segment", 180)
+    tmux.wait("wf", "move_to", 180)  # early in the run: the replacement must land while it still runs
     tmux.keys("wf", "i")
     tmux.keys("wf", "/rpent-task libero_object 1 0", literal=True)
     tmux.keys("wf", "Enter")
@@ -151,31 +156,34 @@ def test_second_task_replaces_the_first_after_confirmation(tmux, tmp_path):
     assert not (out / "tasks" / "0002_libero_object_t1_s0").exists()
     tmux.keys("wf", "Enter")
     tmux.wait("wf", "TaskRun 0002", 60)
-    first, _ = records(out / "tasks" / DIR) if (out / "tasks" / DIR / "transcript_object_t0_s0.json").exists() \
-        else (json.loads((out / "tasks" / DIR / "taskrun.json").read_text()), None)
-    deadline = time.monotonic() + 60
-    while first["state"] not in ("cancelled",) and time.monotonic() < deadline:
-        time.sleep(0.5)
-        first = json.loads((out / "tasks" / DIR / "taskrun.json").read_text())
+    # the first TaskRun's final record: taskrun.json gets ended_at after its transcript was written (a
+    # cancel writes taskrun.json's state at once, while the run still winds down)
+    first, tr = records(out / "tasks" / DIR, timeout=120)
+    assert first["ended_at"], first
     assert first["state"] == "cancelled" and first["replaced_by"] == "0002"
-    tr = json.loads((out / "tasks" / DIR / "transcript_object_t0_s0.json").read_text())
     assert "replaced by TaskRun 0002" in tr["error"]
     children = {p for p in descendants(pane) if alive(p)}
     tmux.keys("wf", "C-q")
     assert not wait_gone(children), "child processes left after quit"
+    second = json.loads((out / "tasks" / "0002_libero_object_t1_s0" / "taskrun.json").read_text())
+    assert (second["id"], second["suite"], second["task"], second["seed"]) == ("0002", "libero_object", 1, 0)
+    assert second["ended_at"] and second["replaced_by"] is None  # the quit ended it; nothing replaced it
+    assert sorted(p.name for p in (out / "tasks").iterdir()) == [DIR, "0002_libero_object_t1_s0"]
 
 
 @pytest.mark.slow
 def test_reused_output_dir_continues_the_taskrun_ids(tmux, tmp_path):
     out = tmp_path / "session"
-    tmux.start("wf", out)
+    pane = tmux.start("wf", out)
     tmux.start_task("wf", TASK)
     tmux.wait("wf", "move_to", 180)
     tmux.keys("wf", "x")  # cancel; the record stays
     _wait_state(tmux, "wf", "0001", 60)
+    first, _ = records(out / "tasks" / DIR, timeout=120)  # the final record (ended_at), not a fixed sleep
+    assert first["ended_at"] and first["state"] == "cancelled", first
     tmux.keys("wf", "C-q")
-    time.sleep(3)
-    before = (out / "tasks" / DIR / "taskrun.json").read_bytes()
+    assert not wait_gone({pane} | descendants(pane), 120), "the first rpent-tui did not end after ctrl+q"
+    before = (out / "tasks" / DIR / "taskrun.json").read_bytes()  # nothing writes it any more
     tmux.start("wf2", out)  # the README's own `--output-dir logs/tui`, used again
     tmux.start_task("wf2", TASK)
     tmux.wait("wf2", "TaskRun 0002", 60)
