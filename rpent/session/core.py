@@ -86,6 +86,7 @@ class Session:
         self._nursery: trio.Nursery | None = None
         self._supervisor: Any = None
         self._scopes: dict[str, trio.CancelScope] = {}
+        self._cancel_reasons: dict[str, str] = {}  # TaskRun id -> why a cancel was requested
         self._done: dict[str, trio.Event] = {}
         self._operators: dict[str, TuiOperator] = {}
         self._steering: dict[str, Any] = {}
@@ -422,6 +423,7 @@ class Session:
             return False
         run.cancel_requested = True
         run.detail = reason
+        self._cancel_reasons[run_id] = reason
         steering = self._steering.get(run_id)
         if steering is not None:  # the reason reaches the run record (steering.jsonl, transcript error)
             try:
@@ -494,6 +496,7 @@ class Session:
         operator = TuiOperator(on_request=lambda req: self._operator_event(run.id, req, None),
                                on_resolved=lambda req, rep: self._operator_event(run.id, req, rep))
         self._operators[run.id] = operator
+        ended: list = []  # the run layer's outcome, once run_task returned (its record is then written)
         try:
             self._write_record(run)
             with scope:
@@ -515,6 +518,7 @@ class Session:
                             inner.start_soon(self._release_on_cancel, operator)
                             outcome = await run_task(config, run_sup, operator=operator, steering=steering,
                                                      on_event=lambda ev: self._events.put((run.id, ev)))
+                            ended.append(outcome)
                             inner.cancel_scope.cancel()
                 self._finish(run, outcome)
         except Exception as exc:  # noqa: BLE001 - a failed TaskRun must not end the session
@@ -525,12 +529,16 @@ class Session:
             operator.cancel()
             for item in self._events.drain():
                 self._apply_events([item])
-            if run.cancel_requested or scope.cancelled_caught or not run.finished:
-                if not run.finished or run.cancel_requested:
-                    run.state = "cancelled"
+            if ended and not run.finished:
+                # The run layer had ended (its record says how) when a cancel or replace landed on the
+                # way out of the supervisor: the TaskRun's state is that outcome, not "cancelled".
+                self._finish(run, ended[0])
+            if not run.finished:
+                run.state = "cancelled"
             run.operator = None
             run.ended_at = time.time()
             self._scopes.pop(run.id, None)
+            self._cancel_reasons.pop(run.id, None)
             self._steering.pop(run.id, None)
             self._toolkits.pop(run.id, None)
             self._run_sups.pop(run.id, None)
@@ -568,10 +576,14 @@ class Session:
         # The run layer's label (README "Operator verdicts": the env predicate, or the operator's
         # verdict when one is required); never the planner's finish claim.
         label = data.get("label")
-        if run.cancel_requested:
-            run.state = "cancelled"
-        elif label in TERMINAL_TASK_STATES:
+        if label in TERMINAL_TASK_STATES:
+            # the run layer's label already says "cancelled" when the cancel reached the run in time
             run.state = label
+            if run.cancel_requested and label != "cancelled":
+                reason = self._cancel_reasons.get(run.id, "cancel requested")
+                run.detail = f"{reason}: it came after the run had ended ({label})"
+        elif run.cancel_requested:
+            run.state = "cancelled"
         elif data.get("environment_success"):
             run.state = "succeeded"
         else:

@@ -116,6 +116,54 @@ def test_new_task_during_a_run_cancels_the_old_one(tmp_path):
     assert (first.output_dir / "env_server.log").is_file()  # the TaskRun's services log next to its record
 
 
+class EndsWhileReplaced(StandInRun):
+    """First call: the run layer is already ending (its predicate read, its record written) when the
+    operator starts another task; it returns its outcome anyway. Later calls: the plain stand-in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ending = trio.Event()
+        self.go = trio.Event()
+
+    async def __call__(self, config, supervisor, *, operator, steering=None, on_event=None):
+        if self.calls:
+            return await super().__call__(config, supervisor, operator=operator, steering=steering, on_event=on_event)
+        self.calls.append(config)
+        await supervisor.start(tiny_spec("env_server", "--lines", "2"))
+        on_event({"kind": "status", "state": "running", "detail": "env ready"})
+        self.ending.set()
+        with trio.CancelScope(shield=True):  # closing the video, writing the transcript: not interruptible
+            await self.go.wait()
+        return {"environment_success": True, "label": "succeeded", "stop_reason": "finished", "error": None,
+                "finish": {"status": "success", "summary": "done"}, "output_dir": str(config["output_dir"])}
+
+
+def test_a_replace_that_lands_after_the_run_ended_keeps_the_runs_outcome(tmp_path):
+    run = EndsWhileReplaced()
+    session, _ = make_session(tmp_path, run, shared=("vla",))
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(session.run)
+            first = session.start_task(TaskCommand("libero_goal", 0, 0))
+            with trio.fail_after(120):
+                await run.ending.wait()
+            second = session.start_task(TaskCommand("libero_object", 2, 5))
+            run.go.set()
+            with trio.fail_after(120):
+                await session.wait_run(first.id)
+                await session.wait_run(second.id)
+            nursery.cancel_scope.cancel()
+        return first, second
+
+    first, second = trio.run(main)
+    assert first.state == "succeeded", first.detail
+    assert "replaced by TaskRun 0002" in first.detail and "after the run had ended (succeeded)" in first.detail
+    record = json.loads((first.output_dir / "taskrun.json").read_text())
+    assert record["state"] == "succeeded" and record["replaced_by"] == "0002" and record["ended_at"]
+    assert second.state == "succeeded"
+
+
 def test_failed_shared_service_makes_the_session_fatal(tmp_path):
     session, _ = make_session(tmp_path, StandInRun(), shared=("vla",), fail=("vla",))
 
