@@ -13,7 +13,6 @@ import os
 import socket
 import stat
 import struct
-import time
 
 import pytest
 import trio
@@ -22,6 +21,7 @@ from rpent.session import wire
 from rpent.session.client import RemoteSession, SessionGone
 from rpent.session.layout import SessionPaths
 from rpent.session.server import SessionServer
+from test_tui_app_screens import EchoToolkit, ToolkitRun  # tests/tui is on sys.path (tests/session/conftest.py)
 
 
 def make_server(root, run):
@@ -201,8 +201,6 @@ def test_garbage_and_tokenless_clients_are_refused_and_the_session_keeps_serving
 
 
 def test_code_cells_run_in_the_session_against_the_taskrun_toolkit(short_tmp):
-    from test_tui_app_screens import EchoToolkit, ToolkitRun
-
     from rpent.session.code_cells import NoToolkitError
     from rpent.session.commands import TaskCommand
 
