@@ -116,13 +116,19 @@ def test_parse_supported(text, expected):
     ("put both the alphabet soup and the tomato sauce in the basket", "two objects"),
     ("put the black bowl in the bottom drawer of the cabinet and close it", "'close' skill"),
     ("pick up the black bowl under the ramekin and place it on the plate", "spatial qualifier"),
-    ("pick up the book and place it in the back compartment of the caddy", "region"),
+    ("pick up the book and place it in the middle compartment of the caddy", "region"),
     ("push the plate to the front of the stove", "'push' skill"),
     ("wave hello", "not a pick-and-place"),
 ])
 def test_parse_unsupported(text, why):
     goal = strategy.parse_instruction(text)
     assert isinstance(goal, strategy.Unsupported) and why in goal.reason
+
+
+def test_parse_a_named_compartment_of_a_caddy():
+    goal = strategy.parse_instruction("pick up the book and place it in the back compartment of the caddy")
+    assert isinstance(goal, strategy.PickPlaceGoal)
+    assert (goal.object_phrase, goal.target_phrase, goal.relation, goal.target_compartment) == ("book", "caddy", "in", "back")
 
 
 def test_name_matching_rule():
