@@ -216,23 +216,31 @@ def test_generate_from_a_recipe_with_segment_lines(tmp_path):
         generate(audit, other, tmp_path / "flash3")
 
 
-def test_blocked_grasp_descent_is_retried_once_shifted_along_the_long_axis():
-    """A grasp descent stopped 1.7 cm above its target (the hand met a neighbour) is repaired:
-    rise to the hover height, shift 1.5 cm along the object's long axis away from the push,
-    descend again; the lift after the grasp keeps the shift. A descent that reached is left alone."""
+def _grasp_descent_plan(descent_extra: dict | None = None, lift: bool = True) -> tuple[dict, dict]:
+    """Anchors and plan of one cream-cheese grasp (hover, a descent to z 0.013 m, close, and a lift when
+    ``lift``); ``descent_extra`` adds arguments to the descent's ``move_to``."""
     anchors = {"anchors": [{"id": "a0", "prompt": "cream cheese", "object": None,
                             "observations": [{"camera": "agentview", "estimate": _est(0.05, -0.1, 0.0, 0.07, 0.035)}]}]}
-    plan = {"steps": [
+    steps = [
         {"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 0},
         {"op": "tool", "tool": "move_to", "args": {"xyz": [0.05, -0.1, 0.1], "target_yaw": 0.0}, "anchor": "a0",
          "observation": 0, "offset_xy": [0.0, 0.0]},
         {"op": "tool", "tool": "move_to", "args": {"xyz": [0.05, -0.1, 0.013], "target_yaw": 0.0, "tol": 0.008,
-                                                   "step_clip": 0.015, "max_steps": 100},
+                                                   "step_clip": 0.015, "max_steps": 100, **(descent_extra or {})},
          "anchor": "a0", "observation": 0, "offset_xy": [0.0, 0.0]},
         {"op": "tool", "tool": "set_gripper", "args": {"gripper": 1.0, "steps": 15}, "anchor": None,
-         "observation": None, "offset_xy": None},
-        {"op": "tool", "tool": "move_to", "args": {"xyz": [0.05, -0.1, 0.25]}, "anchor": "a0", "observation": 0,
-         "offset_xy": [0.0, 0.0]}]}
+         "observation": None, "offset_xy": None}]
+    if lift:
+        steps.append({"op": "tool", "tool": "move_to", "args": {"xyz": [0.05, -0.1, 0.25]}, "anchor": "a0",
+                      "observation": 0, "offset_xy": [0.0, 0.0]})
+    return anchors, {"steps": steps}
+
+
+def test_blocked_grasp_descent_is_retried_once_shifted_along_the_long_axis():
+    """A grasp descent stopped 1.7 cm above its target (the hand met a neighbour) is repaired:
+    rise to the hover height, shift 1.5 cm along the object's long axis away from the push,
+    descend again; the lift after the grasp keeps the shift. A descent that reached is left alone."""
+    anchors, plan = _grasp_descent_plan()
     calls = []
 
     def call(name, args, blocked=True):
@@ -277,17 +285,7 @@ def test_retried_descent_levels_the_hand_tilted_by_the_block():
     world x, ``move_to`` kept that tilt and the fingers closed askew (0.025 m) on the box, which
     slipped on the lift. The re-alignment and the retried descent are ``move_pose`` calls that
     servo the pitch back to the one before the descent; the repair log names both pitches."""
-    anchors = {"anchors": [{"id": "a0", "prompt": "cream cheese", "object": None,
-                            "observations": [{"camera": "agentview", "estimate": _est(0.05, -0.1, 0.0, 0.07, 0.035)}]}]}
-    plan = {"steps": [
-        {"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 0},
-        {"op": "tool", "tool": "move_to", "args": {"xyz": [0.05, -0.1, 0.1], "target_yaw": 0.0}, "anchor": "a0",
-         "observation": 0, "offset_xy": [0.0, 0.0]},
-        {"op": "tool", "tool": "move_to", "args": {"xyz": [0.05, -0.1, 0.013], "target_yaw": 0.0, "tol": 0.008,
-                                                   "step_clip": 0.015, "max_steps": 100, "yaw_step_clip": 0.1},
-         "anchor": "a0", "observation": 0, "offset_xy": [0.0, 0.0]},
-        {"op": "tool", "tool": "set_gripper", "args": {"gripper": 1.0, "steps": 15}, "anchor": None,
-         "observation": None, "offset_xy": None}]}
+    anchors, plan = _grasp_descent_plan({"yaw_step_clip": 0.1}, lift=False)
     calls = []
 
     def state(pitch):
