@@ -48,7 +48,10 @@ def test_batch_screen_shows_matrix_report_and_runs_rpent_batch(tmp_path):
             await wait_for(pilot, lambda: app.batch_launcher.state == "failed", timeout=120, what="rpent-batch to end")
             await wait_for(pilot, lambda: any("99" in line for line in screen.query_one("#batch-log").lines),
                            what="the error line")
-            assert "no results in" in str(screen.query_one("#batch-state").render())
+            # the end event re-reads the root on a worker thread: the state line follows a moment later
+            await wait_for(pilot, lambda: "no results in" in str(screen.query_one("#batch-state").render()),
+                           what="the state line after the failed launch")
+            assert "batch failed" in str(screen.query_one("#batch-state").render())
             await pilot.press("ctrl+q")
 
     asyncio.run(main())
