@@ -126,6 +126,28 @@ def test_cli_generate(tmp_path):
     assert p.returncode == 2 and "x.json does not exist" in p.stderr and "Traceback" not in p.stderr
 
 
+def test_cli_generate_names_a_non_utf8_recipe_and_a_file_destination(tmp_path):
+    audit, recipe = _run(tmp_path)
+    garbled = tmp_path / "garbled_recipe.jsonl"
+    garbled.write_bytes(b"\xff\xfe\x00{}")
+
+    def gen(rec, dest):
+        return subprocess.run([sys.executable, "-m", "rpent.cli.flash", "generate", "--audit", str(audit), "--recipe",
+                               str(rec), "--destination", str(dest)], capture_output=True, text=True)
+
+    p = gen(garbled, tmp_path / "f")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip() == (f"rpent-flash: error: --recipe {garbled} is not UTF-8 text (invalid start byte at "
+                                "byte 0); pass the run's <tag>_recipe.jsonl")
+    afile = tmp_path / "afile"
+    afile.write_text("keep")
+    for dest in (afile, afile / "sub"):
+        p = gen(recipe, dest)
+        assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+        assert f"--destination {dest}: {afile} is a file, not a directory" in p.stderr.strip().splitlines()[-1]
+    assert afile.read_text() == "keep" and not (tmp_path / "f").exists()
+
+
 def test_cli_replay_refuses_bad_input_before_starting_anything(tmp_path):
     def replay(*extra):
         return subprocess.run([sys.executable, "-m", "rpent.cli.flash", "replay", "--suite", "libero_object", "--task",
