@@ -59,8 +59,8 @@ def test_a_missing_arm_checkpoint_is_refused_before_anything_starts(tmp_path, cl
 @pytest.mark.parametrize("flags, needle", [
     (("--cell-timeout-s", "0"), "--cell-timeout-s must be > 0"),
     (("--cell-timeout-s", "-5"), "--cell-timeout-s must be > 0"),
-    (("--max-retries", "-1"), "--max-retries >= 0"),
-    (("--parallel", "0"), "--parallel must be >= 1"),
+    (("--max-retries", "-1"), "--max-retries must be >= 0, got -1"),
+    (("--parallel", "0"), "--parallel must be >= 1 concurrent runs, got 0"),
     (("--repeats", "0"), "--repeats must be >= 1"),
     (("--price-in", "-1"), "--price-in must be >= 0"),
 ])
