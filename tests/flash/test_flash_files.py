@@ -668,3 +668,21 @@ def test_an_unsolved_replay_names_what_went_wrong():
     assert _diagnosis(log) == "anchored waypoints not reached at plan steps 4"
     log[1]["reached"] = True
     assert _diagnosis(log) == ""
+
+
+def test_a_replay_episode_stopped_by_a_signal_has_its_records_figures_in_the_ledger(tmp_path):
+    """Found by a fresh user: SIGINT after 64 env steps wrote ``env_steps: null`` in ``replay.jsonl``
+    while the run's transcript said 64; the ledger row now takes the run's own record."""
+    from rpent.flash.batch import _stopped_row
+
+    run = tmp_path / "object_t0_s5"
+    run.mkdir()
+    assert _stopped_row(run, "received SIGINT") == {"success": None, "label": "cancelled", "finish": None,
+                                                     "error": "received SIGINT", "env_steps": None}
+    (run / "transcript_object_t0_s5.json").write_text(json.dumps(
+        {"label": "cancelled", "environment_success": False, "finish": None,
+         "error": "run cancelled (received SIGINT)", "env_steps": 64}))
+    assert _stopped_row(run, "received SIGINT") == {"success": False, "label": "cancelled", "finish": None,
+                                                     "error": "run cancelled (received SIGINT)", "env_steps": 64}
+    (run / "transcript_object_t0_s5.json").write_bytes(b"{half")
+    assert _stopped_row(run, "received SIGINT")["env_steps"] is None
