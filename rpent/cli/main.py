@@ -455,6 +455,7 @@ def dashboard_main(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
             if tui_args.output_dir is None:
                 tui_args.output_dir = Path("logs") / f"dashboard_{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
             config = session_config_from_args(tui_args)
+            config.validate_planner()  # every TaskRun of the session would fail on it
             paths = SessionPaths(Path(config.output_dir).resolve())
             if not paths.running():
                 write_session_options(paths, config)

@@ -47,3 +47,12 @@ def test_session_config_accepts_the_offline_and_prefixed_planners(tmp_path):
         config.validate_planner()
     with pytest.raises(SessionConfigError, match="requires a model id"):
         SessionConfig(output_dir=tmp_path / "s", planner="api").validate_planner()
+
+
+def test_rpent_dashboard_refuses_an_api_planner_without_a_model_before_starting_a_session(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "rpent.cli.main", "--dashboard", "--dashboard-port", "1",
+                        "--planner", "api", "--output-dir", str(tmp_path / "d")], capture_output=True, text=True,
+                       cwd=tmp_path, stdin=subprocess.DEVNULL, timeout=120)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip().splitlines()[-1].startswith("rpent: error: the 'api' planner requires a model id")
+    assert not (tmp_path / "d").exists()
