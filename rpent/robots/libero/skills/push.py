@@ -17,7 +17,7 @@ Side convention for "the front of X": the side of X facing the agentview camera,
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -27,7 +27,8 @@ from rpent.robots.libero.skills.fixtures import _result, _runner
 from rpent.robots.libero.skills.layout import extent_along
 from rpent.robots.libero.skills.motion import Executor
 
-__all__ = ["PUSH_SIDES", "PUSH_GAP", "push_goal", "push_object", "look_pose", "partial_view"]
+__all__ = ["PUSH_SIDES", "PUSH_GAP", "push_goal", "push_object", "look_pose", "partial_view", "reference_box",
+           "push_route", "pusher_blocked", "plan_push_route"]
 
 #: unit xy direction of each side of a reference, for pushing (see the module docstring).
 PUSH_SIDES = {"front": (1.0, 0.0), "back": (-1.0, 0.0), "left": (0.0, -1.0), "right": (0.0, 1.0)}
@@ -84,6 +85,36 @@ PUSH_BLOCKED = 0.02
 #: reach on goal t5 ended up to 3.7 cm off and pushed well).
 PUSH_BLOCKED_XY = 0.05
 PUSH_TURNS = (0.0, 0.6, -0.6, 1.0, -1.0)
+#: the pushed object's footprint is kept this far (m) beyond its estimated radius from the
+#: reference's box (:func:`reference_box`) while it is pushed round it: a plate's estimate is
+#: ~5 cm narrower than the plate (see :data:`PUSH_BACKOFF`), so its radius is ~2.5 cm short.
+#: goal_swap t5 seed 0: pushed straight at its goal, the plate (starting behind-left of the
+#: stove's front edge) ran into the stove's front corner and stuck there 0.18 m short.
+PUSH_ROUTE_MARGIN = 0.03
+#: a detour's corner point counts as reached within this distance (m) (or when the push there
+#: stalls): what matters is that the object's footprint clears the reference's box on the next
+#: leg, which the margin above already leaves room for.
+PUSH_VIA_TOL = 0.03
+#: extra legs (beyond :data:`PUSH_MAX_LEGS`) allowed per corner of a detour (goal_swap t5 seed 0:
+#: two legs to the corner, then 4-5 on to the goal).
+PUSH_VIA_LEGS = 2
+#: half length (m) of the hand across the push where the fingers come down (the Panda hand is
+#: 0.21 m along its closing line; its ends are ~5 cm above the fingertips), for
+#: :func:`pusher_blocked`.
+PUSH_HAND_HALF = 0.09
+#: clutter points higher than this (m) above the push height, within :data:`PUSH_ROOM_CLEAR`
+#: (m, xy) of the hand's line where the fingers come down, leave no room for them (goal_swap t5
+#: seed 0: the plate pushed to in front of the cabinet, the fingers meant to come down between
+#: them stopped on the cabinet's edge, 4.6 cm short, and then slid over the plate's rim).
+PUSH_ROOM_RISE = 0.03
+PUSH_ROOM_CLEAR = 0.015
+#: a detour is charged this much (m of extra path) per clutter point its object sweeps (taller
+#: than the object: a bowl shoved along), so it goes round light clutter where it can.
+PUSH_SHOVE_COST = 0.003
+#: corner candidates of :func:`plan_push_route`: a grid of this pitch (m) reaching this far (m)
+#: beyond the start and the goal.
+PUSH_GRID = 0.02
+PUSH_GRID_REACH = 0.25
 
 
 def push_goal(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> tuple[float, float]:
@@ -107,6 +138,174 @@ def push_goal(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> tuple[floa
     return float(cx + d[0] * dist), float(cy + d[1] * dist)
 
 
+def reference_box(ref: ObjectEstimate) -> tuple[float, float, float, float]:
+    """The reference's footprint ``(x_min, x_max, y_min, y_max)`` (world, m) that the pushed
+    object must not be pushed into: a square of half size :data:`SUPPORT_HALF` (or half its
+    extent along x / y, whichever is larger) about its support surface's centre when it has
+    one (a stove: its burner; its segment estimate covers only the knob end), else its
+    estimated extent along x and y about its centre (:func:`~rpent.robots.libero.skills.layout.extent_along`)."""
+    hx, hy = extent_along(ref, (1.0, 0.0)) / 2.0, extent_along(ref, (0.0, 1.0)) / 2.0
+    if ref.support is not None:
+        cx, cy = ref.support[0], ref.support[1]
+        hx, hy = max(hx, SUPPORT_HALF), max(hy, SUPPORT_HALF)
+    else:
+        cx, cy = ref.center[0], ref.center[1]
+    return float(cx - hx), float(cx + hx), float(cy - hy), float(cy + hy)
+
+
+def _box_distance(box: tuple[float, float, float, float], x: float, y: float) -> float:
+    """Distance (m) from (x, y) to the axis-aligned ``box`` (0 inside)."""
+    dx = max(box[0] - x, 0.0, x - box[1])
+    dy = max(box[2] - y, 0.0, y - box[3])
+    return math.hypot(dx, dy)
+
+
+def _leg_clear(box, a, b, clearance: float, step: float = 0.01) -> bool:
+    """True when every point of the segment ``a`` -> ``b`` (xy, m; sampled every ``step``) is
+    more than ``clearance`` m from ``box``."""
+    n = max(2, int(math.ceil(math.hypot(b[0] - a[0], b[1] - a[1]) / step)) + 1)
+    return all(_box_distance(box, a[0] + (b[0] - a[0]) * i / (n - 1), a[1] + (b[1] - a[1]) * i / (n - 1)) > clearance
+               for i in range(n))
+
+
+def push_route(center: Any, goal: Any, radius: float, box: tuple[float, float, float, float], side: str,
+               margin: float = PUSH_ROUTE_MARGIN) -> list[tuple[float, float]]:
+    """Waypoints (world xy, m) for the pushed object's centre from ``center`` to ``goal`` that keep
+    its footprint (``radius`` + ``margin``) off the reference's ``box`` (:func:`reference_box`).
+
+    The straight push when it stays clear; else an L-shaped detour with one corner: first along
+    the side's direction to the goal's level (for "front": to the goal's x, clear of the
+    reference's front face, then across to the goal, parallel to that face), or else first
+    across, then along; a corner is used only when both its legs stay clear. Where none does
+    (the object stands where every route crosses the reference), the straight push is kept.
+
+    Args:
+        center, goal: (2,) world xy (m); radius: the object's footprint radius (m).
+        box: ``(x_min, x_max, y_min, y_max)``; side: a key of :data:`PUSH_SIDES`.
+    Returns:
+        ``[goal]`` or ``[corner, goal]`` as float tuples.
+    Raises:
+        ValueError: unknown side.
+    """
+    if side not in PUSH_SIDES:
+        raise ValueError(f"side must be one of {sorted(PUSH_SIDES)}, got {side!r}")
+    c = (float(center[0]), float(center[1]))
+    g = (float(goal[0]), float(goal[1]))
+    clearance = float(radius) + float(margin)
+    if _leg_clear(box, c, g, clearance):
+        return [g]
+    d = PUSH_SIDES[side]
+    along = (g[0] - c[0]) * d[0] + (g[1] - c[1]) * d[1]
+    first = (c[0] + d[0] * along, c[1] + d[1] * along)  # along the side's direction first
+    second = (g[0] - d[0] * along, g[1] - d[1] * along)  # across first
+    for corner in (first, second):
+        if _leg_clear(box, c, corner, clearance) and _leg_clear(box, corner, g, clearance):
+            return [(float(corner[0]), float(corner[1])), g]
+    return [g]
+
+
+def _hand_segment(c: Any, u: Any, radius: float) -> tuple[np.ndarray, np.ndarray]:
+    """The hand's line across the push where the fingers come down behind an object of centre
+    ``c`` and footprint ``radius`` pushed along unit ``u`` (xy, m): its two ends."""
+    c = np.asarray(c[:2], dtype=np.float64)
+    u = np.asarray(u, dtype=np.float64)
+    s = c - u * (radius + _backoff(c, u, radius))
+    n = np.array([-u[1], u[0]])
+    return s - n * PUSH_HAND_HALF, s + n * PUSH_HAND_HALF
+
+
+def _segment_distance(points: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """xy distance (m) of each of ``points`` (N, >=2) to the segment ``a`` -> ``b``."""
+    ab = b - a
+    t = np.clip(((points[:, :2] - a) @ ab) / max(float(ab @ ab), 1e-12), 0.0, 1.0)
+    return np.linalg.norm(points[:, :2] - (a + t[:, None] * ab), axis=1)
+
+
+def pusher_blocked(clutter: np.ndarray | None, c: Any, u: Any, radius: float, z_push: float) -> bool:
+    """True when clutter (``float64[N, 3]`` world points without the pushed object's own,
+    :func:`~rpent.robots.libero.skills.clutter.clutter_points`) stands where the hand comes down
+    to push the object of centre ``c`` and footprint ``radius`` along unit ``u``: a point more
+    than :data:`PUSH_ROOM_RISE` above ``z_push`` (the eef's push height, m) within
+    :data:`PUSH_ROOM_CLEAR` of the hand's line there (:data:`PUSH_HAND_HALF` each side)."""
+    if clutter is None or len(clutter) == 0:
+        return False
+    p = np.asarray(clutter, dtype=np.float64).reshape(-1, 3)
+    p = p[p[:, 2] > z_push + PUSH_ROOM_RISE]
+    if len(p) == 0:
+        return False
+    a, b = _hand_segment(c, u, radius)
+    return bool((_segment_distance(p, a, b) < PUSH_ROOM_CLEAR).any())
+
+
+def _near(path: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """For each of ``points`` (N, >=2), its least xy distance (m) to the sampled ``path`` (M, 2)."""
+    return np.hypot(path[:, None, 0] - points[None, :, 0], path[:, None, 1] - points[None, :, 1]).min(axis=0)
+
+
+def plan_push_route(center: Any, goal: Any, radius: float, box: tuple[float, float, float, float], side: str,
+                    clutter: np.ndarray | None, z_push: float, top_z: float,
+                    margin: float = PUSH_ROUTE_MARGIN) -> list[tuple[float, float]]:
+    """Waypoints (world xy, m) for the pushed object's centre, ending at ``goal``, chosen with
+    the clutter in view: straight or by way of one corner on a :data:`PUSH_GRID` grid round
+    the start and the goal, such that the object's footprint (``radius`` + ``margin``) keeps
+    off the reference's ``box`` and off clutter of unknown height (z = ``inf``: furniture
+    reaching above the cloud's band, like a wine rack or a cabinet) on every leg, and the hand
+    has room to come down behind the object at the start of every leg (:func:`pusher_blocked`);
+    of those, the shortest, each other clutter point taller than the object's top (``top_z``,
+    m) that the footprint sweeps (a bowl it would shove aside) counting :data:`PUSH_SHOVE_COST` m
+    more. Without clutter, or when no route qualifies (a route may be
+    impossible: the hand then finds out at the descent, :data:`PUSH_TURNS`), :func:`push_route`.
+
+    Returns:
+        ``[goal]`` or ``[corner, goal]`` as float tuples.
+    Raises:
+        ValueError: unknown side.
+    """
+    fallback = push_route(center, goal, radius, box, side, margin)
+    if clutter is None or len(clutter) == 0:
+        return fallback
+    from rpent.robots.libero.skills.clutter import _sample
+
+    c = np.asarray(center[:2], dtype=np.float64)
+    g = np.asarray(goal[:2], dtype=np.float64)
+    p = np.asarray(clutter, dtype=np.float64).reshape(-1, 3)
+    tall = p[p[:, 2] > top_z + 0.005]
+    furniture = tall[~np.isfinite(tall[:, 2])]  # reaching above the cloud's band: not shoved aside
+    tall = tall[np.isfinite(tall[:, 2])]
+    lo = np.minimum(c, g) - PUSH_GRID_REACH
+    hi = np.maximum(c, g) + PUSH_GRID_REACH
+    cands: list[list[tuple[float, float]]] = [[]]
+    for x in np.arange(lo[0], hi[0] + 1e-9, PUSH_GRID):
+        for y in np.arange(lo[1], hi[1] + 1e-9, PUSH_GRID):
+            cands.append([(float(x), float(y))])
+    best: tuple[float, list[tuple[float, float]]] | None = None
+    clearance = float(radius) + float(margin)
+    for corners in cands:
+        pts = [(float(c[0]), float(c[1])), *corners, (float(g[0]), float(g[1]))]
+        legs = list(zip(pts[:-1], pts[1:]))
+        if any(math.hypot(b[0] - a[0], b[1] - a[1]) < 0.02 for a, b in legs):
+            continue
+        length = sum(math.hypot(b[0] - a[0], b[1] - a[1]) for a, b in legs)
+        if best is not None and length >= best[0]:
+            continue
+        if not all(_leg_clear(box, a, b, clearance, step=0.02) for a, b in legs):
+            continue
+        if any(pusher_blocked(p, a, (np.asarray(b) - np.asarray(a)) / math.hypot(b[0] - a[0], b[1] - a[1]), radius,
+                              z_push) for a, b in legs):
+            continue
+        cost = length
+        path = _sample(pts, step=0.02)
+        if len(furniture) and bool((_near(path, furniture) < clearance).any()):
+            continue
+        if len(tall):
+            cost += PUSH_SHOVE_COST * int((_near(path, tall) < clearance).sum())
+        if best is None or cost < best[0]:
+            best = (cost, corners)
+    if best is None:
+        return fallback
+    return [*best[1], (float(g[0]), float(g[1]))]
+
+
 def look_pose(c: Any, radius: float, top_z: float) -> list[float]:
     """Eef position (world, m) from which the agentview camera sees the whole object of centre
     ``c`` (xy) and footprint ``radius``: :data:`PUSH_LOOK_BACK` past its edge on the robot's
@@ -125,8 +324,12 @@ def partial_view(seen: ObjectEstimate, first: ObjectEstimate, frac: float = PUSH
 
 def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
                 relook: Callable[[tuple[float, float]], ObjectEstimate | None] | None = None,
-                max_legs: int = PUSH_MAX_LEGS) -> dict:
-    """Push ``obj`` until its centre is within :data:`PUSH_TOL` of ``goal_xy`` (world, m).
+                max_legs: int = PUSH_MAX_LEGS, via: Sequence[tuple[float, float]] = (),
+                clutter: Callable[[ObjectEstimate], np.ndarray | None] | None = None) -> dict:
+    """Push ``obj`` until its centre is within :data:`PUSH_TOL` of ``goal_xy`` (world, m), by way
+    of the corner points ``via`` (world xy, m; :func:`push_route`) first: each counts as passed
+    within :data:`PUSH_VIA_TOL` or when the push toward it stalls (two legs each less than
+    :data:`PUSH_MIN_PROGRESS` closer); the legs of all of them count against ``max_legs``.
 
     Closed loop, each leg: rise to :data:`PUSH_ABOVE` above the object's top, go above a point
     :data:`PUSH_BACKOFF` behind its edge (opposite the remaining push), come down open to
@@ -138,7 +341,10 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
     descent stops more than :data:`PUSH_BLOCKED` above the push height or
     :data:`PUSH_BLOCKED_XY` from its start (something stands behind the object), the leg is turned by the next of :data:`PUSH_TURNS` and tried from there. It stops when
     the centre is within tolerance, after ``max_legs`` legs, or when two legs in a row each
-    brought it less than :data:`PUSH_MIN_PROGRESS` closer.
+    brought it less than :data:`PUSH_MIN_PROGRESS` closer. ``clutter(estimate)``: optional, the
+    points of what else stands on the table now (``float64[N, 3]``, world, without the object's
+    own), read before the first leg and after each look; the push directions whose hand would
+    come down on clutter (:func:`pusher_blocked`) are tried last.
 
     Returns:
         ``{"success": env predicate, "done": centre within tolerance, "stage", "phases",
@@ -159,16 +365,31 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
     z_push = float(obj.bottom_z + PUSH_HEIGHT)
     z_above = float(obj.top_z + PUSH_ABOVE)
     stuck = 0
+    targets = [np.asarray(v, dtype=np.float64) for v in via] + [goal]
+    cloud = clutter(obj) if clutter is not None else None
     for leg in range(max_legs):
-        rest = goal - c
+        while len(targets) > 1 and float(np.linalg.norm(targets[0] - c)) <= PUSH_VIA_TOL:
+            targets.pop(0)  # corner reached: on toward the next point
+            stuck = 0
+        aim, tol = targets[0], (PUSH_TOL if len(targets) == 1 else PUSH_VIA_TOL)
+        rest = aim - c
         dist = float(np.linalg.norm(rest))
-        if dist <= PUSH_TOL:
+        if dist <= tol:
             return result("push", True)
         u0 = rest / dist
-        for k, off in enumerate(PUSH_TURNS):
+
+        def turned(off: float) -> np.ndarray:
+            return np.array([math.cos(off) * u0[0] - math.sin(off) * u0[1], math.sin(off) * u0[0] + math.cos(off) * u0[1]])
+
+        # where the hand has room first (stable order otherwise)
+        turns = sorted(PUSH_TURNS, key=lambda o: pusher_blocked(cloud, c, turned(o), radius, z_push))
+        if turns != list(PUSH_TURNS):
+            phases.append({"phase": "push turns", "leg": leg, "order": [float(o) for o in turns],
+                           "blocked": [float(o) for o in PUSH_TURNS if pusher_blocked(cloud, c, turned(o), radius, z_push)]})
+        for k, off in enumerate(turns):
             # the straight push first; where the fingers cannot come down behind the object (a
             # neighbour stands there) the push is turned, still gaining cos(turn) per metre
-            u = np.array([math.cos(off) * u0[0] - math.sin(off) * u0[1], math.sin(off) * u0[0] + math.cos(off) * u0[1]])
+            u = turned(off)
             yaw = math.atan2(float(u[1]), float(u[0]))  # closing line (-sin, cos) across the push
             cur = control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"])
             yaw = float(cur + (yaw - cur + math.pi / 2) % math.pi - math.pi / 2)
@@ -223,11 +444,20 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
             seen = relook((float(c[0]), float(c[1])))
             if seen is not None and not partial_view(seen, obj):
                 c, used = np.asarray(seen.center[:2], dtype=np.float64), True
+        if clutter is not None:
+            import dataclasses
+
+            cloud = clutter(dataclasses.replace(obj, center=(float(c[0]), float(c[1]), obj.center[2])))
         phases.append({"phase": "push relook", "leg": leg, "center": [float(c[0]), float(c[1])],
                        "seen": seen is not None, "used": used,
                        **({"seen_extent": [float(seen.major_extent), float(seen.minor_extent)]} if seen is not None else {})})
-        stuck = stuck + 1 if dist - float(np.linalg.norm(goal - c)) < PUSH_MIN_PROGRESS else 0
-        if stuck >= 2:
+        stuck = stuck + 1 if dist - float(np.linalg.norm(aim - c)) < PUSH_MIN_PROGRESS else 0
+        if stuck >= 2 and len(targets) > 1:
+            phases.append({"phase": "push corner stalled", "leg": leg, "corner": [float(aim[0]), float(aim[1])],
+                           "off": float(np.linalg.norm(aim - c))})
+            targets.pop(0)  # the push toward the corner stalled short of it: on toward the next point
+            stuck = 0
+        elif stuck >= 2:
             dist = float(np.linalg.norm(goal - c))
             return result("push", dist <= PUSH_TOL, f"object {dist:.3f} m from its goal: the last two legs "
                           f"moved it less than {PUSH_MIN_PROGRESS} m closer each")
