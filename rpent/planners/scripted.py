@@ -431,14 +431,12 @@ class ScriptedPlanner:
             return clutter_mod.clutter_points(clutter_mod.scene_points(call, est.bottom_z, float(eef[2])), est,
                                               base_xy=ROBOT_BASE_XY)
 
-        # round the reference, not into it (its box from its support surface, push.reference_box), with room
-        # for the hand behind the object at the start of each leg
-        radius = max(obj.major_extent, obj.minor_extent) / 2.0
-        route = push.plan_push_route(obj.center[:2], (gx, gy), radius, push.reference_box(ref), goal.side,
-                                     clutter(obj), obj.bottom_z + push.PUSH_HEIGHT, obj.top_z)
+        # round the reference, not into it (its box from its support surface, push.reference_box)
+        route = push.push_route(obj.center[:2], (gx, gy), max(obj.major_extent, obj.minor_extent) / 2.0,
+                                push.reference_box(ref), goal.side)
         if len(route) > 1:
-            say(f"A straight push would run the {goal.object_phrase} into the {goal.target_phrase} or leave no room for "
-                f"the hand behind it: pushing it to ({route[0][0]:.3f}, {route[0][1]:.3f}) first, then on to its goal.")
+            say(f"A straight push would run the {goal.object_phrase} into the {goal.target_phrase}: pushing it to "
+                f"({route[0][0]:.3f}, {route[0][1]:.3f}) first, then on to its goal.")
         def relook(predicted):
             """The instance nearest where the object should be now; the only instance of its
             kind wherever it is; None when several are and none lies within 0.12 m."""

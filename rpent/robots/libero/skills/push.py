@@ -28,7 +28,7 @@ from rpent.robots.libero.skills.layout import extent_along
 from rpent.robots.libero.skills.motion import Executor
 
 __all__ = ["PUSH_SIDES", "PUSH_GAP", "push_goal", "push_object", "look_pose", "partial_view", "reference_box",
-           "push_route", "pusher_blocked", "plan_push_route"]
+           "push_route", "pusher_blocked"]
 
 #: unit xy direction of each side of a reference, for pushing (see the module docstring).
 PUSH_SIDES = {"front": (1.0, 0.0), "back": (-1.0, 0.0), "left": (0.0, -1.0), "right": (0.0, 1.0)}
@@ -108,13 +108,14 @@ PUSH_HAND_HALF = 0.09
 #: them stopped on the cabinet's edge, 4.6 cm short, and then slid over the plate's rim).
 PUSH_ROOM_RISE = 0.03
 PUSH_ROOM_CLEAR = 0.015
-#: a detour is charged this much (m of extra path) per clutter point its object sweeps (taller
-#: than the object: a bowl shoved along), so it goes round light clutter where it can.
-PUSH_SHOVE_COST = 0.003
-#: corner candidates of :func:`plan_push_route`: a grid of this pitch (m) reaching this far (m)
-#: beyond the start and the goal.
-PUSH_GRID = 0.02
-PUSH_GRID_REACH = 0.25
+#: where the point cloud shows no room for the hand (:func:`pusher_blocked`), a descent that
+#: ends this far (m, xy) from its start already counts as blocked (instead of
+#: :data:`PUSH_BLOCKED_XY`): the fingers stopped 4.6 cm short on the cabinet's edge there.
+PUSH_BLOCKED_XY_NO_ROOM = 0.02
+#: a push whose object was last seen with its top this much (m) higher than at the start, and
+#: that did not satisfy the task, says so: the object rides on something (a plate's top rose
+#: 3.3-4.3 cm where it lay tilted on the cream cheese, goal_swap t5 seed 1).
+PUSH_RIDE_UP = 0.012
 
 
 def push_goal(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> tuple[float, float]:
@@ -205,8 +206,9 @@ def push_route(center: Any, goal: Any, radius: float, box: tuple[float, float, f
 
 
 def _hand_segment(c: Any, u: Any, radius: float) -> tuple[np.ndarray, np.ndarray]:
-    """The hand's line across the push where the fingers come down behind an object of centre
-    ``c`` and footprint ``radius`` pushed along unit ``u`` (xy, m): its two ends."""
+    """The hand's line where the fingers come down behind an object of centre ``c`` and
+    footprint ``radius`` pushed along unit ``u`` (xy, m): its two ends, :data:`PUSH_HAND_HALF`
+    each side of the eef across the push (the fingers spread across it)."""
     c = np.asarray(c[:2], dtype=np.float64)
     u = np.asarray(u, dtype=np.float64)
     s = c - u * (radius + _backoff(c, u, radius))
@@ -226,7 +228,7 @@ def pusher_blocked(clutter: np.ndarray | None, c: Any, u: Any, radius: float, z_
     :func:`~rpent.robots.libero.skills.clutter.clutter_points`) stands where the hand comes down
     to push the object of centre ``c`` and footprint ``radius`` along unit ``u``: a point more
     than :data:`PUSH_ROOM_RISE` above ``z_push`` (the eef's push height, m) within
-    :data:`PUSH_ROOM_CLEAR` of the hand's line there (:data:`PUSH_HAND_HALF` each side)."""
+    :data:`PUSH_ROOM_CLEAR` of the hand's line there (:func:`_hand_segment`)."""
     if clutter is None or len(clutter) == 0:
         return False
     p = np.asarray(clutter, dtype=np.float64).reshape(-1, 3)
@@ -235,75 +237,6 @@ def pusher_blocked(clutter: np.ndarray | None, c: Any, u: Any, radius: float, z_
         return False
     a, b = _hand_segment(c, u, radius)
     return bool((_segment_distance(p, a, b) < PUSH_ROOM_CLEAR).any())
-
-
-def _near(path: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """For each of ``points`` (N, >=2), its least xy distance (m) to the sampled ``path`` (M, 2)."""
-    return np.hypot(path[:, None, 0] - points[None, :, 0], path[:, None, 1] - points[None, :, 1]).min(axis=0)
-
-
-def plan_push_route(center: Any, goal: Any, radius: float, box: tuple[float, float, float, float], side: str,
-                    clutter: np.ndarray | None, z_push: float, top_z: float,
-                    margin: float = PUSH_ROUTE_MARGIN) -> list[tuple[float, float]]:
-    """Waypoints (world xy, m) for the pushed object's centre, ending at ``goal``, chosen with
-    the clutter in view: straight or by way of one corner on a :data:`PUSH_GRID` grid round
-    the start and the goal, such that the object's footprint (``radius`` + ``margin``) keeps
-    off the reference's ``box`` and off clutter of unknown height (z = ``inf``: furniture
-    reaching above the cloud's band, like a wine rack or a cabinet) on every leg, and the hand
-    has room to come down behind the object at the start of every leg (:func:`pusher_blocked`);
-    of those, the shortest, each other clutter point taller than the object's top (``top_z``,
-    m) that the footprint sweeps (a bowl it would shove aside) counting :data:`PUSH_SHOVE_COST` m
-    more. Without clutter, or when no route qualifies (a route may be
-    impossible: the hand then finds out at the descent, :data:`PUSH_TURNS`), :func:`push_route`.
-
-    Returns:
-        ``[goal]`` or ``[corner, goal]`` as float tuples.
-    Raises:
-        ValueError: unknown side.
-    """
-    fallback = push_route(center, goal, radius, box, side, margin)
-    if clutter is None or len(clutter) == 0:
-        return fallback
-    from rpent.robots.libero.skills.clutter import _sample
-
-    c = np.asarray(center[:2], dtype=np.float64)
-    g = np.asarray(goal[:2], dtype=np.float64)
-    p = np.asarray(clutter, dtype=np.float64).reshape(-1, 3)
-    tall = p[p[:, 2] > top_z + 0.005]
-    furniture = tall[~np.isfinite(tall[:, 2])]  # reaching above the cloud's band: not shoved aside
-    tall = tall[np.isfinite(tall[:, 2])]
-    lo = np.minimum(c, g) - PUSH_GRID_REACH
-    hi = np.maximum(c, g) + PUSH_GRID_REACH
-    cands: list[list[tuple[float, float]]] = [[]]
-    for x in np.arange(lo[0], hi[0] + 1e-9, PUSH_GRID):
-        for y in np.arange(lo[1], hi[1] + 1e-9, PUSH_GRID):
-            cands.append([(float(x), float(y))])
-    best: tuple[float, list[tuple[float, float]]] | None = None
-    clearance = float(radius) + float(margin)
-    for corners in cands:
-        pts = [(float(c[0]), float(c[1])), *corners, (float(g[0]), float(g[1]))]
-        legs = list(zip(pts[:-1], pts[1:]))
-        if any(math.hypot(b[0] - a[0], b[1] - a[1]) < 0.02 for a, b in legs):
-            continue
-        length = sum(math.hypot(b[0] - a[0], b[1] - a[1]) for a, b in legs)
-        if best is not None and length >= best[0]:
-            continue
-        if not all(_leg_clear(box, a, b, clearance, step=0.02) for a, b in legs):
-            continue
-        if any(pusher_blocked(p, a, (np.asarray(b) - np.asarray(a)) / math.hypot(b[0] - a[0], b[1] - a[1]), radius,
-                              z_push) for a, b in legs):
-            continue
-        cost = length
-        path = _sample(pts, step=0.02)
-        if len(furniture) and bool((_near(path, furniture) < clearance).any()):
-            continue
-        if len(tall):
-            cost += PUSH_SHOVE_COST * int((_near(path, tall) < clearance).sum())
-        if best is None or cost < best[0]:
-            best = (cost, corners)
-    if best is None:
-        return fallback
-    return [*best[1], (float(g[0]), float(g[1]))]
 
 
 def look_pose(c: Any, radius: float, top_z: float) -> list[float]:
@@ -343,8 +276,9 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
     the centre is within tolerance, after ``max_legs`` legs, or when two legs in a row each
     brought it less than :data:`PUSH_MIN_PROGRESS` closer. ``clutter(estimate)``: optional, the
     points of what else stands on the table now (``float64[N, 3]``, world, without the object's
-    own), read before the first leg and after each look; the push directions whose hand would
-    come down on clutter (:func:`pusher_blocked`) are tried last.
+    own), read before the first leg and after each look: where they leave no room for the hand
+    (:func:`pusher_blocked`), a descent that ends :data:`PUSH_BLOCKED_XY_NO_ROOM` from its start
+    already counts as blocked, and the reason for giving up says for how many directions.
 
     Returns:
         ``{"success": env predicate, "done": centre within tolerance, "stage", "phases",
@@ -356,7 +290,14 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
     def over() -> bool:
         return control.episode_over(ex.current_state())
 
+    last_top = [float(obj.top_z)]  # the top of the object as last seen (m)
+
     def result(stage: str, done: bool, reason: str | None = None) -> dict:
+        rise = last_top[0] - float(obj.top_z)
+        if reason is None and not ex.current_state().get("success") and rise > PUSH_RIDE_UP:
+            # (goal_swap t5 seed 1: the plate ended at its goal propped on the cream cheese standing there)
+            reason = (f"the object ends {rise:.3f} m higher than it started (tilted on something standing at "
+                      "its goal, or on top of it)")
         return {**_result(ex, phases, stage, done, reason), "center": [float(c[0]), float(c[1])]}
 
     c = np.asarray(obj.center[:2], dtype=np.float64)
@@ -381,12 +322,9 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
         def turned(off: float) -> np.ndarray:
             return np.array([math.cos(off) * u0[0] - math.sin(off) * u0[1], math.sin(off) * u0[0] + math.cos(off) * u0[1]])
 
-        # where the hand has room first (stable order otherwise)
-        turns = sorted(PUSH_TURNS, key=lambda o: pusher_blocked(cloud, c, turned(o), radius, z_push))
-        if turns != list(PUSH_TURNS):
-            phases.append({"phase": "push turns", "leg": leg, "order": [float(o) for o in turns],
-                           "blocked": [float(o) for o in PUSH_TURNS if pusher_blocked(cloud, c, turned(o), radius, z_push)]})
-        for k, off in enumerate(turns):
+        # where the point cloud shows no room for the hand, a descent that ends short counts as blocked sooner
+        room = {o: not pusher_blocked(cloud, c, turned(o), radius, z_push) for o in PUSH_TURNS}
+        for k, off in enumerate(PUSH_TURNS):
             # the straight push first; where the fingers cannot come down behind the object (a
             # neighbour stands there) the push is turned, still gaining cos(turn) per metre
             u = turned(off)
@@ -412,7 +350,7 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
                 return result("push descend", bool(ex.current_state().get("success")), str(r.get("error", "")) or None)
             now = control.robot_state(ex.current_state())["eef_pos"]
             z_now, off_xy = float(now[2]), float(np.hypot(now[0] - start[0], now[1] - start[1]))
-            if z_now <= z_push + PUSH_BLOCKED and off_xy <= PUSH_BLOCKED_XY:
+            if z_now <= z_push + PUSH_BLOCKED and off_xy <= (PUSH_BLOCKED_XY if room[off] else PUSH_BLOCKED_XY_NO_ROOM):
                 break
             phases.append({"phase": "push start blocked", "leg": leg, "turn": float(off), "eef_z": z_now, "z_push": z_push,
                            "off_start_xy": off_xy})
@@ -422,7 +360,10 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
             if k == len(PUSH_TURNS) - 1:
                 return result("push descend", bool(ex.current_state().get("success")),
                               f"the fingers could not come down behind the object (the last try stopped {z_now - z_push:.3f} m "
-                              f"high, {off_xy:.3f} m from its start; {len(PUSH_TURNS)} push directions tried)")
+                              f"high, {off_xy:.3f} m from its start; {len(PUSH_TURNS)} push directions tried"
+                              + (f"; the point cloud showed something standing where the hand comes down for "
+                                 f"{sum(not v for v in room.values())} of them" if cloud is not None and len(cloud)
+                                 else "") + ")")
         r = run("push", "move_to", xyz=[float(end[0]), float(end[1]), z_push], gripper=control.GRIPPER_OPEN,
                 target_yaw=yaw, step_clip=0.015, tol=0.008, max_steps=int(30 + (step + PUSH_BACKOFF) / 0.005))
         if "error" in r or over():
@@ -444,6 +385,7 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
             seen = relook((float(c[0]), float(c[1])))
             if seen is not None and not partial_view(seen, obj):
                 c, used = np.asarray(seen.center[:2], dtype=np.float64), True
+                last_top[0] = float(seen.top_z)
         if clutter is not None:
             import dataclasses
 
