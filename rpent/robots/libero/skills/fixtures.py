@@ -14,7 +14,10 @@ joint axis, part origin, handle centre, part box; :meth:`LiberoSim.fixture_parts
   drawer's front face back along ``+axis`` with the closed gripper pointing down, its
   fingers closing across the push;
   :func:`open_drawer` grips the handle bar with the gripper pointing horizontally at the
-  drawer and pulls.
+  drawer and pulls, closed-loop on the joint, to within :data:`DRAWER_OPEN_MARGIN` of its
+  range's open end; a pull held back goes on with the closed fingers hooked inside the drawer's
+  front from above, a hand that slipped grips the handle again (:func:`pull_verdict`,
+  :func:`next_hold`, :func:`hook_plan`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from rpent.robots.libero import control
 from rpent.robots.libero.skills.grasp import ROBOT_BASE_XY
 from rpent.robots.libero.skills.motion import Executor, xy_waypoints
 
-__all__ = ["KNOB_ON", "turn_knob", "close_drawer", "drawer_push_plan", "open_drawer", "open_direction", "part_by_words"]
+__all__ = ["KNOB_ON", "turn_knob", "knob_push_verdict", "close_drawer", "drawer_push_plan", "open_drawer",
+           "open_direction", "open_amount", "open_goal", "pull_verdict", "next_hold", "hook_plan", "part_by_words"]
 
 #: qpos (rad) at which LIBERO's flat stove counts as on (``default_turnon_ranges`` minimum).
 KNOB_ON = 0.5
@@ -127,7 +131,10 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
     own angle about the axis with 3 cm per-step clips (a saturated action), re-reading the
     joint (``read_part``) after each short push until it is past :data:`KNOB_ON` + 0.15
     (on) or below 0.005 (off); a gripper that slid off the grip (3 cm outside the push
-    radius, or 2.5 cm above the push height) comes down again (the next attempt).
+    radius), rides on it (:data:`KNOB_RIDE` above the push height) or no longer turns it
+    (:func:`knob_push_verdict`) comes down again (the next attempt, from where the knob is
+    now). Each descent turns the hand to the radial yaw nearest the wrist's neutral 0 (the one
+    nearest the current yaw swung the arm 24 cm away on libero_goal_swap t7).
 
     Args:
         part: the knob part (``view_fixtures``); read_part: returns its current dict.
