@@ -245,3 +245,22 @@ def test_book_into_the_back_compartment_of_the_caddy_episode(tmp_path):
     assert any(c["name"] == "segment" and c["input"].get("prompt") == "caddy" and c["input"].get("camera") == "wrist"
                for c in calls)
     assert any(c["name"] == "rotate_wrist" and c["input"].get("gripper") == 1.0 for c in calls)
+
+
+@pytest.mark.slow
+def test_drawer_pull_held_back_goes_on_with_a_hook_episode(tmp_path):
+    tr = _episode(tmp_path, "libero_goal_swap", 0)  # "open the middle layer of the drawer": the stove is behind the hand
+    calls = [c for m in tr["messages"] if m["role"] == "assistant" for c in m["content"] if c["type"] == "tool_use"]
+    # after the horizontal grip (pitch -pi/2), a pull pointing down (pitch 0) at yaw -/+pi/2: the hook
+    pitched = [i for i, c in enumerate(calls) if c["name"] == "move_pose" and abs(c["input"].get("target_pitch", 0)) > 1]
+    hooked = [i for i, c in enumerate(calls) if c["name"] == "move_pose" and c["input"].get("target_pitch") == 0.0
+              and abs(abs(c["input"].get("target_yaw", 0.0)) - math.pi / 2) < 1e-6]
+    assert pitched and hooked and min(hooked) > min(pitched)
+
+
+@pytest.mark.slow
+def test_turn_on_the_stove_far_from_the_robot_episode(tmp_path):
+    tr = _episode(tmp_path, "libero_goal_swap", 7)  # "turn on the stove": the knob ~0.62 m in front of the base
+    knob = [c for m in tr["messages"] if m["role"] == "tool" and m.get("name") == "view_fixtures"
+            for c in [m["content"]["fixtures"].get("flat_stove_1", [{}])[0]]]
+    assert knob and knob[0]["qpos"] < 0.5
