@@ -420,17 +420,6 @@ class ScriptedPlanner:
         gx, gy = push.push_goal(ref, obj, goal.side)
         say(f"{goal.describe()}: the {goal.object_phrase} is at ({obj.center[0]:.3f}, {obj.center[1]:.3f}), the "
             f"{goal.target_phrase} at ({ref.center[0]:.3f}, {ref.center[1]:.3f}); pushing it to ({gx:.3f}, {gy:.3f}).")
-        from rpent.robots.libero.skills import clutter as clutter_mod
-        from rpent.robots.libero.skills.grasp import ROBOT_BASE_XY
-
-        def clutter(est):
-            """What else stands on the table now (one back_project point cloud), without ``est``'s own points."""
-            eef = _ToolExecutor(call).current_state().get("robot0_eef_pos")
-            if eef is None:
-                return None
-            return clutter_mod.clutter_points(clutter_mod.scene_points(call, est.bottom_z, float(eef[2])), est,
-                                              base_xy=ROBOT_BASE_XY)
-
         # round the reference, not into it (its box from its support surface, push.reference_box)
         route = push.push_route(obj.center[:2], (gx, gy), max(obj.major_extent, obj.minor_extent) / 2.0,
                                 push.reference_box(ref), goal.side)
@@ -450,7 +439,7 @@ class ScriptedPlanner:
             return best.est
 
         return push.push_object(_ToolExecutor(call), obj, (gx, gy), relook=relook, via=route[:-1],
-                                max_legs=push.PUSH_MAX_LEGS + push.PUSH_VIA_LEGS * (len(route) - 1), clutter=clutter)
+                                max_legs=push.PUSH_MAX_LEGS + push.PUSH_VIA_LEGS * (len(route) - 1))
 
     @staticmethod
     def _go_home(call, home) -> None:

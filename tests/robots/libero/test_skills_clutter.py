@@ -94,9 +94,12 @@ def test_carry_route_keeps_the_margin_it_starts_with():
     # an object picked from 4 cm beside a tall wall, carried along it: not a detour
     wall = _box_points(-0.3, 0.3, 0.10, 0.11, 0.92, 1.11)
     wall[wall[:, 2] >= 1.10, 2] = np.inf
-    corners, z = carry_route(wall, (-0.2, 0.05), (0.2, 0.05), 0.01, 0.95, 1.24)
+    assert path_clearance(wall, [(-0.2, 0.05), (-0.2, 0.05)], 0.95) < 0.04 + CARRY_MARGIN  # closer than wanted
+    corners, z = carry_route(wall, (-0.2, 0.05), (0.2, 0.05), 0.04, 0.95, 1.24)
     assert corners == [] and z == pytest.approx(0.95)
-    assert CARRY_MARGIN > 0.04 - 0.01 - 0.01  # (the wall is closer than radius + margin)
+    # ...nor one set down closer to it (2 cm) than it starts: the goal's own clearance sets what is wanted
+    corners, z = carry_route(wall, (-0.2, 0.05), (0.2, 0.08), 0.04, 0.95, 1.24)
+    assert corners == [] and z == pytest.approx(0.95)
 
 
 def test_scene_points_reads_one_back_project_cloud():

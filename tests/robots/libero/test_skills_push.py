@@ -157,33 +157,3 @@ def test_push_route_to_the_right_side():
     # from its front-right already: straight
     assert push_route((0.35, 0.4), (0.1, 0.35), 0.05, box, "right") == [pytest.approx((0.1, 0.35))]
 
-
-def _wall(x0, x1, y0, y1, z0=0.92, z1=1.05, step=0.01):
-    import numpy as np
-
-    xs, ys, zs = (np.arange(a, b + 1e-9, step) for a, b in ((x0, x1), (y0, y1), (z0, z1)))
-    return np.stack(np.meshgrid(xs, ys, zs, indexing="ij"), axis=-1).reshape(-1, 3)
-
-
-def test_pusher_room_from_the_point_cloud():
-    import numpy as np
-
-    from rpent.robots.libero.skills.push import PUSH_HAND_HALF, PUSH_ROOM_CLEAR, PUSH_ROOM_RISE, pusher_blocked
-
-    z_push = 0.923
-    c, u, r = (-0.06, -0.04), np.array([0.0, 1.0]), 0.053  # pushing the plate +y; the hand comes down at y -0.148
-    assert not pusher_blocked(None, c, u, r, z_push)
-    assert not pusher_blocked(np.zeros((0, 3)), c, u, r, z_push)
-    # a cabinet to the right behind it (x >= -0.03), as tall as the hand: the spread hand's end
-    # (x -0.06 + 0.09) meets it (goal_swap t5 seed 0: the fingers stopped on its edge)
-    cabinet = _wall(-0.03 + PUSH_ROOM_CLEAR - 0.005, 0.15, -0.33, -0.10)
-    assert pusher_blocked(cabinet, c, u, r, z_push)
-    # ...pushing -y instead, the hand comes down on the other side, clear of it
-    assert not pusher_blocked(cabinet, (-0.06, 0.2), -u, r, z_push)
-    # low clutter (under the rise) does not count
-    low = cabinet.copy()
-    low[:, 2] = z_push + PUSH_ROOM_RISE - 0.005
-    assert not pusher_blocked(low, c, u, r, z_push)
-    # beyond the hand's end plus the clearance: room
-    edge = -0.06 + PUSH_HAND_HALF + PUSH_ROOM_CLEAR + 0.005
-    assert not pusher_blocked(_wall(edge, 0.15, -0.33, -0.10), c, u, r, z_push)

@@ -28,7 +28,7 @@ from rpent.robots.libero.skills.layout import extent_along
 from rpent.robots.libero.skills.motion import Executor
 
 __all__ = ["PUSH_SIDES", "PUSH_GAP", "push_goal", "push_object", "look_pose", "partial_view", "reference_box",
-           "push_route", "pusher_blocked"]
+           "push_route"]
 
 #: unit xy direction of each side of a reference, for pushing (see the module docstring).
 PUSH_SIDES = {"front": (1.0, 0.0), "back": (-1.0, 0.0), "left": (0.0, -1.0), "right": (0.0, 1.0)}
@@ -98,20 +98,6 @@ PUSH_VIA_TOL = 0.03
 #: extra legs (beyond :data:`PUSH_MAX_LEGS`) allowed per corner of a detour (goal_swap t5 seed 0:
 #: two legs to the corner, then 4-5 on to the goal).
 PUSH_VIA_LEGS = 2
-#: half length (m) of the hand across the push where the fingers come down (the Panda hand is
-#: 0.21 m along its closing line; its ends are ~5 cm above the fingertips), for
-#: :func:`pusher_blocked`.
-PUSH_HAND_HALF = 0.09
-#: clutter points higher than this (m) above the push height, within :data:`PUSH_ROOM_CLEAR`
-#: (m, xy) of the hand's line where the fingers come down, leave no room for them (goal_swap t5
-#: seed 0: the plate pushed to in front of the cabinet, the fingers meant to come down between
-#: them stopped on the cabinet's edge, 4.6 cm short, and then slid over the plate's rim).
-PUSH_ROOM_RISE = 0.03
-PUSH_ROOM_CLEAR = 0.015
-#: where the point cloud shows no room for the hand (:func:`pusher_blocked`), a descent that
-#: ends this far (m, xy) from its start already counts as blocked (instead of
-#: :data:`PUSH_BLOCKED_XY`): the fingers stopped 4.6 cm short on the cabinet's edge there.
-PUSH_BLOCKED_XY_NO_ROOM = 0.02
 #: a push whose object was last seen with its top this much (m) higher than at the start, and
 #: that did not satisfy the task, says so: the object rides on something (a plate's top rose
 #: 3.3-4.3 cm where it lay tilted on the cream cheese, goal_swap t5 seed 1).
@@ -205,40 +191,6 @@ def push_route(center: Any, goal: Any, radius: float, box: tuple[float, float, f
     return [g]
 
 
-def _hand_segment(c: Any, u: Any, radius: float) -> tuple[np.ndarray, np.ndarray]:
-    """The hand's line where the fingers come down behind an object of centre ``c`` and
-    footprint ``radius`` pushed along unit ``u`` (xy, m): its two ends, :data:`PUSH_HAND_HALF`
-    each side of the eef across the push (the fingers spread across it)."""
-    c = np.asarray(c[:2], dtype=np.float64)
-    u = np.asarray(u, dtype=np.float64)
-    s = c - u * (radius + _backoff(c, u, radius))
-    n = np.array([-u[1], u[0]])
-    return s - n * PUSH_HAND_HALF, s + n * PUSH_HAND_HALF
-
-
-def _segment_distance(points: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """xy distance (m) of each of ``points`` (N, >=2) to the segment ``a`` -> ``b``."""
-    ab = b - a
-    t = np.clip(((points[:, :2] - a) @ ab) / max(float(ab @ ab), 1e-12), 0.0, 1.0)
-    return np.linalg.norm(points[:, :2] - (a + t[:, None] * ab), axis=1)
-
-
-def pusher_blocked(clutter: np.ndarray | None, c: Any, u: Any, radius: float, z_push: float) -> bool:
-    """True when clutter (``float64[N, 3]`` world points without the pushed object's own,
-    :func:`~rpent.robots.libero.skills.clutter.clutter_points`) stands where the hand comes down
-    to push the object of centre ``c`` and footprint ``radius`` along unit ``u``: a point more
-    than :data:`PUSH_ROOM_RISE` above ``z_push`` (the eef's push height, m) within
-    :data:`PUSH_ROOM_CLEAR` of the hand's line there (:func:`_hand_segment`)."""
-    if clutter is None or len(clutter) == 0:
-        return False
-    p = np.asarray(clutter, dtype=np.float64).reshape(-1, 3)
-    p = p[p[:, 2] > z_push + PUSH_ROOM_RISE]
-    if len(p) == 0:
-        return False
-    a, b = _hand_segment(c, u, radius)
-    return bool((_segment_distance(p, a, b) < PUSH_ROOM_CLEAR).any())
-
-
 def look_pose(c: Any, radius: float, top_z: float) -> list[float]:
     """Eef position (world, m) from which the agentview camera sees the whole object of centre
     ``c`` (xy) and footprint ``radius``: :data:`PUSH_LOOK_BACK` past its edge on the robot's
@@ -257,8 +209,7 @@ def partial_view(seen: ObjectEstimate, first: ObjectEstimate, frac: float = PUSH
 
 def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
                 relook: Callable[[tuple[float, float]], ObjectEstimate | None] | None = None,
-                max_legs: int = PUSH_MAX_LEGS, via: Sequence[tuple[float, float]] = (),
-                clutter: Callable[[ObjectEstimate], np.ndarray | None] | None = None) -> dict:
+                max_legs: int = PUSH_MAX_LEGS, via: Sequence[tuple[float, float]] = ()) -> dict:
     """Push ``obj`` until its centre is within :data:`PUSH_TOL` of ``goal_xy`` (world, m), by way
     of the corner points ``via`` (world xy, m; :func:`push_route`) first: each counts as passed
     within :data:`PUSH_VIA_TOL` or when the push toward it stalls (two legs each less than
@@ -274,11 +225,8 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
     descent stops more than :data:`PUSH_BLOCKED` above the push height or
     :data:`PUSH_BLOCKED_XY` from its start (something stands behind the object), the leg is turned by the next of :data:`PUSH_TURNS` and tried from there. It stops when
     the centre is within tolerance, after ``max_legs`` legs, or when two legs in a row each
-    brought it less than :data:`PUSH_MIN_PROGRESS` closer. ``clutter(estimate)``: optional, the
-    points of what else stands on the table now (``float64[N, 3]``, world, without the object's
-    own), read before the first leg and after each look: where they leave no room for the hand
-    (:func:`pusher_blocked`), a descent that ends :data:`PUSH_BLOCKED_XY_NO_ROOM` from its start
-    already counts as blocked, and the reason for giving up says for how many directions.
+    brought it less than :data:`PUSH_MIN_PROGRESS` closer. A push that did not satisfy the task
+    and last saw the object more than :data:`PUSH_RIDE_UP` higher than at the start says so.
 
     Returns:
         ``{"success": env predicate, "done": centre within tolerance, "stage", "phases",
@@ -307,7 +255,6 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
     z_above = float(obj.top_z + PUSH_ABOVE)
     stuck = 0
     targets = [np.asarray(v, dtype=np.float64) for v in via] + [goal]
-    cloud = clutter(obj) if clutter is not None else None
     for leg in range(max_legs):
         while len(targets) > 1 and float(np.linalg.norm(targets[0] - c)) <= PUSH_VIA_TOL:
             targets.pop(0)  # corner reached: on toward the next point
@@ -322,8 +269,6 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
         def turned(off: float) -> np.ndarray:
             return np.array([math.cos(off) * u0[0] - math.sin(off) * u0[1], math.sin(off) * u0[0] + math.cos(off) * u0[1]])
 
-        # where the point cloud shows no room for the hand, a descent that ends short counts as blocked sooner
-        room = {o: not pusher_blocked(cloud, c, turned(o), radius, z_push) for o in PUSH_TURNS}
         for k, off in enumerate(PUSH_TURNS):
             # the straight push first; where the fingers cannot come down behind the object (a
             # neighbour stands there) the push is turned, still gaining cos(turn) per metre
@@ -350,7 +295,7 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
                 return result("push descend", bool(ex.current_state().get("success")), str(r.get("error", "")) or None)
             now = control.robot_state(ex.current_state())["eef_pos"]
             z_now, off_xy = float(now[2]), float(np.hypot(now[0] - start[0], now[1] - start[1]))
-            if z_now <= z_push + PUSH_BLOCKED and off_xy <= (PUSH_BLOCKED_XY if room[off] else PUSH_BLOCKED_XY_NO_ROOM):
+            if z_now <= z_push + PUSH_BLOCKED and off_xy <= PUSH_BLOCKED_XY:
                 break
             phases.append({"phase": "push start blocked", "leg": leg, "turn": float(off), "eef_z": z_now, "z_push": z_push,
                            "off_start_xy": off_xy})
@@ -360,10 +305,7 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
             if k == len(PUSH_TURNS) - 1:
                 return result("push descend", bool(ex.current_state().get("success")),
                               f"the fingers could not come down behind the object (the last try stopped {z_now - z_push:.3f} m "
-                              f"high, {off_xy:.3f} m from its start; {len(PUSH_TURNS)} push directions tried"
-                              + (f"; the point cloud showed something standing where the hand comes down for "
-                                 f"{sum(not v for v in room.values())} of them" if cloud is not None and len(cloud)
-                                 else "") + ")")
+                              f"high, {off_xy:.3f} m from its start; {len(PUSH_TURNS)} push directions tried)")
         r = run("push", "move_to", xyz=[float(end[0]), float(end[1]), z_push], gripper=control.GRIPPER_OPEN,
                 target_yaw=yaw, step_clip=0.015, tol=0.008, max_steps=int(30 + (step + PUSH_BACKOFF) / 0.005))
         if "error" in r or over():
@@ -386,10 +328,6 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
             if seen is not None and not partial_view(seen, obj):
                 c, used = np.asarray(seen.center[:2], dtype=np.float64), True
                 last_top[0] = float(seen.top_z)
-        if clutter is not None:
-            import dataclasses
-
-            cloud = clutter(dataclasses.replace(obj, center=(float(c[0]), float(c[1]), obj.center[2])))
         phases.append({"phase": "push relook", "leg": leg, "center": [float(c[0]), float(c[1])],
                        "seen": seen is not None, "used": used,
                        **({"seen_extent": [float(seen.major_extent), float(seen.minor_extent)]} if seen is not None else {})})
