@@ -133,8 +133,10 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
     (on) or below 0.005 (off); a gripper that slid off the grip (3 cm outside the push
     radius), rides on it (:data:`KNOB_RIDE` above the push height) or no longer turns it
     (:func:`knob_push_verdict`) comes down again (the next attempt, from where the knob is
-    now). Each descent turns the hand to the radial yaw nearest the wrist's neutral 0 (the one
-    nearest the current yaw swung the arm 24 cm away on libero_goal_swap t7).
+    now). Each descent turns the hand to the radial yaw nearest the current one; a turn that
+    leaves the gripper more than :data:`KNOB_SWING` from where it should be (the wrist could
+    not turn that way: the arm swung 24 cm away on libero_goal_swap t7) is made the other way
+    round, a half turn away.
 
     Args:
         part: the knob part (``view_fixtures``); read_part: returns its current dict.
@@ -167,15 +169,29 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
         want = angle - math.pi / 2
         return float(cur + (want - cur + math.pi / 2) % math.pi - math.pi / 2)
 
+    def swung(goal: list[float]) -> bool:
+        """True when the gripper stands more than :data:`KNOB_SWING` (xy) from ``goal``."""
+        pos = control.robot_state(ex.current_state())["eef_pos"]
+        return math.hypot(float(pos[0]) - goal[0], float(pos[1]) - goal[1]) > KNOB_SWING
+
     def descend(angle: float, phase: str) -> bool | None:
         """Come down at ``angle``; True when it reached z_push, False when it stopped on the
         grip, None when the episode ended or a move failed."""
         if not travel(phase, at(angle, top + 0.05), control.GRIPPER_CLOSE, max_steps=120):
             return None
-        # the yaw nearest the wrist's neutral 0 (the one nearest the current yaw was -3.04 rad from
-        # -1.55 on goal_swap t7: the arm swung 24 cm away while turning and came down there)
-        run(phase, "move_to", xyz=at(angle, top + 0.05), gripper=control.GRIPPER_CLOSE,
-            target_yaw=radial_yaw(angle, near=0.0), max_steps=40)
+        yaw = radial_yaw(angle)
+        run(phase, "move_to", xyz=at(angle, top + 0.05), gripper=control.GRIPPER_CLOSE, target_yaw=yaw, max_steps=40)
+        if swung(at(angle, top + 0.05)):
+            # the wrist could not turn that way (goal_swap t7: -3.04 rad from -1.55, the arm swung
+            # 24 cm away and came down there): the other radial yaw, a half turn away
+            phases.append({"phase": phase, "swung": [float(v) for v in control.robot_state(ex.current_state())["eef_pos"]]})
+            if not travel(phase, at(angle, top + 0.05), control.GRIPPER_CLOSE, max_steps=120,
+                          target_yaw=yaw - math.copysign(math.pi, yaw)):
+                return None
+            run(phase, "move_to", xyz=at(angle, top + 0.05), gripper=control.GRIPPER_CLOSE,
+                target_yaw=yaw - math.copysign(math.pi, yaw), max_steps=40)
+            if swung(at(angle, top + 0.05)):
+                return None
         run(phase, "move_to", xyz=at(angle, z_push), gripper=control.GRIPPER_CLOSE, step_clip=0.015, max_steps=50)
         if control.episode_over(ex.current_state()):
             return None
@@ -244,6 +260,9 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
             "qpos": qpos, "grip_angle": grip}
 
 
+#: how far (m, xy) from its goal a turn of the wrist may leave the gripper before the turn counts as
+#: one the wrist cannot make (the arm swung 24 cm away: libero_goal_swap t7, -3.04 rad from -1.55).
+KNOB_SWING = 0.04
 #: how far (m) above the push height the gripper may ride before it counts as on top of the grip
 #: (pushing the side it stays within ~1 cm; riding the grip's top edge it stood 1.7-2.1 cm higher
 #: and dragged the knob back: libero_goal_swap t7, seed 0).
