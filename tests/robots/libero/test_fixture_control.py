@@ -3,7 +3,8 @@ verdicts and its next hold, the hook pull's geometry, and the stove knob push's 
 
 The traces are recorded from real runs at seed 0 on libero_goal_swap: task 0 ("open the middle
 drawer": the horizontal hand met the stove behind it at -0.124 m, short of LIBERO's -0.14 m) and
-task 7 ("turn on the stove": the fingers rode onto the knob's grip and dragged it back). The
+task 7 ("turn on the stove": the fingers rode onto the knob's grip and dragged it back; seed 1 on
+main, which turned it on after losing it back once). The
 ``view_fixtures`` parts are copied from the same runs.
 """
 
@@ -96,20 +97,28 @@ def test_hook_goes_behind_the_front_of_the_stalled_drawer_with_the_fingers_along
     assert plan["above_z"] > MIDDLE_STALLED["max"][2]
 
 
-def test_knob_push_verdicts_on_the_recorded_riding_trace():
+def test_knob_push_verdicts_on_recorded_traces():
     # goal_swap t7 seed 0 before the fix: the knob turned to 0.166 rad, then the fingers rode onto
-    # the grip (eef 1.7-2.1 cm above the push height) and dragged it back to the stop
-    trace = [0.003, -0.006, -0.000, 0.055, 0.166]
-    assert knob_push_verdict(trace, 0.003, 0.006) == "pushing"
-    assert knob_push_verdict(trace + [0.082], 0.005, 0.021) == "riding"
-    # after the fix, the pushing hand reached the far arm of the grip and stopped turning it
-    turned = [0.007, 0.016, 0.018, 0.055, 0.176, 0.320, 0.345, 0.333, 0.323]
-    assert [knob_push_verdict(turned[:i], 0.0, 0.003) for i in range(1, 8)] == ["pushing"] * 7
-    assert knob_push_verdict(turned, 0.0, 0.003) == "stalled"
-    assert knob_push_verdict(turned, 0.035, 0.003) == "slipped"
+    # the grip (eef 1.7-2.1 cm above the push height) and dragged it back to the stop, 25 pushes long
+    trace = [0.003, -0.006, -0.000, 0.055, 0.166, 0.082, -0.005, -0.005]
+    heights = [0.005, 0.007, 0.009, 0.021, 0.0205, 0.0175, 0.0175]
+    assert [knob_push_verdict(trace[:i + 1], heights[:i], 0.003) for i in range(1, 6)] == ["pushing"] * 5
+    assert knob_push_verdict(trace[:7], heights[:6], 0.003) == "riding"
+    # goal_swap t7 seed 1 on main (it turned the knob on): two pushes 1.5-1.8 cm high, then down; the
+    # knob lost back from 0.094 to -0.005 rad and passed 0.104 rad 7 pushes later
+    s1_q = [0.0, -0.003, 0.006, 0.094, 0.01, -0.005, 0.004, 0.009, 0.011, 0.028, 0.057, 0.096, 0.138, 0.184,
+            0.228, 0.267, 0.301, 0.334, 0.364, 0.393, 0.421, 0.447, 0.473, 0.499]
+    s1_h = [0.005, 0.007, 0.018, 0.015, 0.014, 0.013, 0.012, 0.011, 0.009, 0.008, 0.008, 0.008, 0.008, 0.008,
+            0.008, 0.008, 0.008, 0.008, 0.008, 0.007, 0.007, 0.007, 0.007]
+    assert [knob_push_verdict(s1_q[:i + 1], s1_h[:i], 0.0) for i in range(1, len(s1_q))] == ["pushing"] * 23
+    # no new best turn for KNOB_STALL_PUSHES pushes: stalled (comes down again)
+    flat = [0.0, 0.2, 0.33] + [0.33, 0.32, 0.31] * 4
+    assert knob_push_verdict(flat, [0.003] * (len(flat) - 1), 0.0) == "stalled"
+    assert knob_push_verdict(flat, [0.003] * (len(flat) - 1), 0.035) == "slipped"
     # turning off: progress is toward lower qpos
-    assert knob_push_verdict([1.0, 0.9, 0.8, 0.7], 0.0, 0.0, sign=-1.0) == "pushing"
-    assert knob_push_verdict([1.0, 0.9, 0.8, 0.7], 0.0, 0.0, sign=1.0) == "stalled"
+    down = [1.0 - 0.05 * i for i in range(12)]
+    assert knob_push_verdict(down, [0.0] * 11, 0.0, sign=-1.0) == "pushing"
+    assert knob_push_verdict(down, [0.0] * 11, 0.0, sign=1.0) == "stalled"
 
 
 def test_constants_keep_their_documented_relations():
