@@ -325,9 +325,10 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
                 if over():
                     return result("push look", bool(ex.current_state().get("success")))
             seen = relook((float(c[0]), float(c[1])))
+            if seen is not None:  # (its top even from a partial view: a plate tilted on something looks thin)
+                last_top[0] = float(seen.top_z)
             if seen is not None and not partial_view(seen, obj):
                 c, used = np.asarray(seen.center[:2], dtype=np.float64), True
-                last_top[0] = float(seen.top_z)
         phases.append({"phase": "push relook", "leg": leg, "center": [float(c[0]), float(c[1])],
                        "seen": seen is not None, "used": used,
                        **({"seen_extent": [float(seen.major_extent), float(seen.minor_extent)]} if seen is not None else {})})
