@@ -133,7 +133,8 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
     (on) or below 0.005 (off); a gripper that slid off the grip (3 cm outside the push
     radius), rides on it (:data:`KNOB_RIDE` above the push height) or no longer turns it
     (:func:`knob_push_verdict`) comes down again (the next attempt, from where the knob is
-    now). Each descent turns the hand to the radial yaw nearest the current one; a turn that
+    now). Each descent turns the hand to the radial yaw nearest the current one (nearest the
+    wrist's neutral 0 for a knob more than :data:`KNOB_FAR` from the robot base); a turn that
     leaves the gripper more than :data:`KNOB_SWING` from where it should be (the wrist could
     not turn that way: the arm swung 24 cm away on libero_goal_swap t7) is made the other way
     round, a half turn away.
@@ -169,6 +170,8 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
         want = angle - math.pi / 2
         return float(cur + (want - cur + math.pi / 2) % math.pi - math.pi / 2)
 
+    far = math.hypot(float(c[0]) - ROBOT_BASE_XY[0], float(c[1]) - ROBOT_BASE_XY[1]) > KNOB_FAR
+
     def swung(goal: list[float]) -> bool:
         """True when the gripper stands more than :data:`KNOB_SWING` (xy) from ``goal``."""
         pos = control.robot_state(ex.current_state())["eef_pos"]
@@ -179,7 +182,7 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
         grip, None when the episode ended or a move failed."""
         if not travel(phase, at(angle, top + 0.05), control.GRIPPER_CLOSE, max_steps=120):
             return None
-        yaw = radial_yaw(angle)
+        yaw = radial_yaw(angle, near=0.0 if far else None)
         run(phase, "move_to", xyz=at(angle, top + 0.05), gripper=control.GRIPPER_CLOSE, target_yaw=yaw, max_steps=40)
         if swung(at(angle, top + 0.05)):
             # the wrist could not turn that way (goal_swap t7: -3.04 rad from -1.55, the arm swung
@@ -260,6 +263,12 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
             "qpos": qpos, "grip_angle": grip}
 
 
+#: horizontal distance (m) of the knob's axis from the robot base beyond which a descent turns to
+#: the radial yaw nearest the wrist's neutral 0 instead of the one nearest the current yaw (measured:
+#: at 0.61 m, libero_goal_swap t7, the turn to -3.04 rad from -1.55 swung the arm away and one
+#: to 0.1 rad turned the knob on at seeds 0-2; at 0.33 m and 0.51 m, libero_goal t7 and libero_10
+#: t2, the turn to -3.04 rad is made and the one to 0.1 rad met the grip with the hand).
+KNOB_FAR = 0.56
 #: how far (m, xy) from its goal a turn of the wrist may leave the gripper before the turn counts as
 #: one the wrist cannot make (the arm swung 24 cm away: libero_goal_swap t7, -3.04 rad from -1.55).
 KNOB_SWING = 0.04
