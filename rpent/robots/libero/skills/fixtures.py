@@ -130,7 +130,8 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
     closing line along the radius (their thin side leads); (3) push along the arc: aim 0.35 rad ahead of the gripper's
     own angle about the axis with 3 cm per-step clips (a saturated action), re-reading the
     joint (``read_part``) after each short push until it is past :data:`KNOB_ON` + 0.15
-    (on) or below 0.005 (off); a gripper that slid off the grip (3 cm outside the push
+    (on) or below 0.005 (off), and counts it on when it reads :data:`KNOB_ON` +
+    :data:`KNOB_SETTLED` after the hand has lifted off; a gripper that slid off the grip (3 cm outside the push
     radius), rides on it (:data:`KNOB_RIDE` above the push height) or no longer turns it
     (:func:`knob_push_verdict`) comes down again (the next attempt, from where the knob is
     now). Each descent turns the hand to the radial yaw nearest the current one (nearest the
@@ -155,8 +156,8 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
     sign = 1.0 if on else -1.0  # hinge about +z: +qpos is counter-clockwise seen from above
     qpos = float(part["qpos"])
 
-    def reached() -> bool:
-        return (on and qpos >= KNOB_ON + 0.15) or (not on and qpos <= 0.005)
+    def reached(margin: float = 0.15) -> bool:
+        return (on and qpos >= KNOB_ON + margin) or (not on and qpos <= 0.005)
 
     def at(angle: float, z: float) -> list[float]:
         return [float(c[0] + radius * math.cos(angle)), float(c[1] + radius * math.sin(angle)), z]
@@ -257,12 +258,16 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
             max_steps=60)
         now = read_part()
         qpos = float(now["qpos"]) if now else qpos
-        if reached():
+        # the lifting fingers drag the knob back a little (libero_10 t2: 0.653 -> 0.643, 0.682 -> 0.638 rad)
+        if reached(KNOB_SETTLED):
             return {**_result(ex, phases, "knob retreat", True), "qpos": qpos, "grip_angle": grip}
     return {**_result(ex, phases, "knob push", False, f"knob joint at {qpos:.2f} rad after {attempts} pushes"),
             "qpos": qpos, "grip_angle": grip}
 
 
+#: margin (rad) past :data:`KNOB_ON` that counts as on once the hand has lifted off (pushes go on to
+#: 0.15 past it: lifting, the fingers dragged the knob back by up to 0.044 rad, libero_10 t2).
+KNOB_SETTLED = 0.05
 #: horizontal distance (m) of the knob's axis from the robot base beyond which a descent turns to
 #: the radial yaw nearest the wrist's neutral 0 instead of the one nearest the current yaw (measured:
 #: at 0.61 m, libero_goal_swap t7, the turn to -3.04 rad from -1.55 swung the arm away and one
