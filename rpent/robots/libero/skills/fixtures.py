@@ -130,10 +130,12 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
     closing line along the radius (their thin side leads); (3) push along the arc: aim 0.35 rad ahead of the gripper's
     own angle about the axis with 3 cm per-step clips (a saturated action), re-reading the
     joint (``read_part``) after each short push until it is past :data:`KNOB_ON` + 0.15
-    (on) or below 0.005 (off); a gripper that slid off the grip (3 cm outside the push
+    (on) or below 0.005 (off), and counts it on when it reads :data:`KNOB_ON` +
+    :data:`KNOB_SETTLED` after the hand has lifted off; a gripper that slid off the grip (3 cm outside the push
     radius), rides on it (:data:`KNOB_RIDE` above the push height) or no longer turns it
     (:func:`knob_push_verdict`) comes down again (the next attempt, from where the knob is
-    now). Each descent turns the hand to the radial yaw nearest the current one; a turn that
+    now). Each descent turns the hand to the radial yaw nearest the current one (nearest the
+    wrist's neutral 0 for a knob more than :data:`KNOB_FAR` from the robot base); a turn that
     leaves the gripper more than :data:`KNOB_SWING` from where it should be (the wrist could
     not turn that way: the arm swung 24 cm away on libero_goal_swap t7) is made the other way
     round, a half turn away.
@@ -154,8 +156,8 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
     sign = 1.0 if on else -1.0  # hinge about +z: +qpos is counter-clockwise seen from above
     qpos = float(part["qpos"])
 
-    def reached() -> bool:
-        return (on and qpos >= KNOB_ON + 0.15) or (not on and qpos <= 0.005)
+    def reached(margin: float = 0.15) -> bool:
+        return (on and qpos >= KNOB_ON + margin) or (not on and qpos <= 0.005)
 
     def at(angle: float, z: float) -> list[float]:
         return [float(c[0] + radius * math.cos(angle)), float(c[1] + radius * math.sin(angle)), z]
@@ -169,6 +171,8 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
         want = angle - math.pi / 2
         return float(cur + (want - cur + math.pi / 2) % math.pi - math.pi / 2)
 
+    far = math.hypot(float(c[0]) - ROBOT_BASE_XY[0], float(c[1]) - ROBOT_BASE_XY[1]) > KNOB_FAR
+
     def swung(goal: list[float]) -> bool:
         """True when the gripper stands more than :data:`KNOB_SWING` (xy) from ``goal``."""
         pos = control.robot_state(ex.current_state())["eef_pos"]
@@ -179,7 +183,7 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
         grip, None when the episode ended or a move failed."""
         if not travel(phase, at(angle, top + 0.05), control.GRIPPER_CLOSE, max_steps=120):
             return None
-        yaw = radial_yaw(angle)
+        yaw = radial_yaw(angle, near=0.0 if far else None)
         run(phase, "move_to", xyz=at(angle, top + 0.05), gripper=control.GRIPPER_CLOSE, target_yaw=yaw, max_steps=40)
         if swung(at(angle, top + 0.05)):
             # the wrist could not turn that way (goal_swap t7: -3.04 rad from -1.55, the arm swung
@@ -254,12 +258,22 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
             max_steps=60)
         now = read_part()
         qpos = float(now["qpos"]) if now else qpos
-        if reached():
+        # the lifting fingers drag the knob back a little (libero_10 t2: 0.653 -> 0.643, 0.682 -> 0.638 rad)
+        if reached(KNOB_SETTLED):
             return {**_result(ex, phases, "knob retreat", True), "qpos": qpos, "grip_angle": grip}
     return {**_result(ex, phases, "knob push", False, f"knob joint at {qpos:.2f} rad after {attempts} pushes"),
             "qpos": qpos, "grip_angle": grip}
 
 
+#: margin (rad) past :data:`KNOB_ON` that counts as on once the hand has lifted off (pushes go on to
+#: 0.15 past it: lifting, the fingers dragged the knob back by up to 0.044 rad, libero_10 t2).
+KNOB_SETTLED = 0.05
+#: horizontal distance (m) of the knob's axis from the robot base beyond which a descent turns to
+#: the radial yaw nearest the wrist's neutral 0 instead of the one nearest the current yaw (measured:
+#: at 0.61 m, libero_goal_swap t7, the turn to -3.04 rad from -1.55 swung the arm away and one
+#: to 0.1 rad turned the knob on at seeds 0-2; at 0.33 m and 0.51 m, libero_goal t7 and libero_10
+#: t2, the turn to -3.04 rad is made and the one to 0.1 rad met the grip with the hand).
+KNOB_FAR = 0.56
 #: how far (m, xy) from its goal a turn of the wrist may leave the gripper before the turn counts as
 #: one the wrist cannot make (the arm swung 24 cm away: libero_goal_swap t7, -3.04 rad from -1.55).
 KNOB_SWING = 0.04
