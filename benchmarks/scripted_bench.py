@@ -40,7 +40,7 @@ def run_one(suite: str, task: int, seed: int, out: Path, video: bool, source: st
     """Run the main job once; returns {suite, task, seed, success, env_steps, wall_s, exit_code, finish, summary}.
 
     ``source``: an rpent source tree to import instead of this one (``PYTHONPATH``; the baseline arm)."""
-    run_dir = out / (f"{suite}_t{task}_s{seed}" + ("_baseline" if source else ""))
+    run_dir = (out / (f"{suite}_t{task}_s{seed}" + ("_baseline" if source else ""))).resolve()
     argv = [sys.executable, "-m", "rpent.cli.main", "--suite", suite, "--task", str(task), "--seed", str(seed),
             "--planner", "scripted", "--output-dir", str(run_dir)]
     if not video:
@@ -50,7 +50,10 @@ def run_one(suite: str, task: int, seed: int, out: Path, video: bool, source: st
     if source:
         env["PYTHONPATH"] = str(Path(source).resolve())
     with tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        # ``python -m`` puts the working directory first on sys.path, ahead of PYTHONPATH: started
+        # from a checkout's root, the baseline arm would import that checkout, not ``source``
+        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env,
+                             cwd=str(Path(source).resolve()) if source else None)
         # CPU time (user + sys) of rpent and of the env server it reaped: much less load-dependent than wall time
         _, status, usage = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)

@@ -264,6 +264,7 @@ class ScriptedPlanner:
             outcome = strategy.pick_and_place(_ToolExecutor(call), picked.obj, target, goal.relation, params,
                                               relocate=scene.wrist_relocator(call, goal.object_phrase, picked.obj),
                                               obstacles=picked.obstacles, boxes=picked.boxes,
+                                              clutter=ScriptedPlanner._clutter(call, picked.obj, target),
                                               carry_over=placed_tops.get(key),
                                               release_top=target.support[2] if (goal.target_part is not None
                                               or goal.target_compartment is not None)
@@ -282,6 +283,20 @@ class ScriptedPlanner:
                 say(f"{tag} ended at stage '{outcome.get('stage')}' without success: {reason}")
                 return "failure", f"{tag} stopped at {outcome.get('stage')}: {reason}"
         return "failure", "task predicate not satisfied"
+
+    @staticmethod
+    def _clutter(call, obj, target):
+        """What else stands on the table (:mod:`rpent.robots.libero.skills.clutter`), from one
+        ``back_project`` point cloud of the agentview image now (the arm at its start pose);
+        None when the cloud is empty."""
+        from rpent.robots.libero.skills import clutter
+        from rpent.robots.libero.skills.grasp import ROBOT_BASE_XY
+
+        eef = _ToolExecutor(call).current_state().get("robot0_eef_pos")
+        if eef is None:
+            return None
+        pts = clutter.clutter_points(clutter.scene_points(call, obj.bottom_z, float(eef[2])), obj, target, ROBOT_BASE_XY)
+        return pts if len(pts) else None
 
     @staticmethod
     def _look_overreaches(t) -> bool:
@@ -405,6 +420,12 @@ class ScriptedPlanner:
         gx, gy = push.push_goal(ref, obj, goal.side)
         say(f"{goal.describe()}: the {goal.object_phrase} is at ({obj.center[0]:.3f}, {obj.center[1]:.3f}), the "
             f"{goal.target_phrase} at ({ref.center[0]:.3f}, {ref.center[1]:.3f}); pushing it to ({gx:.3f}, {gy:.3f}).")
+        # round the reference, not into it (its box from its support surface, push.reference_box)
+        route = push.push_route(obj.center[:2], (gx, gy), max(obj.major_extent, obj.minor_extent) / 2.0,
+                                push.reference_box(ref), goal.side)
+        if len(route) > 1:
+            say(f"A straight push would run the {goal.object_phrase} into the {goal.target_phrase}: pushing it to "
+                f"({route[0][0]:.3f}, {route[0][1]:.3f}) first, then on to its goal.")
         def relook(predicted):
             """The instance nearest where the object should be now; the only instance of its
             kind wherever it is; None when several are and none lies within 0.12 m."""
@@ -417,7 +438,8 @@ class ScriptedPlanner:
                 return None
             return best.est
 
-        return push.push_object(_ToolExecutor(call), obj, (gx, gy), relook=relook)
+        return push.push_object(_ToolExecutor(call), obj, (gx, gy), relook=relook, via=route[:-1],
+                                max_legs=push.PUSH_MAX_LEGS + push.PUSH_VIA_LEGS * (len(route) - 1))
 
     @staticmethod
     def _go_home(call, home) -> None:

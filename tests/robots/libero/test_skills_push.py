@@ -96,3 +96,64 @@ def test_look_pose_stands_clear_of_the_cameras_view():
         far = np.array([c[0] - 0.08, c[1], 0.91])
         t = (cam[0] - eef[0]) / (cam[0] - far[0])  # past the far edge (t > 1): behind the object
         assert t > 1.0
+
+
+# libero_goal_swap t5 (seed 0), recorded agentview estimates: the plate behind-left of the
+# stove's front edge; LIBERO's stove_front_region is x -0.09..-0.01, y 0.17..0.25
+SWAP_STOVE = ObjectEstimate(center=(-0.3991, 0.1998, 0.9281), top_z=0.9552, bottom_z=0.9011, major_yaw=0.0335,
+                            major_extent=0.0604, minor_extent=0.0209, support=(-0.2321, 0.194, 0.926))
+SWAP_PLATE = ObjectEstimate(center=(-0.2034, -0.0367, 0.909), top_z=0.917, bottom_z=0.9011, major_yaw=-1.2762,
+                            major_extent=0.1056, minor_extent=0.0968)
+
+
+def test_reference_box_from_the_support_surface():
+    from rpent.robots.libero.skills.push import reference_box
+
+    x0, x1, y0, y1 = reference_box(SWAP_STOVE)
+    # the burner +- SUPPORT_HALF (the stove's knob-end estimate is narrower); the real stove's
+    # front edge (agentview points) is at x -0.165, its -y side at y 0.114
+    assert (x0, x1) == pytest.approx((-0.2321 - SUPPORT_HALF, -0.2321 + SUPPORT_HALF))
+    assert (y0, y1) == pytest.approx((0.194 - SUPPORT_HALF, 0.194 + SUPPORT_HALF))
+    box = ObjectEstimate(center=(0.1, 0.2, 0.95), top_z=1.0, bottom_z=0.9, major_yaw=0.0, major_extent=0.3,
+                         minor_extent=0.1)
+    assert reference_box(box) == pytest.approx((-0.05, 0.25, 0.15, 0.25))
+
+
+def test_push_route_goes_round_the_reference():
+    from rpent.robots.libero.skills.push import PUSH_ROUTE_MARGIN, _box_distance, push_route, reference_box
+
+    box = reference_box(SWAP_STOVE)
+    goal = push_goal(SWAP_STOVE, SWAP_PLATE, "front")
+    r = max(SWAP_PLATE.major_extent, SWAP_PLATE.minor_extent) / 2
+    route = push_route(SWAP_PLATE.center[:2], goal, r, box, "front")
+    # straight, the plate's footprint would cross the stove's front corner: first along +x to the
+    # goal's x (in front of the stove), then across to the goal
+    assert len(route) == 2 and route[-1] == pytest.approx(goal)
+    corner = route[0]
+    assert corner == pytest.approx((goal[0], SWAP_PLATE.center[1]))
+    assert _box_distance(box, *corner) > r + PUSH_ROUTE_MARGIN
+    # libero_goal t5 (seed 0): the plate in front of the stove already: straight
+    stove = ObjectEstimate(center=(-0.4118, 0.2138, 0.9282), top_z=0.9554, bottom_z=0.9011, major_yaw=0.0326,
+                           major_extent=0.0626, minor_extent=0.0198, support=(-0.2442, 0.2074, 0.9261))
+    plate = ObjectEstimate(center=(0.0504, -0.0286, 0.9094), top_z=0.9179, bottom_z=0.9009, major_yaw=-1.4384,
+                           major_extent=0.1065, minor_extent=0.1044)
+    g2 = push_goal(stove, plate, "front")
+    assert push_route(plate.center[:2], g2, 0.053, reference_box(stove), "front") == [pytest.approx(g2)]
+    # an object behind the reference (every route crosses it): the straight push is kept
+    assert push_route((-0.45, 0.19), goal, r, box, "front") == [pytest.approx(goal)]
+    with pytest.raises(ValueError, match="side must be"):
+        push_route((0, 0), (1, 1), 0.05, box, "above")
+
+
+def test_push_route_to_the_right_side():
+    from rpent.robots.libero.skills.push import push_route
+
+    box = (0.0, 0.2, 0.0, 0.2)  # reference x 0..0.2, y 0..0.2; pushed to its right (+y) side
+    # from the back-left (-x, -y): straight would cut the box's corner; along +y first, then across
+    assert push_route((-0.15, -0.15), (0.1, 0.35), 0.05, box, "right") == [pytest.approx((-0.15, 0.35)),
+                                                                           pytest.approx((0.1, 0.35))]
+    # from straight behind it (left): every corner's leg crosses the box, the straight push is kept
+    assert push_route((0.1, -0.15), (0.1, 0.35), 0.05, box, "right") == [pytest.approx((0.1, 0.35))]
+    # from its front-right already: straight
+    assert push_route((0.35, 0.4), (0.1, 0.35), 0.05, box, "right") == [pytest.approx((0.1, 0.35))]
+

@@ -86,6 +86,16 @@ def test_perception_and_motion(toolkit):
     c0, r0, c1, r1 = seg["box"]
     bp = toolkit.execute("back_project", {"row_range": [r0, r1], "col_range": [c0, c1], "resolution": "low"})
     assert np.linalg.norm(np.array(bp["center_xyz"][:2]) - [x, y]) < 0.05
+    assert "points" not in bp
+    # max_points: the region's world points too (a point cloud), within the z band
+    cloud = toolkit.execute("back_project", {"row_range": [r0, r1], "col_range": [c0, c1], "resolution": "low",
+                                             "z_min": z - 0.01, "max_points": 50})
+    pts = np.asarray(cloud["points"])
+    assert pts.shape[1] == 3 and 8 <= len(pts) <= 50 and len(pts) <= cloud["n_valid"]
+    assert (pts[:, 2] >= z - 0.01 - 1e-3).all()
+    assert np.linalg.norm(np.median(pts[:, :2], axis=0) - [x, y]) < 0.05
+    assert "error" in toolkit.execute("back_project", {"row_range": [r0, r1], "col_range": [c0, c1],
+                                                       "resolution": "low", "max_points": 10 ** 6})
     miss = toolkit.execute("segment", {"prompt": "purple elephant"})
     assert not miss["found"] and "no visible object" in miss["reason"]
     r = toolkit.execute("move_to", {"xyz": [x, y, z + 0.2], "max_steps": 60})

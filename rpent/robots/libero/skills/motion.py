@@ -92,6 +92,7 @@ def pick_and_place(
     release_top: float | None = None,
     boxes: Sequence[Box] = (),
     align_yaw: float | None = None,
+    clutter: np.ndarray | None = None,
 ) -> dict:
     """Run approach / (relocate) / descend / close / lift / transport / lower / release / retreat.
 
@@ -128,6 +129,11 @@ def pick_and_place(
             along a caddy compartment's long side). The grasp's ``offset`` turns with it, the
             transport and the lowering hold the turned yaw, and the wrist turns back after
             the release. None: carried as grasped.
+        clutter: optional ``float64[N, 3]`` world points of what else stands on the table
+            (:func:`~rpent.robots.libero.skills.clutter.clutter_points`): the transport takes
+            the route and height :func:`~rpent.robots.libero.skills.clutter.carry_route`
+            chooses for the object's centre (an L-shaped detour round a tall neighbour,
+            carried over a shorter one) instead of the straight line.
     Returns:
         ``{"success": bool (the env's predicate as last reported), "stage": last stage,
         "env_steps": int | None (steps taken, when the executor counts them), "phases":
@@ -280,6 +286,26 @@ def pick_and_place(
         c, s_ = math.cos(turn), math.sin(turn)
         ox, oy = c * ox - s_ * oy, s_ * ox + c * oy
     tx, ty = float(target.center[0] + ox), float(target.center[1] + oy)
+    corners: list = []
+    if clutter is not None and len(clutter):
+        from rpent.robots.libero.skills.clutter import carry_route
+
+        pos = control.robot_state(ex.current_state())["eef_pos"]
+        corners, bottom = carry_route(clutter, (float(pos[0]) - ox, float(pos[1]) - oy), target.center[:2],
+                                      max(obj.major_extent, obj.minor_extent) / 2.0, carry_z - hang,
+                                      params.max_carry_z - hang)
+        if corners or bottom > carry_z - hang + 1e-6:
+            carry_z = bottom + hang
+            phases.append({"phase": "carry route", "corners": [[float(c[0]), float(c[1])] for c in corners],
+                           "carry_z": float(carry_z)})
+            r = run("transport", "move_to", xyz=[float(pos[0]), float(pos[1]), float(carry_z)],
+                    gripper=control.GRIPPER_CLOSE, step_clip=0.02, max_steps=80)
+            if "error" in r or over():
+                return finish("transport", _why(ex.current_state(), phases))
+    for cx, cy in corners:  # round the clutter (the object's centre at each corner)
+        if not travel("transport", [float(cx) + ox, float(cy) + oy, carry_z], control.GRIPPER_CLOSE, yaw=carry_yaw,
+                      max_steps=120):
+            return finish("transport", _why(ex.current_state(), phases))
     if not travel("transport", [tx, ty, carry_z], control.GRIPPER_CLOSE, yaw=carry_yaw, max_steps=120):
         return finish("transport", _why(ex.current_state(), phases))
     # 6. lower to the release height

@@ -17,7 +17,7 @@ Side convention for "the front of X": the side of X facing the agentview camera,
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -27,7 +27,8 @@ from rpent.robots.libero.skills.fixtures import _result, _runner
 from rpent.robots.libero.skills.layout import extent_along
 from rpent.robots.libero.skills.motion import Executor
 
-__all__ = ["PUSH_SIDES", "PUSH_GAP", "push_goal", "push_object", "look_pose", "partial_view"]
+__all__ = ["PUSH_SIDES", "PUSH_GAP", "push_goal", "push_object", "look_pose", "partial_view", "reference_box",
+           "push_route"]
 
 #: unit xy direction of each side of a reference, for pushing (see the module docstring).
 PUSH_SIDES = {"front": (1.0, 0.0), "back": (-1.0, 0.0), "left": (0.0, -1.0), "right": (0.0, 1.0)}
@@ -84,6 +85,23 @@ PUSH_BLOCKED = 0.02
 #: reach on goal t5 ended up to 3.7 cm off and pushed well).
 PUSH_BLOCKED_XY = 0.05
 PUSH_TURNS = (0.0, 0.6, -0.6, 1.0, -1.0)
+#: the pushed object's footprint is kept this far (m) beyond its estimated radius from the
+#: reference's box (:func:`reference_box`) while it is pushed round it: a plate's estimate is
+#: ~5 cm narrower than the plate (see :data:`PUSH_BACKOFF`), so its radius is ~2.5 cm short.
+#: goal_swap t5 seed 0: pushed straight at its goal, the plate (starting behind-left of the
+#: stove's front edge) ran into the stove's front corner and stuck there 0.18 m short.
+PUSH_ROUTE_MARGIN = 0.03
+#: a detour's corner point counts as reached within this distance (m) (or when the push there
+#: stalls): what matters is that the object's footprint clears the reference's box on the next
+#: leg, which the margin above already leaves room for.
+PUSH_VIA_TOL = 0.03
+#: extra legs (beyond :data:`PUSH_MAX_LEGS`) allowed per corner of a detour (goal_swap t5 seed 0:
+#: two legs to the corner, then 4-5 on to the goal).
+PUSH_VIA_LEGS = 2
+#: a push whose object was last seen with its top this much (m) higher than at the start, and
+#: that did not satisfy the task, says so: the object rides on something (a plate's top rose
+#: 3.3-4.3 cm where it lay tilted on the cream cheese, goal_swap t5 seed 1).
+PUSH_RIDE_UP = 0.012
 
 
 def push_goal(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> tuple[float, float]:
@@ -107,6 +125,72 @@ def push_goal(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> tuple[floa
     return float(cx + d[0] * dist), float(cy + d[1] * dist)
 
 
+def reference_box(ref: ObjectEstimate) -> tuple[float, float, float, float]:
+    """The reference's footprint ``(x_min, x_max, y_min, y_max)`` (world, m) that the pushed
+    object must not be pushed into: a square of half size :data:`SUPPORT_HALF` (or half its
+    extent along x / y, whichever is larger) about its support surface's centre when it has
+    one (a stove: its burner; its segment estimate covers only the knob end), else its
+    estimated extent along x and y about its centre (:func:`~rpent.robots.libero.skills.layout.extent_along`)."""
+    hx, hy = extent_along(ref, (1.0, 0.0)) / 2.0, extent_along(ref, (0.0, 1.0)) / 2.0
+    if ref.support is not None:
+        cx, cy = ref.support[0], ref.support[1]
+        hx, hy = max(hx, SUPPORT_HALF), max(hy, SUPPORT_HALF)
+    else:
+        cx, cy = ref.center[0], ref.center[1]
+    return float(cx - hx), float(cx + hx), float(cy - hy), float(cy + hy)
+
+
+def _box_distance(box: tuple[float, float, float, float], x: float, y: float) -> float:
+    """Distance (m) from (x, y) to the axis-aligned ``box`` (0 inside)."""
+    dx = max(box[0] - x, 0.0, x - box[1])
+    dy = max(box[2] - y, 0.0, y - box[3])
+    return math.hypot(dx, dy)
+
+
+def _leg_clear(box, a, b, clearance: float, step: float = 0.01) -> bool:
+    """True when every point of the segment ``a`` -> ``b`` (xy, m; sampled every ``step``) is
+    more than ``clearance`` m from ``box``."""
+    n = max(2, int(math.ceil(math.hypot(b[0] - a[0], b[1] - a[1]) / step)) + 1)
+    return all(_box_distance(box, a[0] + (b[0] - a[0]) * i / (n - 1), a[1] + (b[1] - a[1]) * i / (n - 1)) > clearance
+               for i in range(n))
+
+
+def push_route(center: Any, goal: Any, radius: float, box: tuple[float, float, float, float], side: str,
+               margin: float = PUSH_ROUTE_MARGIN) -> list[tuple[float, float]]:
+    """Waypoints (world xy, m) for the pushed object's centre from ``center`` to ``goal`` that keep
+    its footprint (``radius`` + ``margin``) off the reference's ``box`` (:func:`reference_box`).
+
+    The straight push when it stays clear; else an L-shaped detour with one corner: first along
+    the side's direction to the goal's level (for "front": to the goal's x, clear of the
+    reference's front face, then across to the goal, parallel to that face), or else first
+    across, then along; a corner is used only when both its legs stay clear. Where none does
+    (the object stands where every route crosses the reference), the straight push is kept.
+
+    Args:
+        center, goal: (2,) world xy (m); radius: the object's footprint radius (m).
+        box: ``(x_min, x_max, y_min, y_max)``; side: a key of :data:`PUSH_SIDES`.
+    Returns:
+        ``[goal]`` or ``[corner, goal]`` as float tuples.
+    Raises:
+        ValueError: unknown side.
+    """
+    if side not in PUSH_SIDES:
+        raise ValueError(f"side must be one of {sorted(PUSH_SIDES)}, got {side!r}")
+    c = (float(center[0]), float(center[1]))
+    g = (float(goal[0]), float(goal[1]))
+    clearance = float(radius) + float(margin)
+    if _leg_clear(box, c, g, clearance):
+        return [g]
+    d = PUSH_SIDES[side]
+    along = (g[0] - c[0]) * d[0] + (g[1] - c[1]) * d[1]
+    first = (c[0] + d[0] * along, c[1] + d[1] * along)  # along the side's direction first
+    second = (g[0] - d[0] * along, g[1] - d[1] * along)  # across first
+    for corner in (first, second):
+        if _leg_clear(box, c, corner, clearance) and _leg_clear(box, corner, g, clearance):
+            return [(float(corner[0]), float(corner[1])), g]
+    return [g]
+
+
 def look_pose(c: Any, radius: float, top_z: float) -> list[float]:
     """Eef position (world, m) from which the agentview camera sees the whole object of centre
     ``c`` (xy) and footprint ``radius``: :data:`PUSH_LOOK_BACK` past its edge on the robot's
@@ -125,8 +209,11 @@ def partial_view(seen: ObjectEstimate, first: ObjectEstimate, frac: float = PUSH
 
 def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
                 relook: Callable[[tuple[float, float]], ObjectEstimate | None] | None = None,
-                max_legs: int = PUSH_MAX_LEGS) -> dict:
-    """Push ``obj`` until its centre is within :data:`PUSH_TOL` of ``goal_xy`` (world, m).
+                max_legs: int = PUSH_MAX_LEGS, via: Sequence[tuple[float, float]] = ()) -> dict:
+    """Push ``obj`` until its centre is within :data:`PUSH_TOL` of ``goal_xy`` (world, m), by way
+    of the corner points ``via`` (world xy, m; :func:`push_route`) first: each counts as passed
+    within :data:`PUSH_VIA_TOL` or when the push toward it stalls (two legs each less than
+    :data:`PUSH_MIN_PROGRESS` closer); the legs of all of them count against ``max_legs``.
 
     Closed loop, each leg: rise to :data:`PUSH_ABOVE` above the object's top, go above a point
     :data:`PUSH_BACKOFF` behind its edge (opposite the remaining push), come down open to
@@ -138,7 +225,8 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
     descent stops more than :data:`PUSH_BLOCKED` above the push height or
     :data:`PUSH_BLOCKED_XY` from its start (something stands behind the object), the leg is turned by the next of :data:`PUSH_TURNS` and tried from there. It stops when
     the centre is within tolerance, after ``max_legs`` legs, or when two legs in a row each
-    brought it less than :data:`PUSH_MIN_PROGRESS` closer.
+    brought it less than :data:`PUSH_MIN_PROGRESS` closer. A push that did not satisfy the task
+    and last saw the object more than :data:`PUSH_RIDE_UP` higher than at the start says so.
 
     Returns:
         ``{"success": env predicate, "done": centre within tolerance, "stage", "phases",
@@ -150,7 +238,14 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
     def over() -> bool:
         return control.episode_over(ex.current_state())
 
+    last_top = [float(obj.top_z)]  # the top of the object as last seen (m)
+
     def result(stage: str, done: bool, reason: str | None = None) -> dict:
+        rise = last_top[0] - float(obj.top_z)
+        if reason is None and not ex.current_state().get("success") and rise > PUSH_RIDE_UP:
+            # (goal_swap t5 seed 1: the plate ended at its goal propped on the cream cheese standing there)
+            reason = (f"the object ends {rise:.3f} m higher than it started (tilted on something standing at "
+                      "its goal, or on top of it)")
         return {**_result(ex, phases, stage, done, reason), "center": [float(c[0]), float(c[1])]}
 
     c = np.asarray(obj.center[:2], dtype=np.float64)
@@ -159,16 +254,25 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
     z_push = float(obj.bottom_z + PUSH_HEIGHT)
     z_above = float(obj.top_z + PUSH_ABOVE)
     stuck = 0
+    targets = [np.asarray(v, dtype=np.float64) for v in via] + [goal]
     for leg in range(max_legs):
-        rest = goal - c
+        while len(targets) > 1 and float(np.linalg.norm(targets[0] - c)) <= PUSH_VIA_TOL:
+            targets.pop(0)  # corner reached: on toward the next point
+            stuck = 0
+        aim, tol = targets[0], (PUSH_TOL if len(targets) == 1 else PUSH_VIA_TOL)
+        rest = aim - c
         dist = float(np.linalg.norm(rest))
-        if dist <= PUSH_TOL:
+        if dist <= tol:
             return result("push", True)
         u0 = rest / dist
+
+        def turned(off: float) -> np.ndarray:
+            return np.array([math.cos(off) * u0[0] - math.sin(off) * u0[1], math.sin(off) * u0[0] + math.cos(off) * u0[1]])
+
         for k, off in enumerate(PUSH_TURNS):
             # the straight push first; where the fingers cannot come down behind the object (a
             # neighbour stands there) the push is turned, still gaining cos(turn) per metre
-            u = np.array([math.cos(off) * u0[0] - math.sin(off) * u0[1], math.sin(off) * u0[0] + math.cos(off) * u0[1]])
+            u = turned(off)
             yaw = math.atan2(float(u[1]), float(u[0]))  # closing line (-sin, cos) across the push
             cur = control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"])
             yaw = float(cur + (yaw - cur + math.pi / 2) % math.pi - math.pi / 2)
@@ -221,13 +325,20 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
                 if over():
                     return result("push look", bool(ex.current_state().get("success")))
             seen = relook((float(c[0]), float(c[1])))
+            if seen is not None:  # (its top even from a partial view: a plate tilted on something looks thin)
+                last_top[0] = float(seen.top_z)
             if seen is not None and not partial_view(seen, obj):
                 c, used = np.asarray(seen.center[:2], dtype=np.float64), True
         phases.append({"phase": "push relook", "leg": leg, "center": [float(c[0]), float(c[1])],
                        "seen": seen is not None, "used": used,
                        **({"seen_extent": [float(seen.major_extent), float(seen.minor_extent)]} if seen is not None else {})})
-        stuck = stuck + 1 if dist - float(np.linalg.norm(goal - c)) < PUSH_MIN_PROGRESS else 0
-        if stuck >= 2:
+        stuck = stuck + 1 if dist - float(np.linalg.norm(aim - c)) < PUSH_MIN_PROGRESS else 0
+        if stuck >= 2 and len(targets) > 1:
+            phases.append({"phase": "push corner stalled", "leg": leg, "corner": [float(aim[0]), float(aim[1])],
+                           "off": float(np.linalg.norm(aim - c))})
+            targets.pop(0)  # the push toward the corner stalled short of it: on toward the next point
+            stuck = 0
+        elif stuck >= 2:
             dist = float(np.linalg.norm(goal - c))
             return result("push", dist <= PUSH_TOL, f"object {dist:.3f} m from its goal: the last two legs "
                           f"moved it less than {PUSH_MIN_PROGRESS} m closer each")

@@ -21,12 +21,14 @@ from rpent.robots.libero.toolkit.observation import HIGH_SIZE, load_npz, read_js
 from rpent.toolkit.registry import tool
 from rpent.run.record import dumps_json, encode_png
 
-__all__ = ["PerceptionTools", "MIN_SEGMENT_POINTS", "MIN_REGION_POINTS"]
+__all__ = ["PerceptionTools", "MIN_SEGMENT_POINTS", "MIN_REGION_POINTS", "MAX_REGION_POINTS"]
 
 #: A mask's world position is the median of at least this many valid points (reference §3.3).
 MIN_SEGMENT_POINTS = 10
 #: Region back-projection needs at least this many valid pixels after the z filter (reference §3.3).
 MIN_REGION_POINTS = 8
+#: most world points one ``back_project`` region call returns (``max_points``): ~100 kB of JSON.
+MAX_REGION_POINTS = 4000
 Camera = Literal["agentview", "wrist"]
 Step = Annotated[int, Field(description="step index: 0 = initial, -1 = latest")]
 SAM3_FALLBACK = "Use manual visual localization and back_project."
@@ -92,11 +94,14 @@ class PerceptionTools:
                      step: Step = -1, camera: Camera = "agentview",
                      resolution: Annotated[Literal["high", "low"], Field(description="high = 1024 px, low = 256 px images")] = "high",
                      z_min: Annotated[float | None, Field(description="region mode: drop points below (m)")] = None,
-                     z_max: Annotated[float | None, Field(description="region mode: drop points above (m)")] = None) -> dict:
+                     z_max: Annotated[float | None, Field(description="region mode: drop points above (m)")] = None,
+                     max_points: Annotated[int, Field(ge=0, le=MAX_REGION_POINTS, description="region mode: also return up to this many of the region's world points (after the z band, evenly spaced in image order, mm precision): a point cloud")] = 0) -> dict:
         """World xyz (m) of an image pixel (row, col) or of a region (row_range + col_range).
         Region mode: x/y from the bounding-box midpoint of valid points, z from their median,
-        after the optional z band; needs >= 8 valid pixels. Pixel coordinates refer to the
-        chosen resolution (1024 or 256 px) of the natural-orientation image."""
+        after the optional z band; needs >= 8 valid pixels; with ``max_points`` > 0 also
+        ``points``: at most that many of those world points ([[x, y, z], ...], m, every k-th in
+        row-major image order). Pixel coordinates refer to the chosen resolution (1024 or
+        256 px) of the natural-orientation image."""
         pixel_mode = row is not None or col is not None
         region_mode = row_range is not None or col_range is not None
         if pixel_mode == region_mode or (pixel_mode and (row is None or col is None)) or (
@@ -125,9 +130,13 @@ class PerceptionTools:
             raise ValueError(f"too few valid pixels in region after z-filter ({len(pts)} < {MIN_REGION_POINTS})")
         lo, hi = pts.min(axis=0), pts.max(axis=0)
         center = [float((lo[0] + hi[0]) / 2), float((lo[1] + hi[1]) / 2), float(np.median(pts[:, 2]))]
-        return {"center_xyz": [round(v, 4) for v in center],
-                "median_xyz": [round(float(v), 4) for v in np.median(pts, axis=0)],
-                "n_valid": int(len(pts)), "camera": camera, "step": idx, "source_artifact": source}
+        out = {"center_xyz": [round(v, 4) for v in center],
+               "median_xyz": [round(float(v), 4) for v in np.median(pts, axis=0)],
+               "n_valid": int(len(pts)), "camera": camera, "step": idx, "source_artifact": source}
+        if max_points > 0:
+            keep = np.unique(np.linspace(0, len(pts) - 1, min(int(max_points), len(pts))).astype(np.int64))
+            out["points"] = np.round(pts[keep], 3).tolist()
+        return out
 
     @tool(readonly=True)
     def segment(self,

@@ -1,0 +1,126 @@
+"""Pure tests of the closed-loop control of articulated fixtures (issue #16): the drawer pull's
+verdicts and its next hold, the hook pull's geometry, and the stove knob push's verdicts.
+
+The traces are recorded from real runs at seed 0 on libero_goal_swap: task 0 ("open the middle
+drawer": the horizontal hand met the stove behind it at -0.124 m, short of LIBERO's -0.14 m) and
+task 7 ("turn on the stove": the fingers rode onto the knob's grip and dragged it back; seed 1 on
+main, which turned it on after losing it back once). The
+``view_fixtures`` parts are copied from the same runs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rpent.robots.libero.skills import fixtures
+from rpent.robots.libero.skills.fixtures import (
+    DRAWER_FRONT_DEPTH,
+    DRAWER_HOOK_HEIGHT,
+    hook_plan,
+    knob_push_verdict,
+    next_hold,
+    open_amount,
+    open_direction,
+    open_goal,
+    pull_verdict,
+)
+
+# libero_goal_swap t0 seed 0: the middle drawer closed, and after the first (stalled) pull
+MIDDLE_CLOSED = {"part": "cabinet_middle", "joint": "middle_level", "type": "slide", "qpos": 0.0,
+                 "range": [-0.16, 0.01], "axis": [-1.2246467991473532e-16, -1.0, 0.0],
+                 "handle": [-0.2478248296379003, -0.16255442919990873, 1.0154616024029002],
+                 "min": [-0.36544822179163283, -0.3492980595137668, 0.9829046581640234],
+                 "max": [-0.1430579535777095, -0.14375309855536808, 1.0536176224650973]}
+MIDDLE_STALLED = {**MIDDLE_CLOSED, "qpos": -0.12345618371485892,
+                  "handle": [-0.2478248296379003, -0.03909833017491394, 1.0154616024029002],
+                  "min": [-0.36544822179163283, -0.22584196048877203, 0.9829046581640234],
+                  "max": [-0.1430579535777095, -0.020296999530373287, 1.0536176224650973]}
+# (hand position along the opening direction, opening) before the pull and after each 3 cm leg
+HANDLE_PULL = [(-0.140, 0.002), (-0.121, 0.018), (-0.101, 0.037), (-0.082, 0.057), (-0.062, 0.076),
+               (-0.043, 0.096), (-0.024, 0.115), (-0.014, 0.124), (-0.014, 0.124)]
+
+
+def test_open_goal_is_near_the_open_end_of_the_joint_range():
+    assert open_direction(MIDDLE_CLOSED) == pytest.approx([0.0, 1.0, 0.0])
+    assert open_amount(MIDDLE_CLOSED) == 0.0
+    assert open_amount(MIDDLE_STALLED) == pytest.approx(0.1235, abs=1e-4)
+    goal = open_goal(MIDDLE_CLOSED)
+    assert goal == pytest.approx(0.16 - 0.06 * 0.17)
+    assert goal > 0.14  # past LIBERO's open threshold (-0.14 m) without being told it
+    assert open_amount(MIDDLE_STALLED) < goal  # the failure this fixes
+    # a drawer whose range opens along +axis: the same rule on its own range
+    plus = {**MIDDLE_CLOSED, "axis": [1.0, 0.0, 0.0], "range": [0.0, 0.3], "qpos": 0.1}
+    assert open_direction(plus) == pytest.approx([1.0, 0.0, 0.0])
+    assert open_amount(plus) == pytest.approx(0.1) and open_goal(plus) == pytest.approx(0.3 - 0.06 * 0.3)
+
+
+def test_recorded_handle_pull_goes_on_while_it_opens_and_stalls_behind_the_stove():
+    goal = open_goal(MIDDLE_CLOSED)
+    verdicts = [pull_verdict(HANDLE_PULL[:i], goal) for i in range(1, len(HANDLE_PULL) + 1)]
+    assert verdicts[:-1] == ["moving"] * (len(HANDLE_PULL) - 1)
+    assert verdicts[-1] == "stalled"
+    # stopped while holding, 12 cm open: hook inside the drawer front from above
+    assert next_hold("stalled", HANDLE_PULL[-1][1]) == "hook"
+
+
+def test_pull_verdicts_on_synthetic_traces():
+    goal = 0.15
+    assert pull_verdict([(0.0, 0.10), (0.03, 0.13), (0.06, 0.151)], goal) == "open"
+    # the hand runs on, the drawer stays: it lost the handle
+    slipped = [(0.0, 0.02), (0.03, 0.045), (0.06, 0.06), (0.09, 0.062)]
+    assert pull_verdict(slipped[:3], goal) == "moving"
+    assert pull_verdict(slipped, goal) == "slipped"
+    assert next_hold("slipped", 0.062) == "handle"
+    # stalled before the drawer is open far enough for the fingers to fit behind its front
+    assert next_hold("stalled", 0.03) == "handle"
+    assert pull_verdict([(0.0, 0.0)], goal) == "moving"  # nothing pulled yet
+
+
+def test_hook_goes_behind_the_front_of_the_stalled_drawer_with_the_fingers_along_it():
+    plan = hook_plan(MIDDLE_STALLED)
+    front = MIDDLE_STALLED["max"][1]  # the handle's outer face, the drawer opening along +y
+    p = plan["point"]
+    assert p[1] == pytest.approx(front - DRAWER_FRONT_DEPTH - 0.02)
+    assert p[0] == pytest.approx(MIDDLE_STALLED["handle"][0])
+    assert p[2] == pytest.approx(MIDDLE_STALLED["min"][2] + DRAWER_HOOK_HEIGHT)
+    # between the cabinet's face (the closed drawer's front panel, 3.2 cm behind the handle) and
+    # the drawer front's inner face, with >= 1 cm either side of the ~2 cm thick closed fingers
+    cabinet_face = MIDDLE_CLOSED["max"][1] - 0.032
+    assert cabinet_face + 0.02 < p[1] < front - DRAWER_FRONT_DEPTH - 0.01
+    # Panda closes along the eef y axis (-sin yaw, cos yaw): across the pull, along the front
+    closing = np.array([-math.sin(plan["yaw"]), math.cos(plan["yaw"]), 0.0])
+    assert abs(float(closing @ plan["d_open"])) < 1e-9
+    assert -math.pi / 2 <= plan["yaw"] < math.pi / 2
+    assert plan["above_z"] > MIDDLE_STALLED["max"][2]
+
+
+def test_knob_push_verdicts_on_recorded_traces():
+    # goal_swap t7 seed 0 before the fix: the knob turned to 0.166 rad, then the fingers rode onto
+    # the grip (eef 1.7-2.1 cm above the push height) and dragged it back to the stop, 25 pushes long
+    trace = [0.003, -0.006, -0.000, 0.055, 0.166, 0.082, -0.005, -0.005]
+    heights = [0.005, 0.007, 0.009, 0.021, 0.0205, 0.0175, 0.0175]
+    assert [knob_push_verdict(trace[:i + 1], heights[:i], 0.003) for i in range(1, 6)] == ["pushing"] * 5
+    assert knob_push_verdict(trace[:7], heights[:6], 0.003) == "riding"
+    # goal_swap t7 seed 1 on main (it turned the knob on): two pushes 1.5-1.8 cm high, then down; the
+    # knob lost back from 0.094 to -0.005 rad and passed 0.104 rad 7 pushes later
+    s1_q = [0.0, -0.003, 0.006, 0.094, 0.01, -0.005, 0.004, 0.009, 0.011, 0.028, 0.057, 0.096, 0.138, 0.184,
+            0.228, 0.267, 0.301, 0.334, 0.364, 0.393, 0.421, 0.447, 0.473, 0.499]
+    s1_h = [0.005, 0.007, 0.018, 0.015, 0.014, 0.013, 0.012, 0.011, 0.009, 0.008, 0.008, 0.008, 0.008, 0.008,
+            0.008, 0.008, 0.008, 0.008, 0.008, 0.007, 0.007, 0.007, 0.007]
+    assert [knob_push_verdict(s1_q[:i + 1], s1_h[:i], 0.0) for i in range(1, len(s1_q))] == ["pushing"] * 23
+    # no new best turn for KNOB_STALL_PUSHES pushes: stalled (comes down again)
+    flat = [0.0, 0.2, 0.33] + [0.33, 0.32, 0.31] * 4
+    assert knob_push_verdict(flat, [0.003] * (len(flat) - 1), 0.0) == "stalled"
+    assert knob_push_verdict(flat, [0.003] * (len(flat) - 1), 0.035) == "slipped"
+    # turning off: progress is toward lower qpos
+    down = [1.0 - 0.05 * i for i in range(12)]
+    assert knob_push_verdict(down, [0.0] * 11, 0.0, sign=-1.0) == "pushing"
+    assert knob_push_verdict(down, [0.0] * 11, 0.0, sign=1.0) == "stalled"
+
+
+def test_constants_keep_their_documented_relations():
+    assert fixtures.DRAWER_HOOK_MIN_OPEN > DRAWER_FRONT_DEPTH - 0.032 + 0.04  # room for the fingers
+    assert 0 < fixtures.DRAWER_OPEN_MARGIN < 0.1 and fixtures.DRAWER_PULL_TRIES >= 2

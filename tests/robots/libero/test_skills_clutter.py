@@ -1,0 +1,117 @@
+"""Clutter point clouds and carry routes round them (pure geometry on synthetic clouds shaped
+like libero_goal_swap t1's scene; the carry itself runs in ``test_scripted_skills_sim.py``)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rpent.robots.libero.skills.clutter import (
+    CARRY_MARGIN,
+    CARRY_RISE,
+    carry_route,
+    clutter_points,
+    path_clearance,
+    route_top,
+    scene_points,
+)
+from rpent.robots.libero.skills.estimate import ObjectEstimate
+
+TABLE_Z = 0.90
+
+
+def _box_points(x0, x1, y0, y1, z0, z1, step=0.01):
+    """Surface-ish points filling an axis-aligned box (m), float64[N, 3]."""
+    xs, ys, zs = (np.arange(a, b + 1e-9, step) for a, b in ((x0, x1), (y0, y1), (z0, z1)))
+    return np.stack(np.meshgrid(xs, ys, zs, indexing="ij"), axis=-1).reshape(-1, 3)
+
+
+# libero_goal_swap t1 (seed 0), agentview points: the wine rack stands behind the stove, its front
+# corner at (-0.123, -0.128), 1.22 m tall (above the cloud's band: inf); the wine bottle beside
+# the bowl, 1.058 m tall; the bowl and the stove's burner from the planner's estimates
+RACK = _box_points(-0.39, -0.123, -0.31, -0.128, 0.93, 1.11)
+RACK[RACK[:, 2] >= 1.10, 2] = np.inf
+BOTTLE = _box_points(-0.11, -0.07, -0.029, 0.016, 0.92, 1.058)
+BOWL = ObjectEstimate(center=(-0.1909, -0.0679, 0.926), top_z=0.9508, bottom_z=0.9011, major_yaw=0.0378,
+                      major_extent=0.1013, minor_extent=0.0855)
+BURNER = ObjectEstimate(center=(-0.0591, -0.2342, 0.9303), top_z=0.9259, bottom_z=0.9009, major_yaw=-0.0727,
+                        major_extent=0.0683, minor_extent=0.0208)
+BOWL_PTS = _box_points(-0.23, -0.15, -0.11, -0.03, 0.92, 0.95)
+BURNER_PTS = _box_points(-0.09, -0.03, -0.26, -0.21, 0.92, 0.93)
+
+
+def test_clutter_points_drop_the_moved_object_the_target_and_the_base():
+    base = _box_points(-0.70, -0.62, -0.04, 0.04, 0.92, 1.0)
+    tall_on_target = _box_points(-0.07, -0.05, -0.24, -0.22, 0.96, 1.0)  # e.g. a board over the burner
+    pts = np.concatenate([RACK, BOTTLE, BOWL_PTS, BURNER_PTS, base, tall_on_target])
+    out = clutter_points(pts, BOWL, BURNER)
+    kept = {tuple(p) for p in out}
+    # the rack's corner within the bowl's footprint radius stays where it is taller than the bowl
+    assert all(tuple(p) in kept for p in RACK if p[2] > BOWL.top_z + 0.015)
+    assert all(tuple(p) in kept for p in BOTTLE)
+    assert all(tuple(p) in kept for p in tall_on_target)
+    assert not any(tuple(p) in kept for p in BOWL_PTS)
+    assert not any(tuple(p) in kept for p in BURNER_PTS)
+    assert not any(tuple(p) in kept for p in base)
+    assert clutter_points(np.zeros((0, 3)), BOWL).shape == (0, 3)
+
+
+def test_path_clearance_and_route_top():
+    pts = np.array([[0.0, 0.1, 1.0], [0.0, -0.3, 0.95]])
+    assert path_clearance(pts, [(-0.2, 0.0), (0.2, 0.0)], 0.9) == pytest.approx(0.1)
+    assert path_clearance(pts, [(-0.2, 0.0), (0.2, 0.0)], 1.01) == math.inf  # both lower than the bottom
+    assert route_top(pts, [(-0.2, 0.0), (0.2, 0.0)], 0.15) == pytest.approx(1.0)
+    assert route_top(pts, [(-0.2, 0.0), (0.2, 0.0)], 0.05) == -math.inf
+    assert route_top(np.zeros((0, 3)), [(0, 0), (1, 0)], 0.1) == -math.inf
+
+
+def test_carry_route_round_the_rack_and_over_the_bottle():
+    clutter = clutter_points(np.concatenate([RACK, BOTTLE, BOWL_PTS, BURNER_PTS]), BOWL, BURNER)
+    r = max(BOWL.major_extent, BOWL.minor_extent) / 2
+    bottom = 0.994  # the carried bowl's bottom at the usual carry height
+    corners, z = carry_route(clutter, BOWL.center[:2], BURNER.center[:2], r, bottom, 1.24)
+    # straight, the bowl would pass 1.6 cm from the rack's front corner (it caught there and fell
+    # off the burner tipped); round it: first along +x to the burner's x, then along -y; the
+    # bottle beside that first leg is passed over
+    assert corners == [pytest.approx((BURNER.center[0], BOWL.center[1]))]
+    assert z == pytest.approx(BOTTLE[:, 2].max() + CARRY_RISE)
+    # without the bottle the corner route needs no rise
+    alone = clutter_points(np.concatenate([RACK, BOWL_PTS]), BOWL, BURNER)
+    assert carry_route(alone, BOWL.center[:2], BURNER.center[:2], r, bottom, 1.24) == (
+        [pytest.approx((BURNER.center[0], BOWL.center[1]))], pytest.approx(bottom))
+    # nothing near the straight line: straight, at the given height
+    far = RACK + np.array([-1.0, -1.0, 0.0])
+    assert carry_route(far, BOWL.center[:2], BURNER.center[:2], r, bottom, 1.24) == ([], pytest.approx(bottom))
+    # every route would need more than the cap: straight, unchanged
+    wall = _box_points(-0.3, 0.1, -0.16, -0.15, 0.92, 1.11)
+    wall[wall[:, 2] >= 1.10, 2] = np.inf
+    assert carry_route(wall, BOWL.center[:2], BURNER.center[:2], r, bottom, 1.24) == ([], pytest.approx(bottom))
+
+
+def test_carry_route_keeps_the_margin_it_starts_with():
+    # an object picked from 4 cm beside a tall wall, carried along it: not a detour
+    wall = _box_points(-0.3, 0.3, 0.10, 0.11, 0.92, 1.11)
+    wall[wall[:, 2] >= 1.10, 2] = np.inf
+    assert path_clearance(wall, [(-0.2, 0.05), (-0.2, 0.05)], 0.95) < 0.04 + CARRY_MARGIN  # closer than wanted
+    corners, z = carry_route(wall, (-0.2, 0.05), (0.2, 0.05), 0.04, 0.95, 1.24)
+    assert corners == [] and z == pytest.approx(0.95)
+    # ...nor one set down closer to it (2 cm) than it starts: the goal's own clearance sets what is wanted
+    corners, z = carry_route(wall, (-0.2, 0.05), (0.2, 0.08), 0.04, 0.95, 1.24)
+    assert corners == [] and z == pytest.approx(0.95)
+
+
+def test_scene_points_reads_one_back_project_cloud():
+    calls = []
+
+    def call(tool, args):
+        calls.append((tool, args))
+        return {"center_xyz": [0, 0, 1], "points": [[0.1, 0.2, 0.95], [0.1, 0.2, 1.115], [0.0, 0.0, 1.0]]}
+
+    pts = scene_points(call, TABLE_Z, 1.17)
+    assert calls[0][0] == "back_project"
+    a = calls[0][1]
+    assert a["z_min"] == pytest.approx(TABLE_Z + 0.02) and a["z_max"] == pytest.approx(1.12) and a["max_points"] > 0
+    assert pts.shape == (3, 3) and pts[0, 2] == pytest.approx(0.95) and pts[1, 2] == math.inf
+    assert scene_points(lambda t, a: {"error": "too few valid pixels"}, TABLE_Z, 1.17).shape == (0, 3)
