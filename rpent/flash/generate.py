@@ -91,8 +91,15 @@ def read_recipe(path: str | Path) -> list[dict]:
     p = Path(path)
     if not p.is_file():
         raise FlashGenerateError(f"--recipe {p} does not exist (a recipe is written only for solved runs)")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise FlashGenerateError(f"--recipe {p} is not UTF-8 text ({exc.reason} at byte {exc.start}); pass the "
+                                 "run's <tag>_recipe.jsonl") from None
+    except OSError as exc:
+        raise FlashGenerateError(f"--recipe {p} cannot be read ({exc.strerror or exc})") from None
     out = []
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -427,6 +434,10 @@ def generate(audit: str | Path, recipe: str | Path, destination: str | Path,
             disagree (the message says which command could not be matched).
         OSError: the destination cannot be written.
     """
+    blocker = next((q for q in (Path(destination), *Path(destination).parents) if q.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise FlashGenerateError(f"--destination {destination}: {blocker} is a file, not a directory; "
+                                 "choose a directory for the flash files")
     audit_path, doc = read_audit(audit)
     if doc.get("environment_success") is not True:
         raise FlashGenerateError(f"--audit {audit_path}: the run was not solved (environment_success="
