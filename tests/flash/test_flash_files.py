@@ -66,6 +66,19 @@ def test_generate_binds_waypoints_to_anchors(tmp_path):
     assert plan["source"]["planner"] == "api" and plan["task_language"] == "put the soup in the basket"
 
 
+def test_generate_refuses_to_overwrite_a_cells_plan_without_replace(tmp_path):
+    audit, recipe = _run(tmp_path)
+    plan_p, _ = generate(audit, recipe, tmp_path / "flash")
+    before = plan_p.read_bytes()
+    with pytest.raises(FlashGenerateError, match="already holds the flash plan of object_t4_s0.*--replace"):
+        generate(audit, recipe, tmp_path / "flash")
+    assert plan_p.read_bytes() == before
+    from rpent.cli.flash import main as flash_main
+    args = ["generate", "--audit", str(audit), "--recipe", str(recipe), "--destination", str(tmp_path / "flash")]
+    assert flash_main(args) == 2
+    assert flash_main([*args, "--replace"]) == 0 and load_flash(tmp_path / "flash", "object_t4_s0")[0]["cell"] == "object_t4_s0"
+
+
 def test_rebuilt_waypoints_follow_moved_anchors(tmp_path):
     audit, recipe = _run(tmp_path)
     generate(audit, recipe, tmp_path / "flash")
