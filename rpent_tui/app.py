@@ -211,7 +211,7 @@ class RpentApp(App[int]):
         elif isinstance(event, OperatorResolved) and self._operator_modal is not None:
             modal = self._operator_modal
             if modal.request.id == event.request.id and not modal.answered and self.screen is modal:
-                modal.dismiss(None)  # answered elsewhere or cancelled (the TaskRun ended)
+                modal.close(None)  # answered elsewhere or cancelled (the TaskRun ended)
         for screen in list(self.live_screens):
             handler = getattr(screen, "handle_service_event", None)
             if handler is not None and screen.is_mounted:
@@ -224,18 +224,24 @@ class RpentApp(App[int]):
             return False
         if self._operator_modal is not None and self._operator_modal.is_attached:
             return True
-        modal = OperatorModal(run_id, request, self.options.image_mode)
+        modal = OperatorModal(run_id, request, self.options.image_mode, on_closed=self._keys_after_operator)
         self._operator_modal = modal
 
         def closed(_answer: str | None) -> None:
-            self._operator_modal = None
-            # never hand the keys back to a text box: s/f/t/o/x must act after a verdict
-            if isinstance(self.screen, RunScreen):
-                self.call_after_refresh(lambda: self.screen.query_one("#transcript").focus()
-                                        if isinstance(self.screen, RunScreen) else None)
+            if self._operator_modal is modal:
+                self._operator_modal = None
 
         self.push_screen(modal, closed)
         return True
+
+    def _keys_after_operator(self) -> None:
+        """The operator modal just closed (answer, Esc, answered elsewhere): never hand the keys back to a
+        text box: on the Run screen the transcript gets the focus at once, so s/f/t/o/x typed right behind
+        the answer act as keys."""
+        self._operator_modal = None
+        screen = self.screen
+        if isinstance(screen, RunScreen) and screen.is_mounted:
+            screen.set_focus(screen.query_one("#transcript"))
 
     def open_operator_request(self) -> bool:
         """Open the modal for the current TaskRun's pending request; False when none waits."""
