@@ -38,6 +38,16 @@ __all__ = ["RunScreen", "CommandSuggester", "counters_text"]
 #: More events than this waiting for a hidden Run screen: redraw from the model instead of appending.
 CATCH_UP_MAX_EVENTS = 2000
 
+#: Keys first (issue 12: a key pressed while a streaming repaint runs waits for it). While the operator
+#: is pressing keys (the last key less than ``KEYS_ACTIVE_S`` s ago: typing, switching screens) the
+#: Run screen's streaming repaints are spaced at least ``KEYS_REPAINT_INTERVAL_S`` s apart (transcript,
+#: counters, timeline; otherwise ``AppOptions.repaint_interval_s``) and camera frames
+#: ``KEYS_FRAME_INTERVAL_S`` s apart (otherwise ``AppOptions.frame_interval_s``): fewer repaints for a
+#: key to land in. Nothing is dropped: the next repaint shows every event and the newest frame.
+KEYS_ACTIVE_S = 0.5
+KEYS_REPAINT_INTERVAL_S = 1.0
+KEYS_FRAME_INTERVAL_S = 2.0
+
 STATE_STYLE = {"starting": "yellow", "running": "cyan", "succeeded": "bold green", "failed": "bold red",
                "aborted": "bold magenta", "cancelled": "dim", "error": "bold red"}
 
@@ -194,11 +204,22 @@ class RunScreen(LiveScreen):
                 return
             self._pending.extend(e for e in event.events if e.get("kind") != "planner" or e.get("event") != "usage")
             if self._repaint_timer is None:
-                wait = self._repainted_at + self.app.options.repaint_interval_s - time.monotonic()
-                if wait <= 0:
-                    self._repaint()
-                else:
-                    self._repaint_timer = self.set_timer(wait, self._repaint)
+                self._repaint_due()
+
+    def _spacing(self, interval_s: float, while_keys_s: float) -> float:
+        """``interval_s``, or ``while_keys_s`` when longer and the operator is pressing keys."""
+        return max(interval_s, while_keys_s) if self.app.keys_active(KEYS_ACTIVE_S) else interval_s
+
+    def _repaint_due(self) -> None:
+        """Repaint now, or (re)arm the timer for when the spacing since the last repaint has passed
+        (re-checked when it fires: keys pressed meanwhile stretch it, see ``KEYS_REPAINT_INTERVAL_S``)."""
+        self._repaint_timer = None
+        spacing = self._spacing(self.app.options.repaint_interval_s, KEYS_REPAINT_INTERVAL_S)
+        wait = self._repainted_at + spacing - time.monotonic()
+        if wait > 0.001:
+            self._repaint_timer = self.set_timer(wait, self._repaint_due)
+        else:
+            self._repaint()
 
     def on_screen_resume(self) -> None:
         """Shown again: catch up with what arrived while hidden, right after the first paint."""
@@ -235,11 +256,16 @@ class RunScreen(LiveScreen):
         """Repaint the camera panes now, or once ``frame_interval_s`` has passed since the last repaint."""
         if self._frames_timer is not None:
             return  # a repaint is already scheduled; it will show the newest frame
-        wait = self._frames_shown_at + self.app.options.frame_interval_s - time.monotonic()
-        if wait <= 0:
-            self._show_frames()
+        self._frames_due()
+
+    def _frames_due(self) -> None:
+        self._frames_timer = None
+        spacing = self._spacing(self.app.options.frame_interval_s, KEYS_FRAME_INTERVAL_S)
+        wait = self._frames_shown_at + spacing - time.monotonic()
+        if wait > 0.001:
+            self._frames_timer = self.set_timer(wait, self._frames_due)
         else:
-            self._frames_timer = self.set_timer(wait, self._show_frames)
+            self._show_frames()
 
     def _show_frames(self) -> None:
         self._frames_timer = None
