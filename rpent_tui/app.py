@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import gc
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -47,9 +46,15 @@ from rpent.session.commands import known_suites, warm_up as warm_suite_list
 from rpent.session.flywheel_jobs import FlywheelRunner
 from rpent.session.core import Session
 from rpent.session.model import OperatorPrompt, OperatorResolved, SessionChanged
+from .services.gc_policy import QuietCollector
 from .services.trio_bridge import TrioBridge, install_exit_signals
 
 __all__ = ["RpentApp", "AppOptions", "SCREEN_MODES"]
+
+#: How often (s) the app offers the garbage collector a full collection, and how long (s) without a key
+#: counts as quiet (``services.gc_policy.QuietCollector``).
+GC_TICK_S = 0.25
+GC_QUIET_S = 1.0
 
 #: Screen modes and their F-keys.
 SCREEN_MODES = {"services": ("f2", ServicesScreen, "Services"), "run": ("f3", RunScreen, "Run"),
@@ -131,7 +136,7 @@ class RpentApp(App[int]):
         self.task_lists: dict[str, tuple[str, ...]] = {}  # robot -> its suites, once this app scanned them
         self._switching_shown_mode = False
         self._modes_shown: set[str] = set()  # modes whose screen was composed (switched to once; never removed)
-        self._froze_gc = False
+        self.collector = QuietCollector()  # full garbage collections wait for a quiet moment (issue 12)
         self._last_key_at = float("-inf")  # time.monotonic() of the last key event
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -149,31 +154,15 @@ class RpentApp(App[int]):
         if self.options.keymap:
             self.set_keymap(self.options.keymap)
         self.switch_mode(self.options.start_mode)
-        self.call_after_refresh(self.freeze_startup_heap)
-
-    def freeze_startup_heap(self) -> None:
-        """Collect garbage once, then exclude every object alive now (modules, Textual, the composed
-        screens, the suite registry) from later garbage collections (``gc.freeze``, the standard
-        library's tool for long-lived start-up objects).
-
-        Why (issue 12): a full collection walks every tracked object; with ~150k start-up objects it
-        took 100-300 ms while a TaskRun streamed, several times a minute, and a key pressed meanwhile
-        waited for it (the slowest 10% of screen switches). Frozen objects are still freed by reference
-        counting; only reference cycles among them are no longer collected, which for start-up objects
-        costs nothing. Called after the first screen is drawn and again when the suite list is ready;
-        ``on_unmount`` unfreezes (an app run inside a larger process, e.g. tests)."""
-        gc.collect()
-        gc.freeze()
-        self._froze_gc = True
+        self.call_after_refresh(self.collector.freeze)
+        self.set_interval(GC_TICK_S, lambda: self.collector.tick(quiet=not self.keys_active(GC_QUIET_S)))
 
     async def on_unmount(self) -> None:
         """Cancel every background task and wait for trio: servers stopped, records closed."""
         if self._restore_signals is not None:
             self._restore_signals()
         await self.bridge.aclose()
-        if self._froze_gc:
-            gc.unfreeze()
-            self._froze_gc = False
+        self.collector.stop()
 
     def _exit_on_signal(self, code: int) -> None:
         self.exit(return_code=code, message=f"rpent-tui: signal {code - 128} received; stopped every service")
@@ -311,7 +300,7 @@ class RpentApp(App[int]):
 
     def _task_list_ready(self, robot: str, suites: tuple[str, ...]) -> None:
         self.task_lists[robot] = tuple(suites)
-        self.freeze_startup_heap()  # the registry scan's objects live as long as the app
+        self.collector.freeze()  # the registry scan's objects live as long as the app
         for screen in list(self.live_screens):
             handler = getattr(screen, "task_list_ready", None)
             if handler is not None and screen.is_mounted:
