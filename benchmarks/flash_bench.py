@@ -100,6 +100,16 @@ def _flash_row(suite: str, task: int, r: dict, total: dict | None, n: int, start
             "env_server_start_cpu_s": start["cpu_s"] if start else None}
 
 
+def _infra(row: dict) -> bool:
+    """True for a flash row where no episode was judged: the benchmark's own stop cancelled it
+    (``received SIG...``) or the replay process ended before the episode ran (``no episode row``, e.g.
+    its env server printed no readiness line within the supervisor's 300 s on a starved machine).
+    Such rows are infrastructure, not replay failures: the table counts them apart and ``--resume``
+    runs them again."""
+    err = str(row.get("error") or "")
+    return err.startswith("received SIG") or err.startswith("no episode row")
+
+
 def _median(vals: list) -> str:
     vals = [v for v in vals if v is not None]
     return f"{statistics.median(vals):.1f}" if vals else "n/a"
@@ -132,8 +142,8 @@ def main() -> None:
         for line in log_path.read_text().splitlines():
             if line.strip():
                 r = json.loads(line)
-                if r.get("planner") == "flash" and str(r.get("error") or "").startswith("received SIG"):
-                    continue  # an episode the benchmark's own stop cancelled: run it again
+                if r.get("planner") == "flash" and _infra(r) and not args.report_only:
+                    continue  # cancelled by the benchmark's own stop, or no episode ran: run it again
                 if r.get("planner") in ("scripted", "flash"):
                     done[(r["suite"], r["task"], r["seed"], r["planner"])] = r
                 elif r.get("planner") == "flash-generate" and args.report_only:
@@ -221,11 +231,13 @@ def main() -> None:
         # a generate failure of an earlier invocation that a resumed one overcame does not count
         gen_failed = {(r["suite"], r["task"]) for r in sel if r["planner"] == "flash-generate"} - replayed
         plans = [r for r in s0 if r["success"] and (r["suite"], r["task"]) not in gen_failed]
-        fl = [r for r in sel if r["planner"] == "flash"]
+        infra = [r for r in sel if r["planner"] == "flash" and _infra(r)]
+        fl = [r for r in sel if r["planner"] == "flash" and not _infra(r)]
         ok = sum(bool(r["success"]) for r in fl)
         ci = wilson_interval(ok, len(fl))
         rate = f"{100.0 * ok / len(fl):.1f}% [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if fl else "n/a"
-        print(f"| {suite or 'all'} | {len(plans)}/{len(s0)} | {ok}/{len(fl)} | {rate} | "
+        print(f"| {suite or 'all'} | {len(plans)}/{len(s0)} | {ok}/{len(fl)}"
+              f"{f' (+{len(infra)} infra)' if infra else ''} | {rate} | "
               f"{_median([r.get('wall_s') for r in fl])} | {_median([r.get('cpu_s') for r in fl])} | "
               f"{_median([r.get('amortised_wall_s') for r in fl])} / {_median([r.get('amortised_cpu_s') for r in fl])} | "
               f"{_median([r['wall_s'] for r in s0])} / {_median([r['wall_s'] for r in sb])} "
