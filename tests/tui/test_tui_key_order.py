@@ -135,7 +135,7 @@ def test_keys_right_after_enter_are_the_screens_keys(tmp_path):
                 _box(app).value = ""
             run = app.session.current
             _burst(app, "ilast words\nx")  # x right behind Enter cancels the TaskRun
-            await wait_for(pilot, lambda: run.finished, 30, what="x behind Enter cancels")
+            await wait_for(pilot, lambda: run.finished, 60, what="x behind Enter cancels")
             assert run.state == "cancelled" and steerings[0].drain() == ["last words"] and _box(app).value == ""
             await pilot.press("ctrl+q")
 
