@@ -339,7 +339,9 @@ class RunScreen(LiveScreen):
 
     @on(Input.Changed, "#message")
     def _edited(self, event: Input.Changed) -> None:
-        if self._confirm_replace is not None and event.value.strip() != self._confirm_replace:
+        """An edited line needs its own confirmation. Compared with the line's text now, not the
+        event's: the changes of keys typed before Enter may arrive after the line was sent."""
+        if self._confirm_replace is not None and event.input.value.strip() != self._confirm_replace:
             self._confirm_replace = None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

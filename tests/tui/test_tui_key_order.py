@@ -133,10 +133,18 @@ def test_keys_right_after_enter_are_the_screens_keys(tmp_path):
                 _burst(app, "\x1b")
                 await _settle(pilot, lambda: app.focused is not _box(app))
                 _box(app).value = ""
+            # a new task while one runs: the line (typed in one burst) waits for a second Enter in the line
+            _burst(app, "i/rpent-task libero_object 5 0\n")
+            await wait_for(pilot, lambda: any("press Enter again" in n.message for n in app._notifications)
+                           and app.focused is _box(app), 30, what="the replace confirmation")
+            assert _box(app).value == "/rpent-task libero_object 5 0" and len(app.session.runs) == 1
+            _burst(app, "\n")
+            await wait_for(pilot, lambda: len(app.session.runs) == 2 and app.session.current.transcript, 60,
+                           what="the replacing TaskRun")
             run = app.session.current
             _burst(app, "ilast words\nx")  # x right behind Enter cancels the TaskRun
             await wait_for(pilot, lambda: run.finished, 60, what="x behind Enter cancels")
-            assert run.state == "cancelled" and steerings[0].drain() == ["last words"] and _box(app).value == ""
+            assert run.state == "cancelled" and steerings[-1].drain() == ["last words"] and _box(app).value == ""
             await pilot.press("ctrl+q")
 
     asyncio.run(main())
