@@ -19,11 +19,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from textual import events
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
@@ -44,9 +46,15 @@ from rpent.session.commands import known_suites, warm_up as warm_suite_list
 from rpent.session.flywheel_jobs import FlywheelRunner
 from rpent.session.core import Session
 from rpent.session.model import OperatorPrompt, OperatorResolved, SessionChanged
+from .services.gc_policy import QuietCollector
 from .services.trio_bridge import TrioBridge, install_exit_signals
 
 __all__ = ["RpentApp", "AppOptions", "SCREEN_MODES"]
+
+#: How often (s) the app offers the garbage collector a full collection, and how long (s) without a key
+#: counts as quiet (``services.gc_policy.QuietCollector``).
+GC_TICK_S = 0.25
+GC_QUIET_S = 1.0
 
 #: Screen modes and their F-keys.
 SCREEN_MODES = {"services": ("f2", ServicesScreen, "Services"), "run": ("f3", RunScreen, "Run"),
@@ -128,6 +136,8 @@ class RpentApp(App[int]):
         self.task_lists: dict[str, tuple[str, ...]] = {}  # robot -> its suites, once this app scanned them
         self._switching_shown_mode = False
         self._modes_shown: set[str] = set()  # modes whose screen was composed (switched to once; never removed)
+        self.collector = QuietCollector()  # full garbage collections wait for a quiet moment (issue 12)
+        self._last_key_at = float("-inf")  # time.monotonic() of the last key event
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -144,12 +154,15 @@ class RpentApp(App[int]):
         if self.options.keymap:
             self.set_keymap(self.options.keymap)
         self.switch_mode(self.options.start_mode)
+        self.call_after_refresh(self.collector.freeze)
+        self.set_interval(GC_TICK_S, lambda: self.collector.tick(quiet=not self.keys_active(GC_QUIET_S)))
 
     async def on_unmount(self) -> None:
         """Cancel every background task and wait for trio: servers stopped, records closed."""
         if self._restore_signals is not None:
             self._restore_signals()
         await self.bridge.aclose()
+        self.collector.stop()
 
     def _exit_on_signal(self, code: int) -> None:
         self.exit(return_code=code, message=f"rpent-tui: signal {code - 128} received; stopped every service")
@@ -172,6 +185,17 @@ class RpentApp(App[int]):
 
     def _trio_crashed(self, error: BaseException) -> None:
         self.exit(return_code=1, message=f"rpent-tui: background task failed: {type(error).__name__}: {error}")
+
+    async def on_event(self, event: events.Event) -> None:
+        """Textual's event handling; notes the time of every key (``keys_active``)."""
+        if isinstance(event, events.Key):
+            self._last_key_at = time.monotonic()
+        await super().on_event(event)
+
+    def keys_active(self, within_s: float) -> bool:
+        """Whether the operator pressed a key in the last ``within_s`` seconds (screens then space out
+        streaming repaints, so keys rarely wait behind one: ``screens.run.KEYS_ACTIVE_S``)."""
+        return time.monotonic() - self._last_key_at < within_s
 
     # -- screen switches -----------------------------------------------------------------------------
     def switch_mode(self, mode: str) -> Any:
@@ -211,7 +235,7 @@ class RpentApp(App[int]):
         elif isinstance(event, OperatorResolved) and self._operator_modal is not None:
             modal = self._operator_modal
             if modal.request.id == event.request.id and not modal.answered and self.screen is modal:
-                modal.dismiss(None)  # answered elsewhere or cancelled (the TaskRun ended)
+                modal.close(None)  # answered elsewhere or cancelled (the TaskRun ended)
         for screen in list(self.live_screens):
             handler = getattr(screen, "handle_service_event", None)
             if handler is not None and screen.is_mounted:
@@ -224,18 +248,24 @@ class RpentApp(App[int]):
             return False
         if self._operator_modal is not None and self._operator_modal.is_attached:
             return True
-        modal = OperatorModal(run_id, request, self.options.image_mode)
+        modal = OperatorModal(run_id, request, self.options.image_mode, on_closed=self._keys_after_operator)
         self._operator_modal = modal
 
         def closed(_answer: str | None) -> None:
-            self._operator_modal = None
-            # never hand the keys back to a text box: s/f/t/o/x must act after a verdict
-            if isinstance(self.screen, RunScreen):
-                self.call_after_refresh(lambda: self.screen.query_one("#transcript").focus()
-                                        if isinstance(self.screen, RunScreen) else None)
+            if self._operator_modal is modal:
+                self._operator_modal = None
 
         self.push_screen(modal, closed)
         return True
+
+    def _keys_after_operator(self) -> None:
+        """The operator modal just closed (answer, Esc, answered elsewhere): never hand the keys back to a
+        text box: on the Run screen the transcript gets the focus at once, so s/f/t/o/x typed right behind
+        the answer act as keys."""
+        self._operator_modal = None
+        screen = self.screen
+        if isinstance(screen, RunScreen) and screen.is_mounted:
+            screen.set_focus(screen.query_one("#transcript"))
 
     def open_operator_request(self) -> bool:
         """Open the modal for the current TaskRun's pending request; False when none waits."""
@@ -270,6 +300,7 @@ class RpentApp(App[int]):
 
     def _task_list_ready(self, robot: str, suites: tuple[str, ...]) -> None:
         self.task_lists[robot] = tuple(suites)
+        self.collector.freeze()  # the registry scan's objects live as long as the app
         for screen in list(self.live_screens):
             handler = getattr(screen, "task_list_ready", None)
             if handler is not None and screen.is_mounted:

@@ -2,7 +2,9 @@
 
 Keys (issue 9): ``s`` success, ``f`` failure, ``c`` continue, ``a`` abort, ``d`` done (scene reset);
 only the request's own choices are active. ``n`` focuses the notes box (Enter returns to the keys).
-Esc hides the modal without answering; ``o`` on the Run screen reopens it. The answer goes to
+Esc hides the modal without answering; ``o`` on the Run screen reopens it. An answer or Esc hands
+the keys back to the screen below at once (on the Run screen: the transcript), also for keys typed
+right behind it. The answer goes to
 ``Session.reply_operator`` and is logged to the TaskRun's ``operator_tui.jsonl`` by the operator.
 
 Frames: the request's own camera labels as the toolkit sends them (LIBERO: ``agentview`` and
@@ -12,15 +14,18 @@ main camera first.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from rpent.session.operator import ANSWER_KEYS, OperatorReplyError, OperatorRequest
+from ..widgets.footer import StableFooter
 from ..widgets.frames import FramePane
 
 __all__ = ["OperatorModal"]
@@ -37,23 +42,29 @@ class OperatorModal(ModalScreen[str | None]):
     OperatorModal #op-frames { height: 1fr; }
     OperatorModal #op-choices { height: auto; margin-top: 1; }
     """
+    # Priority bindings act when the app takes the key from its queue (see RunScreen.BINDINGS): n focuses
+    # the notes at once (the keys behind it are notes, never answers); an answer or Esc closes the modal
+    # and hands the keys to the screen below at once (``on_closed``), so the keys typed right behind the
+    # answer (t, o, x, i) are that screen's keys, never lost in the closing modal.
     BINDINGS = [
-        Binding("s", "answer('success')", "Success", id="operator-success"),
-        Binding("f", "answer('failure')", "Failure", id="operator-failure"),
-        Binding("c", "answer('continue')", "Continue", id="operator-continue"),
-        Binding("a", "answer('abort')", "Abort", id="operator-abort"),
-        Binding("d", "answer('done')", "Done", id="operator-done"),
-        # priority, focusing at once: the keys typed right behind n are notes, never answers (see RunScreen)
+        Binding("s", "answer('success')", "Success", id="operator-success", priority=True),
+        Binding("f", "answer('failure')", "Failure", id="operator-failure", priority=True),
+        Binding("c", "answer('continue')", "Continue", id="operator-continue", priority=True),
+        Binding("a", "answer('abort')", "Abort", id="operator-abort", priority=True),
+        Binding("d", "answer('done')", "Done", id="operator-done", priority=True),
         Binding("n", "notes", "Notes", id="operator-notes", priority=True),
-        Binding("escape", "later", "Later", id="operator-later", tooltip="Hide; answer later with o"),
+        Binding("escape", "later", "Later", id="operator-later", priority=True, tooltip="Hide; answer later with o"),
     ]
 
-    def __init__(self, run_id: str, request: OperatorRequest, image_mode: str) -> None:
+    def __init__(self, run_id: str, request: OperatorRequest, image_mode: str,
+                 on_closed: Callable[[], None] | None = None) -> None:
+        """``on_closed`` runs right after the modal left the screen stack (in the same key's handling)."""
         super().__init__()
         self.run_id = run_id
         self.request = request
         self.image_mode = image_mode
         self.answered = False
+        self._on_closed = on_closed
 
     def compose(self) -> ComposeResult:
         req = self.request
@@ -70,7 +81,7 @@ class OperatorModal(ModalScreen[str | None]):
             yield Static(Text(keys + "   [n] notes   [Esc] later", style="bold"), id="op-choices")
             yield Input(placeholder="optional notes: press n, type, Enter returns to the answer keys",
                         disabled=True, id="op-notes")
-        yield Footer(compact=True, show_command_palette=False)
+        yield StableFooter(compact=True, show_command_palette=False)
 
     def frame_labels(self) -> list[str]:
         """Labels of the frames shown: the main camera (``main``/``agentview``) first, at most two."""
@@ -84,9 +95,9 @@ class OperatorModal(ModalScreen[str | None]):
         self.set_focus(None)  # answer keys work at once; n focuses the notes
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Only the request's own choices are active keys."""
+        """Only the request's own choices are active keys; in the notes box s/f/c/a/d/n are text."""
         if action == "answer":
-            return parameters[0] in self.request.choices
+            return parameters[0] in self.request.choices and not isinstance(self.focused, Input)
         if action == "notes" and isinstance(self.focused, Input):
             return False  # n is text in the notes box
         return True
@@ -112,11 +123,18 @@ class OperatorModal(ModalScreen[str | None]):
             self.app.session.reply_operator(self.run_id, self.request.id, answer, notes)
         except OperatorReplyError as exc:
             self.app.notify(str(exc), severity="error", title="Operator")
-            self.dismiss(None)
+            self.close(None)
             return
         self.app.notify(f"answered {answer}" + (f" ({notes.strip()})" if notes.strip() else ""), title="Operator")
-        self.dismiss(answer)
+        self.close(answer)
 
     def action_later(self) -> None:
         """Hide the modal; the request stays pending."""
-        self.dismiss(None)
+        self.close(None)
+
+    def close(self, answer: str | None) -> None:
+        """Dismiss with ``answer`` (None: not answered here) and run ``on_closed`` at once (Textual
+        leaves the screen stack at once; the result callback runs later)."""
+        self.dismiss(answer)
+        if self._on_closed is not None:
+            self._on_closed()

@@ -38,6 +38,16 @@ __all__ = ["RunScreen", "CommandSuggester", "counters_text"]
 #: More events than this waiting for a hidden Run screen: redraw from the model instead of appending.
 CATCH_UP_MAX_EVENTS = 2000
 
+#: Keys first (issue 12: a key pressed while a streaming repaint runs waits for it). While the operator
+#: is pressing keys (the last key less than ``KEYS_ACTIVE_S`` s ago: typing, switching screens) the
+#: Run screen's streaming repaints are spaced at least ``KEYS_REPAINT_INTERVAL_S`` s apart (transcript,
+#: counters, timeline; otherwise ``AppOptions.repaint_interval_s``) and camera frames
+#: ``KEYS_FRAME_INTERVAL_S`` s apart (otherwise ``AppOptions.frame_interval_s``): fewer repaints for a
+#: key to land in. Nothing is dropped: the next repaint shows every event and the newest frame.
+KEYS_ACTIVE_S = 0.5
+KEYS_REPAINT_INTERVAL_S = 1.0
+KEYS_FRAME_INTERVAL_S = 2.0
+
 STATE_STYLE = {"starting": "yellow", "running": "cyan", "succeeded": "bold green", "failed": "bold red",
                "aborted": "bold magenta", "cancelled": "dim", "error": "bold red"}
 
@@ -101,13 +111,17 @@ class RunScreen(LiveScreen):
     # a plain binding runs only after its key has bubbled back up from the focused widget, i.e. after
     # the keys queued behind it (one terminal read: a fast typist, a paste, tmux send-keys, a busy
     # machine) were already handed to the transcript, where they were lost or acted as keys (issue 12).
-    # ``check_action`` lets i and t through as text while the input line has the focus.
+    # ``check_action`` lets i and t through as text while the input line has the focus, and Enter through
+    # to the transcript (raw JSON) while the input line does not have it.
     BINDINGS = [
         Binding("escape", "interrupt", "Interrupt", id="run-interrupt", priority=True,
                 tooltip="Interrupt the planner's current tool call"),
         Binding("i", "focus_message", "Message", id="run-message", priority=True, tooltip="Type a message or a /command"),
         Binding("t", "new_task", "Task", id="run-new-task", priority=True,
                 tooltip="Start a TaskRun: /rpent-task <suite> <task> <seed>"),
+        # Enter in the input line: the same reason (the keys typed behind Enter are the screen's keys)
+        Binding("enter", "send_message", "Send", id="run-send", show=False, priority=True,
+                tooltip="Send the input line; the screen's keys act again at once"),
         Binding("o", "operator", "Operator", id="run-operator", tooltip="Answer the pending operator request"),
         Binding("x", "cancel_task", "Cancel", id="run-cancel", tooltip="Cancel the running TaskRun"),
     ]
@@ -190,11 +204,22 @@ class RunScreen(LiveScreen):
                 return
             self._pending.extend(e for e in event.events if e.get("kind") != "planner" or e.get("event") != "usage")
             if self._repaint_timer is None:
-                wait = self._repainted_at + self.app.options.repaint_interval_s - time.monotonic()
-                if wait <= 0:
-                    self._repaint()
-                else:
-                    self._repaint_timer = self.set_timer(wait, self._repaint)
+                self._repaint_due()
+
+    def _spacing(self, interval_s: float, while_keys_s: float) -> float:
+        """``interval_s``, or ``while_keys_s`` when longer and the operator is pressing keys."""
+        return max(interval_s, while_keys_s) if self.app.keys_active(KEYS_ACTIVE_S) else interval_s
+
+    def _repaint_due(self) -> None:
+        """Repaint now, or (re)arm the timer for when the spacing since the last repaint has passed
+        (re-checked when it fires: keys pressed meanwhile stretch it, see ``KEYS_REPAINT_INTERVAL_S``)."""
+        self._repaint_timer = None
+        spacing = self._spacing(self.app.options.repaint_interval_s, KEYS_REPAINT_INTERVAL_S)
+        wait = self._repainted_at + spacing - time.monotonic()
+        if wait > 0.001:
+            self._repaint_timer = self.set_timer(wait, self._repaint_due)
+        else:
+            self._repaint()
 
     def on_screen_resume(self) -> None:
         """Shown again: catch up with what arrived while hidden, right after the first paint."""
@@ -231,11 +256,16 @@ class RunScreen(LiveScreen):
         """Repaint the camera panes now, or once ``frame_interval_s`` has passed since the last repaint."""
         if self._frames_timer is not None:
             return  # a repaint is already scheduled; it will show the newest frame
-        wait = self._frames_shown_at + self.app.options.frame_interval_s - time.monotonic()
-        if wait <= 0:
-            self._show_frames()
+        self._frames_due()
+
+    def _frames_due(self) -> None:
+        self._frames_timer = None
+        spacing = self._spacing(self.app.options.frame_interval_s, KEYS_FRAME_INTERVAL_S)
+        wait = self._frames_shown_at + spacing - time.monotonic()
+        if wait > 0.001:
+            self._frames_timer = self.set_timer(wait, self._frames_due)
         else:
-            self._frames_timer = self.set_timer(wait, self._show_frames)
+            self._show_frames()
 
     def _show_frames(self) -> None:
         self._frames_timer = None
@@ -259,12 +289,28 @@ class RunScreen(LiveScreen):
         if self.app.session.current is None and self.is_mounted:
             self._render_side(None, frames=False)
 
-    @on(Input.Submitted, "#message")
-    def submit(self, event: Input.Submitted) -> None:
-        """Start a task, run a steering command, or queue a message; then hand the keys back to the
-        screen (focus on the transcript), so ``t``, ``o``, ``x``, ``i`` act at once. A new task while
-        one runs needs a second Enter (it replaces the running TaskRun)."""
-        line = event.value
+    def action_send_message(self) -> None:
+        """Enter in the input line: hand the keys back to the screen now (focus on the transcript, so
+        ``t``, ``o``, ``x``, ``i`` typed right behind Enter act as keys), then send the line once the
+        input has taken the keys queued before Enter (``_send_line`` runs in the input's own queue)."""
+        box = self.query_one("#message", Input)
+        self.set_focus(self.query_one(TranscriptView))
+        box.call_later(self._send_line, box)
+
+    def _send_line(self, box: Input) -> None:
+        """Send the input line's text and clear it (keys typed after a later ``i`` start a new line). A
+        refused line, or a new task that needs a second Enter, stays in the line, which gets the focus
+        back (Enter again, or edit it)."""
+        if self.submit_line(box.value):
+            box.value = ""
+        else:
+            self.set_focus(box)
+
+    def submit_line(self, line: str) -> bool:
+        """Start a task, run a steering command, or queue a message (``line``: the input line's text).
+        A new task while one runs needs a second submit of the same line (it replaces the running
+        TaskRun). Returns False when the line was refused (an error notification says why) or waits for
+        that confirmation."""
         try:
             robot = self._session_robot()
             if robot is None and line.strip().startswith(TASK_COMMAND):
@@ -278,7 +324,7 @@ class RunScreen(LiveScreen):
                     self.notify(f"TaskRun {active.id} ({active.command.display()}) is still {active.state}: press "
                                 f"Enter again to replace it with {parsed.display()}, or edit the line",
                                 severity="warning", title="Replace the running task?")
-                    return
+                    return False
                 self._confirm_replace = None
                 self.app.start_task(parsed)  # off the UI thread; the new TaskRun is drawn on SessionChanged
             elif isinstance(parsed, SteerMessage):
@@ -288,19 +334,23 @@ class RunScreen(LiveScreen):
                     self.notify(reply, title="Planner")
         except (CommandError, SessionNotReady, ValueError) as exc:
             self.notify(str(exc), severity="error", title="Input")
-            return
-        event.input.value = ""
-        self.query_one(TranscriptView).focus()
+            return False
+        return True
 
     @on(Input.Changed, "#message")
     def _edited(self, event: Input.Changed) -> None:
-        if self._confirm_replace is not None and event.value.strip() != self._confirm_replace:
+        """An edited line needs its own confirmation. Compared with the line's text now, not the
+        event's: the changes of keys typed before Enter may arrive after the line was sent."""
+        if self._confirm_replace is not None and event.input.value.strip() != self._confirm_replace:
             self._confirm_replace = None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """``i`` and ``t`` type text while the input line has the focus (they are priority bindings)."""
+        """``i`` and ``t`` type text while the input line has the focus (they are priority bindings);
+        Enter sends the line only from the input line (elsewhere it is the focused widget's key)."""
         if action in ("focus_message", "new_task") and isinstance(self.focused, Input):
             return False
+        if action == "send_message":
+            return isinstance(self.focused, Input) and self.focused.id == "message"
         return True
 
     def action_focus_message(self) -> None:
@@ -308,11 +358,17 @@ class RunScreen(LiveScreen):
         self.set_focus(self.query_one("#message", Input))
 
     def action_new_task(self) -> None:
-        """Prefill ``/rpent-task `` in the input line and focus it now (the keys behind ``t`` extend it)."""
+        """Focus the input line now and prefill ``/rpent-task `` in it; the prefill runs in the input's
+        own queue, so a line sent by an Enter typed before ``t`` is sent first and the keys behind
+        ``t`` extend the prefill."""
         box = self.query_one("#message", Input)
+        self.set_focus(box)
+        box.call_later(self._prefill_task, box)
+
+    @staticmethod
+    def _prefill_task(box: Input) -> None:
         box.value = "/rpent-task "
         box.cursor_position = len(box.value)
-        self.set_focus(box)
 
     def action_interrupt(self) -> None:
         """Interrupt the planner's current tool call (Esc). In the input line, Esc first leaves it

@@ -13,6 +13,12 @@ repaint it asks for). Two stock widgets ask for one where the layout cannot chan
   size never depends on the text. ``LineInput`` updates the scroll range in place (a layout pass is
   still requested when a CSS dimension is ``auto``, as ``Input`` does).
 
+``LineInput`` also runs its own key bindings (backspace, arrows, ctrl+u, ...) in the order its keys
+arrive. Textual resolves a widget's bindings only when the key has bubbled back up to the App, i.e.
+after the keys queued behind it (a burst from one terminal read: a paste, ``tmux send-keys``, a busy
+machine) were already typed: ``ab<backspace>c`` became ``ab``, and a key queued before a focus change
+resolved against the new focus (issue 12).
+
 Both look and behave exactly like the stock widgets (CSS type selectors of the base class apply).
 """
 
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual import events
 from textual.app import ComposeResult
 from textual.geometry import Size
 from textual.reactive import Reactive
@@ -47,8 +54,20 @@ class StableHeader(Header):
 
 
 class LineInput(Input):
-    """``Input`` whose keystrokes repaint the line without a screen layout pass (see the module
-    docstring); for inputs with fixed CSS width and height (e.g. ``height: 1; width: 1fr``)."""
+    """``Input`` whose keystrokes repaint the line without a screen layout pass and whose own key
+    bindings act in key order (see the module docstring); for inputs with fixed CSS width and height
+    (e.g. ``height: 1; width: 1fr``)."""
+
+    async def _on_key(self, event: events.Key) -> None:
+        """Printable keys insert text (``Input``); a key bound by the input itself (backspace, arrows,
+        ctrl+u, ...) runs its action now, in order with the text keys."""
+        if not event.is_printable:
+            for binding in self._bindings.key_to_bindings.get(event.key, ()):
+                if not binding.priority and await self.app.run_action(binding.action, self):
+                    event.stop()
+                    event.prevent_default()
+                    return
+        await super()._on_key(event)
 
     virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from rich._wrap import divide_line  # Rich's own line breaking (what Text.wrap uses)
 from rich.cells import cell_len
+from rich.segment import Segment
 from rich.text import Text
 from textual.binding import Binding
 from textual.cache import LRUCache
@@ -129,9 +130,10 @@ def raw_text(event: Mapping[str, Any]) -> Text:
     return Text.assemble(head, "\n", (body, "dim"))
 
 
-def _line_spans(plain: str, width: int) -> list[tuple[int, int]]:
+def _line_spans(plain: str, width: int) -> tuple[tuple[int, int], ...]:
     """(start, end) character ranges of ``plain`` word-wrapped at ``width`` cells (Rich's own line
-    breaking, ``rich._wrap.divide_line``, as ``Text.wrap`` uses); ``\\n`` always breaks."""
+    breaking, ``rich._wrap.divide_line``, as ``Text.wrap`` uses); ``\\n`` always breaks. A tuple of
+    int tuples: the garbage collector stops tracking it (see ``TranscriptView``)."""
     spans: list[tuple[int, int]] = []
     pos = 0
     for part in plain.split("\n"):
@@ -143,28 +145,35 @@ def _line_spans(plain: str, width: int) -> list[tuple[int, int]]:
             cuts = [0, *divide_line(part, width, fold=True), len(part)]
             spans.extend((pos + a, pos + b) for a, b in zip(cuts, cuts[1:]) if b > a)
         pos += len(part) + 1
-    return spans
+    return tuple(spans)
 
 
 class _Entry:
-    """One transcript line (event) and its wrapping at the view's current width."""
+    """One transcript line (event): its plain text and wrapping at the view's current width. The
+    styled ``Text`` is rendered again from the event when its rows are painted (``_text``)."""
 
-    __slots__ = ("serial", "event", "text", "expanded", "spans")
+    __slots__ = ("serial", "event", "plain", "expanded", "spans")
 
-    def __init__(self, serial: int, event: Mapping[str, Any], text: Text) -> None:
-        self.serial, self.event, self.text, self.expanded = serial, event, text, False
-        self.spans: list[tuple[int, int]] = []
+    def __init__(self, serial: int, event: Mapping[str, Any], plain: str) -> None:
+        self.serial, self.event, self.plain, self.expanded = serial, event, plain, False
+        self.spans: tuple[tuple[int, int], ...] = ()
 
 
 class TranscriptView(ScrollView, can_focus=True):
     """Scrollable, streaming planner transcript that renders only the rows on screen.
 
     Appending a batch of events costs a word-wrap of their plain text (no Rich rendering); styled
-    rows are rendered when they scroll into view and cached (an LRU of strips). A ``RichLog``
-    renders every line at write time and copies its whole line list once over ``max_lines``, which
-    made the Run screen fall behind at 200 events/s (issue 12: screen switches took seconds).
-    The newest ``MAX_ENTRIES`` events are kept (the run record has all of them). The view follows
-    the end while the operator has not scrolled up, and re-wraps on a width change.
+    rows are rendered when they scroll into view and cached (an LRU of the final strips, base style
+    applied). A ``RichLog`` renders every line at write time and copies its whole line list once
+    over ``max_lines``, which made the Run screen fall behind at 200 events/s (issue 12: screen
+    switches took seconds). The newest ``MAX_ENTRIES`` events are kept (the run record has all of
+    them). The view follows the end while the operator has not scrolled up, and re-wraps on a width
+    change. A batch scrolls the pane before it is painted, so it costs one repaint, not two.
+
+    Garbage-collector load (issue 12: a full collection of the app's objects took 100-300 ms while
+    streaming, and a key pressed meanwhile waited for it): an entry keeps its event, its plain text
+    and its wrap as int tuples, none of which the collector keeps tracking; the styled ``Text`` of
+    the rows on screen and the strips of the last few screens are in small LRU caches.
 
     Keys: j/k/g/G scroll; n/p select the next/previous tool result; Enter shows the selected
     result's raw JSON (again: the summary); E expands or collapses every tool result.
@@ -192,6 +201,9 @@ class TranscriptView(ScrollView, can_focus=True):
     #: Events kept in the pane (the oldest are dropped in chunks of ``TRIM_CHUNK``).
     MAX_ENTRIES = 4000
     TRIM_CHUNK = 500
+    #: Rendered rows (strips) and styled entry texts kept: a few screens' worth (120x40: ~38 rows).
+    ROW_CACHE = 128
+    TEXT_CACHE = 256
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -202,7 +214,8 @@ class TranscriptView(ScrollView, can_focus=True):
         self._serial = 0
         self._wrap_width = 0
         self._selected: int | None = None  # serial of the selected tool result
-        self._cache: LRUCache[tuple, Strip] = LRUCache(1024)
+        self._cache: LRUCache[tuple, Strip] = LRUCache(self.ROW_CACHE)
+        self._texts: LRUCache[tuple[int, bool], Text] = LRUCache(self.TEXT_CACHE)
         self._follow = True
         self._follow_size = Size(0, 0)
         self._paint_style: Style | None = None
@@ -215,6 +228,7 @@ class TranscriptView(ScrollView, can_focus=True):
         self._total = 0
         self._selected = None
         self._cache.clear()
+        self._texts.clear()
         self._update_size()
         self.refresh()
         return self
@@ -230,8 +244,9 @@ class TranscriptView(ScrollView, can_focus=True):
             if line is None:
                 continue
             self._serial += 1
-            entry = _Entry(self._serial, event, line)
+            entry = _Entry(self._serial, event, line.plain)
             entry.spans = _line_spans(line.plain, width)
+            self._texts[(entry.serial, False)] = line  # the newest lines are the ones painted next
             self._entries.append(entry)
             self._starts.append(self._total)
             self._total += len(entry.spans)
@@ -241,11 +256,20 @@ class TranscriptView(ScrollView, can_focus=True):
                 self._trim()
             self._update_size()
             if near_end:
-                self.scroll_end(animate=False, immediate=False, x_axis=False)
+                self._follow_end()
             else:
                 self._show_position()
             self.refresh()
         return n
+
+    def _follow_end(self) -> None:
+        """Scroll to the end now when laid out (the batch is then painted once, at its final position;
+        a deferred ``scroll_end`` painted it twice: first at the old position, then scrolled), else
+        after the next refresh."""
+        if self.is_mounted and self.container_size and self.size == self._follow_size:
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
+        else:
+            self.scroll_end(animate=False, immediate=False, x_axis=False)
 
     def _trim(self) -> None:
         drop = len(self._entries) - self.MAX_ENTRIES
@@ -281,7 +305,7 @@ class TranscriptView(ScrollView, can_focus=True):
     def _rewrap(self, entries: Iterable[_Entry] | None = None) -> None:
         width = self._width()
         for entry in self._entries if entries is None else entries:
-            entry.spans = _line_spans(entry.text.plain, width)
+            entry.spans = _line_spans(entry.plain, width)
         self._restart()
         self._update_size()
         self._cache.clear()
@@ -317,7 +341,8 @@ class TranscriptView(ScrollView, can_focus=True):
     @property
     def lines(self) -> list[Strip]:
         """Every row as a strip (rendered on demand; tests and exports, not the paint path)."""
-        return [self._row(y, self._wrap_width or self._width()) for y in range(self._total)]
+        width = self._wrap_width or self._width()
+        return [self._render_row(*self._locate(y), width, None) for y in range(self._total)]
 
     @property
     def entry_count(self) -> int:
@@ -329,20 +354,42 @@ class TranscriptView(ScrollView, can_focus=True):
         index = bisect.bisect_right(self._starts, y) - 1
         return self._entries[index], y - self._starts[index]
 
-    def _row(self, y: int, width: int) -> Strip:
+    def _text(self, entry: _Entry) -> Text:
+        """The styled text of ``entry`` (its summary line, or its raw JSON when expanded)."""
+        key = (entry.serial, entry.expanded)
+        text = self._texts.get(key)
+        if text is None:
+            text = (raw_text(entry.event) if entry.expanded else render_event(entry.event)) or Text("")
+            self._texts[key] = text
+        return text
+
+    def _row(self, y: int, width: int, style: Style | None) -> Strip:
+        """Row ``y`` at ``width`` cells with the base ``style`` applied (cached)."""
         entry, sub = self._locate(y)
-        selected = entry.serial == self._selected
-        key = (entry.serial, entry.expanded, sub, width, selected)
+        key = (entry.serial, entry.expanded, sub, width, entry.serial == self._selected, style)
         strip = self._cache.get(key)
         if strip is None:
-            start, end = entry.spans[sub]
-            part = entry.text[start:end]
-            part.rstrip()
-            if selected:
-                part.stylize("reverse")
-            strip = Strip(list(part.render(self.app.console)), part.cell_len).crop_extend(0, width, None)
-            self._cache[key] = strip
+            strip = self._cache[key] = self._render_row(entry, sub, width, style)
         return strip
+
+    def _render_row(self, entry: _Entry, sub: int, width: int, style: Style | None) -> Strip:
+        """Render row ``sub`` of ``entry``, padded or cropped to ``width`` cells: one ``Strip`` built
+        from its segments (no intermediate strips: their caches hold themselves, i.e. reference
+        cycles only the garbage collector frees)."""
+        start, end = entry.spans[sub]
+        part = self._text(entry)[start:end]
+        part.rstrip()
+        if entry.serial == self._selected:
+            part.stylize("reverse")
+        segments = list(part.render(self.app.console))
+        cells = part.cell_len
+        if cells > width:
+            segments = list(Segment.adjust_line_length(segments, width))
+        elif cells < width:
+            segments.append(Segment(" " * (width - cells)))
+        if style is not None:
+            segments = list(Segment.apply_style(segments, style))
+        return Strip(segments, width)
 
     def render_lines(self, crop: Region) -> list[Strip]:
         """Rows in ``crop``; the pane's base style is computed once per paint (``rich_style`` walks the
@@ -361,7 +408,7 @@ class TranscriptView(ScrollView, can_focus=True):
         style = self._paint_style or self.rich_style
         if row >= self._total or width <= 0:
             return Strip.blank(max(width, 0), style)
-        return self._row(row, width).apply_style(style)
+        return self._row(row, width, style)
 
     # -- expansion ----------------------------------------------------------------------------
     def _result_indices(self) -> list[int]:
@@ -410,7 +457,7 @@ class TranscriptView(ScrollView, can_focus=True):
     def _set_expanded(self, entries: list[_Entry], expanded: bool) -> None:
         for entry in entries:
             entry.expanded = expanded
-            entry.text = raw_text(entry.event) if expanded else (render_event(entry.event) or Text(""))
+            entry.plain = self._text(entry).plain
         self._rewrap(entries)
 
     def is_expanded(self, event_index: int) -> bool:

@@ -1,5 +1,6 @@
 """Keys typed right after a focus-moving key reach the new focus, in order, however fast they come
-(issue 12: keys typed after ``i`` were lost in tmux).
+(issue 12: keys typed after ``i`` were lost in tmux; keys typed right after Enter in the input line or
+after a verdict were typed into the input line instead of acting as the screen's keys).
 
 A terminal delivers a burst of keys (a paste-like ``tmux send-keys``, a fast typist, a slow
 machine) as one read: the driver queues every key event on the app before the app handles the
@@ -18,14 +19,14 @@ from rpent_tui.screens.run import RunScreen
 from tui_helpers import StandInRun, make_app, type_text, wait_for
 
 NAMES = {" ": "space", "/": "slash", "_": "underscore", "-": "minus", ".": "full_stop", ",": "comma", "\n": "enter",
-         "\x1b": "escape"}
+         "\x1b": "escape", "\x7f": "backspace"}
 
 
 def _burst(app, text: str) -> None:
     """Queue the key events of ``text`` on the app at once, as the terminal driver does for one read."""
     for ch in text:
         key = NAMES.get(ch, ch)
-        app.post_message(events.Key(key, None if ch in "\n\x1b" else ch))
+        app.post_message(events.Key(key, None if ch in "\n\x1b\x7f" else ch))
 
 
 def _box(app) -> Input:
@@ -119,3 +120,75 @@ def test_help_key_shows_first_on_every_screen_at_80x24(tmp_path):
             await pilot.press("ctrl+q")
 
     asyncio.run(main())
+
+
+def test_keys_right_after_enter_are_the_screens_keys(tmp_path):
+    """Enter in the input line sends it and hands the keys back to the screen at once: in one burst,
+    the line is sent (editing keys applied in order), then ``t`` / ``x`` behind Enter act as keys."""
+    from rpent.planners.steering import Steering
+
+    steerings = []
+    app = make_app(tmp_path, StandInRun(hang=True), shared=())
+    app.session._make_steering = lambda: steerings.append(Steering(interactive=True)) or steerings[-1]
+
+    async def main():
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: app.session.state == "ready", what="session")
+            await pilot.press("t")
+            await type_text(pilot, "libero_goal 0 0\n")
+            await wait_for(pilot, lambda: app.session.current and app.session.current.transcript, what="run events")
+            sent = []
+            for n in range(4):
+                await wait_for(pilot, lambda: app.focused is not None and app.focused.id == "transcript",
+                               30, what="focus on the transcript")
+                # a typo fixed with backspace, Enter, then t and the start of a task line, all in one read
+                _burst(app, f"ilift the bowz\x7fl {n}\ntlibero_object {n} 0")
+                sent.append(f"lift the bowl {n}")
+                want = f"/rpent-task libero_object {n} 0"
+                await _settle(pilot, lambda: _box(app).value == want)
+                assert _box(app).value == want, f"round {n}: {_box(app).value!r}"
+                assert app.focused is _box(app)
+                assert steerings[0].drain() == [sent[-1]], f"round {n}"
+                _burst(app, "\x1b")
+                await _settle(pilot, lambda: app.focused is not _box(app))
+                _box(app).value = ""
+            # a new task while one runs: the line (typed in one burst) waits for a second Enter in the line
+            _burst(app, "i/rpent-task libero_object 5 0\n")
+            await wait_for(pilot, lambda: any("press Enter again" in n.message for n in app._notifications)
+                           and app.focused is _box(app), 30, what="the replace confirmation")
+            assert _box(app).value == "/rpent-task libero_object 5 0" and len(app.session.runs) == 1
+            _burst(app, "\n")
+            await wait_for(pilot, lambda: len(app.session.runs) == 2 and app.session.current.transcript, 60,
+                           what="the replacing TaskRun")
+            run = app.session.current
+            _burst(app, "ilast words\nx")  # x right behind Enter cancels the TaskRun
+            await wait_for(pilot, lambda: run.finished, 60, what="x behind Enter cancels")
+            assert run.state == "cancelled" and steerings[-1].drain() == ["last words"] and _box(app).value == ""
+            await pilot.press("ctrl+q")
+
+    asyncio.run(main())
+
+
+def test_keys_right_after_a_verdict_are_the_run_screens_keys(tmp_path, png_bytes):
+    from rpent_tui.screens.operator import OperatorModal
+
+    run = StandInRun(ask=True, png=png_bytes)
+    app = make_app(tmp_path, run, shared=())
+
+    async def main():
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: app.session.state == "ready", what="session")
+            await pilot.press("t")
+            await type_text(pilot, "libero_goal 1 0\n")
+            box = _box(app)
+            await pilot.press("i")  # the operator is typing when the verdict window opens
+            await wait_for(pilot, lambda: isinstance(app.screen, OperatorModal) and app.screen.is_mounted,
+                           what="operator modal")
+            _burst(app, "stlibero_goal 2 0")  # the answer, then a new task line, in one read
+            await _settle(pilot, lambda: box.value == "/rpent-task libero_goal 2 0")
+            assert box.value == "/rpent-task libero_goal 2 0" and app.focused is box
+            await wait_for(pilot, lambda: app.session.current.finished, what="TaskRun end")
+            await pilot.press("ctrl+q")
+
+    asyncio.run(main())
+    assert run.answers == [("success", "")]

@@ -63,3 +63,22 @@ def test_keys_right_after_i_reach_the_input_line_in_order(tmux, tmp_path):
         tmux.keys("keys", "Escape")
         time.sleep(0.5)  # let the lone Esc be read as Esc (not as alt+i with the next round's i)
     tmux.keys("keys", "C-q")
+
+
+def test_keys_right_after_enter_are_the_screens_keys_in_a_real_terminal(tmux, tmp_path):
+    """Enter and the keys behind it in one ``send-keys``: ``t`` right behind Enter is the screen's key
+    (it prefills ``/rpent-task ``), never text of the line just sent (issue 12, item 6). Without a
+    TaskRun the steering line is refused: it stays in the line until ``t`` replaces it."""
+    tmux.start("enter", tmp_path / "session")
+    tmux.wait("enter", "session ready", 90)
+    for n in range(4):
+        tmux.keys("enter", f"ihold the bowl {n}", literal=True)
+        tmux.keys("enter", "Enter", f"tlibero_goal {n} 0")  # one write: Enter, then t and a task line
+        want = f"/rpent-task libero_goal {n} 0"
+        shown = _wait_input(tmux, "enter", want)
+        assert shown.startswith(want), f"round {n}: input line {shown!r}"
+        tmux.keys("enter", "C-u")
+        assert _wait_input(tmux, "enter", "/rpent-task <suite>").startswith("/rpent-task <suite>")
+        tmux.keys("enter", "Escape")
+        time.sleep(0.5)
+    tmux.keys("enter", "C-q")
