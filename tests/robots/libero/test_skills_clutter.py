@@ -137,7 +137,7 @@ EEF_Z4 = 1.1733  # the start pose's eef height: the cloud's top is 5 cm under it
 def _cloud_call(points):
     def call(tool, args):
         assert tool == "back_project"
-        p = [q for q in np.asarray(points).tolist() if args["z_min"] <= q[2] <= args["z_max"]]
+        p = [q for q in np.asarray(points).tolist() if args["z_min"] <= q[2] <= args.get("z_max", math.inf)]
         return {"points": p} if p else {"error": "too few valid pixels"}
     return call
 
@@ -175,3 +175,36 @@ def test_carry_onto_a_cabinet_top_goes_straight_over_it():
     assert path_clearance(seen, beside, 1.11) == pytest.approx(0.077, abs=1e-3)
     assert path_clearance(seen, beside, 1.13) == math.inf
     assert path_clearance(seen, [start, goal], bottom) == math.inf
+
+
+# ...the wine rack in front of the cabinet rises in steps of slats, 1.03 m at its front (y -0.1) to
+# 1.24 m at its back (y -0.3): above the cloud's 1.123 m top but for its front row; the arm at its
+# start pose stands above the band along the line from its base to the hand
+RACK_STEPS = np.concatenate([_box_points(-0.11, 0.15, y0, y0 + 0.04, z - 0.02, z, step=0.02)
+                             for y0, z in ((-0.14, 1.03), (-0.19, 1.16), (-0.24, 1.19), (-0.30, 1.24))])
+ARM = np.concatenate([_box_points(-0.64, -0.16, -0.10, 0.10, 1.30, 1.34, step=0.02),
+                      _box_points(-0.26, -0.16, -0.05, 0.05, 1.17, 1.30, step=0.02)])
+
+
+def test_scene_points_see_what_stands_above_the_band_off_the_arm():
+    call = _cloud_call(np.concatenate([RACK_STEPS, ARM, CABINET_EDGE]))
+    band = scene_points(call, TABLE_Z, EEF_Z4)
+    assert band[np.isfinite(band[:, 2]), 2].max() < 1.05  # the band alone: a 1.03 m rack, no arm
+    seen = scene_points(call, TABLE_Z, EEF_Z4, boxes=CABINET, eef_xy=(-0.208, 0.0), base_xy=(-0.66, 0.0))
+    high = seen[seen[:, 2] > EEF_Z4 - 0.05]
+    assert len(high) and high[:, 2].max() == pytest.approx(1.24)
+    assert not (np.abs(high[:, 1]) <= 0.10).any()  # nothing of the arm
+    assert np.isfinite(seen[:, 2]).all()  # the cabinet's cut top has its box's height
+    assert scene_points(lambda t, a: {"error": "too few valid pixels"}, TABLE_Z, EEF_Z4, eef_xy=(-0.2, 0.0)).shape == (0, 3)
+
+
+def test_carry_route_keeps_off_a_rack_taller_than_the_band():
+    r = max(BOWL4.major_extent, BOWL4.minor_extent) / 2
+    start, goal, bottom = (-0.065, 0.130), CAB_TOP.center[:2], 1.186
+    call = _cloud_call(np.concatenate([RACK_STEPS, ARM, CABINET_EDGE]))
+    blind = clutter_points(scene_points(call, TABLE_Z, EEF_Z4, boxes=CABINET), BOWL4, CAB_TOP)
+    seen = clutter_points(scene_points(call, TABLE_Z, EEF_Z4, boxes=CABINET, eef_xy=(-0.208, 0.0)), BOWL4, CAB_TOP)
+    corner = [start, (start[0], goal[1]), goal]  # the L whose first leg ran into the rack (seed 0)
+    assert route_top(blind, corner, r + CARRY_MARGIN) < bottom  # the band alone: looks clear
+    assert route_top(seen, corner, r + CARRY_MARGIN) == pytest.approx(1.24)
+    assert carry_route(seen, start, goal, r, bottom, 1.21) == ([], pytest.approx(bottom))
