@@ -3,8 +3,9 @@ cloud, and carry routes that keep a carried object off it.
 
 The planner reads one ``back_project`` point cloud of the whole agentview image (everything
 seen between :data:`CLUTTER_FLOOR` above the table and just under the hand at the time of
-the look) and drops the points of the object it moves, the low part of its target and the
-robot's base (:func:`clutter_points`). A carry whose straight line would bring the carried
+the look) and a second one of what stands higher, off the arm (:func:`scene_points`), and
+drops the points of the object it moves, the low part of its target and the robot's base
+(:func:`clutter_points`). A carry whose straight line would bring the carried
 object's footprint closer to a point taller than its bottom than it already is at either
 end gets an L-shaped route with one corner instead (:func:`carry_route`): on libero_goal_swap
 t1 (seed 0) a bowl carried straight to the stove's burner caught on the front corner of the
