@@ -167,6 +167,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.fps <= 0:
             parser.exit(2, "rpent-tui: error: --fps must be a positive number of repaints per second\n")
         os.environ["TEXTUAL_FPS"] = str(args.fps)
+    try:
+        if config is not None:
+            config.validate_planner()  # as rpent does at start: every TaskRun would fail on it
+    except SessionConfigError as exc:
+        parser.exit(2, f"rpent-tui: error: {exc}\n")
     if not sys.stderr.isatty() and not getattr(args, "foreground", False):
         # Textual draws the whole UI on stderr: with `2> err.log` the screen would stay blank.
         where = config.output_dir if config is not None else "the session directory"

@@ -266,6 +266,13 @@ def load_matrix_file(path: str | Path) -> dict[str, Any]:
         doc = yaml.safe_load(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ValueError(f"matrix file {p} does not exist") from None
+    except IsADirectoryError:
+        raise ValueError(f"matrix file {p} is a directory, not a file; pass the YAML file's path") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"matrix file {p} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                         "save it as UTF-8 YAML") from None
+    except OSError as exc:
+        raise ValueError(f"matrix file {p} cannot be read ({exc.strerror or exc}); fix its permissions") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)  # where the parser stopped (0-based)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
@@ -281,13 +288,21 @@ def load_matrix_file(path: str | Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "suites" in doc:
         s = doc["suites"]
-        out["suites"] = tuple([s] if isinstance(s, str) else [str(x) for x in s])
+        if isinstance(s, str):
+            s = [s]
+        if not isinstance(s, list) or not s or not all(isinstance(x, str) for x in s):
+            raise ValueError(f"matrix file {p}: suites must be a suite name or a list of names, "
+                             f"e.g. [libero_object, libero_goal]; got {doc['suites']!r}")
+        out["suites"] = tuple(s)
     if "tasks" in doc:
         out["tasks"] = tuple(parse_index_list(doc["tasks"], "tasks"))
     if "seeds" in doc:
         out["seeds"] = tuple(parse_index_list(doc["seeds"], "seeds"))
     if "repeats" in doc:
-        out["repeats"] = int(doc["repeats"])
+        r = doc["repeats"]
+        if isinstance(r, bool) or not isinstance(r, int) or r < 1:
+            raise ValueError(f"matrix file {p}: repeats must be an integer >= 1, got {r!r}")
+        out["repeats"] = r
     if "flags" in doc:
         if not isinstance(doc["flags"], list):
             raise ValueError(f"matrix file {p}: flags must be a list, e.g. [--max-episode-steps, '600']")

@@ -551,7 +551,7 @@ def ray_section_of_matrix_file(path: str | Path | None) -> dict[str, Any] | None
 
     try:
         doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return None  # the matrix loader reports unreadable files
     section = doc.get("ray") if isinstance(doc, dict) else None
     return section if section is not None else None

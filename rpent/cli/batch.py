@@ -233,8 +233,10 @@ def _run(argv: list[str]) -> int:
 
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if args.parallel < 1 or args.max_retries < 0:
-        parser.error("--parallel must be >= 1 and --max-retries >= 0")
+    if args.parallel < 1:
+        parser.error(f"--parallel must be >= 1 concurrent runs, got {args.parallel}")
+    if args.max_retries < 0:
+        parser.error(f"--max-retries must be >= 0, got {args.max_retries}")
     if args.cell_timeout_s is not None and not args.cell_timeout_s > 0:
         parser.error(f"--cell-timeout-s must be > 0 seconds, got {args.cell_timeout_s:g} (leave it out for no limit)")
     if args.repeats is not None and args.repeats < 1:

@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the run's transcript_<tag>.json (or its run directory); the run must be solved")
     g.add_argument("--recipe", required=True, help="the run's <tag>_recipe.jsonl")
     g.add_argument("--destination", required=True, help="flash directory to write into (created)")
+    g.add_argument("--replace", action="store_true",
+                   help="overwrite the plan and anchors of the same cell in --destination (refused without it)")
     g.add_argument("--bind-radius-m", type=float, default=None,
                    help="waypoints within this XY distance (m) of an anchor are stored relative to it (default 0.15)")
     r = sub.add_parser("replay", help="replay a task's flash plan on several seeds on one shared env server")
@@ -99,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         plan, anchors = generate(args.audit, args.recipe, args.destination,
-                                 bind_radius_m=args.bind_radius_m if args.bind_radius_m is not None else BIND_RADIUS_M)
+                                 bind_radius_m=args.bind_radius_m if args.bind_radius_m is not None else BIND_RADIUS_M,
+                                 replace=args.replace)
     except (FlashGenerateError, OSError) as exc:
         print(f"rpent-flash: error: {exc}", file=sys.stderr)
         return 2

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 COMMANDS = ("export", "validate", "view")
@@ -211,7 +212,11 @@ def main(argv: list[str] | None = None) -> int:
         args = _legacy_export_parser().parse_args(argv)
         args.command = "export"
     if args.command == "validate":
-        return _run_validate(args)
+        try:
+            return _run_validate(args)
+        except BrokenPipeError:  # `validate --json | head`: the reader left; no traceback, as a pipe expects
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 1
     if args.command == "view":
         return _run_view(args)
     return _run_export(args)

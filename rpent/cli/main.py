@@ -187,6 +187,8 @@ def config_from_args(args: argparse.Namespace):
         resolve_provider(PlannerConfig(model=args.model, base_url=args.base_url))
     if args.code_file and args.policy_mode != "code":
         args.policy_mode = "code"
+    if args.code_file and os.path.isdir(args.code_file):
+        raise ValueError(f"--code-file {args.code_file!r} is a directory; pass the policy's .py file")
     if args.code_file and not os.path.isfile(args.code_file):
         raise ValueError(f"--code-file {args.code_file!r} does not exist")
     if args.policy_mode == "code":
@@ -213,8 +215,12 @@ def config_from_args(args: argparse.Namespace):
                 parse_endpoint(value)
             except ValueError as exc:
                 raise ValueError(f"--{flag.replace('_', '-')}: {exc}") from None
-    if args.code_timeout_s <= 0 or args.code_max_calls < 1:
-        raise ValueError("--code-timeout-s must be > 0 and --code-max-calls >= 1")
+    if not args.code_timeout_s > 0:
+        raise ValueError(f"--code-timeout-s must be > 0 seconds, got {args.code_timeout_s:g}")
+    if args.code_max_calls < 1:
+        raise ValueError(f"--code-max-calls must be >= 1 robot-tool calls per cell, got {args.code_max_calls}")
+    if args.cuda_device is not None and args.cuda_device < 0:
+        raise ValueError(f"--cuda-device must be a GPU index >= 0, got {args.cuda_device}; omit it for the default")
     memory_dir = None
     if args.memory_dir is not None:
         from rpent.memory.layout import corpus_dir, default_memory_dir
@@ -449,6 +455,7 @@ def dashboard_main(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
             if tui_args.output_dir is None:
                 tui_args.output_dir = Path("logs") / f"dashboard_{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
             config = session_config_from_args(tui_args)
+            config.validate_planner()  # every TaskRun of the session would fail on it
             paths = SessionPaths(Path(config.output_dir).resolve())
             if not paths.running():
                 write_session_options(paths, config)

@@ -274,12 +274,28 @@ async def _replay_all(opts: ReplayOptions, root: Path, timeout: float | None, em
                 row.update(success=outcome.environment_success, label=outcome.label, finish=outcome.finish,
                            error=outcome.error, env_steps=outcome.env_steps)
             elif "label" not in row:  # stopped by a signal: the run's own record says cancelled
-                row.update(success=None, label="cancelled", finish=None, error=stop["why"], env_steps=None)
+                row.update(_stopped_row(out, stop["why"]))
             row["wall_s"] = round(time.monotonic() - w0, 2)
             server_cpu = _delta(_proc_cpu_s(svc.pid), s0)
             row["cpu_s"] = _round(_add(server_cpu, _self_cpu_s() - c0))
             row["cpu_server_s"], row["cpu_client_s"] = _round(server_cpu), _round(_self_cpu_s() - c0)
             emit(row)
+
+
+def _stopped_row(run_dir: Path, why: str | None) -> dict:
+    """Ledger fields of an episode stopped by a signal, taken from the run's own record
+    (``transcript_*.json``: label, error, env steps done before the stop) so that the ledger and the
+    record agree; ``env_steps`` None and label ``cancelled`` only when the run wrote no readable record."""
+    row = {"success": None, "label": "cancelled", "finish": None, "error": why, "env_steps": None}
+    found = sorted(Path(run_dir).glob("transcript_*.json"))
+    try:
+        doc = json.loads(found[0].read_text(encoding="utf-8")) if len(found) == 1 else None
+    except (OSError, UnicodeDecodeError, ValueError):
+        doc = None
+    if isinstance(doc, dict):
+        row.update(success=doc.get("environment_success"), label=doc.get("label") or "cancelled",
+                   finish=doc.get("finish"), error=doc.get("error") or why, env_steps=doc.get("env_steps"))
+    return row
 
 
 def _add(a: float | None, b: float) -> float | None:

@@ -35,7 +35,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rpent.flash.files import ANCHORS_SCHEMA, PLAN_SCHEMA, cell_tag, save_flash
+from rpent.flash.files import ANCHORS_SCHEMA, PLAN_SCHEMA, anchors_path, cell_tag, plan_path, save_flash
 
 __all__ = ["FlashGenerateError", "generate", "BIND_RADIUS_M", "FIXTURE_CAMERA", "fixture_anchors",
            "fixture_estimate", "read_audit",
@@ -91,8 +91,15 @@ def read_recipe(path: str | Path) -> list[dict]:
     p = Path(path)
     if not p.is_file():
         raise FlashGenerateError(f"--recipe {p} does not exist (a recipe is written only for solved runs)")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise FlashGenerateError(f"--recipe {p} is not UTF-8 text ({exc.reason} at byte {exc.start}); pass the "
+                                 "run's <tag>_recipe.jsonl") from None
+    except OSError as exc:
+        raise FlashGenerateError(f"--recipe {p} cannot be read ({exc.strerror or exc})") from None
     out = []
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -412,7 +419,7 @@ def _from_transcript(builder: _PlanBuilder, commands: list[dict], calls: list[di
 
 
 def generate(audit: str | Path, recipe: str | Path, destination: str | Path,
-             bind_radius_m: float = BIND_RADIUS_M) -> tuple[Path, Path]:
+             bind_radius_m: float = BIND_RADIUS_M, replace: bool = False) -> tuple[Path, Path]:
     """Write ``<cell>_plan.json`` and ``<cell>_anchors.json`` for the audited run into ``destination``.
 
     Args:
@@ -420,13 +427,19 @@ def generate(audit: str | Path, recipe: str | Path, destination: str | Path,
         recipe: the run's recipe file.
         destination: output directory (created).
         bind_radius_m: see :data:`BIND_RADIUS_M`.
+        replace: overwrite the cell's existing plan and anchors in ``destination`` (else refused).
     Returns:
         (plan path, anchors path).
     Raises:
-        FlashGenerateError: the run was not solved, localised nothing, or audit and recipe
-            disagree (the message says which command could not be matched).
+        FlashGenerateError: the run was not solved, localised nothing, audit and recipe
+            disagree (the message says which command could not be matched), or ``destination``
+            already holds a plan of the cell and ``replace`` is false.
         OSError: the destination cannot be written.
     """
+    blocker = next((q for q in (Path(destination), *Path(destination).parents) if q.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise FlashGenerateError(f"--destination {destination}: {blocker} is a file, not a directory; "
+                                 "choose a directory for the flash files")
     audit_path, doc = read_audit(audit)
     if doc.get("environment_success") is not True:
         raise FlashGenerateError(f"--audit {audit_path}: the run was not solved (environment_success="
@@ -438,6 +451,10 @@ def generate(audit: str | Path, recipe: str | Path, destination: str | Path,
     if m and m.group(1) != cell:
         raise FlashGenerateError(f"--recipe {recipe} is the recipe of {m.group(1)}, but the audit {audit_path} is "
                                  f"the run of {cell}; pass the recipe of the same run")
+    existing = [q for q in (plan_path(destination, cell), anchors_path(destination, cell)) if q.exists()]
+    if existing and not replace:
+        raise FlashGenerateError(f"--destination {destination} already holds the flash plan of {cell} ({existing[0]}); "
+                                 "pass --replace to overwrite it, or choose another --destination")
     calls = _calls(doc["messages"])
     resets = [i for i, c in enumerate(calls) if c["name"] in ("reset", "request_scene_reset") and not c["error"]]
     if resets:

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from rpent.memory.layout import INDEX, INTERNAL, MANIFEST, TIERS
-from rpent.memory.leaf import Leaf, LeafError, parse_leaf
+from rpent.memory.leaf import Leaf, LeafError, parse_leaf, read_leaf_file
 from rpent.recording.atomic import write_bytes_atomic
 
 __all__ = ["MemoryCorpusError", "corpus_files", "write_manifest", "verify_manifest", "load_leaves",
@@ -101,7 +101,7 @@ def load_leaves(corpus: Path) -> list[Leaf]:
         if not d.is_dir():
             continue
         for p in sorted(d.glob("*.md")):
-            leaf = parse_leaf(p.read_text(encoding="utf-8"), p.stem, p)
+            leaf = parse_leaf(read_leaf_file(p), p.stem, p)
             leaf.extra["tier"] = tier
             leaves.append(leaf)
     return leaves
@@ -148,8 +148,8 @@ def validate_corpus(corpus: Path) -> list[str]:
         d = corpus / tier
         for p in sorted(d.glob("*.md")) if d.is_dir() else []:
             try:
-                parse_leaf(p.read_text(encoding="utf-8"), p.stem, p)
-            except (LeafError, UnicodeDecodeError) as exc:
+                parse_leaf(read_leaf_file(p), p.stem, p)
+            except LeafError as exc:
                 problems.append(str(exc))
             if p.stem in seen:
                 problems.append(f"{p}: id {p.stem!r} also used in {seen[p.stem]}/")

@@ -42,6 +42,24 @@ class LeafError(ValueError):
     """A leaf breaks the format; the message names the file and the rule."""
 
 
+def read_leaf_file(path: Path) -> str:
+    """The text of the leaf file ``path`` (UTF-8).
+
+    Raises:
+        LeafError: the file is not UTF-8 text, is a directory or cannot be read (one line naming the
+            file and the fix).
+    """
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise LeafError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                        "save the leaf as UTF-8 Markdown or remove it") from None
+    except IsADirectoryError:
+        raise LeafError(f"{path}: is a directory, not a leaf file; rename or remove it") from None
+    except OSError as exc:
+        raise LeafError(f"{path}: cannot be read ({exc.strerror or exc}); fix its permissions or remove it") from None
+
+
 @dataclass
 class Leaf:
     """One parsed leaf.

@@ -28,7 +28,7 @@ from filelock import FileLock
 
 from rpent.memory.corpus import build_index
 from rpent.memory.layout import INTERNAL, KIND_PREFIXES
-from rpent.memory.leaf import CONFIDENCES, Leaf, LeafError, confidence_for, parse_leaf, render_leaf
+from rpent.memory.leaf import CONFIDENCES, Leaf, LeafError, confidence_for, parse_leaf, read_leaf_file, render_leaf
 from rpent.recording.atomic import write_bytes_atomic
 
 __all__ = ["MergeError", "MergeReport", "merge_inbox", "draft_id", "inbox_dir", "LOCK_TIMEOUT_S"]
@@ -104,8 +104,8 @@ def _merge_locked(corpus: Path, cell: str, inbox: Path, solved: bool) -> MergeRe
     drafts: list[Leaf] = []
     for p in sorted(inbox.glob("*.md")):
         try:
-            drafts.append(parse_leaf(p.read_text(encoding="utf-8"), draft_id(p.stem), p))
-        except (LeafError, UnicodeDecodeError) as exc:
+            drafts.append(parse_leaf(read_leaf_file(p), draft_id(p.stem), p))
+        except LeafError as exc:
             raise MergeError(f"draft refused, nothing merged: {exc}") from None
     audit, recipe = inbox / f"{cell}.json", inbox / f"{cell}_recipe.jsonl"
     if solved and not (audit.is_file() and recipe.is_file()):
@@ -121,7 +121,7 @@ def _merge_locked(corpus: Path, cell: str, inbox: Path, solved: bool) -> MergeRe
             write_bytes_atomic(dest, render_leaf(draft).encode("utf-8"))
             report.created.append(rel)
             continue
-        leaf = parse_leaf(dest.read_text(encoding="utf-8"), draft.id, dest)
+        leaf = parse_leaf(read_leaf_file(dest), draft.id, dest)
         cells = sorted(set(leaf.cells) | set(draft.cells))
         computed = confidence_for(cells)
         old = leaf.meta.get("confidence", "single-shot")

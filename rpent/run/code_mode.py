@@ -61,6 +61,9 @@ def solve_code_mode(cfg, toolkit, info, record, steering, on_event) -> PlannerRe
                 result.error = f"policy code raised {exc.get('type')}: {exc.get('message')}"
             elif cell.get("timed_out"):
                 result.error, result.stop_reason = f"policy cell timed out after {cfg.code_timeout_s:g}s", "timeout"
+            elif not finished:  # no model here: say what ended, not "the model ended its turn"
+                result.error = (f"the --code-file policy {cfg.code_file} ran to its end without calling "
+                                "robo.finish(...); end it with robo.finish('success'|'failure', summary)")
             result.stats.elapsed_s = round(time.monotonic() - t0, 3)
             return result
         from rpent.planners.base import create_planner

@@ -165,6 +165,11 @@ class SessionConfig:
         """
         if self.env_endpoint:
             raise SessionConfigError(ENV_ENDPOINT_REFUSED)
+        out = Path(self.output_dir)
+        blocker = next((q for q in (out, *out.parents) if q.exists()), None)
+        if blocker is not None and not blocker.is_dir():
+            raise SessionConfigError(f"--output-dir {out}: {blocker} is a file, not a directory; "
+                                     "choose a directory for the session")
         from rpent.robots.registry import get_robot
 
         try:
@@ -179,6 +184,28 @@ class SessionConfig:
         if unused:
             raise SessionConfigError(f"--robot {self.robot} uses no {', '.join(unused)} service (its toolkit uses: "
                                      f"{', '.join(usable) or 'none'}); drop it from --shared (e.g. --shared none)")
+
+
+    def validate_planner(self) -> None:
+        """Check ``planner`` and ``model`` as ``rpent`` does at start, so that a session never starts
+        TaskRuns that all fail on their planner (``rpent-tui --planner api`` without ``--model``).
+
+        Raises:
+            SessionConfigError: an unknown planner name, or an ``api`` model without a known provider
+                prefix (the message names the accepted forms).
+        """
+        from rpent.planners.base import available_planners
+
+        names = available_planners()
+        if self.planner not in names:
+            raise SessionConfigError(f"--planner {self.planner!r} is not a planner; choose from: {', '.join(names)}")
+        if self.planner == "api":
+            from rpent.planners.api.model_spec import parse_model_spec
+
+            try:
+                parse_model_spec(self.model)
+            except ValueError as exc:
+                raise SessionConfigError(str(exc)) from None
 
 
 # -- views (the model the UI renders) ------------------------------------------------------------------

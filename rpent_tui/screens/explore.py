@@ -19,7 +19,9 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
+
+from ..widgets.footer import StableFooter
 
 from .base import LiveScreen
 from ..services import explore as ex
@@ -121,7 +123,7 @@ class ExploreScreen(LiveScreen):
                 attempts.border_title = "Archived attempts"
                 yield attempts
                 yield Static("no exploration selected", id="explore-summary")
-        yield Footer(compact=True, show_command_palette=False)
+        yield StableFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.query_one("#explorations", DataTable).add_columns("Cell", "Status", "Sessions", "Attempts", "Solved",

@@ -6,8 +6,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
+from ..widgets.footer import StableFooter
 from ..widgets.tables import VimDataTable
 
 __all__ = ["HelpScreen", "binding_rows"]
@@ -52,7 +53,7 @@ class HelpScreen(ModalScreen[None]):
             for row in binding_rows(self.target):
                 table.add_row(*row)
             yield table
-        yield Footer(compact=True, show_command_palette=False)
+        yield StableFooter(compact=True, show_command_palette=False)
 
     def action_dismiss_help(self) -> None:
         """Close the help."""

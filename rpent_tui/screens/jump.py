@@ -9,7 +9,9 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widget import Widget
-from textual.widgets import Footer, Static
+from textual.widgets import Static
+
+from ..widgets.footer import StableFooter
 
 __all__ = ["JumpScreen", "JUMP_KEYS"]
 
@@ -40,7 +42,7 @@ class JumpScreen(ModalScreen[Widget | None]):
             yield Static("[b]Jump to[/b]")
             for key, widget in self.targets.items():
                 yield Static(Text.assemble((f" {key} ", "reverse"), " ", _label(widget)))
-        yield Footer(compact=True, show_command_palette=False)
+        yield StableFooter(compact=True, show_command_palette=False)
 
     def on_key(self, event: events.Key) -> None:
         if event.character and event.character in self.targets:

@@ -6,19 +6,27 @@ focus change even when the shown keys stay the same. Measured on the Run screen 
 14 widgets mounted per F2/F3 switch, a large part of the switch's CPU time. This subclass compares
 the shown bindings (key, action, description, enabled, tooltip) with what it last composed and
 skips an identical recompose.
+
+It also puts the Help key (F1) first: Textual lays the keys out in binding order (the screen's,
+then the app's), so on an 80-column terminal the app's Help key was the one cut off at the right
+edge, while issue #12 asks that the footer still shows help at 80x24.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
+from textual.app import ComposeResult
 from textual.widgets import Footer
 
 __all__ = ["StableFooter"]
 
 
 class StableFooter(Footer):
-    """``Footer`` without recomposes that would draw the same keys (see the module docstring)."""
+    """``Footer`` without recomposes that would draw the same keys, Help first (see the module docstring)."""
+
+    #: actions whose keys come first, in this order, whatever the binding order
+    LEAD_ACTIONS: ClassVar[tuple[str, ...]] = ("help",)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -38,3 +46,9 @@ class StableFooter(Footer):
                 return
             self._shown_signature = signature
         super().bindings_changed(screen)
+
+    def compose(self) -> ComposeResult:
+        """Textual's keys, with those of ``LEAD_ACTIONS`` moved to the front (so they survive a narrow terminal)."""
+        widgets = list(super().compose())
+        lead = [w for a in self.LEAD_ACTIONS for w in widgets if getattr(w, "action", None) == a]
+        return lead + [w for w in widgets if not any(w is x for x in lead)]

@@ -59,8 +59,8 @@ def test_a_missing_arm_checkpoint_is_refused_before_anything_starts(tmp_path, cl
 @pytest.mark.parametrize("flags, needle", [
     (("--cell-timeout-s", "0"), "--cell-timeout-s must be > 0"),
     (("--cell-timeout-s", "-5"), "--cell-timeout-s must be > 0"),
-    (("--max-retries", "-1"), "--max-retries >= 0"),
-    (("--parallel", "0"), "--parallel must be >= 1"),
+    (("--max-retries", "-1"), "--max-retries must be >= 0, got -1"),
+    (("--parallel", "0"), "--parallel must be >= 1 concurrent runs, got 0"),
     (("--repeats", "0"), "--repeats must be >= 1"),
     (("--price-in", "-1"), "--price-in must be >= 0"),
 ])
@@ -155,3 +155,25 @@ def test_malformed_matrix_yaml_names_line_and_column(tmp_path, cli):
     _one_line_usage_error(cli("--matrix", str(bad), "--results-root", str(tmp_path / "r")),
                           str(bad), "not valid YAML (line 2, column 6)", "fix the file")
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("name, content, needle", [
+    ("latin1.yaml", b"\xff\xfe suites: [x]\n", "is not UTF-8 text"),
+    ("suites_int.yaml", b"suites: 5\ntasks: 0\nseeds: 0\n", "suites must be a suite name or a list of names"),
+    ("suites_map.yaml", b"suites: {a: 1}\ntasks: 0\nseeds: 0\n", "suites must be a suite name or a list of names"),
+    ("repeats_text.yaml", b"suites: [libero_object]\ntasks: 0\nseeds: 0\nrepeats: abc\n",
+     "repeats must be an integer >= 1, got 'abc'"),
+    ("repeats_float.yaml", b"suites: [libero_object]\ntasks: 0\nseeds: 0\nrepeats: 1.7\n",
+     "repeats must be an integer >= 1, got 1.7"),
+    ("dir.yaml", None, "is a directory, not a file"),
+])
+def test_unreadable_or_mistyped_matrix_file_is_one_line(tmp_path, cli, name, content, needle):
+    bad = tmp_path / name
+    if content is None:
+        bad.mkdir()
+    else:
+        bad.write_bytes(content)
+    root = tmp_path / "r"
+    _one_line_usage_error(cli("--matrix", str(bad), "--results-root", str(root), "--no-progress"),
+                          f"matrix file {bad}", needle)
+    assert not root.exists()

@@ -149,3 +149,19 @@ def test_observation_noise_is_seeded_per_episode_query():
     np.testing.assert_array_equal(a, observation_noise(0, 2, 5, 7, 10))
     assert not np.array_equal(a, observation_noise(0, 2, 5, 8, 10))
     assert not np.array_equal(a, observation_noise(1, 2, 5, 7, 10))
+
+
+def test_a_cuda_device_on_a_machine_without_cuda_is_a_config_error_naming_the_fix(tiny_pi05_checkpoint, monkeypatch):
+    """Found by a fresh user: policy.device=cuda on a CPU machine failed inside torch ('pin_memory=True
+    requires a CUDA ... backend', exit 1); it is a config error (exit 2) naming the key and the fix."""
+    import torch
+
+    from rpent.eval.errors import EvalConfigError
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    monkeypatch.setenv("APXINF_PI05_MODEL_DIR", str(tiny_pi05_checkpoint))
+    s = settings_for("policy.device=cuda")
+    with pytest.raises(EvalConfigError, match=r"policy.device=cuda but this torch .* sees no CUDA device; "
+                                              r"set policy.device=cpu \(or auto\)"):
+        open_policy(s)

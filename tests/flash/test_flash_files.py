@@ -66,6 +66,19 @@ def test_generate_binds_waypoints_to_anchors(tmp_path):
     assert plan["source"]["planner"] == "api" and plan["task_language"] == "put the soup in the basket"
 
 
+def test_generate_refuses_to_overwrite_a_cells_plan_without_replace(tmp_path):
+    audit, recipe = _run(tmp_path)
+    plan_p, _ = generate(audit, recipe, tmp_path / "flash")
+    before = plan_p.read_bytes()
+    with pytest.raises(FlashGenerateError, match="already holds the flash plan of object_t4_s0.*--replace"):
+        generate(audit, recipe, tmp_path / "flash")
+    assert plan_p.read_bytes() == before
+    from rpent.cli.flash import main as flash_main
+    args = ["generate", "--audit", str(audit), "--recipe", str(recipe), "--destination", str(tmp_path / "flash")]
+    assert flash_main(args) == 2
+    assert flash_main([*args, "--replace"]) == 0 and load_flash(tmp_path / "flash", "object_t4_s0")[0]["cell"] == "object_t4_s0"
+
+
 def test_rebuilt_waypoints_follow_moved_anchors(tmp_path):
     audit, recipe = _run(tmp_path)
     generate(audit, recipe, tmp_path / "flash")
@@ -124,6 +137,28 @@ def test_cli_generate(tmp_path):
     p = subprocess.run([sys.executable, "-m", "rpent.cli.flash", "generate", "--audit", str(tmp_path / "x.json"),
                         "--recipe", str(recipe), "--destination", str(tmp_path / "f")], capture_output=True, text=True)
     assert p.returncode == 2 and "x.json does not exist" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_cli_generate_names_a_non_utf8_recipe_and_a_file_destination(tmp_path):
+    audit, recipe = _run(tmp_path)
+    garbled = tmp_path / "garbled_recipe.jsonl"
+    garbled.write_bytes(b"\xff\xfe\x00{}")
+
+    def gen(rec, dest):
+        return subprocess.run([sys.executable, "-m", "rpent.cli.flash", "generate", "--audit", str(audit), "--recipe",
+                               str(rec), "--destination", str(dest)], capture_output=True, text=True)
+
+    p = gen(garbled, tmp_path / "f")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip() == (f"rpent-flash: error: --recipe {garbled} is not UTF-8 text (invalid start byte at "
+                                "byte 0); pass the run's <tag>_recipe.jsonl")
+    afile = tmp_path / "afile"
+    afile.write_text("keep")
+    for dest in (afile, afile / "sub"):
+        p = gen(recipe, dest)
+        assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+        assert f"--destination {dest}: {afile} is a file, not a directory" in p.stderr.strip().splitlines()[-1]
+    assert afile.read_text() == "keep" and not (tmp_path / "f").exists()
 
 
 def test_cli_replay_refuses_bad_input_before_starting_anything(tmp_path):
@@ -646,3 +681,21 @@ def test_an_unsolved_replay_names_what_went_wrong():
     assert _diagnosis(log) == "anchored waypoints not reached at plan steps 4"
     log[1]["reached"] = True
     assert _diagnosis(log) == ""
+
+
+def test_a_replay_episode_stopped_by_a_signal_has_its_records_figures_in_the_ledger(tmp_path):
+    """Found by a fresh user: SIGINT after 64 env steps wrote ``env_steps: null`` in ``replay.jsonl``
+    while the run's transcript said 64; the ledger row now takes the run's own record."""
+    from rpent.flash.batch import _stopped_row
+
+    run = tmp_path / "object_t0_s5"
+    run.mkdir()
+    assert _stopped_row(run, "received SIGINT") == {"success": None, "label": "cancelled", "finish": None,
+                                                     "error": "received SIGINT", "env_steps": None}
+    (run / "transcript_object_t0_s5.json").write_text(json.dumps(
+        {"label": "cancelled", "environment_success": False, "finish": None,
+         "error": "run cancelled (received SIGINT)", "env_steps": 64}))
+    assert _stopped_row(run, "received SIGINT") == {"success": False, "label": "cancelled", "finish": None,
+                                                     "error": "run cancelled (received SIGINT)", "env_steps": 64}
+    (run / "transcript_object_t0_s5.json").write_bytes(b"{half")
+    assert _stopped_row(run, "received SIGINT")["env_steps"] is None

@@ -147,3 +147,22 @@ def test_validate_of_a_folder_without_raw_records_fails_and_says_why(tmp_path, c
     assert flywheel_main(["validate", str(tmp_path / "runs")]) == 1
     err = capsys.readouterr().err
     assert "no raw episode records under" in err and "--record-trajectory" in err
+
+
+def test_validate_json_into_a_closed_pipe_ends_without_a_traceback(tmp_path):
+    """Found by a fresh user: ``rpent-flywheel validate ROOT --json | head`` printed a BrokenPipeError
+    traceback. The pipe's read end is closed before the process starts, so every write fails."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "runs" / "logs").mkdir(parents=True)
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run([sys.executable, "-m", "rpent.cli.flywheel", "validate", str(tmp_path / "runs"), "--json"],
+                           stdout=w, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(w)
+    assert "Traceback" not in p.stderr and "BrokenPipeError" not in p.stderr, p.stderr
+    assert p.returncode == 1

@@ -104,3 +104,16 @@ def test_without_loop_the_script_is_replayed_once():
         assert check_llm("api", "anthropic:m", ep.base_url, env={"ANTHROPIC_API_KEY": "x"}).ok
         second = check_llm("api", "anthropic:m", ep.base_url, env={"ANTHROPIC_API_KEY": "x"})
         assert not second.ok and second.failure_class == "provider_error"
+
+
+def test_a_base_url_without_a_scheme_is_a_config_failure_before_any_request():
+    """Found by a fresh user: ``rpent --base-url notaurl`` started the env server and retried the
+    provider 5 times ('Request URL is missing an http:// or https:// protocol'); it is refused at start."""
+    from rpent.planners.api.model_spec import resolve_provider
+
+    res = check_llm("api", "openai-chat:m", "notaurl", env={"OPENAI_API_KEY": "k"})
+    assert not res.ok and res.failure_class == "missing_config", (res.failure_class, res.message)
+    assert "--base-url 'notaurl' is not an http(s) URL" in res.message
+    with pytest.raises(ValueError, match="ANTHROPIC_BASE_URL 'localhost:8000' is not an http"):
+        resolve_provider(base.PlannerConfig(model="anthropic:m", env={"ANTHROPIC_API_KEY": "k",
+                                                                        "ANTHROPIC_BASE_URL": "localhost:8000"}))

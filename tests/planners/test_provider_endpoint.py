@@ -174,3 +174,15 @@ def test_cli_serves_a_script_and_records_requests(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "rpent.planners.provider_endpoint", "--script",
                           str(tmp_path / "nope.json")], capture_output=True, text=True)
     assert bad.returncode == 2 and "script file not found" in bad.stderr
+
+
+def test_a_non_utf8_or_directory_script_is_a_script_error_naming_it(tmp_path):
+    garbled = tmp_path / "conv.json"
+    garbled.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(ScriptError, match=r"conv.json is not UTF-8 text \(invalid start byte at byte 0\)"):
+        load_script(garbled)
+    with pytest.raises(ScriptError, match="is a directory; pass the JSON file"):
+        load_script(tmp_path)
+    bad = subprocess.run([sys.executable, "-m", "rpent.planners.provider_endpoint", "--script", str(garbled)],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "is not UTF-8 text" in bad.stderr

@@ -140,3 +140,22 @@ def test_incompatible_options_are_refused_with_the_fix():
         check_code_mode_options("api", explore=True)
     with pytest.raises(ValueError, match="needs a planner that writes code"):
         check_code_mode_options("scripted")
+
+
+def test_a_code_file_that_never_calls_finish_is_recorded_as_such_not_as_a_model_turn(tmp_path):
+    """No model runs with --code-file: the record's error names the file and the missing finish."""
+    from types import SimpleNamespace
+
+    from rpent.run.code_mode import solve_code_mode
+
+    policy = tmp_path / "no_finish.py"
+    policy.write_text("x = robo.move_to([0.05, 0, 0]).steps_used\nprint('moved', x)\n")
+    cfg = SimpleNamespace(code_file=str(policy), code_timeout_s=60.0, code_max_calls=10,
+                          planner_config=SimpleNamespace(no_images=True))
+    events = []
+    result = solve_code_mode(cfg, PointRobotToolkit(), None, SimpleNamespace(dir=tmp_path / "run"), None,
+                             lambda kind, data: events.append((kind, data)))
+    assert result.finish is None
+    assert result.error == (f"the --code-file policy {policy} ran to its end without calling robo.finish(...); "
+                            "end it with robo.finish('success'|'failure', summary)")
+    assert result.messages[0]["content"]["stdout"] == "moved 2\n"

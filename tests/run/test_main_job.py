@@ -19,6 +19,7 @@ from rpent.run import RunConfig, run_task
 from rpent.services import Supervisor
 
 RPENT = [sys.executable, "-m", "rpent.cli.main"]
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _rpent(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -99,6 +100,13 @@ def test_unsupported_instruction_finishes_with_reason(tmp_path):
      "--base-url is for --planner api only"),
     (["--suite", "libero_object", "--task", "0", "--policy-mode", "code"], "--code-file"),
     (["--suite", "libero_object", "--task", "0", "--env-endpoint", "http//x"], "HOST:PORT"),
+    (["--suite", "libero_object", "--task", "0", "--code-file", str(EXAMPLES)],
+     f"--code-file '{EXAMPLES}' is a directory; pass the policy's .py file"),
+    (["--suite", "libero_object", "--task", "0", "--code-file", str(EXAMPLES / "pick_place_policy.py"),
+      "--code-max-calls", "0"], "--code-max-calls must be >= 1 robot-tool calls per cell, got 0"),
+    (["--suite", "libero_object", "--task", "0", "--code-file", str(EXAMPLES / "pick_place_policy.py"),
+      "--code-timeout-s", "-1"], "--code-timeout-s must be > 0 seconds, got -1"),
+    (["--suite", "libero_object", "--task", "0", "--cuda-device", "-1"], "--cuda-device must be a GPU index >= 0"),
 ])
 def test_bad_cli_arguments(args, needle, tmp_path):
     p = _rpent(*args, "--output-dir", str(tmp_path / "r"), timeout=120)

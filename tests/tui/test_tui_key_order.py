@@ -100,3 +100,22 @@ def test_notes_typed_right_after_n_never_answer_the_verdict(tmp_path, png_bytes)
 
     asyncio.run(main())
     assert run.answers == [("failure", "success is partial, cup tilted")]
+
+
+def test_help_key_shows_first_on_every_screen_at_80x24(tmp_path):
+    """Issue #12 item 6: at 80x24 the footer still shows help. Textual lays footer keys out in binding order
+    (screen's, then the app's), which cut the app's F1 Help off the right edge of wide footers."""
+    app = make_app(tmp_path, StandInRun(), shared=())
+
+    async def main():
+        async with app.run_test(size=(80, 24)) as pilot:
+            for key in ["f2", "f3", "f4", "f5", "f6", "f7", "f9"]:
+                await pilot.press(key)
+                await wait_for(pilot, lambda: any(getattr(k, "action", None) == "help"
+                                                  for k in app.screen.query("FooterKey")), what=f"the footer after {key}")
+                keys = [k for k in app.screen.query("FooterKey") if k.display]
+                assert getattr(keys[0], "action", None) == "help", (key, type(app.screen).__name__)
+                assert 0 < keys[0].region.width and keys[0].region.right <= 80
+            await pilot.press("ctrl+q")
+
+    asyncio.run(main())

@@ -27,6 +27,7 @@ class InProcessPi05Policy:
     Raises:
         rpent.eval.errors.CheckpointError: a weight file is truncated or not safetensors (a config
             error: ``rpent-eval`` exits 2 naming the file and the fix).
+        rpent.eval.errors.EvalConfigError: a ``cuda`` device where torch sees no CUDA (exit 2).
         PolicyError: the checkpoint cannot be loaded otherwise (the loader's message is kept).
     """
 
@@ -38,6 +39,14 @@ class InProcessPi05Policy:
 
         log = logger or logging.getLogger("rpent.eval.run")
         self.settings = model
+        if str(device).startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():
+                from rpent.eval.errors import EvalConfigError
+
+                raise EvalConfigError(f"policy.device={device} but this torch ({torch.__version__}) sees no CUDA "
+                                      "device; set policy.device=cpu (or auto) on this machine")
         try:
             self.policy = Pi05Policy.from_checkpoint(
                 model.model_path,

@@ -90,6 +90,7 @@ def resolve_provider(config: PlannerConfig) -> ProviderSettings:
     Raises:
         PlannerConfigError / UnsupportedProviderError: bad ``--model``.
         MissingApiKeyError: no key (names the variable to export).
+        PlannerConfigError: a base URL (``--base-url`` or the variable) without ``http://``/``https://``.
     """
     spec = parse_model_spec(config.model)
     key_var, url_var = PROVIDERS[spec.provider]
@@ -98,4 +99,8 @@ def resolve_provider(config: PlannerConfig) -> ProviderSettings:
         raise MissingApiKeyError(f"{key_var} is not set; export it (any non-empty value for a local "
                                  f"OpenAI-compatible server) to use --model {spec}")
     base_url = config.base_url or config.getenv(url_var)
+    if base_url and not base_url.lower().startswith(("http://", "https://")):
+        source = "--base-url" if config.base_url else url_var
+        raise PlannerConfigError(f"{source} {base_url!r} is not an http(s) URL; pass the provider's URL, e.g. "
+                                 "http://127.0.0.1:8000/v1")
     return ProviderSettings(spec=spec, api_key=key, base_url=base_url, key_var=key_var, base_url_var=url_var)

@@ -354,4 +354,9 @@ def load_script(path: str | Path) -> Script:
         raise ScriptError(f"script file not found: {p}") from None
     except json.JSONDecodeError as exc:
         raise ScriptError(f"script file {p} is not valid JSON: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ScriptError(f"script file {p} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8 "
+                          "JSON") from None
+    except IsADirectoryError:
+        raise ScriptError(f"script file {p} is a directory; pass the JSON file") from None
     return Script.from_obj(obj)
