@@ -264,7 +264,7 @@ class ScriptedPlanner:
             outcome = strategy.pick_and_place(_ToolExecutor(call), picked.obj, target, goal.relation, params,
                                               relocate=scene.wrist_relocator(call, goal.object_phrase, picked.obj),
                                               obstacles=picked.obstacles, boxes=picked.boxes,
-                                              clutter=ScriptedPlanner._clutter(call, picked.obj, target),
+                                              clutter=ScriptedPlanner._clutter(call, picked.obj, target, picked.boxes),
                                               carry_over=placed_tops.get(key),
                                               release_top=target.support[2] if (goal.target_part is not None
                                               or goal.target_compartment is not None)
@@ -285,9 +285,11 @@ class ScriptedPlanner:
         return "failure", "task predicate not satisfied"
 
     @staticmethod
-    def _clutter(call, obj, target):
+    def _clutter(call, obj, target, boxes=()):
         """What else stands on the table (:mod:`rpent.robots.libero.skills.clutter`), from one
-        ``back_project`` point cloud of the agentview image now (the arm at its start pose);
+        ``back_project`` point cloud of the agentview image now (the arm at its start pose;
+        points cut by the cloud's top over furniture ``boxes`` get the box's top as height) and
+        one of what stands higher, off the arm;
         None when the cloud is empty."""
         from rpent.robots.libero.skills import clutter
         from rpent.robots.libero.skills.grasp import ROBOT_BASE_XY
@@ -295,7 +297,9 @@ class ScriptedPlanner:
         eef = _ToolExecutor(call).current_state().get("robot0_eef_pos")
         if eef is None:
             return None
-        pts = clutter.clutter_points(clutter.scene_points(call, obj.bottom_z, float(eef[2])), obj, target, ROBOT_BASE_XY)
+        pts = clutter.clutter_points(clutter.scene_points(call, obj.bottom_z, float(eef[2]), boxes=boxes,
+                                                         eef_xy=eef[:2], base_xy=ROBOT_BASE_XY),
+                                     obj, target, ROBOT_BASE_XY)
         return pts if len(pts) else None
 
     @staticmethod

@@ -18,6 +18,7 @@ from rpent.robots.libero.skills.clutter import (
     scene_points,
 )
 from rpent.robots.libero.skills.estimate import ObjectEstimate
+from rpent.robots.libero.skills.grasp import Box
 
 TABLE_Z = 0.90
 
@@ -115,3 +116,95 @@ def test_scene_points_reads_one_back_project_cloud():
     assert a["z_min"] == pytest.approx(TABLE_Z + 0.02) and a["z_max"] == pytest.approx(1.12) and a["max_points"] > 0
     assert pts.shape == (3, 3) and pts[0, 2] == pytest.approx(0.95) and pts[1, 2] == math.inf
     assert scene_points(lambda t, a: {"error": "too few valid pixels"}, TABLE_Z, 1.17).shape == (0, 3)
+
+
+# libero_goal_swap t4 (seed 0): the bowl goes on top of the cabinet (drawer boxes from view_fixtures,
+# top 1.1236 m); the arm's start pose puts the cloud's top at 1.123 m, so the cabinet's top edge is cut
+# (its case stands 0.8-2 cm out of the drawers' boxes); the wine rack stands in front of it, 1.09 m tall
+CABINET = tuple(Box(center=(-0.2541, -0.2465), yaw=-math.pi / 2, half_length=0.1028, half_width=0.1112, z_lo=lo, z_hi=hi)
+                for lo, hi in ((0.913, 0.984), (0.983, 1.054), (1.053, 1.1236)))
+CABINET_EDGE = np.array([[-0.373, -0.175, 1.117], [-0.351, -0.176, 1.116], [-0.2, -0.176, 1.115],
+                         [-0.179, -0.176, 1.116], [-0.127, -0.361, 1.123]])
+CABINET_FRONT = _box_points(-0.15, -0.14, -0.34, -0.15, 0.93, 1.10)
+LOW_RACK = _box_points(-0.10, 0.15, -0.30, -0.02, 0.93, 1.088, step=0.02)
+CAB_TOP = ObjectEstimate(center=(-0.2839, -0.2453, 1.1274), top_z=1.1276, bottom_z=0.4026, major_yaw=0.859,
+                         major_extent=0.2174, minor_extent=0.1369)
+BOWL4 = ObjectEstimate(center=(-0.0627, 0.1306, 0.9258), top_z=0.9507, bottom_z=0.901, major_yaw=-0.13,
+                       major_extent=0.1014, minor_extent=0.0957)
+EEF_Z4 = 1.1733  # the start pose's eef height: the cloud's top is 5 cm under it
+
+
+def _cloud_call(points):
+    def call(tool, args):
+        assert tool == "back_project"
+        p = [q for q in np.asarray(points).tolist() if args["z_min"] <= q[2] <= args.get("z_max", math.inf)]
+        return {"points": p} if p else {"error": "too few valid pixels"}
+    return call
+
+
+def test_scene_points_give_a_cut_furniture_top_its_box_height():
+    scene = np.concatenate([CABINET_EDGE, CABINET_FRONT, LOW_RACK, [[0.05, 0.25, 1.12]]])
+    blind = scene_points(_cloud_call(scene), TABLE_Z, EEF_Z4)
+    assert np.isinf(blind[:, 2]).sum() == len(CABINET_EDGE) + 1  # the cut edge and the far point: unknown
+    seen = scene_points(_cloud_call(scene), TABLE_Z, EEF_Z4, boxes=CABINET)
+    cut = seen[np.isclose(seen[:, 0], CABINET_EDGE[:, 0][:, None]).any(axis=0)
+               & np.isclose(seen[:, 1], CABINET_EDGE[:, 1][:, None]).any(axis=0)]
+    assert len(cut) == len(CABINET_EDGE) and np.allclose(cut[:, 2], 1.1236)  # the highest drawer's top
+    # a cut point away from furniture stays unknown; finite points keep their height
+    assert np.isinf(seen[(seen[:, 0] == 0.05) & (seen[:, 1] == 0.25), 2]).all()
+    assert np.isfinite(seen[:, 2]).sum() == len(seen) - 1
+    # over a box lower than the cut (something standing on a low drawer) a cut point stays unknown
+    low = (Box(center=(0.05, 0.25), yaw=0.0, half_length=0.05, half_width=0.05, z_lo=0.91, z_hi=1.0),)
+    assert np.isinf(scene_points(_cloud_call(scene), TABLE_Z, EEF_Z4, boxes=low)[:, 2]).sum() == len(CABINET_EDGE) + 1
+
+
+def test_carry_onto_a_cabinet_top_goes_straight_over_it():
+    scene = np.concatenate([CABINET_EDGE, CABINET_FRONT, LOW_RACK, BOWL_PTS + np.array([0.13, 0.2, 0.0])])
+    r = max(BOWL4.major_extent, BOWL4.minor_extent) / 2
+    bottom = 1.186  # the bowl's bottom at the carry height (above the cabinet's top)
+    start, goal = (-0.065, 0.130), CAB_TOP.center[:2]
+    # the cabinet's cut top taken for something of unknown height: the carry went round its own target
+    blind = clutter_points(scene_points(_cloud_call(scene), TABLE_Z, EEF_Z4), BOWL4, CAB_TOP)
+    assert carry_route(blind, start, goal, r, bottom, 1.21)[0] != []
+    # its height known from the fixture's boxes: under the carried bottom, straight over the rack too
+    seen = clutter_points(scene_points(_cloud_call(scene), TABLE_Z, EEF_Z4, boxes=CABINET), BOWL4, CAB_TOP)
+    assert carry_route(seen, start, goal, r, bottom, 1.21) == ([], pytest.approx(bottom))
+    # the cut points are not dropped: a bottom lower than the cabinet's top still meets them
+    # (the one outside the target's own disc: the case's corner beside the rack)
+    beside = [(-0.05, -0.36), (0.0, -0.36)]
+    assert path_clearance(seen, beside, 1.11) == pytest.approx(0.077, abs=1e-3)
+    assert path_clearance(seen, beside, 1.13) == math.inf
+    assert path_clearance(seen, [start, goal], bottom) == math.inf
+
+
+# ...the wine rack in front of the cabinet rises in steps of slats, 1.03 m at its front (y -0.1) to
+# 1.24 m at its back (y -0.3): above the cloud's 1.123 m top but for its front row; the arm at its
+# start pose stands above the band along the line from its base to the hand
+RACK_STEPS = np.concatenate([_box_points(-0.11, 0.15, y0, y0 + 0.04, z - 0.02, z, step=0.02)
+                             for y0, z in ((-0.14, 1.03), (-0.19, 1.16), (-0.24, 1.19), (-0.30, 1.24))])
+ARM = np.concatenate([_box_points(-0.64, -0.16, -0.10, 0.10, 1.30, 1.34, step=0.02),
+                      _box_points(-0.26, -0.16, -0.05, 0.05, 1.17, 1.30, step=0.02)])
+
+
+def test_scene_points_see_what_stands_above_the_band_off_the_arm():
+    call = _cloud_call(np.concatenate([RACK_STEPS, ARM, CABINET_EDGE]))
+    band = scene_points(call, TABLE_Z, EEF_Z4)
+    assert band[np.isfinite(band[:, 2]), 2].max() < 1.05  # the band alone: a 1.03 m rack, no arm
+    seen = scene_points(call, TABLE_Z, EEF_Z4, boxes=CABINET, eef_xy=(-0.208, 0.0), base_xy=(-0.66, 0.0))
+    high = seen[seen[:, 2] > EEF_Z4 - 0.05]
+    assert len(high) and high[:, 2].max() == pytest.approx(1.24)
+    assert not (np.abs(high[:, 1]) <= 0.10).any()  # nothing of the arm
+    assert np.isfinite(seen[:, 2]).all()  # the cabinet's cut top has its box's height
+    assert scene_points(lambda t, a: {"error": "too few valid pixels"}, TABLE_Z, EEF_Z4, eef_xy=(-0.2, 0.0)).shape == (0, 3)
+
+
+def test_carry_route_keeps_off_a_rack_taller_than_the_band():
+    r = max(BOWL4.major_extent, BOWL4.minor_extent) / 2
+    start, goal, bottom = (-0.065, 0.130), CAB_TOP.center[:2], 1.186
+    call = _cloud_call(np.concatenate([RACK_STEPS, ARM, CABINET_EDGE]))
+    blind = clutter_points(scene_points(call, TABLE_Z, EEF_Z4, boxes=CABINET), BOWL4, CAB_TOP)
+    seen = clutter_points(scene_points(call, TABLE_Z, EEF_Z4, boxes=CABINET, eef_xy=(-0.208, 0.0)), BOWL4, CAB_TOP)
+    corner = [start, (start[0], goal[1]), goal]  # the L whose first leg ran into the rack (seed 0)
+    assert route_top(blind, corner, r + CARRY_MARGIN) < bottom  # the band alone: looks clear
+    assert route_top(seen, corner, r + CARRY_MARGIN) == pytest.approx(1.24)
+    assert carry_route(seen, start, goal, r, bottom, 1.21) == ([], pytest.approx(bottom))

@@ -3,8 +3,9 @@ cloud, and carry routes that keep a carried object off it.
 
 The planner reads one ``back_project`` point cloud of the whole agentview image (everything
 seen between :data:`CLUTTER_FLOOR` above the table and just under the hand at the time of
-the look) and drops the points of the object it moves, the low part of its target and the
-robot's base (:func:`clutter_points`). A carry whose straight line would bring the carried
+the look) and a second one of what stands higher, off the arm (:func:`scene_points`), and
+drops the points of the object it moves, the low part of its target and the robot's base
+(:func:`clutter_points`). A carry whose straight line would bring the carried
 object's footprint closer to a point taller than its bottom than it already is at either
 end gets an L-shaped route with one corner instead (:func:`carry_route`): on libero_goal_swap
 t1 (seed 0) a bowl carried straight to the stove's burner caught on the front corner of the
@@ -21,8 +22,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from rpent.robots.libero.skills.estimate import ObjectEstimate
+from rpent.robots.libero.skills.grasp import Box
 
-__all__ = ["CLUTTER_FLOOR", "CARRY_MARGIN", "CARRY_RISE", "scene_points", "clutter_points", "path_clearance",
+__all__ = ["CLUTTER_FLOOR", "CLIP_BAND", "FIXTURE_MARGIN", "ARM_CORRIDOR", "CARRY_MARGIN", "CARRY_RISE", "scene_points", "clutter_points", "path_clearance",
            "route_top", "carry_route"]
 
 Call = Callable[[str, dict], dict]
@@ -35,6 +37,15 @@ CLUTTER_FLOOR = 0.02
 HAND_ROOM = 0.05
 #: points within this distance (m, xy) of the robot's base are its own links and pedestal.
 BASE_RADIUS = 0.25
+#: points within this (m) of the band's top are clipped: their height is unknown.
+CLIP_BAND = 0.01
+#: a clipped point within this (m, xy) of a furniture box's footprint is that box's top: the
+#: cabinet's case stands ~1-2 cm out of its drawers' boxes (libero_goal_swap t4: 0.8 and 2.0 cm).
+FIXTURE_MARGIN = 0.025
+#: points above the band within this (m, xy) of the segment from the robot's base to the hand
+#: are the arm (at libero's start pose its links reach 0.12 m off that line, measured on
+#: libero_goal_swap t4's agentview segmentation).
+ARM_CORRIDOR = 0.14
 #: points the ``back_project`` call returns at most (a stride over the image's points: ~1 in
 #: 10 above the table on libero_goal_swap, ~300 on the wine rack).
 CLOUD_POINTS = 1500
@@ -50,23 +61,64 @@ CARRY_RISE = 0.02
 ROUTE_SLACK = 0.005
 
 
-def scene_points(call: Call, table_z: float, eef_z: float, max_points: int = CLOUD_POINTS) -> np.ndarray:
+def scene_points(call: Call, table_z: float, eef_z: float, max_points: int = CLOUD_POINTS,
+                 boxes: Sequence[Box] = (), eef_xy: Sequence[float] | None = None,
+                 base_xy: Sequence[float] = (-0.66, 0.0)) -> np.ndarray:
     """The agentview camera's world points (latest step) between :data:`CLUTTER_FLOOR` above
     ``table_z`` and :data:`HAND_ROOM` below ``eef_z`` (m), at most ``max_points`` of them
     (``back_project`` region mode over the whole low-resolution image); an empty ``(0, 3)``
     array when the tool answers an error (nothing in that band) or is missing. A point within
-    1 cm of the band's top gets z = ``inf``: what it belongs to may reach higher (the wine
-    rack's 1.27 m top is above the band)."""
+    :data:`CLIP_BAND` of the band's top gets z = ``inf``: what it belongs to may reach higher
+    (the wine rack's 1.27 m top is above the band) -- except where its height is known: one
+    within :data:`FIXTURE_MARGIN` (xy) of the footprint of one of ``boxes`` (furniture parts
+    from ``view_fixtures``, :class:`~rpent.robots.libero.skills.grasp.Box`) whose top reaches
+    the clipped band gets that top (the highest such box's ``z_hi``): on libero_goal_swap t4
+    (seed 0) the 1.124 m top of the cabinet a bowl was to be set on was cut by the band's
+    1.123 m top, counted as clutter of unknown height, and the carry went round its own target
+    by an L whose corner leg ran into the wine rack's 1.24 m top, which the band did not show.
+
+    With ``eef_xy`` (the hand's world xy now, m) a second look returns the points above the
+    band too (at most ``max_points``, their own heights), less those within
+    :data:`ARM_CORRIDOR` (xy) of the segment from ``base_xy`` (the robot's base; default
+    :data:`~rpent.robots.libero.skills.grasp.ROBOT_BASE_XY`) to ``eef_xy``: the arm itself. On
+    libero_goal_swap t4 the wine rack's slats rise in steps from 1.03 to 1.24 m and show
+    (almost) no point in the band's clipped top centimetre, so the band alone saw a 1.09 m rack.
+    """
     z_max = float(eef_z) - HAND_ROOM
     res = call("back_project", {"row_range": [0, 255], "col_range": [0, 255], "camera": "agentview",
                                 "resolution": "low", "z_min": float(table_z) + CLUTTER_FLOOR,
                                 "z_max": z_max, "max_points": int(max_points)})
     pts = res.get("points") if isinstance(res, dict) and "error" not in res else None
+    high = _above_band(call, z_max, eef_xy, base_xy, max_points) if eef_xy is not None else np.zeros((0, 3))
+    if not pts:
+        return high
+    p = np.asarray(pts, dtype=np.float64).reshape(-1, 3)
+    clipped = p[:, 2] >= z_max - CLIP_BAND
+    known = np.full(len(p), -np.inf)
+    for b in boxes:
+        if b.z_hi < z_max - CLIP_BAND:
+            continue  # a clipped point over a lower box is something standing on it
+        inside = np.array([b.signed_distance(float(x), float(y)) <= FIXTURE_MARGIN for x, y in p[:, :2]], dtype=bool)
+        known = np.where(clipped & inside, np.maximum(known, float(b.z_hi)), known)
+    p[clipped, 2] = np.where(np.isfinite(known[clipped]), known[clipped], np.inf)
+    return np.concatenate([p, high]) if len(high) else p
+
+
+def _above_band(call: Call, z_max: float, eef_xy: Sequence[float], base_xy: Sequence[float],
+                max_points: int) -> np.ndarray:
+    """The agentview points (latest step) above ``z_max`` (m) outside the arm's corridor (see
+    :func:`scene_points`), float64[N, 3]; empty when the tool answers an error."""
+    res = call("back_project", {"row_range": [0, 255], "col_range": [0, 255], "camera": "agentview",
+                                "resolution": "low", "z_min": float(z_max), "max_points": int(max_points)})
+    pts = res.get("points") if isinstance(res, dict) and "error" not in res else None
     if not pts:
         return np.zeros((0, 3), dtype=np.float64)
     p = np.asarray(pts, dtype=np.float64).reshape(-1, 3)
-    p[p[:, 2] >= z_max - 0.01, 2] = np.inf
-    return p
+    a = np.asarray(base_xy[:2], dtype=np.float64)
+    d = np.asarray(eef_xy[:2], dtype=np.float64) - a
+    t = np.clip(((p[:, :2] - a) @ d) / max(float(d @ d), 1e-12), 0.0, 1.0)
+    off = p[:, :2] - (a + t[:, None] * d)
+    return p[np.hypot(off[:, 0], off[:, 1]) > ARM_CORRIDOR]
 
 
 def clutter_points(points: np.ndarray, moved: ObjectEstimate, target: ObjectEstimate | None = None,
