@@ -42,13 +42,15 @@ OUTCOME_STYLE = {"succeeded": "green", "failed": "red", "aborted": "magenta", "c
 
 
 def run_row(run: readers.RunSummary) -> tuple[str, ...]:
-    """Cells of one run (markup): the outcome is the TaskRun's own state (succeeded, failed, aborted,
-    cancelled, error) when it has one, else the environment's predicate (env solved / not solved)."""
+    """Cells of one run (markup): task, outcome, planner, env steps, date. The outcome is the TaskRun's own
+    state (succeeded, failed, aborted, cancelled, error) when it has one, else the environment's predicate
+    (env solved / not solved); it comes second so that a narrow runs pane still shows it (at 80 columns
+    the pane is 38 wide: third, it was cut to "succee")."""
     if run.state:
         outcome = f"[{OUTCOME_STYLE.get(run.state, 'white')}]{run.state}[/]"
     else:
         outcome = {True: "[green]env solved[/]", False: "[red]not solved[/]", None: "-"}[run.success]
-    return (run.task_label, run.planner or "-", outcome, "-" if run.steps is None else str(run.steps),
+    return (run.task_label, outcome, run.planner or "-", "-" if run.steps is None else str(run.steps),
             run.date.strftime("%Y-%m-%d %H:%M:%S") if run.date else "-")
 
 
@@ -124,7 +126,7 @@ class TrajectoriesScreen(LiveScreen):
         yield StableFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
-        self.query_one("#runs", DataTable).add_columns("Task", "Planner", "Outcome", "Steps", "Date")
+        self.query_one("#runs", DataTable).add_columns("Task", "Outcome", "Planner", "Steps", "Date")
         self.query_one("#steps", DataTable).add_columns("Step", "Tool", "Action", "Flags")
         self.query_one("#runs", DataTable).focus()
         self.action_reload()

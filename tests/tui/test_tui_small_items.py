@@ -34,7 +34,7 @@ def test_step_zero_shows_the_transcript_before_the_first_tool_call():
 
 def test_run_list_names_each_outcome():
     def row(**kw):
-        return run_row(RunSummary(path=Path("x"), name="x", **kw))[2]
+        return run_row(RunSummary(path=Path("x"), name="x", **kw))[1]
 
     assert "cancelled" in row(state="cancelled", success=False)
     assert "aborted" in row(state="aborted", success=False)
