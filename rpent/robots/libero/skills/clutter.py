@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from rpent.robots.libero.skills.estimate import ObjectEstimate
-from rpent.robots.libero.skills.grasp import Box
+from rpent.robots.libero.skills.grasp import ROBOT_BASE_XY, Box
 
 __all__ = ["CLUTTER_FLOOR", "CLIP_BAND", "FIXTURE_MARGIN", "ARM_CORRIDOR", "CARRY_MARGIN", "CARRY_RISE", "scene_points", "clutter_points", "path_clearance",
            "route_top", "carry_route"]
@@ -63,7 +63,7 @@ ROUTE_SLACK = 0.005
 
 def scene_points(call: Call, table_z: float, eef_z: float, max_points: int = CLOUD_POINTS,
                  boxes: Sequence[Box] = (), eef_xy: Sequence[float] | None = None,
-                 base_xy: Sequence[float] = (-0.66, 0.0)) -> np.ndarray:
+                 base_xy: Sequence[float] = ROBOT_BASE_XY) -> np.ndarray:
     """The agentview camera's world points (latest step) between :data:`CLUTTER_FLOOR` above
     ``table_z`` and :data:`HAND_ROOM` below ``eef_z`` (m), at most ``max_points`` of them
     (``back_project`` region mode over the whole low-resolution image); an empty ``(0, 3)``
@@ -85,14 +85,10 @@ def scene_points(call: Call, table_z: float, eef_z: float, max_points: int = CLO
     (almost) no point in the band's clipped top centimetre, so the band alone saw a 1.09 m rack.
     """
     z_max = float(eef_z) - HAND_ROOM
-    res = call("back_project", {"row_range": [0, 255], "col_range": [0, 255], "camera": "agentview",
-                                "resolution": "low", "z_min": float(table_z) + CLUTTER_FLOOR,
-                                "z_max": z_max, "max_points": int(max_points)})
-    pts = res.get("points") if isinstance(res, dict) and "error" not in res else None
+    p = _cloud(call, max_points, float(table_z) + CLUTTER_FLOOR, z_max)
     high = _above_band(call, z_max, eef_xy, base_xy, max_points) if eef_xy is not None else np.zeros((0, 3))
-    if not pts:
+    if len(p) == 0:
         return high
-    p = np.asarray(pts, dtype=np.float64).reshape(-1, 3)
     clipped = p[:, 2] >= z_max - CLIP_BAND
     known = np.full(len(p), -np.inf)
     for b in boxes:
@@ -104,16 +100,29 @@ def scene_points(call: Call, table_z: float, eef_z: float, max_points: int = CLO
     return np.concatenate([p, high]) if len(high) else p
 
 
+def _cloud(call: Call, max_points: int, z_min: float, z_max: float | None = None) -> np.ndarray:
+    """At most ``max_points`` agentview world points (latest step, float64[N, 3], m) with z in
+    [``z_min``, ``z_max``] (no upper bound when None): one ``back_project`` region call over the
+    whole low-resolution image; an empty ``(0, 3)`` array when the tool answers an error (nothing
+    in that band) or gives no points."""
+    args = {"row_range": [0, 255], "col_range": [0, 255], "camera": "agentview", "resolution": "low",
+            "z_min": z_min, "max_points": int(max_points)}
+    if z_max is not None:
+        args["z_max"] = z_max
+    res = call("back_project", args)
+    pts = res.get("points") if isinstance(res, dict) and "error" not in res else None
+    if not pts:
+        return np.zeros((0, 3), dtype=np.float64)
+    return np.asarray(pts, dtype=np.float64).reshape(-1, 3)
+
+
 def _above_band(call: Call, z_max: float, eef_xy: Sequence[float], base_xy: Sequence[float],
                 max_points: int) -> np.ndarray:
     """The agentview points (latest step) above ``z_max`` (m) outside the arm's corridor (see
     :func:`scene_points`), float64[N, 3]; empty when the tool answers an error."""
-    res = call("back_project", {"row_range": [0, 255], "col_range": [0, 255], "camera": "agentview",
-                                "resolution": "low", "z_min": float(z_max), "max_points": int(max_points)})
-    pts = res.get("points") if isinstance(res, dict) and "error" not in res else None
-    if not pts:
-        return np.zeros((0, 3), dtype=np.float64)
-    p = np.asarray(pts, dtype=np.float64).reshape(-1, 3)
+    p = _cloud(call, max_points, float(z_max))
+    if len(p) == 0:
+        return p
     a = np.asarray(base_xy[:2], dtype=np.float64)
     d = np.asarray(eef_xy[:2], dtype=np.float64) - a
     t = np.clip(((p[:, :2] - a) @ d) / max(float(d @ d), 1e-12), 0.0, 1.0)
@@ -122,7 +131,7 @@ def _above_band(call: Call, z_max: float, eef_xy: Sequence[float], base_xy: Sequ
 
 
 def clutter_points(points: np.ndarray, moved: ObjectEstimate, target: ObjectEstimate | None = None,
-                   base_xy: Sequence[float] = (-0.66, 0.0)) -> np.ndarray:
+                   base_xy: Sequence[float] = ROBOT_BASE_XY) -> np.ndarray:
     """``points`` (N, 3) without the moved object's and the target's own (within its footprint
     radius + :data:`OWN_MARGIN` of its centre, xy, and no more than :data:`OWN_RISE` over its
     top: whatever stands higher there, like a wine rack's corner beside the bowl or its board
