@@ -5,8 +5,7 @@ round by round in the same run (the median round is reported): in-process ``Libe
 subprocess over each transport. Also the CPU time per step (this process plus the server process, from /proc), which a loaded shared
 machine distorts less than wall time, and the RPC cost per step: the client's time minus the time the
 server itself spent in ``LiberoSim.step`` for the same steps (``env.step_timing``), which the speed of the
-simulator differing between processes does not enter. Targets: issue 3, overhead <= 10%; issue 20,
-<= 0.3 ms per step (<= 5%).
+simulator differing between processes does not enter. Targets: overhead <= 10%; <= 0.3 ms per step (<= 5%).
 
 Usage::
 

@@ -20,7 +20,7 @@ Part 2 writes one synthetic successful record of ``--export-frames`` VLA frames 
 LIBERO renders, then exports it with 0 and ``--threads`` image-writer threads and prints both
 times and whether the datasets are identical.
 
-Part 3 (``--scripted-runs DIR``, issue 18): export throughput for ``--episodes`` (50) scripted
+Part 3 (``--scripted-runs DIR``): export throughput for ``--episodes`` (50) scripted
 episodes. DIR holds real successful scripted runs recorded with every observation::
 
     rpent --robot libero --suite libero_object --task T --seed 0 --planner scripted \
@@ -370,7 +370,7 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=50)
     p.add_argument("--frames-per-episode", type=int, default=60)
     p.add_argument("--vcodec", default="libsvtav1", choices=("libsvtav1", "h264"))
-    p.add_argument("--baseline-rev", default="874b14d", help="git revision of today's exporter (before issue 18)")
+    p.add_argument("--baseline-rev", default="874b14d", help="git revision of today's exporter (before the columnar writer)")
     args = p.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="rpent-flywheel-bench-"))
     os.environ.setdefault("HF_HOME", str(workdir / "hf_home"))

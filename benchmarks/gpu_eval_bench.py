@@ -21,7 +21,7 @@ Usage (on the GPU machine; ``benchmarks/gpu_eval_device.sh`` sets up the simulat
     CUDA_VISIBLE_DEVICES=0 python benchmarks/gpu_eval_bench.py --cuda-device 0 --out /tmp/gpu_eval
     python benchmarks/gpu_eval_bench.py --envs 2 --epochs 1 --steps 40     # a short smoke run
 
-Target (issue 20): <= 6 minutes for the 100 full-length trajectories on one H200. Reference point
+Target: <= 6 minutes for the 100 full-length trajectories on one H200. Reference point
 (product document 003): RLinf + ApxInf, 800 LIBERO-10 trajectories in ~12 minutes on 8 GPUs, i.e.
 ~100 trajectories per GPU per 12 minutes (8.3 trajectories/min per GPU).
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device side of the GPU evaluation recipe (the lent H200: Python 3.12, torch 2.11, no package index).
+# Device side of the GPU evaluation recipe (an H200: Python 3.12, torch 2.11, no package index).
 #
 # The carry is made here by `python benchmarks/gpu_eval_prepare.py download|trace|pack|stage --carry-dir DIR`
 # (DIR: an ignored folder of the checkout the device tool sends). `stage` splits it into per-call folders

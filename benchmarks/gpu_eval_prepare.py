@@ -1,4 +1,4 @@
-"""Prepare the carry for running the LIBERO-10 evaluation on the lent GPU machine (Python 3.12, no index).
+"""Prepare the carry for running the LIBERO-10 evaluation on the GPU machine (Python 3.12, no index).
 
 The simulator stack is far larger than one device call may carry (64 MiB): robosuite 1.4.0 installs
 590 MB (every robot, bullet data), the LIBERO-PRO asset tree 622 MB. LIBERO-10 opens a small part of

@@ -9,8 +9,7 @@ bytes, ``recv_into`` a preallocated buffer) measured in the same run.
 Two upstream-style baselines, written here so the ratio prints in the same run (loopback only; the
 pickle rows run only between this benchmark's own processes, with an authkey):
 
-* ``http json+b64``: as upstream RPent's HTTP transport (``/work/shared/reference/rpent_reference.md``
-  §1.2): ``POST /call`` with a JSON body, an ``{"ok", "result"}`` envelope in which every array is
+* ``http json+b64``: as upstream RPent's HTTP transport: ``POST /call`` with a JSON body, an ``{"ok", "result"}`` envelope in which every array is
   ``{"__ndarray__": base64, "dtype", "shape"}``, decoded into writable copies; stdlib threading
   ``http.server``, and a new connection per call on the client (``requests.post`` without a session);
 * ``socket pickle``: as upstream's socket transport: one TCP connection per call, 4-byte big-endian

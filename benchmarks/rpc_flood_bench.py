@@ -1,4 +1,4 @@
-"""Memory a peer can make an RPC server hold with bare frame headers (issue 19, item 6).
+"""Memory a peer can make an RPC server hold with bare frame headers .
 
 Starts an echo server subprocess per transport (default limits: 256 MiB frames), opens N
 connections that each send only a header claiming ``--claim-mb`` MB (socket: the 20-byte frame

@@ -6,7 +6,7 @@ environment's predicate, env steps, wall time, finish status, where it stopped) 
 suite ``k/N`` with a 95% Wilson interval (``scipy.stats.binomtest``) and the median wall
 time per episode and the median CPU time (user + sys of ``rpent`` and its env server, from
 ``wait4``: much less load-dependent than wall time), plus the load average before and after
-(the machine is shared: figures are only comparable within one run). Targets (issue #16): >= 80% per suite, >= 85% over
+(the machine is shared: figures are only comparable within one run). Targets: >= 80% per suite, >= 85% over
 all, median <= 30 s per episode on libero_10.
 
 ``--baseline DIR`` also runs every cell with the rpent source tree in DIR (e.g. ``git archive

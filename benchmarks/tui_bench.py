@@ -1,5 +1,5 @@
 """rpent-tui over a slow link: terminal bytes per second and keystroke-to-repaint latency while
-run events stream at 200 events/s (issue 9 targets: <= 100 KB/s and <= 50 ms).
+run events stream at 200 events/s (targets: <= 100 KB/s and <= 50 ms).
 
 The real app runs in a child process on a real pseudo-terminal (120x40, xterm-256color); a stand-in
 TaskRun (no simulator: this measures the UI) emits planner text, tool calls/results, steps and a

@@ -3,8 +3,7 @@ with concurrent clients, cold start; each next to a plain eager run of the same 
 kernels checked against their PyTorch references, and optionally lerobot 0.6.1's Pi0.5 (eager and
 ``torch.compile``d) with a numerical parity check on identical weights, tokens and noise.
 
-Full size on the GPU (random weights, no checkpoint needed; lerobot carried as py3.12 wheels, see
-/work/shared/reference/lerobot_notes.md)::
+Full size on the GPU (random weights, no checkpoint needed; lerobot carried as py3.12 wheels)::
 
     pip install --no-index --no-deps --target /tmp/site build/whl_c2/*.whl && export PYTHONPATH=/tmp/site
     python benchmarks/vla_bench.py --random-weights --iters 40 --requests-per-client 40 --profile \
@@ -20,21 +19,21 @@ client processes, cold start (launch -> ready line -> first action; ``from_disk`
 checkpoint from local disk with an empty Triton cache), lerobot parity/latency. Prints a table and writes
 JSON to ``--out`` (after every section, so a killed run keeps what it measured).
 
-Measured on the lent H200 (torch 2.11, bf16, 2 views, T=16, H=10, N=5; the command above, 2026-11-30):
+Measured on an H200 (torch 2.11, bf16, 2 views, T=16, H=10, N=5; the command above, 2026-11-30):
 model B=1 10.5 ms graph / 15.6 ms graph without fused kernels / 44.4 ms eager; B=16 73.8 ms graph
 (4.6 ms/sample) / 75.2 ms eager; server e2e B=1 13.7 ms (13.2 from disk) / 48.3 ms eager; 16 clients
 162 / 100 (eager) inferences/s; cold start 6.6 s (random weights) / 12.5 s (6.7 GB from disk, cold
 Triton cache); lerobot eager 174.8 ms, compiled 34.0 ms after a 195 s warm-up; parity vs lerobot max
 |diff| 4.8e-7 (fp32) / 9.2e-3 (bf16).
 
-Re-measured 2026-12-01 (issue 20; ``--random-weights --iters 40 --requests-per-client 40 --transport socket
+Re-measured 2026-12-01 (``--random-weights --iters 40 --requests-per-client 40 --transport socket
 --skip-eager-server --cold-start-from-disk --drop-caches --verbose``): model B=1 9.47 ms (10.35 ms with flow
 step 0 after the prefix, same run), B=16 75.5 ms; socket e2e B=1 11.57 ms; 16 clients 197.6 inferences/s
 pipelined vs 165.6 with ``--no-pipeline`` (same run); cold start from disk with the page cache dropped
 19.3 s (empty Triton cache) / 13.0 s (Triton cache of the previous start). lerobot's own
 ``compile_model=True`` path: ``benchmarks/vla_lerobot_compile.py``.
 
-With the checkpoint prefetch (another lent H200, ``--iters 30 --requests-per-client 30 --transport socket
+With the checkpoint prefetch (another H200, ``--iters 30 --requests-per-client 30 --transport socket
 --skip-eager-server --cold-start-from-disk --drop-caches --verbose --compare-root <checkout before>``): cold
 start from disk 11.6 s vs 11.8 s baseline (warm Triton cache), 16.3 vs 18.6 s (empty); 16 clients 197.9
 inferences/s with the GPU busy 99.1 % of the time at 39.76 ms per batch of 8 (GPU-bound: 201.5 /s at most);

@@ -1,6 +1,6 @@
 """``RpentApp``: the operator's workbench (Textual on a trio nursery, keyboard only, SSH-friendly).
 
-Architecture (issue 9; ``shared/reference/tui_reference.md`` §2, §5):
+Architecture:
 
 * Trio runs in guest mode on Textual's asyncio loop (``services.trio_bridge.TrioBridge``); its
   root nursery owns the ``Session`` (supervisor, shared services, TaskRuns), the flywheel export
@@ -136,7 +136,7 @@ class RpentApp(App[int]):
         self.task_lists: dict[str, tuple[str, ...]] = {}  # robot -> its suites, once this app scanned them
         self._switching_shown_mode = False
         self._modes_shown: set[str] = set()  # modes whose screen was composed (switched to once; never removed)
-        self.collector = QuietCollector()  # full garbage collections wait for a quiet moment (issue 12)
+        self.collector = QuietCollector()  # full garbage collections wait for a quiet moment
         self._last_key_at = float("-inf")  # time.monotonic() of the last key event
 
     # -- lifecycle ---------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from pathlib import Path
 
 __all__ = ["build_parser", "main", "session_config_from_args", "STDERR_NOT_A_TERMINAL"]
 
-#: Why ``rpent-tui`` refuses to start when stderr is redirected (issue 12 defect 5).
+#: Why ``rpent-tui`` refuses to start when stderr is redirected.
 STDERR_NOT_A_TERMINAL = ("stderr is not a terminal (the UI is drawn on stderr, so '2> file' would leave a blank "
                          "screen); run rpent-tui without redirecting stderr")
 

@@ -1,7 +1,7 @@
 """``rpent --dashboard``: the workbench in a browser, served by ``textual-serve`` over a session process.
 
 textual-serve starts one app process per browser tab (per websocket) and stops it when the tab
-closes (``shared/reference/tui_reference.md``, textual-serve notes). Each tab therefore runs
+closes (textual-serve's behaviour). Each tab therefore runs
 ``python -m rpent_tui.attached <session dir>``: a thin client of the one session process, so every tab sees
 the same TaskRuns and operator requests, and closing a tab (or the dashboard server) leaves the
 session running. Frames use the half-block renderer (terminal graphics do not reach a browser);

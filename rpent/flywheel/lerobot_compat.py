@@ -5,7 +5,7 @@ the CPU torch 2.13.0 their C++ extension does not load, and ``import torchvision
 with ``RuntimeError: operator torchvision::nms does not exist`` when it registers fake kernels
 for its ops. Defining the two op schemas first (``torchvision::nms``, ``torchvision::qnms``)
 lets the import succeed: the pure-Python parts (transforms) work, the C++ ops do not, and
-LeRobot datasets use none of them. Measured in ``shared/reference/lerobot_notes.md``.
+LeRobot datasets use none of them. Measured on lerobot 0.4.4's reader.
 
 The shim is applied only when the plain import fails with exactly that error.
 """

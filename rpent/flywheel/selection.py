@@ -47,7 +47,7 @@ from rpent.recording import layout
 from rpent.recording.reader import TrajectoryRecord
 
 IMAGE_SHAPE = (256, 256, 3)
-"""Observation image shape the export requires (LIBERO policy cameras; seed 004, issue 6)."""
+"""Observation image shape the export requires (LIBERO policy cameras; product document 004)."""
 
 RULES_V1 = "v1"
 RULES_V2 = "v2"

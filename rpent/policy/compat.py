@@ -1,4 +1,4 @@
-"""Which run options code mode works with (issue 5): checks the CLI and the TUI share.
+"""Which run options code mode works with : checks the CLI and the TUI share.
 
 Code mode needs a planner that writes code (``api``, ``claude_code``, ``codex``) or a
 file to run (``--code-file``). ``--planner flash`` replays recorded anchors without an

@@ -1,8 +1,7 @@
 """Exceptions raised inside a code-policy cell (worker side).
 
 Policy code sees these classes as ``robo.ToolError``, ``robo.EpisodeFinished`` and so on,
-and can catch the ``Exception`` ones. The convention follows PyRUA-Lean's (see
-``shared/reference/rpent_reference.md`` §4.1): bad arguments and tool failures raise,
+and can catch the ``Exception`` ones. The convention follows PyRUA-Lean's (upstream RPent's code-policy notes): bad arguments and tool failures raise,
 *measured* failures (a servo that stopped short, a pick whose lift check failed, a
 segment that found nothing) are ordinary return values the code must check.
 

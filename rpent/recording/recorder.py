@@ -85,7 +85,7 @@ def default_planner_capture(planner: str, policy_mode: str) -> str:
 
 def default_action_capture(robot: str) -> str:
     """Whether executed env actions can be captured for ``robot``: ``"full"`` for the robots with a
-    state/action layout (:data:`rpent.recording.layout.ROBOT_SPACES`: LIBERO, Meta-World; issue 6)."""
+    state/action layout (:data:`rpent.recording.layout.ROBOT_SPACES`: LIBERO, Meta-World)."""
     return layout.CAPTURE_FULL if robot in layout.ROBOT_SPACES else layout.CAPTURE_UNAVAILABLE
 
 

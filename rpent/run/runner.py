@@ -241,8 +241,7 @@ def _record_steering(steering, out: Path, log_list: list, emit) -> Callable[[], 
 
 def _take_result(outcome: RunOutcome, result) -> None:
     """Copy a planner result into the outcome (no-op for None). A planner that stopped without
-    calling ``finish`` and without an error of its own gets a one-line error saying so (issue 19:
-    no silent ends); its ``stop_reason`` is kept (the exit code stays "not solved")."""
+    calling ``finish`` and without an error of its own gets a one-line error saying so (no silent ends); its ``stop_reason`` is kept (the exit code stays "not solved")."""
     if result is None:
         return
     outcome.stats = result.stats.to_dict()

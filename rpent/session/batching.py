@@ -2,7 +2,7 @@
 
 Over SSH the bytes written to the terminal are the hidden cost: streaming 20 lines/s into a
 120x40 log sent ~300 KB/s unbatched and ~60 KB/s when flushed at 4 Hz (measured upstream, see
-``shared/reference/tui_reference.md`` §0). ``Batcher`` accepts items from any thread and hands them
+Textual's guest-mode notes). ``Batcher`` accepts items from any thread and hands them
 to one ``flush`` callback at most once per ``interval_s`` (default 0.08 s, i.e. <= 12.5 flushes/s);
 the first item after a quiet period is delivered at once, so single events keep low latency.
 

@@ -1,8 +1,7 @@
 """Parsing of the Run screen's input line: ``/rpent-task <suite> <task> <seed>`` (or
 ``/rpent-task --suite S --task T --seed N``) or a steering message.
 
-Command grammar and error wording follow the upstream Dashboard (``shared/reference/rpent_reference.md``
-§7 "Commands"): "unknown Dashboard command", "expected <usage>", "unsupported suite",
+Command grammar and error wording follow the upstream Dashboard (its "Commands" section): "unknown Dashboard command", "expected <usage>", "unsupported suite",
 "must be an integer"; each message here also says how to fix the input. Suite names come from
 ``rpent.robots.libero.suites`` when that module is importable, else from the suite list of the
 reference (§2.2 ``--suite``); for another robot (``metaworld``) from its registry adapter

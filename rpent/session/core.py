@@ -1,6 +1,6 @@
 """The Session: shared services started once, TaskRuns numbered 0001.. each with a fresh env server.
 
-Model: the upstream Dashboard's Session/TaskRun (``shared/reference/rpent_reference.md`` §7), in the
+Model: the upstream Dashboard's Session/TaskRun, in the
 terminal. A ``Session`` opens one ``rpent.services.Supervisor``, starts the shared services (VLA,
 SAM3; or connects to ``--vla-endpoint``/``--sam3-endpoint``) once, and then runs TaskRuns through
 ``rpent.run.run_task``: every TaskRun gets a fresh env server, toolkit and planner conversation

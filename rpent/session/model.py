@@ -2,7 +2,7 @@
 
 Plain dataclasses with no Textual and no trio: ``rpent.session.core.Session`` mutates them on its trio
 thread, ``rpent.session.server`` puts them on the wire, and the TUI and the dashboard render them. Model:
-the upstream Dashboard's Session/TaskRun (``shared/reference/rpent_reference.md`` §7).
+the upstream Dashboard's Session/TaskRun.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ __all__ = [
 ENV_ENDPOINT_REFUSED = (
     "Dashboard task control cannot use --env-endpoint because each TaskRun requires a fresh owned env_server"
 )
-#: Service states shown in the Services screen (issue 9).
+#: Service states shown in the Services screen.
 SERVICE_STATES = ("pending", "starting", "ready", "failed", "stopped")
 #: TaskRun states (rpent_reference.md §7 ``task_state`` plus ``error`` from the run layer).
 TERMINAL_TASK_STATES = ("succeeded", "failed", "aborted", "cancelled", "error")

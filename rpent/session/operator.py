@@ -4,7 +4,7 @@ Implements the run layer's ``Operator`` protocol (docs/interfaces.md "Run layer"
 ``ask(request_kind, prompt, choices, frames) -> (answer, notes)``, blocking, called from the
 toolkit's worker thread. The UI sees the request through ``on_request`` and answers it with
 ``reply(request_id, answer, notes)``. Rules follow the upstream Dashboard operator
-(``shared/reference/rpent_reference.md`` §7): at most one pending request; a reply must name the
+(upstream RPent's Dashboard): at most one pending request; a reply must name the
 pending id and one of its choices ("expired or already answered operator request",
 "invalid operator response"); a second concurrent ask is refused ("another operator confirmation
 is pending"); the waiting thread checks for cancellation every 0.1 s.
@@ -38,7 +38,7 @@ __all__ = [
 #: Choices of a verdict request, and of a scene reset (docs/interfaces.md "Run layer").
 VERDICT_CHOICES = ("success", "failure", "continue", "abort")
 RESET_CHOICES = ("done", "abort")
-#: One key per answer in the operator modal (issue 9: s success, f failure, c continue, a abort, d done).
+#: One key per answer in the operator modal (s success, f failure, c continue, a abort, d done).
 ANSWER_KEYS = {"success": "s", "failure": "f", "continue": "c", "abort": "a", "done": "d"}
 
 #: How often (s) a waiting ``ask`` checks for cancellation (upstream Dashboard: 0.1 s).

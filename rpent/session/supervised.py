@@ -1,6 +1,6 @@
 """Supervised batch subprocess (e.g. ``rpent-flywheel``) run from a trio task.
 
-Spawn recipe from ``shared/reference/tui_reference.md`` §2.4 (verified there), through
+Spawn recipe from Textual's guest-mode notes (verified there), through
 ``rpent.services.spawn.open_child`` (the child dies with this process, even a SIGKILLed one), with
 ``stdin=DEVNULL`` (a child must not steal Textual's keystrokes), ``stdout=PIPE`` and
 ``stderr=STDOUT`` (Textual draws on the terminal; a child must never inherit fd 1/2), and

@@ -1,6 +1,6 @@
 """Operator request modal: the question, the current frames, one key per answer, optional notes.
 
-Keys (issue 9): ``s`` success, ``f`` failure, ``c`` continue, ``a`` abort, ``d`` done (scene reset);
+Keys: ``s`` success, ``f`` failure, ``c`` continue, ``a`` abort, ``d`` done (scene reset);
 only the request's own choices are active. ``n`` focuses the notes box (Enter returns to the keys).
 Esc hides the modal without answering; ``o`` on the Run screen reopens it. An answer or Esc hands
 the keys back to the screen below at once (on the Run screen: the transcript), also for keys typed

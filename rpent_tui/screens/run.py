@@ -38,7 +38,7 @@ __all__ = ["RunScreen", "CommandSuggester", "counters_text"]
 #: More events than this waiting for a hidden Run screen: redraw from the model instead of appending.
 CATCH_UP_MAX_EVENTS = 2000
 
-#: Keys first (issue 12: a key pressed while a streaming repaint runs waits for it). While the operator
+#: Keys first (a key pressed while a streaming repaint runs waits for it). While the operator
 #: is pressing keys (the last key less than ``KEYS_ACTIVE_S`` s ago: typing, switching screens) the
 #: Run screen's streaming repaints are spaced at least ``KEYS_REPAINT_INTERVAL_S`` s apart (transcript,
 #: counters, timeline; otherwise ``AppOptions.repaint_interval_s``) and camera frames
@@ -110,7 +110,7 @@ class RunScreen(LiveScreen):
     # Textual forwards each queued key to the widget focused when the app takes it from its queue, and
     # a plain binding runs only after its key has bubbled back up from the focused widget, i.e. after
     # the keys queued behind it (one terminal read: a fast typist, a paste, tmux send-keys, a busy
-    # machine) were already handed to the transcript, where they were lost or acted as keys (issue 12).
+    # machine) were already handed to the transcript, where they were lost or acted as keys.
     # ``check_action`` lets i and t through as text while the input line has the focus, and Enter through
     # to the transcript (raw JSON) while the input line does not have it.
     BINDINGS = [

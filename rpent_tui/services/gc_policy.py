@@ -1,4 +1,4 @@
-"""Garbage collection that keeps out of the operator's way (issue 12: keystroke latency).
+"""Garbage collection that keeps out of the operator's way (keystroke latency).
 
 CPython's cyclic garbage collector stops the UI thread for a full (generation 2) collection whenever
 the long-lived objects grew by a quarter; the pause is proportional to every tracked object. In

@@ -1,7 +1,7 @@
 """Choice of the terminal image protocol for camera frames (``--images auto|sixel|kitty|halfblock|none``).
 
 ``textual-image`` would query the terminal itself, at import and again for the cell size while
-the app runs, each time with a 0.1 s timeout (``shared/reference/tui_reference.md`` §3): over SSH
+the app runs, each time with a 0.1 s timeout (Textual's guest-mode notes): over SSH
 or on a busy machine the replies arrive late and land in the app's keyboard input, where they
 swallow the operator's keys. So the terminal is queried here, once, before Textual takes it
 (:func:`query_terminal`): the kitty graphics query, the cell-size query (``CSI 16 t``) and last

@@ -3,7 +3,7 @@
 Textual runs only on asyncio; trio's guest mode (``trio.lowlevel.start_guest_run``) lets trio's
 scheduler run on that same loop and thread, so Textual handlers may call ``TrioBridge.spawn``
 directly and trio tasks report back with ``widget.post_message`` (thread-safe). The shape follows
-the verified bridge in ``shared/reference/tui_reference.md`` §2.2; it imports no Textual.
+the verified bridge in Textual's guest-mode notes; it imports no Textual.
 
 Lifecycle: ``start()`` once (from ``App.on_mount``), ``spawn()`` any number of times, then
 ``await aclose()`` (from ``App.on_unmount``): it cancels the nursery and waits until trio has

@@ -9,7 +9,7 @@ skips an identical recompose.
 
 It also puts the Help key (F1) first: Textual lays the keys out in binding order (the screen's,
 then the app's), so on an 80-column terminal the app's Help key was the one cut off at the right
-edge, while issue #12 asks that the footer still shows help at 80x24.
+edge, while the footer must still show help at 80x24.
 """
 
 from __future__ import annotations

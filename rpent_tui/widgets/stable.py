@@ -1,4 +1,4 @@
-"""Textual widgets without screen layout passes that cannot change anything (Run screen costs, issue 12).
+"""Textual widgets without screen layout passes that cannot change anything (Run screen costs).
 
 A ``refresh(layout=True)`` reflows and repaints the whole screen (at 120x40 about 4x the cost of the
 repaint it asks for). Two stock widgets ask for one where the layout cannot change:
@@ -17,7 +17,7 @@ repaint it asks for). Two stock widgets ask for one where the layout cannot chan
 arrive. Textual resolves a widget's bindings only when the key has bubbled back up to the App, i.e.
 after the keys queued behind it (a burst from one terminal read: a paste, ``tmux send-keys``, a busy
 machine) were already typed: ``ab<backspace>c`` became ``ab``, and a key queued before a focus change
-resolved against the new focus (issue 12).
+resolved against the new focus.
 
 Both look and behave exactly like the stock widgets (CSS type selectors of the base class apply).
 """

@@ -165,12 +165,12 @@ class TranscriptView(ScrollView, can_focus=True):
     Appending a batch of events costs a word-wrap of their plain text (no Rich rendering); styled
     rows are rendered when they scroll into view and cached (an LRU of the final strips, base style
     applied). A ``RichLog`` renders every line at write time and copies its whole line list once
-    over ``max_lines``, which made the Run screen fall behind at 200 events/s (issue 12: screen
+    over ``max_lines``, which made the Run screen fall behind at 200 events/s (screen
     switches took seconds). The newest ``MAX_ENTRIES`` events are kept (the run record has all of
     them). The view follows the end while the operator has not scrolled up, and re-wraps on a width
     change. A batch scrolls the pane before it is painted, so it costs one repaint, not two.
 
-    Garbage-collector load (issue 12: a full collection of the app's objects took 100-300 ms while
+    Garbage-collector load (a full collection of the app's objects took 100-300 ms while
     streaming, and a key pressed meanwhile waited for it): an entry keeps its event, its plain text
     and its wrap as int tuples, none of which the collector keeps tracking; the styled ``Text`` of
     the rows on screen and the strips of the last few screens are in small LRU caches.
@@ -192,7 +192,7 @@ class TranscriptView(ScrollView, can_focus=True):
     ]
 
     #: No scrollbar (a pager's convention): a thumb that appears after a resize drew a lone partial
-    #: block ("▆") at the pane's edge (issue 12); the position is the border subtitle instead.
+    #: block ("▆") at the pane's edge; the position is the border subtitle instead.
     DEFAULT_CSS = "TranscriptView { overflow-x: hidden; overflow-y: scroll; scrollbar-size-vertical: 0; }"
 
     #: Border subtitle: the keys, after the position (``following`` or ``rows A-B/N · G follows``).

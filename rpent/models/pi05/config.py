@@ -1,8 +1,7 @@
 """Pi0.5 architecture configuration: dimensions of SigLIP, the Gemma-2B prefix and the action expert.
 
 Full-size defaults follow openpi's `gemma.py: get_config` variants ("gemma_2b", "gemma_300m") and the
-SigLIP so400m/14 vision tower of PaliGemma-3b-pt-224 (see `/work/shared/reference/vla_pi05_reference.md`
-section 1.1). A tiny preset ("rpent_tiny" / "rpent_tiny_expert") keeps the same structure with small
+SigLIP so400m/14 vision tower of PaliGemma-3b-pt-224 (openpi's pi0.5 model definition). A tiny preset ("rpent_tiny" / "rpent_tiny_expert") keeps the same structure with small
 dimensions for CPU tests; tiny checkpoints name these variants in their `config.json`.
 
 Parameter counts are computed from the shapes alone (:func:`parameter_counts`), nothing is allocated.

@@ -1,7 +1,7 @@
 """``norm_stats.json``: normalisation of states and un-normalisation of actions, in the mode the
 checkpoint's ``config.json`` declares (quantile or mean/std).
 
-Schema (openpi ``src/openpi/shared/normalize.py``)::
+Schema (openpi's ``normalize.py`` norm-stats file)::
 
     {"norm_stats": {"state":   {"mean": [...], "std": [...], "q01": [...], "q99": [...]},
                     "actions": {"mean": [...], "std": [...], "q01": [...], "q99": [...]}}}

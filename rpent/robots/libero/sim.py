@@ -580,7 +580,7 @@ class LiberoSim:
     def fixture_parts(self) -> dict:
         """Articulated parts of the scene's objects and fixtures (drawers, stove knobs, doors).
 
-        What a robot would be told about its workspace's furniture (issue #16: "fixture joint
+        What a robot would be told about its workspace's furniture ("fixture joint
         state or handle poses"); movable objects' free joints are not listed.
 
         Returns:

@@ -4,7 +4,7 @@ The Panda gripper opens ~0.079 m (``|qpos[0]| + |qpos[1]|`` fully open, measured
 fingers close along the gripper's y axis, which is world y at yaw 0 (measured: at yaw 0 the
 finger tips sit at y = +/-0.047 m of the eef), i.e. along ``(-sin yaw, cos yaw)``. A bowl
 or a mug wider than the opening cannot be closed on from the centre: the fingers meet over
-its middle and close on nothing (issue #16: the LIBERO akita black bowl is ~0.09-0.10 m).
+its middle and close on nothing (the LIBERO akita black bowl is ~0.09-0.10 m).
 The rim grasp puts the finger gap on the wall instead: the eef sits ``RIM_INSET`` inside
 the rim on the side with the most free space, the fingers close radially (one inside,
 one outside the wall), ``RIM_DEPTH`` below the top.
