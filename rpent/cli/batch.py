@@ -74,9 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--executor", default="local",
                    help=f"where runs execute: {', '.join(executor_names())} or another registered executor "
                         "(rpent/batch/<name>_executor.py; default local)")
-    g.add_argument("--ray-address", default=None, metavar="auto|ray://HOST:PORT",
+    g.add_argument("--ray-address", default=None, metavar="auto|local|ray://HOST:PORT",
                    help="run the cells as Ray tasks on this cluster (implies --executor ray; the matrix YAML's "
-                        "'ray:' section sets resources, replicas and results mode); needs pip install -e '.[ray]'")
+                        "'ray:' section sets resources, replicas and results mode; 'local' starts a private cluster on this "
+                        "machine for the batch); needs pip install -e '.[ray]'")
     g.add_argument("--no-progress", action="store_true", help="no progress bar (one line per finished attempt)")
     return p
 

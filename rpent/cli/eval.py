@@ -63,9 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--show-plan", action="store_true",
                    help="validate the config, print which (task, reset state) pairs run where, and exit")
     p.add_argument("--no-progress", action="store_true", help="no live progress display")
-    p.add_argument("--ray-address", default=None, metavar="auto|ray://HOST:PORT",
+    p.add_argument("--ray-address", default=None, metavar="auto|local|ray://HOST:PORT",
                    help="run the env workers as Ray actors on this cluster (and the VLA replicas of the config's "
-                        "ray.replicas.vla); overrides ray.address; needs pip install -e '.[ray]'")
+                        "ray.replicas.vla); 'local' starts a private cluster on this machine for the run; overrides ray.address; "
+                        "needs pip install -e '.[ray]'")
     mw = p.add_argument_group("--robot metaworld")
     mw.add_argument("--suite", default=None, help="mt10 or mt50 (default mt10)")
     mw.add_argument("--tasks", default=None, help="task indices in the suite, e.g. 0-9 or 0,3,5 (default: all)")

@@ -2,20 +2,26 @@
 
 The driver is this process (``rpent-eval`` / ``rpent-batch``); it must run on a cluster node
 (``auto`` / ``HOST:PORT``) or reach the head's Ray Client server (``ray://HOST:PORT``, port 10001
-by default). Every node needs the same Python, rpent and its model weights at the same paths
+by default). ``local`` starts a private one-node cluster on this machine for the run (all its CPUs,
+its own temp folder, stopped at :func:`disconnect` or exit; :mod:`rpent.cluster.local`). Every node needs the same Python, rpent and its model weights at the same paths
 (README "Multi-node").
 """
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import logging
+import os
 import time
 from typing import Any
 
 from rpent.cluster.errors import ClusterConnectError
 
 log = logging.getLogger("rpent.cluster")
+
+_PRIVATE: Any = None
+"""The private local cluster that ``connect("local")`` started (a ``LocalRayCluster``), or None."""
 
 
 def import_ray() -> Any:
@@ -38,7 +44,8 @@ def connect(address: str, timeout_s: float = 60.0, *, retry_pause_s: float = 2.0
     ``timeout_s`` ends the wait.
 
     Args:
-        address: ``auto``, ``ray://HOST:PORT`` or ``HOST:PORT``.
+        address: ``auto``, ``local`` (start a private cluster on this machine: :func:`start_private`),
+            ``ray://HOST:PORT`` or ``HOST:PORT``.
         timeout_s: seconds to wait for the cluster, every attempt included.
         retry_pause_s: first pause between attempts.
 
@@ -46,6 +53,8 @@ def connect(address: str, timeout_s: float = 60.0, *, retry_pause_s: float = 2.0
         ClusterConnectError: Ray missing, or no connection within ``timeout_s`` (naming the attempts and
             the last error).
     """
+    if address == "local":
+        address = start_private()
     ray = import_ray()
     if ray.is_initialized():
         return ray
@@ -118,11 +127,38 @@ def _probe(address: str, deadline: float) -> str | None:
         time.sleep(0.5)
 
 
+def start_private() -> str:
+    """Start (once per process) a one-node Ray cluster on 127.0.0.1 with this machine's CPUs, in a temp
+    folder of its own, stopped by :func:`disconnect` or at exit; returns its GCS address ``127.0.0.1:PORT``.
+
+    Raises:
+        ClusterConnectError: Ray missing, or the cluster did not start (each attempt's error named).
+    """
+    global _PRIVATE
+    if _PRIVATE is None:
+        from rpent.cluster.local import local_node_env, start_local_cluster
+
+        local_node_env()  # loopback node IPs: before Ray is imported in this process
+        import_ray()
+        _PRIVATE = start_local_cluster({"num_cpus": os.cpu_count() or 1}, temp_prefix="rray_local_")
+        atexit.register(_stop_private)
+        log.info("started a private local Ray cluster at %s (%s)", _PRIVATE.address, _PRIVATE.temp_dir)
+    return _PRIVATE.address
+
+
+def _stop_private() -> None:
+    global _PRIVATE
+    if _PRIVATE is not None:
+        cluster, _PRIVATE = _PRIVATE, None
+        cluster.shutdown()
+
+
 def disconnect() -> None:
-    """``ray.shutdown()`` when connected (idempotent)."""
+    """``ray.shutdown()`` when connected, and stop the private cluster of ``connect("local")`` (idempotent)."""
     try:
         import ray
     except ImportError:
         return
     if ray.is_initialized():
         ray.shutdown()
+    _stop_private()

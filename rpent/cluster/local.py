@@ -21,6 +21,13 @@ GCS client waits on it makes Ray terminate the whole process after 60 s.
 * raises :class:`~rpent.cluster.errors.ClusterConnectError` naming the attempts, each error and the
   load average when every try failed.
 
+Nothing is read from or written to Ray's shared default root (``/tmp/ray``): each start has a temp
+folder of its own, and Ray's "current cluster" address file, which ``ray.cluster_utils`` writes under
+the *default* root whatever ``temp_dir`` the node was given, is pointed into that folder too
+(``RAY_TMPDIR`` set for the start, :func:`_private_ray_root`). A machine where ``/tmp/ray`` never
+existed starts a cluster like any other, and another user's or another test run's Ray cluster on
+the same machine is neither read nor disturbed.
+
 Environment set here (before the first node starts; inherited by every Ray process):
 ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` makes Ray resolve "this node's IP" to 127.0.0.1 (otherwise a
 driver that connects to 127.0.0.1 is sent to the machine's address, where nothing listens);
@@ -177,6 +184,7 @@ def start_local_cluster(head: dict[str, Any], workers: list[dict[str, Any]] = ()
     for attempt in range(1, attempts + 1):
         temp_dir = tempfile.mkdtemp(prefix=temp_prefix, dir="/tmp")
         t_attempt = time.monotonic()
+        restore_tmpdir = _private_ray_root(temp_dir)
         box: dict[str, Any] = {}
         own_nice = os.getpriority(os.PRIO_PROCESS, 0)
         group_nice = _autogroup_nice()
@@ -198,6 +206,7 @@ def start_local_cluster(head: dict[str, Any], workers: list[dict[str, Any]] = ()
         except Exception as exc:  # noqa: BLE001 - Ray raises several types for a failed node start
             box["error"] = exc
         finally:
+            restore_tmpdir()
             try:
                 os.setpriority(os.PRIO_PROCESS, 0, own_nice)
             except OSError:
@@ -226,9 +235,44 @@ def start_local_cluster(head: dict[str, Any], workers: list[dict[str, Any]] = ()
         shutil.rmtree(temp_dir, ignore_errors=True)
     raise ClusterConnectError(
         f"could not start a local Ray cluster in {attempts} attempts ({time.monotonic() - t0:.0f} s; load average "
-        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}): {'; '.join(errors)}; on a loaded machine retry later "
-        "or raise RAY_agent_register_timeout_ms / RAY_raylet_start_wait_time_s"
+        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}): {'; '.join(errors)}; {_start_hint(errors)}"
     )
+
+
+def _private_ray_root(temp_dir: str):
+    """Point Ray's default root at ``temp_dir`` while a cluster starts; returns the function that restores
+    the previous ``RAY_TMPDIR``.
+
+    ``ray.cluster_utils.Cluster`` writes the head's address to ``<default root>/ray/ray_current_cluster``
+    (``ray._common.utils.get_ray_address_file(None)``) even when the node has a ``temp_dir`` of its own;
+    the default root is ``$RAY_TMPDIR/ray`` (else ``$TMPDIR/ray``, else ``/tmp/ray``), which need not
+    exist and may belong to another user's cluster. ``<temp_dir>/ray`` is made here, so the file lands in
+    this cluster's own folder (removed with it)."""
+    os.makedirs(os.path.join(temp_dir, "ray"), exist_ok=True)
+    previous = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = temp_dir
+
+    def restore() -> None:
+        if previous is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = previous
+
+    return restore
+
+
+def _start_hint(errors: list[str]) -> str:
+    """The fix to suggest for failed starts: a missing file or folder, a permission problem, or (only for
+    timeouts) load."""
+    text = " ".join(errors)
+    if "FileNotFoundError" in text or "No such file or directory" in text:
+        return ("a file or folder Ray needs is missing (named above); check that /tmp is writable and has space, "
+                "and report the path if it is under Ray's own install")
+    if "PermissionError" in text or "Permission denied" in text:
+        return "Ray could not write a file it needs (named above); check the permissions of /tmp and $TMPDIR"
+    if "imed out" in text or "timeout" in text.lower():
+        return "on a loaded machine retry later or raise RAY_agent_register_timeout_ms / RAY_raylet_start_wait_time_s"
+    return "see each attempt's error above and the Ray logs it names"
 
 
 def _autogroup_nice() -> int | None:
@@ -281,3 +325,38 @@ def _raylet_crash(temp_dir: str) -> str:
         except OSError:
             pass
     return ""
+
+
+def _check_main(argv: list[str] | None = None) -> int:
+    """``python -m rpent.cluster.local --check``: start a two-node local cluster, run one task on each
+    node, stop it, and say whether Ray's shared default root was touched. Exit 0 when it all worked."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m rpent.cluster.local",
+                                     description="check that a local Ray cluster starts on this machine")
+    parser.add_argument("--check", action="store_true", required=True,
+                        help="start a two-node cluster on 127.0.0.1, run a task on each node, stop it")
+    parser.parse_args(argv)
+    local_node_env()
+    default_root = os.path.join(os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp", "ray")
+    existed = os.path.exists(default_root)
+    t0 = time.monotonic()
+    cluster = start_local_cluster({"num_cpus": 1, "resources": {"check_head": 1}},
+                                  [{"num_cpus": 1, "resources": {"check_worker": 1}}], temp_prefix="rray_check_")
+    try:
+        import ray
+
+        ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.WARNING)
+        where = ray.remote(lambda: ray.get_runtime_context().get_node_id())
+        nodes = {ray.get(where.options(resources={name: 1}).remote()) for name in ("check_head", "check_worker")}
+    finally:
+        cluster.shutdown()
+    touched = os.path.exists(default_root) and not existed
+    print(f"local Ray cluster: 2 nodes started in {cluster.start_s:.1f} s ({cluster.attempts} attempt(s)), a task ran "
+          f"on {len(nodes)} distinct node(s), stopped in {time.monotonic() - t0:.1f} s in all; Ray's default root "
+          f"{default_root} {'existed before' if existed else 'was created (wrong)' if touched else 'was not created'}")
+    return 0 if len(nodes) == 2 and not touched else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(_check_main())

@@ -3,7 +3,7 @@
 Schema (every key optional; ``--ray-address`` on the command line overrides ``address``)::
 
     ray:
-      address: auto                 # auto (RAY_ADDRESS / the local head) | ray://HOST:PORT | HOST:PORT
+      address: auto                 # auto (RAY_ADDRESS / the local head) | local | ray://HOST:PORT | HOST:PORT
       connect_timeout_s: 60         # bounded wait for the cluster to answer
       call_timeout_s: 900           # longest wait for one actor reply (an env chunk, a batch cell)
       preflight_wait_s: 10          # wait this long for resources other jobs hold, then refuse
@@ -52,7 +52,7 @@ SERVER_MODULES = {
 """Replica ``server`` name -> module run as ``python -m MODULE ARGS --transport T --host IP --port 0``."""
 
 ROLES = ("vla", "sam3")
-_ADDRESS_RE = re.compile(r"^(auto|ray://[^\s:/]+:\d{1,5}|[^\s:/]+:\d{1,5})$")
+_ADDRESS_RE = re.compile(r"^(auto|local|ray://[^\s:/]+:\d{1,5}|[^\s:/]+:\d{1,5})$")
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,8 @@ class RaySettings:
     """Validated ``ray`` section.
 
     Attributes:
-        address: ``auto``, ``ray://HOST:PORT`` or ``HOST:PORT``.
+        address: ``auto``, ``local`` (a private cluster on this machine, started for the run and stopped
+            at exit), ``ray://HOST:PORT`` or ``HOST:PORT``.
         connect_timeout_s: seconds for the cluster to answer ``ray.init``.
         call_timeout_s: longest wait for one actor reply before the run fails with a clear error.
         preflight_wait_s: seconds to wait for free resources (held by other jobs) before refusing
@@ -238,13 +239,14 @@ def parse_ray_section(section: Any, address: str | None = None) -> RaySettings |
     if not address:
         if section:
             raise ClusterConfigError(
-                "the ray section has no address; set ray.address: auto (or ray://HOST:PORT) or pass --ray-address"
+                "the ray section has no address; set ray.address: auto (or local, or ray://HOST:PORT) or pass --ray-address"
             )
         return None
     address = str(address)
     if not _ADDRESS_RE.match(address):
         raise ClusterConfigError(
-            f"ray address {address!r} is malformed; use auto, ray://HOST:PORT (Ray Client) or HOST:PORT (the head's GCS)"
+            f"ray address {address!r} is malformed; use auto, local (a private cluster on this machine), ray://HOST:PORT "
+            "(Ray Client) or HOST:PORT (the head's GCS)"
         )
     cell_section = dict(_mapping(section.get("cell"), "ray.cell"))
     max_retries = _number(cell_section, "max_retries", "ray.cell", 2, minimum=0, integer=True)

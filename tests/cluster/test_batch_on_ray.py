@@ -15,7 +15,7 @@ import pytest
 
 from rpent.batch.report import OUTCOME_FIELDS
 
-pytest.importorskip("ray")
+pytest.importorskip("ray", reason="Ray is an extra: run scripts/install.sh (pip extra .[ray])")
 
 FLAGS = ["--suites", "libero_object_swap", "--tasks", "4,9", "--parallel", "2", "--no-video", "--no-progress"]
 

@@ -22,7 +22,7 @@ from rpent.eval.ray_workers import prepare_ray_eval, run_eval_on_ray
 from rpent.eval.runner import run_eval
 from rpent.eval.validation import build_settings
 
-ray = pytest.importorskip("ray")
+ray = pytest.importorskip("ray", reason="Ray is an extra: run scripts/install.sh (pip extra .[ray])")
 
 COMMON = ["env.eval.task_ids=[2,3]", "env.eval.total_num_envs=2", "env.num_workers=2", "env.eval.rollout_epoch=2",
           "env.eval.max_episode_steps=20", "rollout.model.num_action_chunks=5", "env.eval.save_video=true",

@@ -15,7 +15,7 @@ from rpent.cluster.errors import ClusterBusyError
 from rpent.cluster.preflight import Demand, NodeInfo, check_free, live_nodes
 from rpent.cluster.settings import ResourceRequest, parse_ray_section
 
-ray = pytest.importorskip("ray")
+ray = pytest.importorskip("ray", reason="Ray is an extra: run scripts/install.sh (pip extra .[ray])")
 
 
 def _hold(**options):

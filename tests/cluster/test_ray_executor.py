@@ -14,7 +14,7 @@ import pytest
 from rpent.batch.executor import CellJob, Executor, create_executor
 from rpent.cluster.settings import parse_ray_section
 
-pytest.importorskip("ray")
+pytest.importorskip("ray", reason="Ray is an extra: run scripts/install.sh (pip extra .[ray])")
 
 WRITER = """
 import os, signal, sys, time

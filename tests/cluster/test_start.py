@@ -11,7 +11,7 @@ import time
 import psutil
 import pytest
 
-pytest.importorskip("ray")
+pytest.importorskip("ray", reason="Ray is an extra: run scripts/install.sh (pip extra .[ray])")
 
 
 def _processes_naming(text: str) -> list[int]:
@@ -57,3 +57,33 @@ def test_connect_to_an_address_where_nothing_listens_fails_within_its_timeout():
     assert f"no Ray cluster answered at '127.0.0.1:{port}' within 3 s" in run.stdout
     assert "Connection refused" in run.stdout
     assert time.monotonic() - t0 < 200  # importing Ray dominates on a loaded machine
+
+
+def test_a_local_cluster_starts_where_rays_default_root_never_existed(tmp_path):
+    """Ray's default root (``$RAY_TMPDIR/ray``, else ``/tmp/ray``) is absent, as on a machine that never ran
+    Ray: the cluster starts, runs a task on each node, and the default root is neither created nor needed
+    (``ray.cluster_utils`` writes its address file into the cluster's own folder)."""
+    absent = tmp_path / "never_made"
+    run = subprocess.run([sys.executable, "-m", "rpent.cluster.local", "--check"], capture_output=True, text=True,
+                         timeout=280, env={**__import__("os").environ, "RAY_TMPDIR": str(absent)})
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert "a task ran on 2 distinct node(s)" in run.stdout and f"{absent}/ray was not created" in run.stdout
+    assert not absent.exists()
+    assert not _processes_naming("/tmp/rray_check_")
+
+
+def test_connect_local_starts_a_private_cluster_and_disconnect_stops_it():
+    """``--ray-address local``: ``connect("local")`` starts a cluster of this machine's CPUs in its own folder,
+    runs work on it, and ``disconnect`` stops every process of it."""
+    code = ("import os\nfrom rpent.cluster import connect as c\nray = c.connect('local', 120)\n"
+            "folder = c._PRIVATE.temp_dir\nprint('CPUS', int(ray.cluster_resources()['CPU']), os.cpu_count())\n"
+            "print('TASK', ray.get(ray.remote(lambda: 6 * 7).remote()))\nc.disconnect()\n"
+            "print('FOLDER', folder, os.path.exists(folder))\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=280)
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in run.stdout.splitlines() if line[:4] in ("CPUS", "TASK", "FOLD"))
+    cpus, count = lines["CPUS"].split()
+    assert cpus == count and lines["TASK"] == "42"
+    folder, exists = lines["FOLDER"].split()
+    assert folder.startswith("/tmp/rray_local_") and exists == "False"
+    assert not _processes_naming(folder)

@@ -28,7 +28,7 @@ from browser_helpers import available, screen_text, send_keys, start_browser, wa
 from rpent.session.layout import SessionPaths, pid_alive
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.skipif(not available(), reason="needs Debian's chromium and chromium-driver")
+pytestmark = pytest.mark.skipif(not available(), reason="needs chromium and chromium-driver: run scripts/install.sh (apt: chromium chromium-driver)")
 
 
 def free_port() -> int:

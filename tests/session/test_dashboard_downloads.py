@@ -23,7 +23,7 @@ from rpent.session.layout import SessionPaths
 from rpent.session.server import SessionServer
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.skipif(not available(), reason="needs Debian's chromium and chromium-driver")
+pytestmark = pytest.mark.skipif(not available(), reason="needs chromium and chromium-driver: run scripts/install.sh (apt: chromium chromium-driver)")
 
 SERVE = ("import sys; from rpent_tui.dashboard import dashboard_command, make_server; "
          "make_server(dashboard_command(sys.argv[1]), '127.0.0.1', int(sys.argv[2]), None, 'rpent test').serve()")

@@ -26,7 +26,7 @@ import pytest
 from rpent.session.layout import SessionPaths, pid_alive
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux: run scripts/install.sh (apt: tmux)")]
 SOCK = f"rpent-session-test-{os.getpid()}"  # a tmux server of this run only
 
 

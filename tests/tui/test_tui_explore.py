@@ -118,7 +118,7 @@ def test_reader_tolerates_half_written_and_refuses_bad_records(tmp_path):
     assert ex.list_explorations(tmp_path / "missing") == []
 
 
-@pytest.mark.skipif(__import__("shutil").which("tmux") is None, reason="needs tmux (apt-get install tmux)")
+@pytest.mark.skipif(__import__("shutil").which("tmux") is None, reason="needs tmux: run scripts/install.sh (apt: tmux)")
 def test_explore_screen_in_a_real_terminal(tmp_path):
     """The real ``rpent-tui`` in tmux: F9 shows the exploration, its attempt, and a second session
     once the record says so; ctrl+q quits (no simulator: the session starts no service)."""

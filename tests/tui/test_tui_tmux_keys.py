@@ -16,7 +16,7 @@ import pytest
 from tui_tmux import Tmux
 
 pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (apt-get install tmux)")]
+              pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux: run scripts/install.sh (apt: tmux)")]
 
 LINES = ["/quit-not-really", "/rpent-task libero_object 1 0", "steer: take the bowl by its rim, then lift"]
 

@@ -21,7 +21,7 @@ import pytest
 
 from tui_tmux import alive, descendants
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (apt-get install tmux)")]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux: run scripts/install.sh (apt: tmux)")]
 
 ROOT = Path(__file__).resolve().parents[2]
 SOCK = f"rpent-smoke-{os.getpid()}"  # a tmux server of this run only (others may run the same test)

@@ -19,7 +19,7 @@ import pytest
 
 from tui_tmux import Tmux, alive, descendants, records, wait_gone
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (apt-get install tmux)")
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux: run scripts/install.sh (apt: tmux)")
 
 TASK = "libero_object 0 0"
 DIR = "0001_libero_object_t0_s0"

@@ -15,7 +15,7 @@ METAWORLD_PYTHON = default_env_python()
 HAVE_METAWORLD = Path(METAWORLD_PYTHON).is_file()
 needs_metaworld = pytest.mark.skipif(
     not HAVE_METAWORLD,
-    reason=f"the Meta-World environment {METAWORLD_PYTHON} is absent: run scripts/install_metaworld.sh (CI builds it)")
+    reason=f"the Meta-World environment {METAWORLD_PYTHON} is absent: run scripts/install.sh (it builds .venv-metaworld)")
 
 
 def server_env() -> dict:
@@ -27,7 +27,7 @@ def server_env() -> dict:
 def mw_server():
     """A real Meta-World env server (mt10 task 0 reach-v3, seed 3, 120 steps) under the Meta-World interpreter."""
     if not HAVE_METAWORLD:
-        pytest.skip(f"the Meta-World environment {METAWORLD_PYTHON} is absent: run scripts/install_metaworld.sh")
+        pytest.skip(f"the Meta-World environment {METAWORLD_PYTHON} is absent: run scripts/install.sh (it builds .venv-metaworld)")
     srv = start_server_process([METAWORLD_PYTHON, "-m", "rpent.robots.metaworld.env_server", "--suite", "mt10",
                                 "--task", "reach-v3", "--seed", "3", "--max-episode-steps", "120",
                                 "--transport", "socket", "--port", "0"], env=server_env(), timeout=240.0)

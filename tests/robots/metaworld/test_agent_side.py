@@ -25,7 +25,9 @@ robot.toolkit_class()
 import rpent.robots.metaworld.env_client, rpent.robots.metaworld.planner, rpent.robots.metaworld.prompts
 from rpent.planners.base import planner_class
 planner_class("expert")
-ns = cli.build_parser().parse_args(["--robot", "metaworld", "--suite", "mt10", "--task", "pick-place", "--seed", "4"])
+# an external env endpoint: the config is built without the Meta-World interpreter (nothing starts here)
+ns = cli.build_parser().parse_args(["--robot", "metaworld", "--suite", "mt10", "--task", "pick-place", "--seed", "4",
+                                    "--env-endpoint", "socket://127.0.0.1:9"])
 cfg = cli.config_from_args(ns)
 mj = sys.modules.get("mujoco")
 print(json.dumps({"metaworld": "metaworld" in sys.modules, "sim": "rpent.robots.metaworld.sim" in sys.modules,
