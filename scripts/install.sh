@@ -99,7 +99,16 @@ fi
 
 # -- 4. rpent and its extras ------------------------------------------------------------------------
 phase 4/5 "rpent (editable) with extras [$EXTRAS] and lerobot 0.4.4"
-"$PY" -m pip install -q -e ".[$EXTRAS]"
+# Skipped when this tree's pyproject.toml and extras were installed into this venv already (a stamp in the venv).
+STAMP="$VENV/.rpent-install-stamp"
+WANT="$(cat pyproject.toml | sha256sum | cut -d' ' -f1) $EXTRAS $PWD"
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && \
+   "$PY" -c 'import os, sys, rpent; sys.exit(0 if os.path.dirname(os.path.dirname(rpent.__file__)) == os.getcwd() else 1)' 2>/dev/null; then
+    echo "present (pyproject.toml unchanged since the last install)"
+else
+    "$PY" -m pip install -q -e ".[$EXTRAS]"
+    echo "$WANT" > "$STAMP"
+fi
 # lerobot 0.4.4 (LeRobot v3.0 datasets and policies) pins torch<2.11; its code runs on torch 2.13.0, so it
 # goes in without its own dependency pins (the flywheel and train extras list what it needs).
 if ! "$PY" -c 'import importlib.metadata as m, sys; sys.exit(0 if m.version("lerobot") == "0.4.4" else 1)' 2>/dev/null; then
