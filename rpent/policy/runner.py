@@ -34,6 +34,19 @@ The worker is sandboxed in layers (:mod:`rpent.policy.isolation`); a layer the m
 does not allow is logged once per worker start (``run.log``: "code-policy sandbox: ...
 is OFF") and recorded in every cell result under ``sandbox``. Known limit: a toolkit call
 that ignores the cancel flag (a long read-only call) delays the kill until it returns.
+
+The worker runs the cell's code, so the runner believes nothing it says about the robot:
+``finished`` comes only from a ``finish`` call the toolkit accepted, and a frame that breaks
+the protocol (:mod:`rpent.policy.frames`: too large, malformed, a type the worker may not
+send, a ``done`` claiming a finish the toolkit never accepted or naming another cell, a
+worker that stops reading its replies) ends the cell: its worker is killed and the result
+says ``protocol_violation`` (exception ``ProtocolViolation``). Frames the worker sends after
+a cell's ``done`` (a forged early ``done``) are found before the next cell starts; that
+cell then runs in a fresh worker and its result names the violation.
+
+Without a mount namespace the scratch directory is not a size-limited tmpfs; the runner then
+measures it every :data:`SCRATCH_POLL_S` seconds while a cell runs and ends the cell (exception
+``ScratchQuotaExceeded``) once it holds more than ``WorkerLimits.scratch_bytes``.
 """
 
 from __future__ import annotations
@@ -49,7 +62,7 @@ from pathlib import Path
 from typing import Any, Mapping, TypedDict
 
 from rpent.policy.bounded import (MAX_EXCEPTION_CHARS, MAX_STREAM_CHARS, TextSink, cap_exception, cut, record_args,
-                                  summarise)
+                                  record_result)
 from rpent.policy.frames import to_wire
 from rpent.policy.record import CellRecorder
 from rpent.policy.robo import OPERATOR_TOOLS
@@ -60,6 +73,8 @@ log = logging.getLogger(__name__)
 
 #: Refused calls a cell may make before it is ended (a budget refusal allows no further call).
 MAX_REFUSALS = 20
+#: Seconds between the runner's measurements of the scratch directory (only without a tmpfs quota).
+SCRATCH_POLL_S = 0.5
 #: Keys of a stateful tool's own result read, in this order, as the env steps it used
 #: (LIBERO: ``steps_used`` for motions and ``release``, ``steps`` for ``set_gripper``).
 ENV_STEP_KEYS = ("steps_used", "steps")
@@ -124,6 +139,9 @@ class CellResult(TypedDict):
         elapsed_s: wall seconds of the cell.
         processes_ended: processes the cell started that were still running at its end and
             were killed then (signals sent; 0 without a PID namespace).
+        protocol_violation: what the worker sent that the protocol does not allow, during
+            this cell or after the previous cell's end (None when nothing); see the module
+            docstring.
         sandbox: ``{"limits": {RLIMIT_*: value, max_processes, total_memory_bytes},
             "isolation": {layers: {name: {on, detail}}, user_namespace, network_namespace,
             capabilities_dropped, notes}}`` of the worker that ran it (see
@@ -157,6 +175,7 @@ class CellResult(TypedDict):
     worker_exit: str | None
     elapsed_s: float
     processes_ended: int
+    protocol_violation: str | None
     sandbox: dict
     images: list[dict]
 
@@ -234,6 +253,7 @@ class _CellState:
         self.refusals = 0
         self.processes_ended = 0
         self.ended: str | None = None         # why the runner ended the cell (a refusal loop)
+        self.protocol_violation: str | None = None
 
 
 class CodePolicyRunner:
@@ -361,6 +381,7 @@ class CodePolicyRunner:
         t0 = time.monotonic()
         state = _CellState(index)
         self._clear_cancel()
+        self._check_between_cells(state)
         try:
             restarted = self._ensure_worker()
         except WorkerStartError as exc:
@@ -408,6 +429,7 @@ class CodePolicyRunner:
             "worker_exit": state.worker_exit,
             "elapsed_s": round(time.monotonic() - t0, 4),
             "processes_ended": state.processes_ended,
+            "protocol_violation": state.protocol_violation,
             "sandbox": self._sandbox_info(),
             "images": (state.images or []) if self.images else [],
         }
@@ -427,6 +449,60 @@ class CodePolicyRunner:
         self._worker_lost = False
         return restarted
 
+    def _check_between_cells(self, state: _CellState) -> None:
+        """Before a cell: what the worker sent after the previous cell's ``done`` (nothing, for
+        an honest worker, but output of a thread the cell left running). A ``done`` or a robot
+        call there means the previous ``done`` was forged: the worker is killed (the cell then
+        starts a fresh one) and the violation is recorded in this cell."""
+        worker = self._worker
+        if worker is None or not worker.alive:
+            return
+        for message in worker.pending():
+            kind = message.get("t")
+            if kind == "out":
+                (state.stderr if message.get("stream") == "stderr" else state.stdout).add(str(message.get("text", "")))
+                continue
+            if kind == "_error" and not message.get("violation"):
+                continue  # the worker died between cells; the restart says so
+            if kind == "_eof":
+                continue
+            what = (f"a {kind!r} frame" if kind != "_error" else str(message.get("message")))
+            state.protocol_violation = (f"after cell {state.index - 1} had ended, the worker sent {what} "
+                                        "(an earlier 'done' was forged); the worker was replaced")
+            log.warning("code-policy worker: %s", state.protocol_violation)
+            worker.kill()
+            self._worker_lost = True
+            return
+
+    def _violation(self, worker: WorkerProcess, state: _CellState, problem: str) -> None:
+        """End the cell for a protocol violation: kill its worker, record why."""
+        state.protocol_violation = problem
+        code = worker.kill()
+        state.worker_lost = True
+        state.worker_exit = f"killed by the runner for a protocol violation; {worker.describe_exit(code)}"
+        state.exception = {"type": "ProtocolViolation", "traceback": "",
+                           "message": f"the worker broke the frame protocol, so it was killed: {problem}"}
+        log.warning("code-policy worker: protocol violation in cell %d: %s", state.index, problem)
+
+    def _done_problem(self, state: _CellState, message: dict[str, Any]) -> str | None:
+        if message.get("cell") != state.index:
+            return (f"a 'done' frame for cell {message.get('cell')!r} while cell {state.index} runs "
+                    "(an earlier 'done' was forged, or this one is)")
+        claimed = message.get("finished")
+        if claimed is not None and state.finished is None:
+            return (f"the worker reported an accepted finish ({cut(claimed, 200)}) but the toolkit accepted no "
+                    "finish call in this cell: a cell cannot decide its own result")
+        return None
+
+    def _scratch_over_quota(self, worker: WorkerProcess) -> int | None:
+        """Bytes in the scratch directory when the parent watches it (no tmpfs quota) and they
+        are over ``scratch_bytes``; else None."""
+        layer = worker.isolation.get("layers", {}).get("scratch_quota", {})
+        if layer.get("on"):
+            return None
+        used = _disk_usage(self.scratch_dir, self.limits.scratch_bytes)
+        return used if used > self.limits.scratch_bytes else None
+
     def _drive_cell(self, state: _CellState, source: str) -> None:
         """Send the cell to the worker and serve it (output, robot calls) until it is
         done, the worker dies, or a stopped cell outlives its grace period."""
@@ -437,6 +513,7 @@ class CodePolicyRunner:
         timer = threading.Timer(self.timeout_s, self._stop, args=("timeout",))
         timer.daemon = True
         timer.start()
+        next_scratch_check = time.monotonic() + SCRATCH_POLL_S
         try:
             # a failed send means the worker died: its reader reports "_eof" below
             worker.send({"t": "run", "cell": state.index, "source": source, "filename": f"<cell {state.index}>"})
@@ -445,6 +522,19 @@ class CodePolicyRunner:
                 if state.stop_at is not None:
                     wait = max(0.0, min(wait, state.stop_at + self.grace_s - time.monotonic()))
                 message = worker.get(wait)
+                if time.monotonic() >= next_scratch_check:
+                    next_scratch_check = time.monotonic() + SCRATCH_POLL_S
+                    used = self._scratch_over_quota(worker)
+                    if used is not None:
+                        code = worker.kill()
+                        state.worker_lost = True
+                        state.worker_exit = f"killed by the runner: scratch quota exceeded; {worker.describe_exit(code)}"
+                        state.exception = {
+                            "type": "ScratchQuotaExceeded", "traceback": "",
+                            "message": (f"the cell's scratch directory holds {used} bytes, over its quota of "
+                                        f"{self.limits.scratch_bytes} (WorkerLimits.scratch_bytes); the cell was ended"),
+                        }
+                        break
                 if message is None:
                     if state.stop_at is not None and time.monotonic() >= state.stop_at + self.grace_s:
                         code = worker.kill()
@@ -459,9 +549,13 @@ class CodePolicyRunner:
                     sink.add(str(message.get("text", "")))
                 elif kind == "call":
                     self._handle_call(worker, state, message)
-                    if state.ended is not None:
+                    if state.ended is not None or state.worker_lost:
                         break
-                elif kind == "done" and message.get("cell") == state.index:
+                elif kind == "done":
+                    problem = self._done_problem(state, message)
+                    if problem is not None:
+                        self._violation(worker, state, problem)
+                        break
                     with self._state_lock:
                         self._state = None             # a timer firing now no longer counts
                     value = message.get("value")
@@ -469,14 +563,15 @@ class CodePolicyRunner:
                     state.exception = cap_exception(message.get("exception"))
                     ended = message.get("killed_processes")
                     state.processes_ended = ended if isinstance(ended, int) and not isinstance(ended, bool) else 0
-                    if message.get("finished") and state.finished is None:
-                        state.finished = dict(message["finished"])
+                    break
+                elif kind == "_error" and message.get("violation"):
+                    self._violation(worker, state, str(message.get("message", "")).removeprefix("protocol violation: "))
                     break
                 elif kind in ("_eof", "_error"):
                     code = worker.wait_exit(2.0)
                     worker.kill()
                     state.worker_lost = True
-                    prefix = f"protocol error from the worker ({message.get('message')}); " if kind == "_error" else ""
+                    prefix = f"broken frame from the worker ({message.get('message')}); " if kind == "_error" else ""
                     state.worker_exit = f"{prefix}worker process ended: {worker.describe_exit(code)}"
                     break
         finally:
@@ -501,6 +596,8 @@ class CodePolicyRunner:
             info["limits"] = dict(worker.applied_limits)
             info["limits"]["max_processes"] = worker.limits.max_processes
             info["limits"]["total_memory_bytes"] = worker.limits.total_memory_bytes
+            info["limits"]["cpu_cores"] = worker.limits.cpu_cores
+            info["limits"]["scratch_bytes"] = worker.limits.scratch_bytes
             info["isolation"] = dict(worker.isolation)
         return info
 
@@ -508,7 +605,7 @@ class CodePolicyRunner:
         worker = WorkerProcess(
             cwd=self.scratch_dir, log_path=self.recorder.code_dir / "worker.log", env=self._env,
             limits=self.limits, specs=self._specs, operator_tools=self._operator, python=self.python,
-            namespaces=self.namespaces, read_paths=[str(self.output_dir)],
+            namespaces=self.namespaces,
         )
         worker.start()
         self._last_worker = worker
@@ -556,7 +653,7 @@ class CodePolicyRunner:
             if (refusal["kind"] == "budget" and previous_budget) or state.refusals > MAX_REFUSALS:
                 self._end_cell(worker, state, refusal)
                 return
-            worker.send({"t": "result", "id": message.get("id"), "refused": refusal})
+            self._reply(worker, state, {"t": "result", "id": message.get("id"), "refused": refusal})
             return
         state.calls.append(record)
 
@@ -575,7 +672,7 @@ class CodePolicyRunner:
         stateful = not self._readonly.get(tool, False)
         steps, self._cumulative_env_steps = env_steps_of(result, not stateful, self._cumulative_env_steps)
         record["env_steps"] = steps
-        record["result"] = summarise(result)
+        record["result"] = record_result(result)
         record["ok"] = "error" not in result
         state.env_steps += steps
         if steps > 0 or (stateful and record["ok"] and tool != "finish"):
@@ -591,9 +688,17 @@ class CodePolicyRunner:
             assert refusal is not None
             record["refused"] = refusal["kind"]
             record["ok"] = False
-            worker.send({"t": "result", "id": message.get("id"), "refused": refusal})
+            self._reply(worker, state, {"t": "result", "id": message.get("id"), "refused": refusal})
             return
-        worker.send({"t": "result", "id": message.get("id"), "result": result})
+        self._reply(worker, state, {"t": "result", "id": message.get("id"), "result": result})
+
+    def _reply(self, worker: WorkerProcess, state: _CellState, message: dict[str, Any]) -> None:
+        """Send a call's reply; a worker that leaves its replies unread (its pipe stays full)
+        breaks the protocol and is killed. A worker that is gone reports itself (``_eof``)."""
+        if worker.send(message) or not worker.alive:
+            return
+        self._violation(worker, state, "the worker did not read its replies (its pipe stayed full for "
+                                       "10 s): a cell that writes call frames itself")
 
     def _end_cell(self, worker: WorkerProcess, state: _CellState, refusal: dict[str, Any]) -> None:
         """End a cell that keeps calling after a refusal: kill its worker (the cell cannot
@@ -641,3 +746,24 @@ class CodePolicyRunner:
         images = result.get("_images") if isinstance(result, dict) else None
         return list(images) if images else None
 
+
+
+def _disk_usage(root: Path, stop_above: int) -> int:
+    """Bytes allocated beneath ``root`` (``st_blocks`` x 512, not following links), counting
+    stops once over ``stop_above``; 0 when ``root`` is unreadable."""
+    total = 0
+    stack = [str(root)]
+    while stack and total <= stop_above:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            total += st.st_blocks * 512
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+    return total
