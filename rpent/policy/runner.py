@@ -54,6 +54,7 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -494,14 +495,26 @@ class CodePolicyRunner:
                     "finish call in this cell: a cell cannot decide its own result")
         return None
 
-    def _scratch_over_quota(self, worker: WorkerProcess) -> int | None:
-        """Bytes in the scratch directory when the parent watches it (no tmpfs quota) and they
-        are over ``scratch_bytes``; else None."""
-        layer = worker.isolation.get("layers", {}).get("scratch_quota", {})
-        if layer.get("on"):
-            return None
+    def _scratch_quota_ended(self, worker: WorkerProcess, state: _CellState) -> bool:
+        """Where the parent watches the scratch directory (no tmpfs quota): when it holds more
+        than ``scratch_bytes``, kill the worker, empty the directory and fail the cell with
+        ``ScratchQuotaExceeded``. True when it did."""
+        if worker.isolation.get("layers", {}).get("scratch_quota", {}).get("on"):
+            return False
         used = _disk_usage(self.scratch_dir, self.limits.scratch_bytes)
-        return used if used > self.limits.scratch_bytes else None
+        if used <= self.limits.scratch_bytes:
+            return False
+        code = worker.kill()
+        _empty_dir(self.scratch_dir)
+        state.worker_lost = True
+        state.worker_exit = f"killed by the runner: scratch quota exceeded; {worker.describe_exit(code)}"
+        state.exception = {
+            "type": "ScratchQuotaExceeded", "traceback": "",
+            "message": (f"the cell's scratch directory held more than {used} bytes, over its quota of "
+                        f"{self.limits.scratch_bytes} (WorkerLimits.scratch_bytes): the cell was ended and the "
+                        "directory emptied"),
+        }
+        return True
 
     def _drive_cell(self, state: _CellState, source: str) -> None:
         """Send the cell to the worker and serve it (output, robot calls) until it is
@@ -524,16 +537,7 @@ class CodePolicyRunner:
                 message = worker.get(wait)
                 if time.monotonic() >= next_scratch_check:
                     next_scratch_check = time.monotonic() + SCRATCH_POLL_S
-                    used = self._scratch_over_quota(worker)
-                    if used is not None:
-                        code = worker.kill()
-                        state.worker_lost = True
-                        state.worker_exit = f"killed by the runner: scratch quota exceeded; {worker.describe_exit(code)}"
-                        state.exception = {
-                            "type": "ScratchQuotaExceeded", "traceback": "",
-                            "message": (f"the cell's scratch directory holds {used} bytes, over its quota of "
-                                        f"{self.limits.scratch_bytes} (WorkerLimits.scratch_bytes); the cell was ended"),
-                        }
+                    if self._scratch_quota_ended(worker, state):
                         break
                 if message is None:
                     if state.stop_at is not None and time.monotonic() >= state.stop_at + self.grace_s:
@@ -563,6 +567,7 @@ class CodePolicyRunner:
                     state.exception = cap_exception(message.get("exception"))
                     ended = message.get("killed_processes")
                     state.processes_ended = ended if isinstance(ended, int) and not isinstance(ended, bool) else 0
+                    self._scratch_quota_ended(worker, state)
                     break
                 elif kind == "_error" and message.get("violation"):
                     self._violation(worker, state, str(message.get("message", "")).removeprefix("protocol violation: "))
@@ -746,6 +751,22 @@ class CodePolicyRunner:
         images = result.get("_images") if isinstance(result, dict) else None
         return list(images) if images else None
 
+
+
+def _empty_dir(root: Path) -> None:
+    """Remove everything beneath ``root`` (not ``root`` itself); best effort."""
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
 
 
 def _disk_usage(root: Path, stop_above: int) -> int:

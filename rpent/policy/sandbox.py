@@ -149,12 +149,11 @@ def worker_env(output_dir: str | os.PathLike, extra: Mapping[str, str] | None = 
 
 def rlimits(limits: WorkerLimits) -> dict[str, int]:
     """The per-process limits the worker sets on itself: ``{"RLIMIT_AS": bytes, "RLIMIT_CPU":
-    s, "RLIMIT_NOFILE": n, "RLIMIT_FSIZE": bytes (no file larger than the scratch quota
-    either), "RLIMIT_CORE": 0}`` (see the module docstring)."""
+    s, "RLIMIT_NOFILE": n, "RLIMIT_FSIZE": bytes, "RLIMIT_CORE": 0}`` (see the module docstring)."""
     return {
         "RLIMIT_AS": limits.memory_bytes,
         "RLIMIT_CPU": limits.cpu_s,
         "RLIMIT_NOFILE": limits.open_files,
-        "RLIMIT_FSIZE": min(limits.file_bytes, limits.scratch_bytes),
+        "RLIMIT_FSIZE": limits.file_bytes,
         "RLIMIT_CORE": 0,
     }
