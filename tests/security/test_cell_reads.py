@@ -117,6 +117,7 @@ RUN_FLAGS = ["--suite", "libero_object", "--task", "0", "--seed", "0", "--policy
              "--no-video"]
 
 
+@pytest.mark.slow
 def test_a_real_code_file_run_started_with_python_m_cannot_read_its_directory(started_from):
     cwd, probe = started_from
     got = _code_file_run(cwd, probe, [sys.executable, "-m", "rpent.cli.main", *RUN_FLAGS, "--output-dir", "r"])
