@@ -3,12 +3,16 @@
 Modules, one concept each:
 
 * :mod:`~rpent.policy.runner` — :class:`CodePolicyRunner` (parent side: cells, budget,
-  timeout, robot calls, results) and the :class:`CellResult` shape;
+  timeout, robot calls, results);
+* :mod:`~rpent.policy.cell` — the :class:`CellResult` shape and env-step accounting;
 * :mod:`~rpent.policy.worker` / :mod:`~rpent.policy.worker_process` — the worker process
   running the cells, and its parent-side handle;
 * :mod:`~rpent.policy.robo` — the ``robo`` facade and :class:`ToolResult` (worker side);
 * :mod:`~rpent.policy.errors` — exceptions policy code sees;
 * :mod:`~rpent.policy.sandbox` — worker environment allow-list and resource limits;
+* :mod:`~rpent.policy.isolation`, :mod:`~rpent.policy.landlock`, :mod:`~rpent.policy.cgroup`
+  — the worker's sandbox layers (docs/guides/sandbox.md lists them);
+* :mod:`~rpent.policy.scratch` — the scratch directory as the parent measures it;
 * :mod:`~rpent.policy.frames` — length-prefixed msgpack frames between the two;
 * :mod:`~rpent.policy.signatures` — Python signatures from tool JSON schemas;
 * :mod:`~rpent.policy.record` — ``code_policy/cell_NNN.{py,json}``;

@@ -18,6 +18,9 @@ MAX_ARGS_CHARS = 4_000
 MAX_EXCEPTION_CHARS = 20_000
 #: Longest string kept in a robot call's result summary.
 MAX_SUMMARY_STR = 2_000
+#: Characters of a call's result kept in the record (as JSON); beyond it only its top-level
+#: scalars are kept (a result that echoes large arguments cannot grow the record or the parent).
+MAX_RESULT_CHARS = 20_000
 
 
 def cut(text: Any, limit: int) -> str:
@@ -34,13 +37,52 @@ def cap_exception(exc: Any) -> dict[str, str] | None:
             "traceback": cut(exc.get("traceback", ""), MAX_EXCEPTION_CHARS)}
 
 
+def _over(value: Any, limit: int) -> bool:
+    """True when ``value`` surely takes more than ``limit`` characters as JSON: an estimate
+    (two characters per item for separators, strings and bytes at their length) that stops as
+    soon as it passes ``limit``, so a huge value costs no more than a small one."""
+    budget = limit
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        budget -= 2
+        if isinstance(v, dict):
+            budget -= sum(len(str(k)) for k in v) if len(v) < budget else budget + 1
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v if len(v) < budget else v[:budget + 1])
+        elif isinstance(v, (str, bytes, bytearray)):
+            budget -= min(len(v), MAX_SUMMARY_STR)
+        else:
+            budget -= 4
+        if budget < 0:
+            return True
+    return False
+
+
 def record_args(args: dict) -> dict:
     """A call's arguments as recorded: summarised, or a note when over :data:`MAX_ARGS_CHARS`."""
+    if _over(args, 4 * MAX_ARGS_CHARS):
+        return {"_cut": f"arguments of more than {4 * MAX_ARGS_CHARS} characters (as JSON) not recorded; "
+                        f"over {MAX_ARGS_CHARS}"}
     summary = summarise(args)
     size = len(json.dumps(summary, default=repr))
     if size > MAX_ARGS_CHARS:
         return {"_cut": f"arguments of {size} characters (as JSON) not recorded; over {MAX_ARGS_CHARS}"}
     return summary
+
+
+def record_result(result: dict) -> dict:
+    """A call's result as recorded: :func:`summarise`, or, when that is over
+    :data:`MAX_RESULT_CHARS` as JSON, its top-level scalar fields plus a ``_cut`` note."""
+    if not _over(result, 4 * MAX_RESULT_CHARS):
+        summary = summarise(result)
+        size = len(json.dumps(summary, default=repr))
+        if size <= MAX_RESULT_CHARS:
+            return summary
+    kept = {str(k): summarise(v) for k, v in result.items() if v is None or isinstance(v, (bool, int, float, str))}
+    kept["_cut"] = f"a result over {MAX_RESULT_CHARS} characters (as JSON) cut to its top-level scalars"
+    return kept
 
 
 def summarise(value: Any) -> Any:

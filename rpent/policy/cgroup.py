@@ -1,16 +1,24 @@
-"""A pids + memory control group for one cell worker: the whole process tree of a cell is
-counted and bounded together, and can be killed together.
+"""A pids + memory (+ cpu) control group for one cell worker: the whole process tree of a cell
+is counted and bounded together, and can be killed together.
 
 Linux control groups (``cgroups(7)``; v1 ``Documentation/admin-guide/cgroup-v1/pids.rst``
 and ``memory.rst``, v2 ``cgroup-v2.rst``). The group is created as a *child of the cgroup
 this process is in* (read from ``/proc/self/cgroup``), so it only narrows the limits the
 machine already gives us:
 
-* v1 (a ``pids`` and a ``memory`` hierarchy mounted, as on this project's CI machines):
+* v1 (a ``pids`` and a ``memory`` hierarchy mounted):
   ``pids.max``; ``memory.limit_in_bytes`` and, where swap accounting exists,
-  ``memory.memsw.limit_in_bytes`` (same value: no escape into swap);
+  ``memory.memsw.limit_in_bytes`` (same value: no escape into swap); where a ``cpu``
+  hierarchy is mounted too, ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` (CFS bandwidth,
+  ``Documentation/scheduler/sched-bwc.rst``);
 * v2 (the unified hierarchy with ``pids`` and ``memory`` in ``cgroup.controllers``):
-  ``pids.max``, ``memory.max``, ``memory.swap.max = 0``; killing uses ``cgroup.kill``.
+  ``pids.max``, ``memory.max``, ``memory.swap.max = 0``, and ``cpu.max`` where the ``cpu``
+  controller is available; killing uses ``cgroup.kill``.
+
+The CPU limit is ``cpu_cores`` x :data:`CPU_PERIOD_US` microseconds of CPU per period of
+:data:`CPU_PERIOD_US`: a cell (a fork bomb included) never gets more than ``cpu_cores``
+cores, however many processes it runs. Where no ``cpu`` controller is there,
+``CellCgroup.cpu_cores`` is None and ``cpu_note`` says why.
 
 Creating a group needs write access to our own cgroup directory: root, or a delegated
 subtree (systemd ``Delegate=yes``). Where that is missing, :func:`create_cell_cgroup`
@@ -31,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+#: CFS bandwidth period, microseconds (the kernel's default period, 100 ms).
+CPU_PERIOD_US = 100_000
 
 
 def _own_cgroups() -> dict[str, str]:
@@ -78,6 +88,8 @@ class CellCgroup:
         dirs: the group's directory per controller (v1: two directories; v2: one).
         pids_max: processes + threads allowed in the group.
         memory_bytes: bytes of memory (RSS + page cache, + swap where accounted) of the group.
+        cpu_cores: CPU time per wall second the group may use (None: no cpu controller).
+        cpu_note: what the CPU limit is, or why there is none.
     """
 
     version: int
@@ -85,6 +97,8 @@ class CellCgroup:
     pids_max: int
     memory_bytes: int
     notes: list[str] = field(default_factory=list)
+    cpu_cores: float | None = None
+    cpu_note: str = ""
 
     @property
     def procs_files(self) -> list[str]:
@@ -150,12 +164,31 @@ def _write(path: Path, value: str) -> None:
         f.write(value)
 
 
-def create_cell_cgroup(pids_max: int, memory_bytes: int) -> tuple[CellCgroup | None, str | None]:
-    """Create a pids + memory group under our own cgroup (see the module docstring).
+def _quota_us(cpu_cores: float) -> int:
+    return max(1000, int(round(cpu_cores * CPU_PERIOD_US)))
+
+
+def _cpu_v1(point: Path, name: str, cpu_cores: float, created: list[Path]) -> tuple[float | None, str]:
+    """The v1 cpu group ``point/name`` with a CFS quota; ``(cores, note)`` (cores None: not set)."""
+    d = point / name
+    try:
+        d.mkdir()
+        created.append(d)
+        _write(d / "cpu.cfs_period_us", str(CPU_PERIOD_US))
+        _write(d / "cpu.cfs_quota_us", str(_quota_us(cpu_cores)))
+    except OSError as exc:
+        return None, f"cannot set a CPU quota in {d}: {exc.strerror or exc}"
+    return cpu_cores, f"cpu.cfs_quota_us={_quota_us(cpu_cores)} per cpu.cfs_period_us={CPU_PERIOD_US} ({cpu_cores:g} cores)"
+
+
+def create_cell_cgroup(pids_max: int, memory_bytes: int,
+                       cpu_cores: float | None = None) -> tuple[CellCgroup | None, str | None]:
+    """Create a pids + memory (+ cpu) group under our own cgroup (see the module docstring).
 
     Args:
         pids_max: processes + threads of the whole group (the worker's own included).
         memory_bytes: total bytes of memory of the group.
+        cpu_cores: CPU time per wall second for the group (None: no CPU limit).
 
     Returns:
         ``(group, None)``, or ``(None, reason)`` when this machine or user cannot have one
@@ -169,6 +202,8 @@ def create_cell_cgroup(pids_max: int, memory_bytes: int) -> tuple[CellCgroup | N
         for ctrl in ("pids", "memory"):
             if fstype == "cgroup" and ctrl in opts and ctrl in own and ctrl not in v1:
                 v1[ctrl] = Path(point) / own[ctrl].lstrip("/") / name
+    cpu_v1 = next((Path(point) / own["cpu"].lstrip("/") for point, fstype, opts in mounts
+                   if fstype == "cgroup" and "cpu" in opts and "cpu" in own), None)
     created: list[Path] = []
     try:
         if len(v1) == 2:
@@ -183,7 +218,13 @@ def create_cell_cgroup(pids_max: int, memory_bytes: int) -> tuple[CellCgroup | N
                 _write(memsw, str(memory_bytes))
             else:
                 notes.append("no swap accounting (memory.memsw): swap is not counted")
-            return CellCgroup(1, created, pids_max, memory_bytes, notes), None
+            cores, cpu_note = None, "no CPU limit requested"
+            if cpu_cores is not None:
+                if cpu_v1 is None:
+                    cpu_note = "no cgroup v1 cpu hierarchy this process is in: no CPU limit"
+                else:
+                    cores, cpu_note = _cpu_v1(cpu_v1, name, cpu_cores, created)
+            return CellCgroup(1, created, pids_max, memory_bytes, notes, cores, cpu_note), None
         unified = next((Path(p) for p, t, _ in mounts if t == "cgroup2"), None)
         if unified is None or "" not in own:
             return None, "no cgroup v1 pids+memory hierarchies and no cgroup v2 mount"
@@ -195,6 +236,15 @@ def create_cell_cgroup(pids_max: int, memory_bytes: int) -> tuple[CellCgroup | N
         enabled = set((parent / "cgroup.subtree_control").read_text().split())
         if not {"pids", "memory"} <= enabled:
             _write(parent / "cgroup.subtree_control", "+pids +memory")
+        cores, cpu_note = None, "no CPU limit requested"
+        if cpu_cores is not None:
+            if "cpu" not in available:
+                cpu_note = f"the cgroup v2 hierarchy at {unified} has no cpu controller: no CPU limit"
+            elif "cpu" not in enabled:
+                try:
+                    _write(parent / "cgroup.subtree_control", "+cpu")
+                except OSError as exc:
+                    cpu_note = f"cannot enable the cpu controller in {parent}: {exc.strerror or exc}"
         d = parent / name
         d.mkdir()
         created.append(d)
@@ -205,7 +255,13 @@ def create_cell_cgroup(pids_max: int, memory_bytes: int) -> tuple[CellCgroup | N
             _write(d / "memory.swap.max", "0")
         except OSError:
             notes.append("memory.swap.max not settable: swap is not counted")
-        return CellCgroup(2, created, pids_max, memory_bytes, notes), None
+        if cpu_cores is not None and (d / "cpu.max").exists():
+            try:
+                _write(d / "cpu.max", f"{_quota_us(cpu_cores)} {CPU_PERIOD_US}")
+                cores, cpu_note = cpu_cores, f"cpu.max={_quota_us(cpu_cores)} {CPU_PERIOD_US} ({cpu_cores:g} cores)"
+            except OSError as exc:
+                cpu_note = f"cannot write {d / 'cpu.max'}: {exc.strerror or exc}"
+        return CellCgroup(2, created, pids_max, memory_bytes, notes, cores, cpu_note), None
     except OSError as exc:
         for d in reversed(created):
             try:

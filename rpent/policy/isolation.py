@@ -4,7 +4,7 @@ before it accepts any cell.
 The worker process started by the parent (the *stub*) builds the sandbox in this order;
 each layer is best effort, and what was achieved is reported to the parent (``ready``
 frame), recorded in every cell result under ``sandbox`` and logged in ``run.log`` when a
-layer is off (README "Code-policy sandbox" has the table of layers and what each needs):
+layer is off (docs/guides/sandbox.md has the table of layers, their limits and what each needs):
 
 1. **cgroup** (``cgroup``): the stub writes its pid to the ``cgroup.procs`` files of the
    pids + memory group the parent created (:mod:`rpent.policy.cgroup`), so every process
@@ -18,10 +18,16 @@ layer is off (README "Code-policy sandbox" has the table of layers and what each
    (``unshare(2)``, ``user_namespaces(7)``, ``pid_namespaces(7)``,
    ``mount_namespaces(7)``): no network at all; SysV IPC of its own.
 4. **read-only filesystem** (``readonly_fs``): in the new mount namespace, propagation is
-   made private, the scratch directory is bind-mounted onto itself, and every other mount
+   made private, a tmpfs is mounted on the scratch directory, and every other mount
    is remounted read-only (``MS_BIND | MS_REMOUNT | MS_RDONLY``). The mounts are locked
    (they belong to a less privileged user namespace), so no process of the cell can make
    them writable again.
+4b. **scratch quota** (``scratch_quota``): that tmpfs has ``size=`` the cell's scratch quota
+   (and an inode limit), so a write past it fails with ``ENOSPC``; its pages count in the
+   cell's memory cgroup; its files last as long as the worker and never reach the disk.
+   The mount belongs to the cell's user namespace, so no process of the cell can remount it
+   larger. Without a mount namespace the parent measures the directory instead
+   (:mod:`rpent.policy.runner`).
 5. **PID namespace** (``pid_namespace``): the stub forks; the child is PID 1 (*init*) of
    the new PID namespace. Init mounts a fresh ``/proc`` (only the cell's processes are
    visible), forks the worker proper (PID 2) and only reaps children and forwards the
@@ -38,7 +44,9 @@ layer is off (README "Code-policy sandbox" has the table of layers and what each
    effective/permitted sets emptied; ``PR_SET_NO_NEW_PRIVS`` (``capabilities(7)``,
    ``prctl(2)``).
 8. **Landlock** (``landlock``, :mod:`rpent.policy.landlock`): reads only beneath the
-   interpreter, its libraries, the project's code and a short list of system paths;
+   interpreter, its libraries, the ``rpent`` package and a short list of system paths
+   (never the directory rpent was started from: see
+   :func:`rpent.policy.worker_process.read_paths`);
    writes only beneath the scratch directory; no TCP; no signals to processes outside
    the cell. Works without namespaces or root.
 
@@ -75,7 +83,7 @@ PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
-#: System paths a cell may read (besides the interpreter, sys.path and the run directory).
+#: System paths a cell may read (besides the interpreter, its packages and the rpent package).
 SYSTEM_READ_PATHS = (
     "/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/proc", "/sys/devices/system/cpu",
     "/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
@@ -83,8 +91,11 @@ SYSTEM_READ_PATHS = (
 )
 
 #: Order of the layers in reports (see the module docstring).
-LAYERS = ("cgroup", "rlimits", "namespaces", "readonly_fs", "pid_namespace", "process_limit",
-          "capabilities_dropped", "landlock")
+LAYERS = ("cgroup", "cpu_quota", "rlimits", "namespaces", "readonly_fs", "scratch_quota", "pid_namespace",
+          "process_limit", "capabilities_dropped", "landlock")
+
+#: Inodes of the scratch tmpfs per MiB of its size (a cell cannot pin memory in empty files).
+SCRATCH_INODES_PER_MIB = 64
 
 
 class _CapHeader(ctypes.Structure):
@@ -161,12 +172,31 @@ def _unescape(path: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), path)
 
 
-def _make_readonly(libc: Any, scratch: str | None) -> tuple[bool, str]:
+def _mount_scratch(libc: Any, report: Report, scratch: str, scratch_bytes: int | None) -> bool:
+    """A tmpfs of ``scratch_bytes`` on the scratch directory (layer 4b); a bind mount of the
+    directory onto itself when no size is given or tmpfs fails. False when neither worked."""
+    b = os.fsencode(scratch)
+    if scratch_bytes:
+        inodes = max(1024, SCRATCH_INODES_PER_MIB * scratch_bytes // 1024**2)
+        opts = f"size={int(scratch_bytes)},nr_inodes={inodes},mode=0700".encode()
+        if libc.mount(b"tmpfs", b, b"tmpfs", MS_NOSUID | MS_NODEV, opts) == 0:
+            report.set("scratch_quota", True,
+                       f"tmpfs of {int(scratch_bytes)} bytes ({scratch_bytes / 1024**2:g} MiB, {inodes} inodes) "
+                       "on the scratch directory; its files last as long as the worker")
+            return True
+        report.set("scratch_quota", False, f"mounting a tmpfs on the scratch directory failed: {_errno_text()}; "
+                                           "the parent measures the directory instead")
+    else:
+        report.set("scratch_quota", False, "no scratch quota requested")
+    return libc.mount(b, b, None, MS_BIND, None) == 0
+
+
+def _make_readonly(libc: Any, report: Report, scratch: str | None, scratch_bytes: int | None) -> tuple[bool, str]:
     if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        report.set("scratch_quota", False, "no private mount namespace: the parent measures the directory instead")
         return False, f"making mounts private failed: {_errno_text()}"
     if scratch:
-        b = os.fsencode(scratch)
-        if libc.mount(b, b, None, MS_BIND, None) != 0:
+        if not _mount_scratch(libc, report, scratch, scratch_bytes):
             return False, f"bind-mounting the scratch directory {scratch} failed: {_errno_text()}"
     with open("/proc/self/mountinfo") as f:
         lines = f.read().splitlines()
@@ -191,13 +221,15 @@ def _make_readonly(libc: Any, scratch: str | None) -> tuple[bool, str]:
     return True, f"{count} mounts read-only; writable: {scratch or 'nothing'}"
 
 
-def _enter_namespaces(libc: Any, report: Report, scratch: str | None) -> bool:
+def _enter_namespaces(libc: Any, report: Report, scratch: str | None, scratch_bytes: int | None) -> bool:
     uid, gid = os.getuid(), os.getgid()
     flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC
     if libc.unshare(flags) != 0:
         why = f"unshare(CLONE_NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC) failed: {_errno_text()} (unprivileged user namespaces disabled?)"
         for layer in ("namespaces", "readonly_fs", "pid_namespace"):
             report.set(layer, False, why)
+        report.set("scratch_quota", False, f"no mount namespace ({why}): the parent measures the scratch directory "
+                                           "while a cell runs and ends it when over the quota")
         return False
     try:
         with open("/proc/self/setgroups", "w") as f:
@@ -211,10 +243,13 @@ def _enter_namespaces(libc: Any, report: Report, scratch: str | None) -> bool:
     else:
         report.set("namespaces", True, "user, mount, pid, network (no interfaces but a down loopback), ipc")
     try:
-        ok, detail = _make_readonly(libc, scratch)
+        ok, detail = _make_readonly(libc, report, scratch, scratch_bytes)
     except OSError as exc:
         ok, detail = False, f"{exc}"
     report.set("readonly_fs", ok, detail)
+    if "scratch_quota" not in report.layers:
+        report.set("scratch_quota", False, f"the mount namespace was not set up ({detail}); the parent measures "
+                                           "the scratch directory instead")
     return True
 
 
@@ -311,7 +346,8 @@ def _run_init(libc: Any, worker: int, close_fds: tuple[int, ...]) -> None:
             os._exit(_exit_status(status))
 
 
-def isolate_self(*, namespaces: bool = True, scratch: str | None = None, cgroup_procs: list[str] | None = None,
+def isolate_self(*, namespaces: bool = True, scratch: str | None = None, scratch_bytes: int | None = None,
+                 cgroup_procs: list[str] | None = None,
                  limits: dict[str, int] | None = None, max_processes: int = 64,
                  read_paths: list[str] | None = None, keep_fds: tuple[int, ...] = ()) -> dict[str, Any]:
     """Apply the layers of the module docstring; returns in the worker proper (PID 2 of the
@@ -321,6 +357,7 @@ def isolate_self(*, namespaces: bool = True, scratch: str | None = None, cgroup_
     Args:
         namespaces: try layers 3-5 (False: skip them; the rest still applies).
         scratch: the one writable directory (absolute path), also the worker's cwd.
+        scratch_bytes: size of the tmpfs mounted there (layer 4b; None: a bind mount, no quota).
         cgroup_procs: ``cgroup.procs`` files to join (layer 1).
         limits: ``{"RLIMIT_AS": bytes, ...}`` to set soft = hard (layer 2).
         max_processes: processes + threads of the cell, worker included (layer 6).
@@ -349,10 +386,12 @@ def isolate_self(*, namespaces: bool = True, scratch: str | None = None, cgroup_
     _set_rlimits(report, dict(limits or {}))
     in_ns = False
     if namespaces:
-        in_ns = _enter_namespaces(libc, report, scratch)
+        in_ns = _enter_namespaces(libc, report, scratch, scratch_bytes)
     else:
         for layer in ("namespaces", "readonly_fs", "pid_namespace"):
             report.set(layer, False, "namespaces not requested (namespaces=False)")
+        report.set("scratch_quota", False, "no mount namespace (namespaces=False): the parent measures the scratch "
+                                           "directory while a cell runs and ends it when over the quota")
 
     if in_ns:
         try:
@@ -413,7 +452,8 @@ def isolate_self(*, namespaces: bool = True, scratch: str | None = None, cgroup_
     except Exception as exc:
         ll = {"filesystem": False, "note": f"{type(exc).__name__}: {exc}"}
     if ll.get("filesystem"):
-        parts = ["files: read beneath the interpreter/project/system paths, write beneath the scratch dir"]
+        parts = ["files: read beneath the interpreter, its packages, the rpent package and system paths; "
+                 "write beneath the scratch dir"]
         parts.append("no TCP" if ll.get("network") else "TCP not restricted (Landlock ABI < 4)")
         parts.append("no signals out of the cell" if ll.get("signals") else "signals not scoped (Landlock ABI < 6)")
         report.set("landlock", True, f"ABI {ll.get('abi')}: " + "; ".join(parts))

@@ -34,6 +34,19 @@ The worker is sandboxed in layers (:mod:`rpent.policy.isolation`); a layer the m
 does not allow is logged once per worker start (``run.log``: "code-policy sandbox: ...
 is OFF") and recorded in every cell result under ``sandbox``. Known limit: a toolkit call
 that ignores the cancel flag (a long read-only call) delays the kill until it returns.
+
+The worker runs the cell's code, so the runner believes nothing it says about the robot:
+``finished`` comes only from a ``finish`` call the toolkit accepted, and a frame that breaks
+the protocol (:mod:`rpent.policy.frames`: too large, malformed, a type the worker may not
+send, a ``done`` claiming a finish the toolkit never accepted or naming another cell, a
+worker that stops reading its replies) ends the cell: its worker is killed and the result
+says ``protocol_violation`` (exception ``ProtocolViolation``). Frames the worker sends after
+a cell's ``done`` (a forged early ``done``) are found before the next cell starts; that
+cell then runs in a fresh worker and its result names the violation.
+
+Without a mount namespace the scratch directory is not a size-limited tmpfs; the runner then
+measures it every :data:`SCRATCH_POLL_S` seconds while a cell runs and ends the cell (exception
+``ScratchQuotaExceeded``) once it holds more than ``WorkerLimits.scratch_bytes``.
 """
 
 from __future__ import annotations
@@ -46,171 +59,24 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Mapping, TypedDict
+from typing import Any, Mapping
 
 from rpent.policy.bounded import (MAX_EXCEPTION_CHARS, MAX_STREAM_CHARS, TextSink, cap_exception, cut, record_args,
-                                  summarise)
-from rpent.policy.frames import to_wire
+                                  record_result)
+from rpent.policy.cell import (ENV_STEP_KEYS, CellException, CellResult, RobotCall, env_steps_of,  # noqa: F401
+                               spec_to_dict)
 from rpent.policy.record import CellRecorder
 from rpent.policy.robo import OPERATOR_TOOLS
 from rpent.policy.sandbox import WorkerLimits, worker_env
+from rpent.policy.scratch import disk_usage, empty_dir
 from rpent.policy.worker_process import WorkerProcess, WorkerStartError
 
 log = logging.getLogger(__name__)
 
 #: Refused calls a cell may make before it is ended (a budget refusal allows no further call).
 MAX_REFUSALS = 20
-#: Keys of a stateful tool's own result read, in this order, as the env steps it used
-#: (LIBERO: ``steps_used`` for motions and ``release``, ``steps`` for ``set_gripper``).
-ENV_STEP_KEYS = ("steps_used", "steps")
-
-class CellException(TypedDict):
-    """An exception that ended a cell: type name, message, formatted traceback (starts
-    at the cell's own code; ``File "<cell 3>", line 2``)."""
-
-    type: str
-    message: str
-    traceback: str
-
-
-class RobotCall(TypedDict, total=False):
-    """One ``robo.<tool>`` call of a cell, in order.
-
-    Keys: ``index`` (1-based within the cell), ``tool``, ``args`` (as sent),
-    ``ok`` (no error, not refused), ``refused`` (``budget`` | ``timeout`` | ``interrupt``
-    | ``finished`` | ``operator``; absent when executed), ``result`` (the toolkit's
-    result dict summarised: ``_images`` replaced by their labels in
-    ``_image_labels``, strings over 2000 chars cut), ``env_steps`` (int),
-    ``elapsed_s`` (float, wall seconds), ``call_id`` (passed to ``toolkit.execute``).
-    """
-
-    index: int
-    tool: str
-    args: dict
-    ok: bool
-    refused: str
-    result: dict
-    env_steps: int
-    elapsed_s: float
-    call_id: str
-
-
-class CellResult(TypedDict):
-    """What :meth:`CodePolicyRunner.run_cell` returns (a plain dict; JSON-able except
-    ``images``).
-
-    Keys:
-        cell: index (1-based; the ``NNN`` of ``cell_NNN.py``).
-        source_path, result_path: files under the output dir (relative paths).
-        started_at: ISO-8601 UTC time the cell started.
-        ok: the cell ran to its end without exception, timeout, interrupt or worker loss
-            (an accepted finish counts as ok); ``exception`` is set whenever ok is False.
-        stdout, stderr: text the cell printed (Python-level ``sys.stdout``/``stderr``).
-        output_dropped_chars: characters beyond :data:`MAX_STREAM_CHARS` not kept.
-        exception: :class:`CellException` or None.
-        value: ``repr`` of the trailing expression's value, or None.
-        robot_calls: list of :class:`RobotCall`.
-        calls_made: calls counted against the budget; ``max_calls``: the budget.
-        env_steps: env steps used by the cell's robot calls (see :func:`env_steps_of`).
-        moved: some stateful (non-read-only) call used env steps or succeeded.
-        finished: ``{status, summary}`` when ``finish`` was accepted in this cell, else None.
-        timed_out: the wall-time limit ``timeout_s`` (seconds) expired.
-        interrupted: :meth:`CodePolicyRunner.interrupt` was called during the cell.
-        budget_exhausted: a call was refused for the budget.
-        worker_restarted: the cell ran in a fresh worker because the previous one was
-            lost: variables, functions and imports of earlier cells are gone.
-        worker_lost: the cell ended its worker (crash, ``os._exit``, killed, or killed by
-            the runner after a timeout it did not honour); ``worker_exit`` says how.
-        elapsed_s: wall seconds of the cell.
-        processes_ended: processes the cell started that were still running at its end and
-            were killed then (signals sent; 0 without a PID namespace).
-        sandbox: ``{"limits": {RLIMIT_*: value, max_processes, total_memory_bytes},
-            "isolation": {layers: {name: {on, detail}}, user_namespace, network_namespace,
-            capabilities_dropped, notes}}`` of the worker that ran it (see
-            rpent.policy.sandbox and rpent.policy.isolation).
-        images: after motion (unless ``images=False``): the toolkit's latest images,
-            list of ``{"label": str, "png": bytes}``.
-    """
-
-    cell: int
-    source_path: str
-    result_path: str
-    started_at: str
-    ok: bool
-    stdout: str
-    stderr: str
-    output_dropped_chars: int
-    exception: CellException | None
-    value: str | None
-    robot_calls: list[RobotCall]
-    calls_made: int
-    max_calls: int
-    timeout_s: float
-    env_steps: int
-    moved: bool
-    finished: dict | None
-    timed_out: bool
-    interrupted: bool
-    budget_exhausted: bool
-    worker_restarted: bool
-    worker_lost: bool
-    worker_exit: str | None
-    elapsed_s: float
-    processes_ended: int
-    sandbox: dict
-    images: list[dict]
-
-
-def spec_to_dict(spec: Any) -> dict[str, Any]:
-    """A tool spec (``ToolSpec`` object or dict with ``name``, ``description``,
-    ``input_schema``, ``readonly``) as a plain dict.
-
-    Raises:
-        ValueError: no usable ``name``.
-    """
-    get = spec.get if isinstance(spec, Mapping) else (lambda k, d=None: getattr(spec, k, d))
-    name = get("name")
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"tool spec without a name: {spec!r:.200}")
-    return {
-        "name": name,
-        "description": str(get("description", "") or ""),
-        "input_schema": to_wire(get("input_schema", None) or {"type": "object", "properties": {}}, lenient=True),
-        "readonly": bool(get("readonly", False)),
-    }
-
-
-def env_steps_of(result: Mapping[str, Any], readonly: bool, cumulative_before: int | None) -> tuple[int, int | None]:
-    """Env steps one tool call used, and the episode's cumulative env-step count after it.
-
-    Read-only tools use none. For a stateful tool: the first int among
-    :data:`ENV_STEP_KEYS` in its result; otherwise the difference of the cumulative
-    counter ``state_after.env_steps`` (the LIBERO toolkit's step view after a motion) and
-    ``cumulative_before`` when both are known; otherwise 0.
-
-    Returns:
-        ``(steps_used, cumulative_after)``; ``cumulative_after`` is
-        ``state_after.env_steps`` when present, else ``cumulative_before`` advanced by
-        ``steps_used`` (None when unknown).
-    """
-    if readonly:
-        return 0, cumulative_before
-    after = result.get("state_after")
-    cumulative = after.get("env_steps") if isinstance(after, Mapping) else None
-    cumulative = int(cumulative) if isinstance(cumulative, (int, float)) and not isinstance(cumulative, bool) else None
-    steps = None
-    for key in ENV_STEP_KEYS:
-        value = result.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            steps = int(value)
-            break
-    if steps is None:
-        steps = max(0, cumulative - cumulative_before) if cumulative is not None and cumulative_before is not None else 0
-    if cumulative is None and cumulative_before is not None:
-        cumulative = cumulative_before + steps
-    return steps, cumulative
-
-
+#: Seconds between the runner's measurements of the scratch directory (only without a tmpfs quota).
+SCRATCH_POLL_S = 0.5
 class _CellState:
     """Mutable bookkeeping of the cell being run (shared with the timer thread)."""
 
@@ -234,6 +100,7 @@ class _CellState:
         self.refusals = 0
         self.processes_ended = 0
         self.ended: str | None = None         # why the runner ended the cell (a refusal loop)
+        self.protocol_violation: str | None = None
 
 
 class CodePolicyRunner:
@@ -361,6 +228,7 @@ class CodePolicyRunner:
         t0 = time.monotonic()
         state = _CellState(index)
         self._clear_cancel()
+        self._check_between_cells(state)
         try:
             restarted = self._ensure_worker()
         except WorkerStartError as exc:
@@ -408,6 +276,7 @@ class CodePolicyRunner:
             "worker_exit": state.worker_exit,
             "elapsed_s": round(time.monotonic() - t0, 4),
             "processes_ended": state.processes_ended,
+            "protocol_violation": state.protocol_violation,
             "sandbox": self._sandbox_info(),
             "images": (state.images or []) if self.images else [],
         }
@@ -427,6 +296,72 @@ class CodePolicyRunner:
         self._worker_lost = False
         return restarted
 
+    def _check_between_cells(self, state: _CellState) -> None:
+        """Before a cell: what the worker sent after the previous cell's ``done`` (nothing, for
+        an honest worker, but output of a thread the cell left running). A ``done`` or a robot
+        call there means the previous ``done`` was forged: the worker is killed (the cell then
+        starts a fresh one) and the violation is recorded in this cell."""
+        worker = self._worker
+        if worker is None or not worker.alive:
+            return
+        for message in worker.pending():
+            kind = message.get("t")
+            if kind == "out":
+                (state.stderr if message.get("stream") == "stderr" else state.stdout).add(str(message.get("text", "")))
+                continue
+            if kind == "_error" and not message.get("violation"):
+                continue  # the worker died between cells; the restart says so
+            if kind == "_eof":
+                continue
+            what = (f"a {kind!r} frame" if kind != "_error" else str(message.get("message")))
+            state.protocol_violation = (f"after cell {state.index - 1} had ended, the worker sent {what} "
+                                        "(an earlier 'done' was forged); the worker was replaced")
+            log.warning("code-policy worker: %s", state.protocol_violation)
+            worker.kill()
+            self._worker_lost = True
+            return
+
+    def _violation(self, worker: WorkerProcess, state: _CellState, problem: str) -> None:
+        """End the cell for a protocol violation: kill its worker, record why."""
+        state.protocol_violation = problem
+        code = worker.kill()
+        state.worker_lost = True
+        state.worker_exit = f"killed by the runner for a protocol violation; {worker.describe_exit(code)}"
+        state.exception = {"type": "ProtocolViolation", "traceback": "",
+                           "message": f"the worker broke the frame protocol, so it was killed: {problem}"}
+        log.warning("code-policy worker: protocol violation in cell %d: %s", state.index, problem)
+
+    def _done_problem(self, state: _CellState, message: dict[str, Any]) -> str | None:
+        if message.get("cell") != state.index:
+            return (f"a 'done' frame for cell {message.get('cell')!r} while cell {state.index} runs "
+                    "(an earlier 'done' was forged, or this one is)")
+        claimed = message.get("finished")
+        if claimed is not None and state.finished is None:
+            return (f"the worker reported an accepted finish ({cut(claimed, 200)}) but the toolkit accepted no "
+                    "finish call in this cell: a cell cannot decide its own result")
+        return None
+
+    def _scratch_quota_ended(self, worker: WorkerProcess, state: _CellState) -> bool:
+        """Where the parent watches the scratch directory (no tmpfs quota): when it holds more
+        than ``scratch_bytes``, kill the worker, empty the directory and fail the cell with
+        ``ScratchQuotaExceeded``. True when it did."""
+        if worker.isolation.get("layers", {}).get("scratch_quota", {}).get("on"):
+            return False
+        used = disk_usage(self.scratch_dir, self.limits.scratch_bytes)
+        if used <= self.limits.scratch_bytes:
+            return False
+        code = worker.kill()
+        empty_dir(self.scratch_dir)
+        state.worker_lost = True
+        state.worker_exit = f"killed by the runner: scratch quota exceeded; {worker.describe_exit(code)}"
+        state.exception = {
+            "type": "ScratchQuotaExceeded", "traceback": "",
+            "message": (f"the cell's scratch directory held more than {used} bytes, over its quota of "
+                        f"{self.limits.scratch_bytes} (WorkerLimits.scratch_bytes): the cell was ended and the "
+                        "directory emptied"),
+        }
+        return True
+
     def _drive_cell(self, state: _CellState, source: str) -> None:
         """Send the cell to the worker and serve it (output, robot calls) until it is
         done, the worker dies, or a stopped cell outlives its grace period."""
@@ -437,6 +372,7 @@ class CodePolicyRunner:
         timer = threading.Timer(self.timeout_s, self._stop, args=("timeout",))
         timer.daemon = True
         timer.start()
+        next_scratch_check = time.monotonic() + SCRATCH_POLL_S
         try:
             # a failed send means the worker died: its reader reports "_eof" below
             worker.send({"t": "run", "cell": state.index, "source": source, "filename": f"<cell {state.index}>"})
@@ -445,6 +381,10 @@ class CodePolicyRunner:
                 if state.stop_at is not None:
                     wait = max(0.0, min(wait, state.stop_at + self.grace_s - time.monotonic()))
                 message = worker.get(wait)
+                if time.monotonic() >= next_scratch_check:
+                    next_scratch_check = time.monotonic() + SCRATCH_POLL_S
+                    if self._scratch_quota_ended(worker, state):
+                        break
                 if message is None:
                     if state.stop_at is not None and time.monotonic() >= state.stop_at + self.grace_s:
                         code = worker.kill()
@@ -459,9 +399,13 @@ class CodePolicyRunner:
                     sink.add(str(message.get("text", "")))
                 elif kind == "call":
                     self._handle_call(worker, state, message)
-                    if state.ended is not None:
+                    if state.ended is not None or state.worker_lost:
                         break
-                elif kind == "done" and message.get("cell") == state.index:
+                elif kind == "done":
+                    problem = self._done_problem(state, message)
+                    if problem is not None:
+                        self._violation(worker, state, problem)
+                        break
                     with self._state_lock:
                         self._state = None             # a timer firing now no longer counts
                     value = message.get("value")
@@ -469,14 +413,16 @@ class CodePolicyRunner:
                     state.exception = cap_exception(message.get("exception"))
                     ended = message.get("killed_processes")
                     state.processes_ended = ended if isinstance(ended, int) and not isinstance(ended, bool) else 0
-                    if message.get("finished") and state.finished is None:
-                        state.finished = dict(message["finished"])
+                    self._scratch_quota_ended(worker, state)
+                    break
+                elif kind == "_error" and message.get("violation"):
+                    self._violation(worker, state, str(message.get("message", "")).removeprefix("protocol violation: "))
                     break
                 elif kind in ("_eof", "_error"):
                     code = worker.wait_exit(2.0)
                     worker.kill()
                     state.worker_lost = True
-                    prefix = f"protocol error from the worker ({message.get('message')}); " if kind == "_error" else ""
+                    prefix = f"broken frame from the worker ({message.get('message')}); " if kind == "_error" else ""
                     state.worker_exit = f"{prefix}worker process ended: {worker.describe_exit(code)}"
                     break
         finally:
@@ -501,6 +447,8 @@ class CodePolicyRunner:
             info["limits"] = dict(worker.applied_limits)
             info["limits"]["max_processes"] = worker.limits.max_processes
             info["limits"]["total_memory_bytes"] = worker.limits.total_memory_bytes
+            info["limits"]["cpu_cores"] = worker.limits.cpu_cores
+            info["limits"]["scratch_bytes"] = worker.limits.scratch_bytes
             info["isolation"] = dict(worker.isolation)
         return info
 
@@ -508,7 +456,7 @@ class CodePolicyRunner:
         worker = WorkerProcess(
             cwd=self.scratch_dir, log_path=self.recorder.code_dir / "worker.log", env=self._env,
             limits=self.limits, specs=self._specs, operator_tools=self._operator, python=self.python,
-            namespaces=self.namespaces, read_paths=[str(self.output_dir)],
+            namespaces=self.namespaces,
         )
         worker.start()
         self._last_worker = worker
@@ -556,7 +504,7 @@ class CodePolicyRunner:
             if (refusal["kind"] == "budget" and previous_budget) or state.refusals > MAX_REFUSALS:
                 self._end_cell(worker, state, refusal)
                 return
-            worker.send({"t": "result", "id": message.get("id"), "refused": refusal})
+            self._reply(worker, state, {"t": "result", "id": message.get("id"), "refused": refusal})
             return
         state.calls.append(record)
 
@@ -575,7 +523,7 @@ class CodePolicyRunner:
         stateful = not self._readonly.get(tool, False)
         steps, self._cumulative_env_steps = env_steps_of(result, not stateful, self._cumulative_env_steps)
         record["env_steps"] = steps
-        record["result"] = summarise(result)
+        record["result"] = record_result(result)
         record["ok"] = "error" not in result
         state.env_steps += steps
         if steps > 0 or (stateful and record["ok"] and tool != "finish"):
@@ -591,9 +539,17 @@ class CodePolicyRunner:
             assert refusal is not None
             record["refused"] = refusal["kind"]
             record["ok"] = False
-            worker.send({"t": "result", "id": message.get("id"), "refused": refusal})
+            self._reply(worker, state, {"t": "result", "id": message.get("id"), "refused": refusal})
             return
-        worker.send({"t": "result", "id": message.get("id"), "result": result})
+        self._reply(worker, state, {"t": "result", "id": message.get("id"), "result": result})
+
+    def _reply(self, worker: WorkerProcess, state: _CellState, message: dict[str, Any]) -> None:
+        """Send a call's reply; a worker that leaves its replies unread (its pipe stays full)
+        breaks the protocol and is killed. A worker that is gone reports itself (``_eof``)."""
+        if worker.send(message) or not worker.alive:
+            return
+        self._violation(worker, state, "the worker did not read its replies (its pipe stayed full for "
+                                       "10 s): a cell that writes call frames itself")
 
     def _end_cell(self, worker: WorkerProcess, state: _CellState, refusal: dict[str, Any]) -> None:
         """End a cell that keeps calling after a refusal: kill its worker (the cell cannot
@@ -640,4 +596,5 @@ class CodePolicyRunner:
             return None
         images = result.get("_images") if isinstance(result, dict) else None
         return list(images) if images else None
+
 

@@ -5,12 +5,16 @@ Environment (allow-list, nothing else from the parent crosses):
 * copied when set in the parent: ``PATH``, ``LANG``, ``LC_ALL``, ``LC_CTYPE``, ``TZ``;
 * set: ``HOME`` = ``TMPDIR`` = the cell's scratch directory (also the worker's cwd; the
   only directory it can write), ``PYTHONHASHSEED=0``
-  (reproducible ``hash()``/set order across workers), ``PYTHONPATH`` = the directory
-  holding the ``rpent`` package (so the worker imports the same code),
+  (reproducible ``hash()``/set order across workers),
   ``PYTHONNOUSERSITE=1``, ``PYTHONDONTWRITEBYTECODE=1``, and ``OMP_NUM_THREADS`` /
   ``OPENBLAS_NUM_THREADS`` / ``MKL_NUM_THREADS`` = 1 (numpy math in a cell must not
   compete with the simulator for cores);
-* plus names the caller asks for (``extra``), refused when they look like credentials.
+* plus names the caller asks for (``extra``), refused when they look like credentials or
+  change how Python finds code (``PYTHON*``).
+
+No ``PYTHONPATH``: the worker imports the parent's own ``rpent`` package by its location
+(:data:`rpent.policy.worker_process.BOOTSTRAP`), so it may read that package directory but
+not the directory above it.
 
 So API keys, tokens, endpoints and other secrets of the planner process never reach
 policy code. (The worker is not network-isolated: see the module notes in
@@ -31,10 +35,13 @@ worker drops):
 * ``RLIMIT_CORE`` — 0 (no core dumps in the run directory).
 
 For the whole process tree of a cell (what a fork multiplies), :class:`WorkerLimits` also
-holds ``max_processes`` (processes + threads, default 64) and ``total_memory_bytes``
-(default 2 GiB), enforced by a pids + memory cgroup where the machine allows one
-(:mod:`rpent.policy.cgroup`) and by RLIMIT_NPROC inside the cell's own user namespace
-(:mod:`rpent.policy.isolation`, layers 1 and 6).
+holds ``max_processes`` (processes + threads, default 64), ``total_memory_bytes``
+(default 2 GiB) and ``cpu_cores`` (CPU time per wall second, default 1.0), enforced by a
+pids + memory + cpu cgroup where the machine allows one (:mod:`rpent.policy.cgroup`) and by
+RLIMIT_NPROC inside the cell's own user namespace (:mod:`rpent.policy.isolation`, layers 1
+and 6), and ``scratch_bytes`` (default 256 MiB): the scratch directory is a tmpfs of that
+size in the worker's mount namespace, or, without one, watched by the parent
+(:mod:`rpent.policy.runner`).
 """
 
 from __future__ import annotations
@@ -44,8 +51,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
-
-import rpent
 
 #: Variables copied from the parent environment when present.
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
@@ -68,6 +73,10 @@ class WorkerLimits:
         max_processes: processes + threads of the whole cell, the worker's own included
             (default 64; cgroup ``pids.max`` and RLIMIT_NPROC in the cell's user namespace).
         total_memory_bytes: memory of the whole cell, bytes (default 2 GiB; cgroup memory limit).
+        cpu_cores: CPU time of the whole cell per second of wall time (default 1.0 = one core;
+            cgroup ``cpu.max`` / ``cpu.cfs_quota_us``).
+        scratch_bytes: total bytes of the scratch directory (default 256 MiB; a tmpfs of that
+            size, counted in the cell's memory too, or the parent's watch without namespaces).
     """
 
     memory_bytes: int = 2 * 1024**3
@@ -76,9 +85,12 @@ class WorkerLimits:
     file_bytes: int = 1024**3
     max_processes: int = 64
     total_memory_bytes: int = 2 * 1024**3
+    cpu_cores: float = 1.0
+    scratch_bytes: int = 256 * 1024**2
 
     def __post_init__(self) -> None:
-        for name in ("memory_bytes", "cpu_s", "open_files", "file_bytes", "max_processes", "total_memory_bytes"):
+        for name in ("memory_bytes", "cpu_s", "open_files", "file_bytes", "max_processes", "total_memory_bytes",
+                     "scratch_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"WorkerLimits.{name} must be a positive int, got {value!r}")
@@ -90,6 +102,10 @@ class WorkerLimits:
             raise ValueError("WorkerLimits.total_memory_bytes below 256 MiB cannot start Python with numpy; raise it")
         if self.open_files < 32:
             raise ValueError("WorkerLimits.open_files below 32 cannot start the worker; raise it")
+        if not isinstance(self.cpu_cores, (int, float)) or isinstance(self.cpu_cores, bool) or not self.cpu_cores >= 0.01:
+            raise ValueError(f"WorkerLimits.cpu_cores must be a number >= 0.01 (cores), got {self.cpu_cores!r}")
+        if self.scratch_bytes < 1024**2:
+            raise ValueError("WorkerLimits.scratch_bytes below 1 MiB leaves the cell no room to write; raise it")
 
 
 def worker_env(output_dir: str | os.PathLike, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -112,7 +128,6 @@ def worker_env(output_dir: str | os.PathLike, extra: Mapping[str, str] | None = 
         HOME=home,
         TMPDIR=home,
         PYTHONHASHSEED="0",
-        PYTHONPATH=str(Path(rpent.__file__).resolve().parent.parent),
         PYTHONNOUSERSITE="1",
         PYTHONDONTWRITEBYTECODE="1",
         OMP_NUM_THREADS="1",
@@ -120,6 +135,9 @@ def worker_env(output_dir: str | os.PathLike, extra: Mapping[str, str] | None = 
         MKL_NUM_THREADS="1",
     )
     for name, value in (extra or {}).items():
+        if name.upper().startswith("PYTHON"):
+            raise ValueError(f"refusing to pass {name!r} to the code-policy worker: it changes which code the "
+                             "worker runs; the worker imports this process's own rpent package")
         if _SECRET_NAME.search(name):
             raise ValueError(
                 f"refusing to pass {name!r} to the code-policy worker: it looks like a credential, "

@@ -1,4 +1,5 @@
-"""The cell worker process: ``python -m rpent.policy.worker --in-fd R --out-fd W --sandbox JSON``.
+"""The cell worker process: ``python -s -P -c BOOTSTRAP PACKAGE_DIR --in-fd R --out-fd W --sandbox JSON``
+(:data:`rpent.policy.worker_process.BOOTSTRAP` imports this package by location, then calls :func:`main`).
 
 Started by :class:`rpent.policy.worker_process.WorkerProcess` (never by hand), with a
 scrubbed environment and its own process group (see :mod:`rpent.policy.sandbox`); its first
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import ast
 import builtins
+import errno
 import io
 import json
 import linecache
@@ -40,12 +42,15 @@ import traceback
 from typing import Any
 
 from rpent.policy import errors
-from rpent.policy.frames import read_frame, write_frame
+from rpent.policy.bounded import MAX_EXCEPTION_CHARS, cut
+from rpent.policy.frames import MAX_WORKER_FRAME_BYTES, read_frame, write_frame
 from rpent.policy.isolation import isolate_self
 from rpent.policy.robo import Robo
 
 #: Longest ``repr`` of a trailing expression value sent back (characters).
 MAX_VALUE_REPR = 10_000
+#: Characters of output per ``out`` frame (at most 4 bytes each in UTF-8: well within a frame).
+OUT_CHUNK_CHARS = 16_384
 #: Seconds between checks that the parent process is still alive.
 PARENT_WATCH_PERIOD_S = 1.0
 
@@ -72,7 +77,7 @@ class _Channel:
             self.protected += 1
         try:
             with self.write_lock:
-                write_frame(self.fd_out, message)
+                write_frame(self.fd_out, message, max_bytes=MAX_WORKER_FRAME_BYTES)
         finally:
             if on_main:
                 self.protected -= 1
@@ -174,7 +179,8 @@ class _FrameStream(io.TextIOBase):
         self._buf.clear()
         self._size = 0
         try:
-            self._channel.send({"t": "out", "stream": self._name, "text": text})
+            for start in range(0, len(text), OUT_CHUNK_CHARS):
+                self._channel.send({"t": "out", "stream": self._name, "text": text[start:start + OUT_CHUNK_CHARS]})
         except OSError:
             pass  # parent gone; the process ends at the next read
 
@@ -207,7 +213,16 @@ def _exception_info(exc: BaseException) -> dict[str, str]:
     te = traceback.TracebackException(type(exc), exc, exc.__traceback__, capture_locals=False)
     _hide_runner_frames(te, set())
     text = "".join(te.format())
-    return {"type": type(exc).__name__, "message": str(exc), "traceback": text}
+    message = str(exc)
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC and _SCRATCH_QUOTA:
+        message += f" (the cell's scratch quota: {_SCRATCH_QUOTA})"
+    # cut here (the parent cuts again): a done frame must fit in MAX_WORKER_FRAME_BYTES
+    return {"type": cut(type(exc).__name__, 200), "message": cut(message, MAX_EXCEPTION_CHARS),
+            "traceback": cut(text, MAX_EXCEPTION_CHARS)}
+
+
+#: How the scratch quota is enforced (set once the sandbox is built; named in ENOSPC errors).
+_SCRATCH_QUOTA = ""
 
 
 def _compile_cell(source: str, filename: str):
@@ -297,17 +312,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-namespaces", action="store_true",
                         help="skip the user/mount/pid/network namespaces (the other layers still apply)")
     parser.add_argument("--sandbox", default="{}",
-                        help="JSON: {scratch, cgroup_procs, limits, max_processes, read_paths} "
+                        help="JSON: {scratch, scratch_bytes, cgroup_procs, limits, max_processes, read_paths} "
                              "(see rpent.policy.isolation.isolate_self)")
     args = parser.parse_args(argv)
     config = json.loads(args.sandbox)
 
     # first, while single-threaded (see rpent.policy.isolation); returns in the worker proper
     isolation = isolate_self(
-        namespaces=not args.no_namespaces, scratch=config.get("scratch"),
+        namespaces=not args.no_namespaces, scratch=config.get("scratch"), scratch_bytes=config.get("scratch_bytes"),
         cgroup_procs=config.get("cgroup_procs"), limits=config.get("limits"),
         max_processes=int(config.get("max_processes", 64)), read_paths=config.get("read_paths"),
         keep_fds=(args.in_fd, args.out_fd))
+    global _SCRATCH_QUOTA
+    quota = isolation["layers"].get("scratch_quota", {})
+    _SCRATCH_QUOTA = str(quota.get("detail", "")) if quota.get("on") else ""
     channel = _Channel(args.in_fd, args.out_fd)
     signal.signal(signal.SIGUSR1, channel.on_signal)
     signal.signal(signal.SIGINT, channel.on_signal)

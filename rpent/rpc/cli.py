@@ -18,8 +18,9 @@ import threading
 import time
 
 from rpent.rpc.procgroup import group_alive, killpg_quiet
-from rpent.rpc.protocol import (DEFAULT_FRAME_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS,
-                                DEFAULT_MAX_FRAME_BYTES, READY_PREFIX, ConnectionLimits)
+from rpent.rpc.protocol import (DEFAULT_AUTH_TIMEOUT_S, DEFAULT_FRAME_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S,
+                                DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_UNAUTHENTICATED,
+                                READY_PREFIX, ConnectionLimits)
 from rpent.rpc.server import RpcServer
 
 PARENT_WATCH_GRACE_S = 3.0
@@ -28,7 +29,8 @@ PARENT_WATCH_GRACE_S = 3.0
 
 def add_server_args(parser: argparse.ArgumentParser) -> None:
     """Add ``--transport``, ``--host``, ``--port``, ``--max-frame-bytes``, ``--max-connections``,
-    ``--idle-timeout-s``, ``--frame-timeout-s``, ``--parent-watch``."""
+    ``--idle-timeout-s``, ``--frame-timeout-s``, ``--auth-timeout-s``, ``--max-unauthenticated``,
+    ``--parent-watch``."""
     g = parser.add_argument_group("RPC server")
     g.add_argument("--transport", choices=("http", "socket"), default="http", help="RPC transport (default http)")
     g.add_argument("--host", default="127.0.0.1",
@@ -43,6 +45,12 @@ def add_server_args(parser: argparse.ArgumentParser) -> None:
                         f"(default {DEFAULT_IDLE_TIMEOUT_S:g})")
     g.add_argument("--frame-timeout-s", type=float, default=DEFAULT_FRAME_TIMEOUT_S,
                    help=f"drop a connection whose request stalls this long mid-way (default {DEFAULT_FRAME_TIMEOUT_S:g})")
+    g.add_argument("--auth-timeout-s", type=float, default=DEFAULT_AUTH_TIMEOUT_S,
+                   help=f"with $RPENT_RPC_TOKEN: close a new connection that has not sent its authenticating first "
+                        f"request within this many seconds (default {DEFAULT_AUTH_TIMEOUT_S:g})")
+    g.add_argument("--max-unauthenticated", type=int, default=DEFAULT_MAX_UNAUTHENTICATED,
+                   help=f"with $RPENT_RPC_TOKEN: connections held while they authenticate, outside --max-connections; "
+                        f"past it the oldest is closed (default {DEFAULT_MAX_UNAUTHENTICATED})")
     g.add_argument("--parent-watch", action="store_true",
                    help="exit when stdin reaches EOF (the supervising parent died or closed the pipe)")
 
@@ -78,7 +86,9 @@ def serve_from_args(server: RpcServer, args: argparse.Namespace) -> None:
     try:
         limits = ConnectionLimits(getattr(args, "max_connections", DEFAULT_MAX_CONNECTIONS),
                                   getattr(args, "idle_timeout_s", DEFAULT_IDLE_TIMEOUT_S),
-                                  getattr(args, "frame_timeout_s", DEFAULT_FRAME_TIMEOUT_S))
+                                  getattr(args, "frame_timeout_s", DEFAULT_FRAME_TIMEOUT_S),
+                                  getattr(args, "auth_timeout_s", DEFAULT_AUTH_TIMEOUT_S),
+                                  getattr(args, "max_unauthenticated", DEFAULT_MAX_UNAUTHENTICATED))
         server.bind(transport=args.transport, host=args.host, port=args.port, max_frame_bytes=args.max_frame_bytes,
                     limits=limits)
     except (ValueError, OSError) as exc:

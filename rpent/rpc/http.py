@@ -19,8 +19,12 @@ variables are never consulted, so loopback calls are never rerouted.
 Resources (:class:`~rpent.rpc.protocol.ConnectionLimits`): request heads are bounded
 (64 KiB, 431 beyond), a body grows only with the bytes received; a request that stalls for
 ``frame_timeout_s`` and a keep-alive connection idle for ``idle_timeout_s`` are dropped; at most
-``max_connections`` are served at once (one more gets 503). On a server with a token, a request
-whose ``x-rpent-token`` header is missing or wrong may carry at most
+``max_connections`` are served at once (one more gets 503). On a server with a token, the first
+request of a connection must carry the right ``x-rpent-token`` header in a head of at most
+:data:`~rpent.rpc.protocol.AUTH_MAX_BYTES`: until then the connection is pending
+(:mod:`rpent.rpc.listener`: no thread, no connection slot, ``auth_timeout_s`` to send it), and a
+head without the right token gets 401 before any body is read. A later request of an admitted
+connection whose header is missing or wrong may carry at most
 :data:`~rpent.rpc.protocol.PREAUTH_MAX_BYTES` of body (else 401 before the body is read); the
 client always sends the header.
 """
@@ -37,9 +41,9 @@ from typing import TYPE_CHECKING
 from rpent.rpc import codec, http1
 from rpent.rpc.endpoint import Endpoint
 from rpent.rpc.errors import RpcTimeout, RpcTransportError
-from rpent.rpc.listener import TcpListener
+from rpent.rpc.listener import TcpListener, Verdict
 from rpent.rpc.netio import close_gracefully, recv_payload, send_all, tune
-from rpent.rpc.protocol import PREAUTH_MAX_BYTES, TOKEN_HEADER, ConnectionLimits, error_reply
+from rpent.rpc.protocol import AUTH_MAX_BYTES, PREAUTH_MAX_BYTES, TOKEN_HEADER, ConnectionLimits, error_reply
 from rpent.rpc.socket import MAGIC as SOCKET_MAGIC
 from rpent.rpc.socket import frame_error as socket_error_frame
 
@@ -66,12 +70,15 @@ class HttpServerTransport:
         self._max = max_frame_bytes
         self._limits = limits or ConnectionLimits()
         self._listener = TcpListener(host, port, name=f"rpc-{server.name}",
-                                     max_connections=self._limits.max_connections)
+                                     max_connections=self._limits.max_connections,
+                                     max_pending=self._limits.max_unauthenticated,
+                                     auth_timeout_s=self._limits.auth_timeout_s)
         self.endpoint = Endpoint("http", host, self._listener.port)
 
     def serve_forever(self) -> None:
         """Accept and serve until :meth:`close`."""
-        self._listener.serve_forever(self._handle_connection, self._refuse)
+        auth = (lambda: _FirstHeadAuth(self)) if self._server.token is not None else None
+        self._listener.serve_forever(self._handle_connection, self._refuse, auth)
 
     def close(self) -> None:
         """Stop serving (thread-safe)."""
@@ -130,23 +137,25 @@ class HttpServerTransport:
             if not chunk:
                 return None
             if first and not data and chunk[:4] == SOCKET_MAGIC:
-                # An rpent socket-transport client dialled an http port: tell it in its own framing.
-                try:
-                    send_all(conn, socket_error_frame(
-                        0, "RpcProtocolError",
-                        f"{self.endpoint} is an rpent http-transport server, not the socket transport: use the "
-                        f"endpoint 'http://{self.endpoint.host_for_url}:{self.endpoint.port}' "
-                        "(or start the server with --transport socket)",
-                    ))
-                except OSError:
-                    return None
-                close_gracefully(conn, 1 << 16)
+                self._tell_socket_client(conn)
                 return None
             data += chunk
 
-    def _handle_connection(self, conn: socket.socket) -> None:
-        pending = b""
-        first = True
+    def _tell_socket_client(self, conn: socket.socket) -> None:
+        """An rpent socket-transport client dialled an http port: tell it in its own framing."""
+        try:
+            send_all(conn, socket_error_frame(
+                0, "RpcProtocolError",
+                f"{self.endpoint} is an rpent http-transport server, not the socket transport: use the "
+                f"endpoint 'http://{self.endpoint.host_for_url}:{self.endpoint.port}' "
+                "(or start the server with --transport socket)",
+            ))
+        except OSError:
+            return
+        close_gracefully(conn, 1 << 16)
+
+    def _handle_connection(self, conn: socket.socket, pending: bytes = b"") -> None:
+        first = not pending
         while True:
             got = self._read_head(conn, pending, first)
             if got is None:
@@ -222,6 +231,48 @@ class HttpServerTransport:
                            "RPC calls are POST /rpc"}).encode()
         self._respond(conn, 404, [data], len(data), "application/json", close)
         return None
+
+
+class _FirstHeadAuth:
+    """Reads the first request head of a pending connection and admits the connection when its
+    ``x-rpent-token`` header carries the server's token (see
+    :class:`rpent.rpc.listener.Authenticator`); refusals are answered as the server answers."""
+
+    def __init__(self, transport: HttpServerTransport) -> None:
+        self._t = transport
+
+    def want(self, received: int) -> int:
+        return max(1, min(_HEAD_RECV, AUTH_MAX_BYTES + 4 - received))
+
+    def feed(self, data: bytes) -> Verdict | None:
+        t = self._t
+        if data[:4] == SOCKET_MAGIC[:len(data[:4])]:
+            if len(data) < 4:
+                return None
+            return Verdict(False, reply=t._tell_socket_client)
+        end = data.find(b"\r\n\r\n")
+        if end < 0:
+            if http1.bad_request_start(data):
+                return self._error(400, "RpcProtocolError",
+                                   f"bad HTTP request: {bytes(data[:60])!r} does not start an HTTP/1.1 request")
+            if len(data) > AUTH_MAX_BYTES:
+                return self._error(401, "RpcAuthError", self._why(f"a first request head over {AUTH_MAX_BYTES} bytes"))
+            return None
+        try:
+            req = http1.parse_request_head(data[:end])
+        except http1.HttpError as exc:
+            return self._error(exc.status, "RpcProtocolError", f"bad HTTP request: {exc}")
+        if not t._server.check_token(_header_text(req.headers.get(TOKEN_HEADER))):
+            return self._error(401, "RpcAuthError", self._why(f"no {TOKEN_HEADER!r} header or a wrong one"))
+        return Verdict(True, data)
+
+    def _why(self, what: str) -> str:
+        return (f"server {self._t._server.name!r} requires a token: {what}; the first request of a connection must "
+                f"send it in the {TOKEN_HEADER!r} header (rpent clients do: set RPENT_RPC_TOKEN in the client's "
+                "environment)")
+
+    def _error(self, status: int, error_type: str, message: str) -> Verdict:
+        return Verdict(False, reply=lambda conn: self._t._respond_error(conn, status, error_type, message))
 
 
 #: Idle keep-alive connections a client keeps for reuse.

@@ -89,6 +89,19 @@ carried the right token (socket) / without the token header (http): the token is
 any large read. rpent clients authenticate a new connection with a small first call (socket) or a
 header (http)."""
 
+AUTH_MAX_BYTES = 8 * 1024
+"""On a server with a token, the largest first request of a connection (socket: its frame; http:
+its head) read before the token is checked: a connection is admitted (takes a connection slot and
+a thread) only once that request carried the right token."""
+
+DEFAULT_AUTH_TIMEOUT_S = 10.0
+"""Default seconds a new connection to a server with a token has to send its first, authenticating
+request before it is closed. ``--auth-timeout-s``."""
+
+DEFAULT_MAX_UNAUTHENTICATED = 1024
+"""Default connections held while they authenticate (no thread, no connection slot each); past it
+the oldest is closed. ``--max-unauthenticated``."""
+
 TOKEN_HEADER = "x-rpent-token"
 """HTTP request header carrying the token, so the http server checks it before reading a body."""
 
@@ -101,6 +114,8 @@ class ConnectionLimits:
         max_connections: connections served at once.
         idle_timeout_s: seconds between requests before a connection is closed.
         frame_timeout_s: seconds without progress inside a request before it is dropped.
+        auth_timeout_s: seconds a connection to a server with a token has to authenticate.
+        max_unauthenticated: connections held while they authenticate.
 
     Raises:
         ValueError: a limit that is not positive (the message names the option).
@@ -109,11 +124,15 @@ class ConnectionLimits:
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     frame_timeout_s: float = DEFAULT_FRAME_TIMEOUT_S
+    auth_timeout_s: float = DEFAULT_AUTH_TIMEOUT_S
+    max_unauthenticated: int = DEFAULT_MAX_UNAUTHENTICATED
 
     def __post_init__(self) -> None:
-        if not isinstance(self.max_connections, int) or self.max_connections < 1:
-            raise ValueError(f"--max-connections must be an int >= 1, got {self.max_connections!r}")
-        for name in ("idle_timeout_s", "frame_timeout_s"):
+        for name in ("max_connections", "max_unauthenticated"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be an int >= 1, got {value!r}")
+        for name in ("idle_timeout_s", "frame_timeout_s", "auth_timeout_s"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be > 0 seconds, got {value!r}")

@@ -21,9 +21,11 @@ Resources (:class:`~rpent.rpc.protocol.ConnectionLimits`): a message buffer grow
 bytes received (:func:`~rpent.rpc.netio.recv_payload`), never to the length a header merely
 claims; a frame that stalls for ``frame_timeout_s`` and a connection idle for
 ``idle_timeout_s`` are dropped; at most ``max_connections`` are served at once. On a server with
-a token, a connection may send frames of at most :data:`~rpent.rpc.protocol.PREAUTH_MAX_BYTES`
-until one of them carried the right token (the client sends a small ``healthz`` call with the
-token as the first frame of every connection), so the token is checked before any large read.
+a token, the first frame of a connection must carry the right token and be at most
+:data:`~rpent.rpc.protocol.AUTH_MAX_BYTES` (the client sends a small ``healthz`` call with the
+token as the first frame of every connection): until then the connection is pending
+(:mod:`rpent.rpc.listener`: no thread, no connection slot, ``auth_timeout_s`` to send it), so the
+token is checked before any large read and before any slot is granted.
 """
 
 from __future__ import annotations
@@ -37,11 +39,11 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from rpent.rpc import codec
 from rpent.rpc.endpoint import Endpoint
 from rpent.rpc.errors import RpcTimeout, RpcTransportError
-from rpent.rpc.listener import TcpListener
+from rpent.rpc.listener import TcpListener, Verdict
 from rpent.rpc.netio import close_gracefully as _close_gracefully
 from rpent.rpc.netio import recv_exact_into, recv_payload, send_all, tune
 from rpent.rpc.readwatch import ReadWatch, Watched
-from rpent.rpc.protocol import PREAUTH_MAX_BYTES, ConnectionLimits, error_reply, make_request
+from rpent.rpc.protocol import AUTH_MAX_BYTES, PREAUTH_MAX_BYTES, ConnectionLimits, error_reply, make_request
 from rpent.rpc.workers import WorkerPool
 
 if TYPE_CHECKING:
@@ -74,15 +76,18 @@ class SocketServerTransport:
         self._max = max_frame_bytes
         self._limits = limits or ConnectionLimits()
         self._listener = TcpListener(host, port, name=f"rpc-{server.name}",
-                                     max_connections=self._limits.max_connections)
+                                     max_connections=self._limits.max_connections,
+                                     max_pending=self._limits.max_unauthenticated,
+                                     auth_timeout_s=self._limits.auth_timeout_s)
         self._pool = WorkerPool(f"rpc-{server.name}-worker")
         self._watch = ReadWatch.create(self._take_over, f"rpc-{server.name}-readwatch")
         self.endpoint = Endpoint("socket", host, self._listener.port)
 
     def serve_forever(self) -> None:
         """Accept and serve until :meth:`close`."""
+        auth = (lambda: _FirstFrameAuth(self)) if self._server.token is not None else None
         try:
-            self._listener.serve_forever(self._handle_connection, self._refuse)
+            self._listener.serve_forever(self._handle_connection, self._refuse, auth)
         finally:
             self._pool.close()
             if self._watch is not None:
@@ -100,8 +105,24 @@ class SocketServerTransport:
         ))
         _close_gracefully(conn, FRAME.size)
 
-    def _handle_connection(self, conn: socket.socket) -> None:
-        st = _ConnState(conn, authenticated=self._server.token is None)
+    def _auth_error(self, why: str) -> Callable[[socket.socket], None]:
+        """The refusal of a connection whose first frame did not authenticate it: an error frame
+        with id 0 (the whole connection is refused; the client fails every call on it with it)."""
+        def reply(conn: socket.socket) -> None:
+            self._send(conn, threading.Lock(), frame_error(
+                0, "RpcAuthError",
+                f"server {self._server.name!r} requires a token: {why}; the first frame of a connection must be at "
+                f"most {AUTH_MAX_BYTES} bytes and carry it (rpent clients send a small authenticated call first); "
+                "set RPENT_RPC_TOKEN in the client's environment and use an up-to-date rpent client",
+            ))
+            _close_gracefully(conn, 1 << 16)
+        return reply
+
+    def _handle_connection(self, conn: socket.socket, first: bytes = b"") -> None:
+        st = _ConnState(conn, authenticated=self._server.token is None or bool(first))
+        if first:  # the authenticating frame the listener read: answer it here, then read on
+            _magic, rid, length = FRAME.unpack_from(first)
+            self._reply(conn, st.send_lock, rid, bytearray(first[FRAME.size:FRAME.size + length]))
         watch = self._watch
         st.watched = watch.add(conn, st) if watch is not None else None
         try:
@@ -246,6 +267,44 @@ class SocketServerTransport:
             pass  # client gone; its reader sees the closed connection
 
 
+class _FirstFrameAuth:
+    """Reads the first frame of a pending connection exactly (header, then its message) and
+    admits the connection when that message carries the server's token (see
+    :class:`rpent.rpc.listener.Authenticator`)."""
+
+    def __init__(self, transport: SocketServerTransport) -> None:
+        self._t = transport
+        self._length: int | None = None
+
+    def want(self, received: int) -> int:
+        if received < FRAME.size:
+            return FRAME.size - received
+        assert self._length is not None
+        return FRAME.size + self._length - received
+
+    def feed(self, data: bytes) -> Verdict | None:
+        t = self._t
+        if len(data) < FRAME.size:
+            if not MAGIC.startswith(data[:4]):
+                return self._wrong_magic(data)
+            return None
+        magic, rid, length = FRAME.unpack_from(data)
+        if magic != MAGIC:
+            return self._wrong_magic(data)
+        if length > AUTH_MAX_BYTES:
+            return Verdict(False, reply=t._auth_error(f"a first frame of {length} bytes"))
+        self._length = length
+        if len(data) < FRAME.size + length:
+            return None
+        if not t._carries_token(bytearray(data[FRAME.size:])):
+            return Verdict(False, reply=t._auth_error("the first frame carried no token or a wrong one"))
+        return Verdict(True, data)
+
+    def _wrong_magic(self, data: bytes) -> Verdict:
+        head = data[:FRAME.size]
+        return Verdict(False, reply=lambda conn: self._t._wrong_magic(conn, threading.Lock(), head))
+
+
 class _ConnState:
     """One served connection: its socket, the lock its replies are sent under, its calls in flight,
     whether it authenticated, its :class:`Watched` entry, and ``finished`` (set by the reader that
@@ -305,12 +364,18 @@ class _Connection:
         self._pending: dict[int, _Slot] = {}
         self._plock = threading.Lock()
         self.dead: BaseException | None = None
+        #: the server's RpcAuthError envelope when it refused this connection's token
+        self.refusal: bytearray | None = None
         threading.Thread(target=self._read_loop, name=f"rpc-client-{endpoint}", daemon=True).start()
 
     def add(self, rid: int) -> _Slot:
         """Register a waiter for request ``rid``; raises RpcTransportError if the connection died."""
         slot = _Slot()
         with self._plock:
+            if self.refusal is not None:  # the server refused the token: that is every call's answer
+                slot.payload = self.refusal
+                slot.done.release()
+                return slot
             if self.dead is not None:
                 raise RpcTransportError(str(self.dead))
             self._pending[rid] = slot
@@ -354,6 +419,13 @@ class _Connection:
                     slot.done.release()
                 elif rid == 0:
                     reason = _protocol_error(payload, self._ep)
+                    if _is_auth_error(payload):  # the token was refused: every call gets that answer
+                        with self._plock:
+                            self.refusal = payload
+                            pending, self._pending = self._pending, {}
+                        for waiting in pending.values():
+                            waiting.payload = payload
+                            waiting.done.release()
                     break
         except OSError as exc:
             reason = RpcTransportError(f"connection to {self._ep} (socket transport) failed: {exc}")
@@ -379,6 +451,14 @@ class _Connection:
         except OSError:
             pass
         self._fail(RpcTransportError(f"client connection to {self._ep} (socket transport) was closed"))
+
+
+def _is_auth_error(payload: bytearray) -> bool:
+    try:
+        env = codec.decode(bytes(payload))
+    except Exception:  # noqa: BLE001
+        return False
+    return isinstance(env, dict) and env.get("error_type") == "RpcAuthError"
 
 
 def _protocol_error(payload: bytearray, ep: Endpoint) -> BaseException:

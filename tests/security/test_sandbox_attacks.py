@@ -194,6 +194,7 @@ def test_a_cell_cannot_reach_outside_its_sandbox(make_runner, tmp_path):
             attempt("write_run_dir", lambda: open({str(tmp_path / "run" / "planted")!r}, "w").write("x"))
             attempt("write_scratch", lambda: open("scratch_ok.txt", "w").write("x"))
             attempt("tcp", lambda: socket.create_connection(("127.0.0.1", 9), timeout=1))
+            out["scratch_back"] = open("scratch_ok.txt").read()
             out
         """))
         assert result["ok"], result["exception"]
@@ -217,8 +218,9 @@ def test_a_cell_cannot_reach_outside_its_sandbox(make_runner, tmp_path):
             assert out["write_run_dir"] != "done" and not (tmp_path / "run" / "planted").exists()
         if guarded_by("namespaces", "landlock"):
             assert out["tcp"] != "done"
-        assert out["write_scratch"] == "done"
-        assert (tmp_path / "run" / "code_policy" / "scratch" / "scratch_ok.txt").read_text() == "x"
+        assert out["write_scratch"] == "done" and out["scratch_back"] == "x"
+        on_host = tmp_path / "run" / "code_policy" / "scratch" / "scratch_ok.txt"
+        assert on_host.exists() != _layer(result, "scratch_quota")   # a tmpfs quota keeps it off the disk
         if reported and not any(_layer(result, n) for n in ("pid_namespace", "landlock", "readonly_fs", "namespaces")):
             pytest.skip(f"no isolation layer on this machine: {result['sandbox']['isolation'].get('notes')}")
     finally:
