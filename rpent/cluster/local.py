@@ -354,7 +354,8 @@ def _check_main(argv: list[str] | None = None) -> int:
     touched = os.path.exists(default_root) and not existed
     print(f"local Ray cluster: 2 nodes started in {cluster.start_s:.1f} s ({cluster.attempts} attempt(s)), a task ran "
           f"on {len(nodes)} distinct node(s), stopped in {time.monotonic() - t0:.1f} s in all; Ray's default root "
-          f"{default_root} {'existed before' if existed else 'was created (wrong)' if touched else 'was not created'}")
+          f"{default_root} {'existed before' if existed else 'was created (wrong)' if touched else 'was not created'}; "
+          f"its folder was {cluster.temp_dir}")
     return 0 if len(nodes) == 2 and not touched else 1
 
 
