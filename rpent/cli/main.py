@@ -11,6 +11,10 @@ Dashboard (a session that outlives SSH, served to browsers; see ``rpent_tui.dash
     rpent --robot libero --dashboard --dashboard-port 8000 --planner claude_code --model sonnet
     # on your machine: ssh -N -L 8000:127.0.0.1:8000 USER@HOST, then open http://127.0.0.1:8000/
 
+Check the machine first (one line per check with the fix; ``--json`` for scripts)::
+
+    rpent doctor
+
 Exit codes: 0 = the environment's success predicate held; 1 = the run ended without success
 (task failure, planner gave up, timeout, max turns); 2 = error (bad arguments, a service or
 planner error). The run directory is printed at the end.
@@ -36,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rpent",
         description="Run an LLM (or scripted) planner on a LIBERO / LIBERO-PRO or Meta-World task through robot tools, "
                     "and leave a complete run record.",
-        epilog="Exit codes: 0 success (environment predicate), 1 task not solved, 2 error.",
+        epilog="Exit codes: 0 success (environment predicate), 1 task not solved, 2 error. "
+               "'rpent doctor [--json]' checks that this machine can run rpent (see 'rpent doctor --help').",
     )
     g = p.add_argument_group("task")
     from rpent.robots.registry import robot_names
@@ -267,7 +272,14 @@ def apply_robot_defaults(args: argparse.Namespace):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``rpent``; returns (and exits with) 0 / 1 / 2 (see module docstring)."""
+    """Entry point of ``rpent``; returns (and exits with) 0 / 1 / 2 (see module docstring).
+    ``rpent doctor ...`` runs :func:`rpent.doctor.main` instead."""
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["doctor"]:
+        from rpent.doctor import main as doctor_main
+
+        return _exit(doctor_main(list(argv[1:])))
     parser = build_parser()
     args = parser.parse_args(argv)
     robot = apply_robot_defaults(args)

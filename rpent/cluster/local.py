@@ -170,7 +170,12 @@ def start_local_cluster(head: dict[str, Any], workers: list[dict[str, Any]] = ()
     if attempts < 1:
         raise ValueError(f"attempts must be >= 1, got {attempts}")
     local_node_env()
+    from ray._common.utils import get_ray_address_file
     from ray.cluster_utils import Cluster
+
+    # Cluster.add_node records the head's address in Ray's default temp folder (/tmp/ray) whatever
+    # temp_dir says, and fails with FileNotFoundError where that folder does not exist yet (a fresh machine)
+    os.makedirs(os.path.dirname(get_ray_address_file(None)), exist_ok=True)
 
     t0 = time.monotonic()
     errors: list[str] = []
