@@ -136,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "motion), on-demand (state-only steps; the latest step rendered when a tool reads it and at "
                         "finish) or auto (default: on-demand for --planner scripted/flash, every-step otherwise)")
     g.add_argument("--verbose", action="store_true", help="DEBUG logging on stdout and in run.log")
+    g.add_argument("--progress", choices=("auto", "live", "lines", "off"), default="auto",
+                   help="progress on stderr while the run goes: live (one status line redrawn in place: step, tool, "
+                        "elapsed), lines (a line per tool call), off; auto (default): live on a terminal, else lines")
 
     g = p.add_argument_group("dashboard (a session process served to browsers; tasks start with /rpent-task there)")
     g.add_argument("--dashboard", action="store_true",
@@ -307,8 +310,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # includes the planners' PlannerConfigError (bad --model, missing key)
         print(f"rpent: error: {exc}", file=sys.stderr)  # one line: the flags parsed, their values do not fit
         return _exit(2)  # EXIT_ERROR (rpent.run.config), imported below with the run layer
+    from rpent.cli.progress import RunProgress
+
+    mode = "lines" if args.interactive and args.progress == "auto" else args.progress  # -i: keep the typed line
+    progress = RunProgress(sys.stderr, "off" if args.explore else mode)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(message)s",
-                        stream=sys.stdout)
+                        handlers=[progress.log_handler(sys.stdout)])
     for noisy in ("httpx", "httpcore", "anthropic", "openai", "PIL"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     import trio
@@ -369,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
                     return
                 async with Supervisor(log_dir=cfg.output_dir) as sup:
                     result.append(await run_task(cfg, sup, operator=operator, steering=steering,
-                                                 verbose=args.verbose))
+                                                 on_event=progress.on_event, verbose=args.verbose))
                 nursery.cancel_scope.cancel()
 
             nursery.start_soon(on_signal)
@@ -379,7 +386,10 @@ def main(argv: list[str] | None = None) -> int:
         return result[0]
 
     try:
-        outcome = trio.run(go)
+        try:
+            outcome = trio.run(go)
+        finally:
+            progress.close()  # the live line goes before the result lines
     except BaseException as exc:  # noqa: BLE001 — one clear line for the user, never a traceback
         interrupted = _leaves(exc, (KeyboardInterrupt,))
         if interrupted:
