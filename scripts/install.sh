@@ -23,7 +23,7 @@ PYCHECK
 if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.__version__.split("+")[0] == "2.13.0" else 1)' 2>/dev/null; then
     "$PY" -m pip install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==2.13.0"
 fi
-"$PY" -m pip install -e ".[dev,flywheel,ray]"  # ray: the multi-node tests (tests/cluster) need it
+"$PY" -m pip install -e ".[dev,flywheel,ray,docs]"  # ray: the multi-node tests (tests/cluster) need it; docs: mkdocs
 # lerobot 0.4.4 (LeRobot v3.0 datasets) pins torch<2.11; its dataset code runs on torch 2.13.0, so it
 # goes in without its own dependency pins (the flywheel extra above lists what it needs).
 if ! "$PY" -c 'import importlib.metadata as m, sys; sys.exit(0 if m.version("lerobot") == "0.4.4" else 1)' 2>/dev/null; then
