@@ -74,7 +74,7 @@ def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
 
 def render_parser(parser: argparse.ArgumentParser, level: int = 3) -> str:
     """Markdown for ``parser``: usage block, description, a table per group, then each subcommand."""
-    os.environ["COLUMNS"] = "100"
+    os.environ["COLUMNS"] = "80"  # the usage block fits the content column
     out = [f"```text\n{parser.format_usage().strip()}\n```", ""]
     if parser.description:
         out += [_cell(parser.description).replace("\\|", "|"), ""]

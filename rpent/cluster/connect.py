@@ -3,7 +3,7 @@
 The driver is this process (``rpent-eval`` / ``rpent-batch``); it must run on a cluster node
 (``auto`` / ``HOST:PORT``) or reach the head's Ray Client server (``ray://HOST:PORT``, port 10001
 by default). Every node needs the same Python, rpent and its model weights at the same paths
-(README "Multi-node").
+(docs/guides/multi-node.md).
 """
 
 from __future__ import annotations

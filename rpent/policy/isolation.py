@@ -4,7 +4,7 @@ before it accepts any cell.
 The worker process started by the parent (the *stub*) builds the sandbox in this order;
 each layer is best effort, and what was achieved is reported to the parent (``ready``
 frame), recorded in every cell result under ``sandbox`` and logged in ``run.log`` when a
-layer is off (README "Code-policy sandbox" has the table of layers and what each needs):
+layer is off (docs/guides/code-policy.md, "Isolation"):
 
 1. **cgroup** (``cgroup``): the stub writes its pid to the ``cgroup.procs`` files of the
    pids + memory group the parent created (:mod:`rpent.policy.cgroup`), so every process
