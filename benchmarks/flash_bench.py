@@ -38,7 +38,7 @@ from pathlib import Path
 
 from rpent.eval.metrics import wilson_interval
 
-#: The suites the offline (scripted) planner solves at seed 0 (README). libero_10 and
+#: The suites the offline (scripted) planner solves at seed 0 (docs/results/offline_planner.md). libero_10 and
 #: libero_10_swap (8/10 and 7/10 at seed 0, the longest episodes) are left out of the default; pass
 #: them with --suites.
 SUITES = ("libero_object", "libero_object_swap", "libero_spatial", "libero_spatial_swap", "libero_goal",

@@ -10,7 +10,7 @@ both. This script
 2. ``pack``: packs the Python sources of those packages (every ``.py`` of them, so untraced code
    paths still import) plus the traced data files into one tar.gz split into byte parts
    ``build/gpu_carry/parts/sim.tar.gz.part-N`` (each under ``--part-mib``; one part per device call), next to the py3.12 ``mujoco`` wheel (mujoco 2.3.7 has no cp312 wheel;
-   3.1.6 is the nearest version with one, see README) and the pure-Python deps the device lacks;
+   3.1.6 is the nearest version with one, see docs/results/eval.md) and the pure-Python deps the device lacks;
 3. ``check``: runs the same 10 tasks from the unpacked parts only (site-packages hidden by ``-I -S``
    and ``PYTHONPATH`` pointing at the unpacked tree), so a missing file fails here, not on the device.
 

@@ -62,7 +62,7 @@ RESULTS_MODES = ("auto", "shared", "copy")
 MARKER_PREFIX = ".rpent_ray_visible_"
 NODE_CHECK_S = 5.0
 """Seconds between checks that some live node still offers the cells' resources (while cells run; a
-``ray.nodes()`` query to the GCS each: 2 s before, 5 s since the busy-machine measurement in the README)."""
+``ray.nodes()`` query to the GCS each: 2 s before, 5 s since the busy-machine measurement of docs/results/ray.md)."""
 CANCEL_POLL_S = 1.0
 """Seconds between a cell task's checks of the driver's stop request (a GCS key-value read)."""
 RUN_POLL_S = 0.5

@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FAILURE_CLASSES", "CheckResult", "check_llm", "main"]
+__all__ = ["FAILURE_CLASSES", "CheckResult", "check_llm", "build_parser", "main"]
 
 FAILURE_CLASSES = ("missing_config", "unsupported_provider", "missing_api_key", "auth_failed", "network_error",
                    "provider_error", "sdk_error")
@@ -145,8 +145,8 @@ def check_llm(planner: str, model: str | None, base_url: str | None = None, time
                                          f"(stop reason {result.stop_reason})", stats)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Console entry point; returns (and exits with) 0 on success, 1 on failure."""
+def build_parser() -> argparse.ArgumentParser:
+    """The ``rpent-check-llm`` argument parser."""
     parser = argparse.ArgumentParser(prog="rpent-check-llm",
                                      description="Check that a planner's LLM provider is configured and usable: "
                                                  "config, key, reachability and a one-tool round trip.")
@@ -157,6 +157,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-url", default=None, help="api only: override ANTHROPIC_BASE_URL / OPENAI_BASE_URL")
     parser.add_argument("--timeout-s", type=float, default=None, help="round-trip limit (default 30 s api, 90 s SDKs)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point; returns (and exits with) 0 on success, 1 on failure."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     res = check_llm(args.planner, args.model, args.base_url, args.timeout_s)
     if args.json:

@@ -11,6 +11,10 @@ Dashboard (a session that outlives SSH, served to browsers; see ``rpent_tui.dash
     rpent --robot libero --dashboard --dashboard-port 8000 --planner claude_code --model sonnet
     # on your machine: ssh -N -L 8000:127.0.0.1:8000 USER@HOST, then open http://127.0.0.1:8000/
 
+Check the machine first (one line per check with the fix; ``--json`` for scripts)::
+
+    rpent doctor
+
 Exit codes: 0 = the environment's success predicate held; 1 = the run ended without success
 (task failure, planner gave up, timeout, max turns); 2 = error (bad arguments, a service or
 planner error). The run directory is printed at the end.
@@ -36,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rpent",
         description="Run an LLM (or scripted) planner on a LIBERO / LIBERO-PRO or Meta-World task through robot tools, "
                     "and leave a complete run record.",
-        epilog="Exit codes: 0 success (environment predicate), 1 task not solved, 2 error.",
+        epilog="Exit codes: 0 success (environment predicate), 1 task not solved, 2 error. "
+               "'rpent doctor [--json]' checks that this machine can run rpent (see 'rpent doctor --help').",
     )
     g = p.add_argument_group("task")
     from rpent.robots.registry import robot_names
@@ -131,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "motion), on-demand (state-only steps; the latest step rendered when a tool reads it and at "
                         "finish) or auto (default: on-demand for --planner scripted/flash, every-step otherwise)")
     g.add_argument("--verbose", action="store_true", help="DEBUG logging on stdout and in run.log")
+    g.add_argument("--progress", choices=("auto", "live", "lines", "off"), default="auto",
+                   help="progress on stderr while the run goes: live (one status line redrawn in place: step, tool, "
+                        "elapsed), lines (a line per tool call), off; auto (default): live on a terminal, else lines")
 
     g = p.add_argument_group("dashboard (a session process served to browsers; tasks start with /rpent-task there)")
     g.add_argument("--dashboard", action="store_true",
@@ -267,7 +275,14 @@ def apply_robot_defaults(args: argparse.Namespace):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``rpent``; returns (and exits with) 0 / 1 / 2 (see module docstring)."""
+    """Entry point of ``rpent``; returns (and exits with) 0 / 1 / 2 (see module docstring).
+    ``rpent doctor ...`` runs :func:`rpent.doctor.main` instead."""
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["doctor"]:
+        from rpent.doctor import main as doctor_main
+
+        return _exit(doctor_main(list(argv[1:])))
     parser = build_parser()
     args = parser.parse_args(argv)
     robot = apply_robot_defaults(args)
@@ -295,8 +310,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # includes the planners' PlannerConfigError (bad --model, missing key)
         print(f"rpent: error: {exc}", file=sys.stderr)  # one line: the flags parsed, their values do not fit
         return _exit(2)  # EXIT_ERROR (rpent.run.config), imported below with the run layer
+    from rpent.cli.progress import RunProgress
+
+    mode = "lines" if args.interactive and args.progress == "auto" else args.progress  # -i: keep the typed line
+    progress = RunProgress(sys.stderr, "off" if args.explore else mode)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(message)s",
-                        stream=sys.stdout)
+                        handlers=[progress.log_handler(sys.stdout)])
     for noisy in ("httpx", "httpcore", "anthropic", "openai", "PIL"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     import trio
@@ -357,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
                     return
                 async with Supervisor(log_dir=cfg.output_dir) as sup:
                     result.append(await run_task(cfg, sup, operator=operator, steering=steering,
-                                                 verbose=args.verbose))
+                                                 on_event=progress.on_event, verbose=args.verbose))
                 nursery.cancel_scope.cancel()
 
             nursery.start_soon(on_signal)
@@ -367,7 +386,10 @@ def main(argv: list[str] | None = None) -> int:
         return result[0]
 
     try:
-        outcome = trio.run(go)
+        try:
+            outcome = trio.run(go)
+        finally:
+            progress.close()  # the live line goes before the result lines
     except BaseException as exc:  # noqa: BLE001 — one clear line for the user, never a traceback
         interrupted = _leaves(exc, (KeyboardInterrupt,))
         if interrupted:

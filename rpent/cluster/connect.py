@@ -4,7 +4,7 @@ The driver is this process (``rpent-eval`` / ``rpent-batch``); it must run on a 
 (``auto`` / ``HOST:PORT``) or reach the head's Ray Client server (``ray://HOST:PORT``, port 10001
 by default). ``local`` starts a private one-node cluster on this machine for the run (all its CPUs,
 its own temp folder, stopped at :func:`disconnect` or exit; :mod:`rpent.cluster.local`). Every node needs the same Python, rpent and its model weights at the same paths
-(README "Multi-node").
+(docs/guides/multi-node.md).
 """
 
 from __future__ import annotations

@@ -56,8 +56,8 @@ def _set_niceness(nice: int | None) -> int:
     ``ray/_private/ray_constants.py``), which would give the simulator a low scheduling priority
     against every other process of the node and lengthen the evaluation's wall time. Lowering the
     niceness needs the privilege to do so (root / CAP_SYS_NICE, or ``RLIMIT_NICE``); without it the
-    actor keeps Ray's niceness (then start the nodes with ``RAY_worker_niceness=0``; README
-    "Multi-node"). The value is reported in the worker's ``ready`` line of the run log.
+    actor keeps Ray's niceness (then start the nodes with ``RAY_worker_niceness=0``;
+    docs/guides/multi-node.md). The value is reported in the worker's ``ready`` line of the run log.
     """
     if nice is not None:
         try:

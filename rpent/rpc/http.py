@@ -5,7 +5,7 @@ so a blocking handler never stops the server from accepting). Heads are parsed a
 :mod:`rpent.rpc.http1` (strict; ``content-length`` bodies only, ``expect: 100-continue`` honoured);
 bodies go straight into the buffer the request is decoded from, and a reply is one ``sendmsg``
 of head + message segments. Measured against the alternatives in ``benchmarks/rpc_bench.py``
-(see README). Routes:
+(docs/results/rpc.md). Routes:
 
     POST /rpc      body: request message (rpent.rpc.codec), ``content-type: application/x-msgpack``
                    reply: 200 + reply message; 413 + error envelope when the body is over the limit

@@ -53,7 +53,7 @@ class RunConfig:
         record_trajectory: write ``trajectories/<task_id>/`` (recording issue).
         record_observations: ``"vla"`` (default: only VLA actions carry their policy images) or
             ``"all"`` (every executed action, scripted too: what the flywheel's rule set v2 exports;
-            costs one two-camera render per scripted step, see README "Data flywheel").
+            costs one two-camera render per scripted step, see docs/results/flywheel.md).
         require_operator_verdict: ``finish`` refused until an operator verdict exists.
         video: write ``episode.mp4``.
         step_images: when the LIBERO toolkit renders a step's camera images (``--step-images``):
@@ -129,7 +129,7 @@ RUN_LABELS = ("succeeded", "failed", "aborted", "cancelled", "error")
 
 def run_label(*, environment_success: bool | None, verdict: str | None, verdict_required: bool, stop_reason: str,
               error: str | None) -> str:
-    """The run's label, by the rule of the README ("Operator verdicts").
+    """The run's label, by the rule of docs/concepts.md ("Run").
 
     * ``stop_reason == "cancelled"`` (Ctrl-C, a TUI task switch): ``cancelled``.
     * With a required verdict (``--require-operator-verdict``, the real-robot rule): ``succeeded``

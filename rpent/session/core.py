@@ -573,7 +573,7 @@ class Session:
         run.error = data.get("error") or None
         if run.error:
             run.detail = str(run.error)
-        # The run layer's label (README "Operator verdicts": the env predicate, or the operator's
+        # The run layer's label (docs/concepts.md "Run": the env predicate, or the operator's
         # verdict when one is required); never the planner's finish claim.
         label = data.get("label")
         if label in TERMINAL_TASK_STATES:

@@ -8,8 +8,8 @@ frames) -> (answer, notes)``, blocking, called from the toolkit's thread. Choice
 
 ``finish`` never decides success on its own. With ``require_operator_verdict`` (the real-robot
 rule, usable in simulation) ``finish`` is refused until the operator gave a final verdict
-(``success``, ``failure`` or ``abort``); the run's label then follows the operator (README,
-"Operator verdicts"). The verdict answers mean:
+(``success``, ``failure`` or ``abort``); the run's label then follows the operator (docs/concepts.md,
+"Run"). The verdict answers mean:
 
 * ``success``: recorded; the planner may now ``finish``.
 * ``failure`` / ``abort``: recorded, and the episode ends at once (the tool result carries
