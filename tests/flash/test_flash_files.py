@@ -540,7 +540,8 @@ def test_stalled_release_is_driven_open_once():
 @pytest.mark.parametrize("change, needle", [
     ({"timeout_s": -5.0}, "--planner-timeout-s must be > 0 seconds"),
     ({"cuda_device": -3}, "--cuda-device must be an EGL device index >= 0"),
-    ({"max_episode_steps": 0}, "--max-episode-steps must be >= 1"),
+    ({"max_episode_steps": 0}, "--max-episode-steps 0 is out of range: valid step limits are 1.."),
+    ({"seeds": [2**63]}, "--seeds 9223372036854775808 is out of range: valid seeds are 0..9223372036854775807"),
     ({"output_root": "FILE"}, "is a file, not a directory"),
     ({"output_root": "USED"}, "already holds files"),
     ({"flash_dir": "FILE"}, "is a file; give the directory"),

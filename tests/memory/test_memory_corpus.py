@@ -64,7 +64,8 @@ def test_merge_new_evidence_conflict_and_solved_pair(tmp_path):
     _inbox(corpus, "object_t0_s0", {"new_primitive_tall_objects_draft.md": _global(),
                                     "suite_object_t0.md": _suite(),
                                     "wip/notes.md": "attempt 1 slipped",
-                                    "object_t0_s0.json": json.dumps({"suite": "libero_object"}),
+                                    "object_t0_s0.json": json.dumps({"suite": "libero_object", "label": "succeeded",
+                                                                     "environment_success": True}),
                                     "object_t0_s0_recipe.jsonl": '{"action": "release"}\n'})
     r = merge_inbox(corpus, "object_t0_s0", solved=True)
     assert sorted(r.created) == ["global/tall_objects.md", "task-family/object_t0.md"]
@@ -90,6 +91,27 @@ def test_merge_new_evidence_conflict_and_solved_pair(tmp_path):
     assert r.conflicts == ["_internal/conflicts/object_t3_s2/tall_objects.md"]
     assert "Grasp low." in (corpus / r.conflicts[0]).read_text()
     assert not (corpus / "task-specific" / "object_t3_s2.json").exists()  # unsolved: no pair published
+
+
+@pytest.mark.parametrize("audit, reason", [
+    ({"label": "failed", "environment_success": True, "verdict_required": True,
+      "operator_verdict": {"answer": "failure", "notes": "operator rejects"}}, "operator_rejected"),
+    ({"label": "aborted", "environment_success": False, "operator_verdict": {"answer": "abort"}}, "aborted"),
+    ({"label": "cancelled", "environment_success": None, "stop_reason": "cancelled"}, "cancelled"),
+    ({"label": "failed", "environment_success": False}, "not_successful"),
+    ({"suite": "libero_object"}, "label_unknown"),
+])
+def test_solved_merge_refuses_an_audit_not_labelled_succeeded(tmp_path, audit, reason):
+    """The operator's word reaches the memory: a rejected, aborted or cancelled run's audit never
+    becomes a task-specific pair; nothing is merged (the drafts stay in the inbox)."""
+    corpus = tmp_path / "libero"
+    _inbox(corpus, "object_t0_s0", {"new_primitive_tall_objects_draft.md": _global(),
+                                    "object_t0_s0.json": json.dumps({"suite": "libero_object", **audit}),
+                                    "object_t0_s0_recipe.jsonl": '{"action": "release"}\n'})
+    with pytest.raises(MergeError, match=rf"--solved refused \({reason}\)"):
+        merge_inbox(corpus, "object_t0_s0", solved=True)
+    assert not (corpus / "task-specific").exists() and not (corpus / "global").exists()
+    assert (corpus / "_internal" / "inbox" / "object_t0_s0" / "object_t0_s0.json").is_file()
 
 
 def test_merge_refuses_invalid_drafts_and_waits_for_the_lock(tmp_path):
