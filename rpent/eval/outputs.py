@@ -118,6 +118,16 @@ def read_episodes(run_dir: Path) -> list[EpisodeResult]:
     return out
 
 
+#: What every rpent-eval rate counts (``metrics.json`` ``success_basis``, the last line of ``metrics.log``).
+SUCCESS_BASIS = {
+    "kind": "environment_predicate",
+    "operator_verdicts": 0,
+    "note": "every rate counts the environment's success predicate: rpent-eval rolls a policy out without an "
+            "operator, so no episode has an operator verdict or a label (rpent runs and rpent-batch report count "
+            "both where verdicts exist)",
+}
+
+
 def metric_lines(metrics: Mapping[str, float], completeness: Completeness | None = None) -> list[str]:
     """``key<TAB>value[<TAB>k/N [Wilson 95% lo, hi]][<TAB>INCOMPLETE ...]`` per metric.
 

@@ -41,6 +41,7 @@ __all__ = [
     "RUN_LABELS", "FINAL_VERDICTS", "Outcome", "run_label", "verdict_disagreement", "outcome_from_doc",
     "read_run_outcome", "trajectory_outcome", "label_exclusion", "OutcomeReadError", "EXCLUSION_TEXT",
     "LABEL_POLICY", "LABEL_POLICY_WITH_DISAGREEMENTS", "label_policy_text", "OPERATOR_REJECTED", "ABORTED",
+    "TASK_OUTCOME_FIELDS", "record_outcome_fields",
     "CANCELLED", "RUN_ERROR", "NO_OPERATOR_VERDICT", "NOT_SUCCESSFUL", "DISAGREEMENT", "LABEL_UNKNOWN",
 ]
 
@@ -136,6 +137,32 @@ def verdict_disagreement(environment_success: bool | None, verdict: str | None) 
     if verdict == "failure" and environment_success:
         return "operator said failure; environment predicate: satisfied"
     return None
+
+
+#: The outcome fields a trajectory record's ``task.json`` carries (next to ``environment_success``).
+TASK_OUTCOME_FIELDS = ("label", "operator_verdict", "operator_verdicts", "verdict_required", "disagreement",
+                       "environment_success_unknown")
+
+
+def record_outcome_fields(outcome: dict | None, *, success: bool | None, status: str, error: str | None) -> dict:
+    """The :data:`TASK_OUTCOME_FIELDS` a closing trajectory record writes: those given in ``outcome``
+    (the run layer's), the label derived by :func:`run_label` when none is given (a recorder used
+    without the run layer saw no operator: no verdict; ``status`` ``interrupted`` -> cancelled,
+    ``error`` -> error), ``operator_verdicts`` [] and ``verdict_required`` False by default.
+
+    Raises:
+        ValueError: a label that is not one of :data:`RUN_LABELS`.
+    """
+    fields = {k: v for k, v in (outcome or {}).items() if k in TASK_OUTCOME_FIELDS}
+    if fields.get("label") is None:
+        stop = {"interrupted": "cancelled", "error": "error"}.get(status, "finished")
+        fields["label"] = run_label(environment_success=success, verdict=None, verdict_required=False,
+                                    stop_reason=stop, error=error)
+    if fields["label"] not in RUN_LABELS:
+        raise ValueError(f"outcome label must be one of {RUN_LABELS}, got {fields['label']!r}")
+    fields.setdefault("operator_verdicts", [])
+    fields.setdefault("verdict_required", False)
+    return fields
 
 
 class OutcomeReadError(ValueError):

@@ -6,7 +6,8 @@ flywheel's report and dataset cards and by flash plans.
 
 A run's provenance (:func:`run_provenance`)::
 
-    {"schema_version": 1, "argv": [...], "cwd", "started_at" (ISO 8601 UTC), "host", "pid",
+    {"schema_version": 1, "argv": [...], "interpreter_argv": [...] (the Python command line that ran
+     it, ``sys.orig_argv``), "cwd", "started_at" (ISO 8601 UTC), "host", "pid",
      "rpent": {"version", "commit", "dirty", "source"},
      "versions": {"python", "torch", "mujoco", "libero", "numpy", "robosuite"},
      "config": {...the run's settings...},
@@ -219,8 +220,8 @@ def run_provenance(*, argv: list[str] | None = None, config: dict | None = None,
     """The provenance of one run (module docstring).
 
     Args:
-        argv: the command line that started it (default ``sys.argv``, with the interpreter's
-            name as ``argv[0]`` when it is a ``-m`` module run).
+        argv: the command line that started it (default ``sys.argv``; ``interpreter_argv`` keeps
+            the full interpreter command line, e.g. ``python -m rpent.cli.main ...``).
         config: the run's settings (suite, task, seed, planner, model, ...).
         started_at: ISO 8601 UTC start time (default now).
         models: ``{"vla": model_identity | None, "sam3": ...}`` (filled once the services are up).
@@ -231,6 +232,7 @@ def run_provenance(*, argv: list[str] | None = None, config: dict | None = None,
     return {
         "schema_version": 1,
         "argv": list(sys.argv if argv is None else argv),
+        "interpreter_argv": list(getattr(sys, "orig_argv", [])),
         "cwd": os.getcwd(),
         "started_at": started_at or utc_now_iso(),
         "host": socket.gethostname(),

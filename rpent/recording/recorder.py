@@ -624,22 +624,14 @@ class TrajectoryRecorder:
             RecordWriteError: a background write failed (``task.json`` is still rewritten with
                 ``status="error"`` and the write error).
         """
-        from rpent.recording.outcome import RUN_LABELS, run_label
+        from rpent.recording.outcome import record_outcome_fields
 
         if status not in layout.FINAL_STATUSES:
             raise ValueError(f"close status must be one of {layout.FINAL_STATUSES}, got {status!r}")
         if environment_success is not None and not isinstance(environment_success, (bool, np.bool_)):
             raise ValueError(f"environment_success must be True, False or None, got {environment_success!r}")
         success = None if environment_success is None else bool(environment_success)
-        fields = dict(outcome or {})
-        if fields.get("label") is None:
-            stop = {"interrupted": "cancelled", "error": "error"}.get(status, "finished")
-            fields["label"] = run_label(environment_success=success, verdict=None, verdict_required=False,
-                                        stop_reason=stop, error=error)
-        if fields["label"] not in RUN_LABELS:
-            raise ValueError(f"outcome label must be one of {RUN_LABELS}, got {fields['label']!r}")
-        fields.setdefault("operator_verdicts", [])
-        fields.setdefault("verdict_required", False)
+        fields = record_outcome_fields(outcome, success=success, status=status, error=error)
         with self._lock:
             if self._closed:
                 return
@@ -659,8 +651,7 @@ class TrajectoryRecorder:
                         f.close()
                     except OSError:
                         pass
-            self._task.update({k: fields[k] for k in ("label", "operator_verdict", "operator_verdicts", "verdict_required",
-                                                      "disagreement", "environment_success_unknown") if k in fields})
+            self._task.update(fields)
             self._task.update(
                 ended_at=_utc_now_iso(),
                 status=status if write_error is None else layout.STATUS_ERROR,

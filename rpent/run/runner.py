@@ -102,15 +102,14 @@ def _starting(spec) -> str:
     return f"reaching {spec.name} at {spec.endpoint}" if spec.endpoint else f"starting {spec.name}"
 
 
-def _one_line_error(exc: BaseException) -> str:
-    """``<Type>: <message>`` in one line; a service that failed to start adds its own last error
+def _run_error(exc: BaseException) -> str:
+    """``<Type>: <message>``; a service that failed to start gives one line with its own last error
     line (:attr:`rpent.services.ServiceStartError.summary`; the full tail stays in its log)."""
     from rpent.services import ServiceStartError
 
     if isinstance(exc, ServiceStartError):
         return f"{type(exc).__name__}: {exc.summary}"
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _config_summary(cfg: RunConfig) -> dict:
@@ -267,7 +266,7 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
         if not isinstance(exc, Exception):
             raise
         _take_result(outcome, result)
-        outcome.error = _one_line_error(exc)
+        outcome.error = _run_error(exc)
         dead = _dead_services(supervisor, exclude=getattr(exc, "service", None))
         if dead:
             outcome.error += f" ({dead})"
