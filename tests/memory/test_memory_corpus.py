@@ -178,6 +178,30 @@ def test_context_reads_only_this_robot_and_relevant_leaves(tmp_path):
         load_context(tmp_path, "ur5", "libero_object", 0)
 
 
+def test_context_withholds_a_task_pair_whose_run_is_not_labelled_succeeded(tmp_path):
+    """A corpus merged before the label policy may hold the pair of a run the operator rejected: the
+    run's prompt does not get it, and the audit of the run says what was withheld and why."""
+    corpus = tmp_path / "libero"
+    rejected = {"suite": "libero_object", "label": "failed", "environment_success": True, "verdict_required": True,
+                "operator_verdict": {"answer": "failure", "notes": "operator rejects"}}
+    for rel, text in {"global/tall_objects.md": _global(),
+                      "task-specific/object_t0_s0.json": json.dumps(rejected),
+                      "task-specific/object_t0_s0_recipe.jsonl": '{"action": "release"}\n',
+                      "task-specific/object_t0_s1.json": json.dumps({"label": "succeeded", "environment_success": True}),
+                      "task-specific/object_t0_s1_recipe.jsonl": '{"action": "move_to"}\n'}.items():
+        (corpus / rel).parent.mkdir(parents=True, exist_ok=True)
+        (corpus / rel).write_text(text)
+    build_index(corpus)
+    ctx = load_context(tmp_path, "libero", "libero_object", 0)
+    read = [rel for rel, _ in ctx.files]
+    assert "task-specific/object_t0_s1.json" in read and "task-specific/object_t0_s1_recipe.jsonl" in read
+    assert not any("object_t0_s0" in rel for rel in read)
+    withheld = ctx.audit()["withheld"]
+    assert [w["path"] for w in withheld] == ["task-specific/object_t0_s0.json",
+                                             "task-specific/object_t0_s0_recipe.jsonl"]
+    assert all(w["reason"].startswith("operator_rejected: ") for w in withheld)
+
+
 def test_cli(tmp_path):
     def cli(*args):
         return subprocess.run([sys.executable, "-m", "rpent.cli.memory", "--memory-dir", str(tmp_path), *args],
