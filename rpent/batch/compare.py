@@ -9,6 +9,11 @@ respects that tasks differ in difficulty; the pooled Fisher p-value is shown nex
 Verdicts: ``better`` / ``worse`` (p < alpha) / ``no significant difference`` / ``no data``.
 Infra and pending cells are not in N and are shown per side, never silently dropped.
 
+What is compared (``basis``): ``environment`` (default) counts the cells whose deciding attempt's
+environment predicate held; ``label`` counts those whose run is labelled ``succeeded`` (the
+operator's verdict where one was required; :mod:`rpent.recording.outcome`). The output names the
+basis and each side's verdict and disagreement counts.
+
 The product documents' 70/100 vs 73/100 ("+3 points") gives pooled Fisher p = 0.754: no
 significant difference.
 """
@@ -23,20 +28,27 @@ from rpent.batch.matrix import Matrix
 from rpent.batch.records import ResultsRoot
 from rpent.batch.stats import bh_adjust, cmh_test, fisher_two_sided, verdict
 
-__all__ = ["load_side", "compare_counts", "compare_roots", "render_compare", "Side"]
+__all__ = ["load_side", "compare_counts", "compare_roots", "render_compare", "Side", "BASES", "BASIS_TEXT"]
 
-Side = dict  # {"label", "tasks": {(suite, task): {"k", "n", "infra", "pending"}}}
+Side = dict  # {"label", "basis", "verdicts", "disagreements", "tasks": {(suite, task): {"k", "n", "infra", "pending"}}}
+
+#: What ``compare`` counts as a success: the environment predicate or the run's label.
+BASES = ("environment", "label")
+BASIS_TEXT = {"environment": "environment predicate success", "label": "label success (operator verdicts where given)"}
 
 
-def load_side(root: str | Path, arm: str | None) -> Side:
+def load_side(root: str | Path, arm: str | None, basis: str = "environment") -> Side:
     """Per-task counts of one arm of a results root, read from its run records.
 
     Args:
         root: a results root (holds ``matrix.json``).
         arm: the arm's name; None when the root has exactly one arm.
+        basis: ``environment`` or ``label`` (module docstring).
     Raises:
-        ValueError: no matrix.json, or ``arm`` is missing / ambiguous (names the arms).
+        ValueError: no matrix.json, ``arm`` is missing / ambiguous (names the arms), or an unknown basis.
     """
+    if basis not in BASES:
+        raise ValueError(f"--by must be one of {', '.join(BASES)}, got {basis!r}")
     rr = ResultsRoot(root)
     if not rr.matrix_path.exists():
         raise ValueError(f"{root} is not an rpent-batch results root (no matrix.json)")
@@ -55,15 +67,21 @@ def load_side(root: str | Path, arm: str | None) -> Side:
     cells = matrix.cells(arm)
     states = rr.cell_states(cells)
     tasks: dict[tuple[str, int], dict[str, int]] = {}
+    verdicts = disagreements = 0
     for c in cells:
         t = tasks.setdefault((c.suite, c.task), {"k": 0, "n": 0, "infra": 0, "pending": 0})
-        s = states[c.key].status
+        st = states[c.key]
+        s = st.status
         if s in ("success", "failure"):
+            d = st.decided
             t["n"] += 1
-            t["k"] += s == "success"
+            t["k"] += (s == "success") if basis == "environment" else (d.label == "succeeded")
+            verdicts += d.verdict is not None
+            disagreements += bool(d.disagreement)
         else:
             t[s] += 1
-    return {"label": f"{Path(root).name}:{arm}", "root": str(rr.root), "arm": arm, "tasks": tasks}
+    return {"label": f"{Path(root).name}:{arm}", "root": str(rr.root), "arm": arm, "tasks": tasks, "basis": basis,
+            "verdicts": verdicts, "disagreements": disagreements}
 
 
 def compare_counts(a: Side, b: Side, *, alpha: float = 0.05) -> dict[str, Any]:
@@ -73,8 +91,11 @@ def compare_counts(a: Side, b: Side, *, alpha: float = 0.05) -> dict[str, Any]:
         ``{"a", "b", "alpha", "rows": [{"suite", "task", "a": {k, n, infra, pending, rate},
         "b": {...}, "diff_points", "p_fisher", "p_adjusted", "verdict"}], "overall": {"a", "b",
         "diff_points", "p_cmh", "cmh_statistic", "common_odds_ratio", "p_fisher_pooled",
-        "verdict"}, "regression": bool, "warnings": [str]}``; rates are fractions, differences
-        in percentage points (B - A).
+        "verdict"}, "regression": bool, "warnings": [str], "basis", "basis_text", "verdicts":
+        {"a", "b"}, "disagreements": {"a", "b"}}``; rates are fractions, differences in percentage
+        points (B - A).
+    Raises:
+        ValueError: the two sides were counted on different bases.
     """
     keys = sorted(set(a["tasks"]) | set(b["tasks"]))
     rows, warnings = [], []
@@ -113,15 +134,26 @@ def compare_counts(a: Side, b: Side, *, alpha: float = 0.05) -> dict[str, Any]:
                "p_fisher_pooled": fisher_two_sided(tot["a"]["k"], tot["a"]["n"], tot["b"]["k"], tot["b"]["n"]),
                "verdict": verdict(diff, cmh.pvalue if both else None, alpha)}
     regression = overall["verdict"] == "worse" or any(r["verdict"] == "worse" for r in rows)
-    return {"a": a["label"], "b": b["label"], "alpha": alpha, "rows": rows, "overall": overall,
-            "regression": regression, "warnings": warnings}
+    basis = a.get("basis", "environment")
+    if b.get("basis", "environment") != basis:
+        raise ValueError(f"the sides count different successes ({basis} vs {b.get('basis')}); compare one basis")
+    for side, name in ((a, "A"), (b, "B")):
+        if side.get("disagreements"):
+            warnings.append(f"{name} has {side['disagreements']} deciding attempt(s) whose operator verdict disagrees "
+                            f"with the environment predicate; this comparison counts {BASIS_TEXT[basis]} "
+                            f"(--by {'label' if basis == 'environment' else 'environment'} counts the other)")
+    return {"a": a["label"], "b": b["label"], "alpha": alpha, "basis": basis, "basis_text": BASIS_TEXT[basis],
+            "verdicts": {"a": a.get("verdicts", 0), "b": b.get("verdicts", 0)},
+            "disagreements": {"a": a.get("disagreements", 0), "b": b.get("disagreements", 0)},
+            "rows": rows, "overall": overall, "regression": regression, "warnings": warnings}
 
 
 def compare_roots(root_a: str | Path, root_b: str | Path | None, arm_a: str | None, arm_b: str | None,
-                  *, alpha: float = 0.05) -> dict[str, Any]:
-    """Load both sides (``root_b`` None: both arms from ``root_a``) and :func:`compare_counts` them."""
-    a = load_side(root_a, arm_a)
-    b = load_side(root_b if root_b is not None else root_a, arm_b)
+                  *, alpha: float = 0.05, basis: str = "environment") -> dict[str, Any]:
+    """Load both sides (``root_b`` None: both arms from ``root_a``) and :func:`compare_counts` them
+    on ``basis`` (``environment`` or ``label``)."""
+    a = load_side(root_a, arm_a, basis)
+    b = load_side(root_b if root_b is not None else root_a, arm_b, basis)
     return compare_counts(a, b, alpha=alpha)
 
 
@@ -137,7 +169,11 @@ def _fmt_p(p: float | None) -> str:
 
 def render_compare(result: dict[str, Any]) -> str:
     """Markdown table of a :func:`compare_counts` result (printed by ``rpent-batch compare``)."""
-    lines = [f"A = {result['a']}    B = {result['b']}    alpha = {result['alpha']:g}", "",
+    lines = [f"A = {result['a']}    B = {result['b']}    alpha = {result['alpha']:g}",
+             f"compared: {result.get('basis_text', BASIS_TEXT['environment'])} (--by {result.get('basis', 'environment')})"
+             + (f"; operator verdicts A {result['verdicts']['a']}, B {result['verdicts']['b']}; disagreements "
+                f"A {result['disagreements']['a']}, B {result['disagreements']['b']}" if "verdicts" in result else ""),
+             "",
              "| suite | task | A k/N | B k/N | B - A (points) | Fisher p | BH-adjusted p | verdict |",
              "|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:

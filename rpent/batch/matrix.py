@@ -33,6 +33,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from rpent.run.config import SEED_MAX
+
 __all__ = ["Arm", "Cell", "Matrix", "parse_index_list", "load_matrix_file", "ARM_KEYS", "RESERVED_RUN_FLAGS"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -45,6 +47,10 @@ ARM_KEYS = ("name", "planner", "model", "policy_mode", "code_file", "vla_checkpo
 RESERVED_RUN_FLAGS = ("--suite", "--task", "--seed", "--output-dir", "--env-endpoint", "--vla-endpoint",
                       "--sam3-endpoint", "-i", "--interactive", "--planner", "--model", "--policy-mode",
                       "--code-file")
+
+
+#: Most indices one --tasks / --seeds list may name (a guard against a typo like 0-99999999999).
+MAX_INDICES = 1_000_000
 
 
 def parse_index_list(value: Any, what: str) -> list[int]:
@@ -70,11 +76,18 @@ def parse_index_list(value: Any, what: str) -> list[int]:
             lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
             if hi < lo:
                 raise ValueError(f"{what}: range {part!r} is empty; write it low-high, e.g. 0-9")
+            if hi > SEED_MAX:
+                raise ValueError(f"{what}: {hi} is out of range; valid indices are 0..{SEED_MAX} (2**63 - 1)")
+            if hi - lo + 1 > MAX_INDICES - len(items):
+                raise ValueError(f"{what}: {value!r} names more than {MAX_INDICES} indices; a matrix is run cell by "
+                                 "cell, so give the indices you mean to run")
             items += range(lo, hi + 1)
     else:
         raise ValueError(f"{what}: expected indices like 0-9 or 0,2,5, got {value!r}")
     if any(i < 0 for i in items):
         raise ValueError(f"{what}: indices must be >= 0")
+    if any(i > SEED_MAX for i in items):
+        raise ValueError(f"{what}: {max(items)} is out of range; valid indices are 0..{SEED_MAX} (2**63 - 1)")
     if not items:
         raise ValueError(f"{what}: no indices given")
     return sorted(set(items))

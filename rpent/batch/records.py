@@ -20,11 +20,13 @@ checked, not just present) together with the ledger:
 success        the record is valid and the environment's success predicate held
 failure        valid record, task not solved (exit code 1: gave up, max turns, timeout)
 infra          infrastructure error: the run's error with exit code 2 (service died,
-               planner crash; ``environment_success`` null: the env server died before
-               its predicate could be read), the process died without a record, or the
-               executor killed it (time limit, signal); retried up to ``--max-retries`` times
-interrupted    stopped with the runner (cancelled record, or no record and no "end"
-               line in the ledger): re-run on resume, not counted, not an infra error
+               planner crash; ``environment_success`` null: the environment was never
+               read or the env server died before its predicate could be read), the
+               process died without a record, or the executor killed it (time limit,
+               signal); retried up to ``--max-retries`` times
+interrupted    stopped with the runner (cancelled record, also one cancelled while its
+               services started, or no record and no "end" line in the ledger): re-run
+               on resume, not counted, not an infra error
 invalid        a record that is present but unreadable or inconsistent: re-run
 =============  ======================================================================
 
@@ -41,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from rpent.batch.matrix import Cell
+from rpent.recording.outcome import outcome_from_doc
 from rpent.run.record import run_tag
 
 __all__ = ["ResultsRoot", "AttemptResult", "CellState", "classify_attempt", "TASK_STATUSES", "LEDGER"]
@@ -66,6 +69,10 @@ class AttemptResult:
             cache writes count as input).
         cost_usd: cost reported by the planner backend (claude_code), else None.
         stop_reason, finish_status: from the transcript.
+        environment_success: the record's predicate (True / False / None = unknown or no record).
+        label: the run's label (:mod:`rpent.recording.outcome`; derived for older records), or None.
+        verdict: the operator's final verdict (``success`` / ``failure`` / ``abort``) or None.
+        disagreement: the record's verdict/predicate disagreement note, or None.
     """
 
     key: str
@@ -84,6 +91,10 @@ class AttemptResult:
     cost_usd: float | None = None
     stop_reason: str | None = None
     finish_status: str | None = None
+    environment_success: bool | None = None
+    label: str | None = None
+    verdict: str | None = None
+    disagreement: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict."""
@@ -188,15 +199,18 @@ def classify_attempt(cell: Cell, attempt: int, run_dir: Path, end: dict | None,
     res.cost_usd = stats.get("cost_usd") if isinstance(stats.get("cost_usd"), (int, float)) else None
     res.stop_reason = doc.get("stop_reason")
     res.finish_status = (doc.get("finish") or {}).get("status") if isinstance(doc.get("finish"), dict) else None
+    outcome = outcome_from_doc(doc, str(transcript))
+    res.environment_success, res.label, res.verdict = outcome.environment_success, outcome.label, outcome.verdict
+    res.disagreement = outcome.disagreement
     error = doc.get("error")
     if doc.get("environment_success") is True:
         res.status = "success"
     elif executor_error:
         res.status, res.reason = "infra", executor_error
-    elif doc.get("environment_success") is None:  # unknown: the env server died before it could be read
-        res.status, res.reason = "infra", str(error).splitlines()[0][:500]
-    elif doc.get("stop_reason") == "cancelled":
+    elif doc.get("stop_reason") == "cancelled":  # also when cancelled before the environment was read
         res.status, res.reason = "interrupted", error or "run cancelled"
+    elif doc.get("environment_success") is None:  # unknown: never read, or the env server died
+        res.status, res.reason = "infra", str(error).splitlines()[0][:500]
     elif error and doc.get("stop_reason") in ("error", "service_error"):
         res.status, res.reason = "infra", str(error).splitlines()[0][:500]
     else:

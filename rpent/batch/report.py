@@ -2,6 +2,13 @@
 infrastructure errors apart (never silently dropped), medians of wall time and env steps,
 planner tokens and cost: ``report.json``, ``report.md`` and the printed table.
 
+Two successes are counted, each a k/N with its own Wilson interval: the environment predicate's
+(``k``: the deciding attempt's ``environment_success`` held) and the label's (``label_k``: its run
+is labelled ``succeeded``; :mod:`rpent.recording.outcome`). They differ only where an operator
+gave verdicts (``verdicts``: deciding attempts with a final verdict) or a run was aborted;
+``disagreements`` counts deciding attempts whose verdict and predicate disagree. Without verdicts
+the label follows the predicate and the markdown shows the predicate alone.
+
 Denominators: ``N`` counts the cells with a task outcome (success or failure). Cells whose
 attempts all ended in infrastructure errors (``infra``) and cells not run yet (``pending``) are
 listed in their own columns, and ``rate_infra_as_failure = k / (N + infra)`` gives the
@@ -27,7 +34,8 @@ __all__ = ["build_report", "write_report", "render_markdown", "summarize", "OUTC
 #: row fields that depend only on which cells succeeded/failed (equal for an interrupted +
 #: resumed batch and an uninterrupted one); the others are timings and usage
 OUTCOME_FIELDS = ("planned", "k", "n", "failures", "infra", "pending", "rate", "wilson_low", "wilson_high",
-                  "rate_infra_as_failure")
+                  "rate_infra_as_failure", "label_k", "label_n", "label_rate", "label_wilson_low",
+                  "label_wilson_high", "verdicts", "disagreements")
 
 
 def _median(values: list[float]) -> float | None:
@@ -57,7 +65,10 @@ def summarize(states: list[CellState], arm: Arm | None = None, confidence: float
         ones too), ``interrupted_attempts``, ``median_wall_s`` (s, process wall time of the
         deciding attempts), ``median_env_steps``, ``tokens_in_per_episode``,
         ``tokens_out_per_episode`` (means), ``cost_usd_per_episode`` and ``cost_usd_total``
-        (USD; None when no price is configured and the planner reports none).
+        (USD; None when no price is configured and the planner reports none); and the label's
+        account: ``label_k`` (deciding attempts labelled succeeded), ``label_n`` (deciding attempts
+        with a label), ``label_rate``, ``label_wilson_low``/``label_wilson_high``, ``verdicts``
+        (deciding attempts with an operator's final verdict), ``disagreements``.
     """
     statuses = [s.status for s in states]
     k, fails = statuses.count("success"), statuses.count("failure")
@@ -65,6 +76,9 @@ def summarize(states: list[CellState], arm: Arm | None = None, confidence: float
     n = k + fails
     ci = wilson_interval(k, n, confidence)
     decided = [s.decided for s in states if s.decided is not None]
+    labelled = [a for a in decided if a.label is not None]
+    label_k, label_n = sum(1 for a in labelled if a.label == "succeeded"), len(labelled)
+    label_ci = wilson_interval(label_k, label_n, confidence)
     costs = [_cost(arm, a) for a in decided]
     known_costs = [c for c in costs if c is not None]
     return {
@@ -72,6 +86,11 @@ def summarize(states: list[CellState], arm: Arm | None = None, confidence: float
         "rate": round(k / n, 6) if n else None,
         "wilson_low": round(ci[0], 6) if ci else None, "wilson_high": round(ci[1], 6) if ci else None,
         "rate_infra_as_failure": round(k / (n + infra), 6) if n + infra else None,
+        "label_k": label_k, "label_n": label_n, "label_rate": round(label_k / label_n, 6) if label_n else None,
+        "label_wilson_low": round(label_ci[0], 6) if label_ci else None,
+        "label_wilson_high": round(label_ci[1], 6) if label_ci else None,
+        "verdicts": sum(1 for a in decided if a.verdict is not None),
+        "disagreements": sum(1 for a in decided if a.disagreement),
         "infra_attempts": sum(len(s.infra_attempts()) for s in states),
         "interrupted_attempts": sum(1 for s in states for a in s.attempts if a.status in ("interrupted", "invalid")),
         "median_wall_s": _median([a.wall_s for a in decided]),
@@ -93,8 +112,9 @@ def build_report(matrix: Matrix, states: dict[str, CellState], *, results_root: 
     Returns:
         ``{"schema_version": 1, "results_root", "generated_at", "confidence", "arms": [{"arm",
         "planner", "model", "overall": row, "tasks": [row + {"suite", "task"}]}], "cells":
-        [{"key", "status", "attempts", "infra_attempts", "decided_attempt", "run_dir", "reason"}]}``
-        with rows as in :func:`summarize`.
+        [{"key", "status", "attempts", "infra_attempts", "decided_attempt", "run_dir", "reason",
+        "environment_success", "label", "verdict", "disagreement"}]}`` with rows as in
+        :func:`summarize`.
     """
     arms = []
     for arm in matrix.arms:
@@ -120,6 +140,9 @@ def build_report(matrix: Matrix, states: dict[str, CellState], *, results_root: 
                 "decided_attempt": d.attempt if d else None,
                 "run_dir": (d or last).run_dir if (d or last) else None,
                 "reason": (d.reason if d else (last.reason if last else None)),
+                "environment_success": d.environment_success if d else None,
+                "label": d.label if d else None, "verdict": d.verdict if d else None,
+                "disagreement": d.disagreement if d else None,
                 "infra_errors": [a.reason for a in st.infra_attempts()],
                 "invalid_attempts": [{"attempt": a.attempt, "reason": a.reason} for a in st.attempts
                                      if a.status == "invalid"],
@@ -161,6 +184,26 @@ def render_markdown(report: dict[str, Any]) -> str:
                      f"{_ci(o)} | {o['infra']} | {_pct(o['rate_infra_as_failure'])} | {o['pending']} | "
                      f"{o['infra_attempts']} | {_num(o['median_wall_s'], '{:.1f}')} | {_num(o['median_env_steps'])} | {tokens} | "
                      f"{_num(o['cost_usd_per_episode'], '${:.4f}')} |")
+    with_verdicts = [a for a in report["arms"] if a["overall"].get("verdicts") or a["overall"].get("disagreements")
+                     or a["overall"].get("label_k", a["overall"]["k"]) != a["overall"]["k"]]
+    if with_verdicts:
+        lines += ["", "## environment predicate and label (operator verdicts)", "",
+                  "Where operators gave verdicts the label can differ from the environment predicate: both are "
+                  f"counted over the same deciding attempts (Wilson {conf}%).", "",
+                  f"| arm | environment k/N | success | label k/N | label success | label Wilson {conf}% | verdicts "
+                  "| disagreements |", "|---|---|---|---|---|---|---|---|"]
+        for a in with_verdicts:
+            o = a["overall"]
+            lab = {"rate": o.get("label_rate"), "wilson_low": o.get("label_wilson_low"),
+                   "wilson_high": o.get("label_wilson_high")}
+            lines.append(f"| {a['arm']} | {o['k']}/{o['n']} | {_pct(o['rate'])} | {o.get('label_k')}/{o.get('label_n')} | "
+                         f"{_pct(lab['rate'])} | {_ci(lab)} | {o.get('verdicts')} | {o.get('disagreements')} |")
+        rows = [c for c in report["cells"] if c.get("disagreement")]
+        if rows:
+            lines += ["", "| cell | environment_success | label | verdict | disagreement |", "|---|---|---|---|---|"]
+            for c in rows:
+                lines.append(f"| {c['key']} | {c['environment_success']} | {c['label']} | {c['verdict']} | "
+                             f"{c['disagreement']} |")
     for a in report["arms"]:
         lines += ["", f"## arm {a['arm']}", "",
                   f"| suite | task | k/N | success | Wilson {conf}% | infra | pending | median wall s | median env steps |",

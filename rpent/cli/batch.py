@@ -11,6 +11,7 @@ Examples (offline: scripted planner)::
     rpent-batch report results/obj
     rpent-batch compare results/before results/after --fail-on-regression
     rpent-batch compare results/ab --arms before after
+    rpent-batch compare results/before results/after --by label   # operator-verdict (label) success
 
 Unknown flags are passed to every ``rpent`` run (``--max-episode-steps 600``, ``--no-video``,
 ``--max-turns 50``, ...). Exit codes of a batch: 0 every cell has a task outcome; 1 some cells
@@ -93,6 +94,10 @@ def build_compare_parser() -> argparse.ArgumentParser:
     p.add_argument("--arms", nargs=2, metavar=("ARM_A", "ARM_B"), default=None, help="arm names (A then B)")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     p.add_argument("--fail-on-regression", action="store_true", help="exit 1 when B is significantly worse than A")
+    p.add_argument("--by", choices=("environment", "label"), default="environment",
+                   help="what counts as a success: environment (default: the environment's success predicate) or "
+                        "label (the run's label: the operator's verdict where one was required); the output says "
+                        "which was compared")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     return p
 
@@ -426,7 +431,7 @@ def _compare(argv: list[str]) -> int:
     arm_a, arm_b = args.arms if args.arms else (None, None)
     try:
         result = compare_roots(args.roots[0], args.roots[1] if len(args.roots) == 2 else None, arm_a, arm_b,
-                               alpha=args.alpha)
+                               alpha=args.alpha, basis=args.by)
     except (ValueError, KeyError) as exc:
         parser.error(str(exc).strip("'\""))
     print(json.dumps(result, indent=1, default=str) if args.json else render_compare(result), end="")

@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         plan, anchors = generate(args.audit, args.recipe, args.destination,
                                  bind_radius_m=args.bind_radius_m if args.bind_radius_m is not None else BIND_RADIUS_M,
-                                 replace=args.replace)
+                                 replace=args.replace,
+                                 argv=list(sys.argv) if argv is None else ["rpent-flash", *argv])
     except (FlashGenerateError, OSError) as exc:
         print(f"rpent-flash: error: {exc}", file=sys.stderr)
         return 2

@@ -4,7 +4,7 @@ Usage::
 
     rpent-flywheel [export] --input-root RUNS --output-dir NEW [--rules v1|v2] [--video [--vcodec C]]
         [--val-fraction F [--split-seed S]] [--image-stats sampled|full] [--image-writer-threads N]
-        [--no-progress]
+        [--include-disagreements] [--no-progress]
     rpent-flywheel validate ROOT [--json]
     rpent-flywheel view DATASET [--episode K] [--output FILE.rrd] [--image-format jpeg|png]
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 import os
 import sys
 
@@ -63,6 +64,10 @@ def _export_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="threads of lerobot's image writer (default 0); recorded PNG frames are copied as they are, so this "
              "only matters for images that are not PNG files",
     )
+    p.add_argument("--include-disagreements", action="store_true",
+                   help="also export runs the operator rejected although the environment predicate held, flagged "
+                        "in report.json and the dataset card (for studies of disagreement; never the default: "
+                        "only runs labelled succeeded are exported)")
     p.add_argument("--no-progress", action="store_true", help="do not show progress bars")
     p.epilog = (f"Exit status: 0 dataset written; {EXIT_NOTHING_EXPORTED} no episode qualified (nothing exported, "
                 "only OUT/report.json with the exclusions); 2 refused; 1 write failed; 130/143 interrupted.")
@@ -130,6 +135,8 @@ def _run_export(args: argparse.Namespace) -> int:
             split_seed=args.split_seed,
             progress=not args.no_progress,
             log=lambda m: _err(m),
+            include_disagreements=args.include_disagreements,
+            argv=list(sys.argv),
         )
     except FlywheelError as e:
         _err(f"error: {e}")
@@ -162,6 +169,10 @@ def _run_export(args: argparse.Namespace) -> int:
             + (f" and {args.output_dir}/val ({val['episodes']} episode(s))" if val else "")
             + f" (report: {args.output_dir}/report.json)"
         )
+        excluded = Counter(x["reason"] for x in report["exclusions"] if x.get("scope") == "run")
+        if excluded:
+            print(f"runs excluded (label policy {report['label_policy']} and rules {report['rules']}): "
+                  + ", ".join(f"{k} x{v}" for k, v in sorted(excluded.items())))
     return 0
 
 
@@ -178,6 +189,8 @@ def _run_validate(args: argparse.Namespace) -> int:
     else:
         for rec in result["records"]:
             head = f"{rec['record']}: {'ok' if rec['ok'] else 'PROBLEMS'}"
+            if rec.get("label_exclusion"):
+                head += f", not exportable ({rec['label_exclusion']['reason']})"
             print(f"{head} ({rec['summary']})")
             for prob in rec["problems"]:
                 print(f"  - [{prob['check']}] {prob['detail']}")

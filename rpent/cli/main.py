@@ -15,9 +15,11 @@ Check the machine first (one line per check with the fix; ``--json`` for scripts
 
     rpent doctor
 
-Exit codes: 0 = the environment's success predicate held; 1 = the run ended without success
-(task failure, planner gave up, timeout, max turns); 2 = error (bad arguments, a service or
-planner error). The run directory is printed at the end.
+Exit codes: 0 = the run is labelled succeeded (the environment's success predicate held, or with
+``--require-operator-verdict`` the operator's verdict was success); 1 = the run ended without
+success (task failure, planner gave up, timeout, max turns, an operator's failure verdict or
+abort); 2 = error (bad arguments, a service or planner error, a cancelled run). The run directory
+is printed at the end.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rpent",
         description="Run an LLM (or scripted) planner on a LIBERO / LIBERO-PRO or Meta-World task through robot tools, "
                     "and leave a complete run record.",
-        epilog="Exit codes: 0 success (environment predicate), 1 task not solved, 2 error. "
+        epilog="Exit codes: 0 success (label succeeded: the environment predicate, or the operator's verdict with "
+               "--require-operator-verdict), 1 task not solved, 2 error or cancelled. "
                "'rpent doctor [--json]' checks that this machine can run rpent (see 'rpent doctor --help').",
     )
     g = p.add_argument_group("task")
@@ -55,8 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="task index within the suite (required unless --dashboard); metaworld: an index or a task "
                         "name such as reach-v3")
     g.add_argument("--seed", type=int, default=0,
-                   help="selects the init state: seed mod n_init_states (metaworld: the goal variant seed mod 50) "
-                        "(default 0)")
+                   help="selects the init state: seed mod n_init_states (metaworld: the goal variant seed mod 50); "
+                        "0..2**63-1 (default 0)")
     g.add_argument("--libero-type", choices=("standard", "pro"), default=None,
                    help="LIBERO variant (default $LIBERO_TYPE, else pro; pro includes the standard suites)")
     g.add_argument("--max-episode-steps", type=int, default=None,
@@ -121,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = p.add_argument_group("record")
     g.add_argument("--output-dir", default=None,
-                   help="run directory (default logs/<timestamp>_<suite>_t<task>_s<seed>); must not hold a run")
+                   help="run directory (default logs/<timestamp>_<suite>_t<task>_s<seed>); must be new or empty: a directory "
+                        "holding any earlier run's file is refused")
     g.add_argument("--record-trajectory", action="store_true",
                    help="also write trajectories/<task_id>/ (planner events, executed actions, VLA predictions)")
     g.add_argument("--record-observations", choices=("vla", "all"), default="vla",
@@ -180,10 +184,10 @@ def config_from_args(args: argparse.Namespace):
                              "remove it")
     if args.env_endpoint is None and hasattr(robot, "env_python"):
         robot.env_python(args)  # its own interpreter must exist before anything starts
-    if args.seed < 0:
-        raise ValueError("--seed must be >= 0")
-    if args.max_episode_steps < 1:
-        raise ValueError("--max-episode-steps must be >= 1")
+    from rpent.run.config import check_max_episode_steps, check_seed
+
+    check_seed(args.seed)
+    check_max_episode_steps(args.max_episode_steps)
     if args.base_url and args.planner != "api":
         raise ValueError("--base-url is for --planner api only (claude_code/codex read ANTHROPIC_BASE_URL / CODEX_BASE_URL)")
     if args.flash_dir and args.planner != "flash":
@@ -326,16 +330,17 @@ def main(argv: list[str] | None = None) -> int:
     from rpent.robots.libero.toolkit import NoOperator, TerminalOperator
     from rpent.services import Supervisor
 
+    cfg.argv = list(sys.argv) if argv is None else ["rpent", *argv]
     if cfg.output_dir is None:
         cfg.output_dir = str(default_output_dir(cfg.suite, cfg.task, cfg.seed))
-    elif args.explore and (Path(cfg.output_dir) / "explore.json").exists():
-        print(f"rpent: {cfg.output_dir} already holds an exploration (explore.json); refusing to overwrite it. "
-              "Choose a new --output-dir.", file=sys.stderr)
-        return _exit(EXIT_ERROR)
-    elif (Path(cfg.output_dir) / "states.json").exists():
-        print(f"rpent: {cfg.output_dir} already holds a run record (states.json); refusing to overwrite it. "
-              "Choose a new --output-dir (or omit it for a fresh timestamped one).", file=sys.stderr)
-        return _exit(EXIT_ERROR)
+    else:
+        from rpent.run.record import check_fresh_output_dir
+
+        try:  # any earlier run's file, finished or not (an exploration's too): never overwritten or mixed
+            check_fresh_output_dir(cfg.output_dir)
+        except FileExistsError as exc:
+            print(f"rpent: {exc}", file=sys.stderr)
+            return _exit(EXIT_ERROR)
     try:  # before any service starts: an unwritable place is a one-line refusal, not a traceback later
         Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
     except OSError as exc:

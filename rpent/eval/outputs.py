@@ -10,8 +10,10 @@ configured)::
         plan.txt                which (task, reset state) pairs every env runs in every epoch
         episodes.jsonl          one line per finished trajectory, appended as it finishes
         metrics.log             the eval/* metrics (rates with k/N and the Wilson 95% interval) and the
-                                per-task success table; an incomplete run says INCOMPLETE on every line
-        metrics.json            the same, machine-readable
+                                per-task success table; an incomplete run says INCOMPLETE on every line;
+                                the last line names the success basis (the environment predicate: no
+                                operator verdicts in an evaluation)
+        metrics.json            the same, machine-readable (``success_basis``)
         tensorboard/events.out.tfevents.*   every metric as a scalar at step 0
         videos/epoch{E}_env{G}_task{T}_state{S}_{success|failure}.mp4   (env.eval.save_video=true)
 
@@ -116,6 +118,16 @@ def read_episodes(run_dir: Path) -> list[EpisodeResult]:
     return out
 
 
+#: What every rpent-eval rate counts (``metrics.json`` ``success_basis``, the last line of ``metrics.log``).
+SUCCESS_BASIS = {
+    "kind": "environment_predicate",
+    "operator_verdicts": 0,
+    "note": "every rate counts the environment's success predicate: rpent-eval rolls a policy out without an "
+            "operator, so no episode has an operator verdict or a label (rpent runs and rpent-batch report count "
+            "both where verdicts exist)",
+}
+
+
 def metric_lines(metrics: Mapping[str, float], completeness: Completeness | None = None) -> list[str]:
     """``key<TAB>value[<TAB>k/N [Wilson 95% lo, hi]][<TAB>INCOMPLETE ...]`` per metric.
 
@@ -158,6 +170,7 @@ def format_metrics(metrics: Mapping[str, float], table: Sequence[TaskRow], compl
             f"task {row.task_id}\t{row.num_trajectories}\t{row.success_once:.4f} {once.text()}\t"
             f"{row.success_at_end:.4f} {end.text()}\t{row.task_language}"
         )
+    lines += ["", f"success basis\t{SUCCESS_BASIS['kind']}: {SUCCESS_BASIS['note']}"]
     return "\n".join(lines) + "\n"
 
 
@@ -182,6 +195,7 @@ def write_metrics(run_dir: Path, metrics: Mapping[str, float], table: Sequence[T
     if completeness is not None and not completeness.complete:
         doc["status"] = completeness.marker()
     doc["metrics"] = dict(metrics)
+    doc["success_basis"] = dict(SUCCESS_BASIS)
     doc["rates"] = {k: r.to_dict() for k, r in rates(dict(metrics)).items()}
     doc["per_task"] = [
         row.__dict__ | {"init_state_ids": list(row.init_state_ids),

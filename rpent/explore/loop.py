@@ -6,7 +6,9 @@ gets the task message; later sessions get the hand-off message (agent k of K, th
 attempts and the working notes). Within a session the planner may ``reset`` up to
 ``attempts_per_session`` times (:mod:`rpent.explore.toolkit`). The loop stops when the cell is
 solved, on a planner error (a timeout moves on to the next session), or when the sessions are
-used up. Then, only when solved: the solving session's transcript and recipe are published to
+used up. A session solves the cell when its run is labelled ``succeeded`` and the environment
+predicate held (:mod:`rpent.recording.outcome`; with a required verdict, the operator decides).
+Then, only when solved: the solving session's transcript and recipe are published to
 the memory inbox as ``<cell>.json`` + ``<cell>_recipe.jsonl`` (and the recipe to the explore
 directory), and unless ``auto_merge`` is off the inbox is merged with ``solved=True``.
 ``explore.json`` in the explore directory says what happened; it is rewritten (atomically) when
@@ -132,9 +134,12 @@ async def run_explore(cfg, opts: ExploreOptions, *, operator=None, steering=None
                                          toolkit_cls=explore_toolkit_class(state), system_prompt=system)
             doc["sessions"][-1].update({"attempts": state.attempt, "state": "finished",
                                         "environment_success": outcome.environment_success, "error": outcome.error,
-                                        "stop_reason": outcome.stop_reason, "finish": outcome.finish})
+                                        "stop_reason": outcome.stop_reason, "finish": outcome.finish,
+                                        "label": outcome.label, "disagreement": outcome.disagreement})
             progress()
-            if outcome.environment_success:
+            # solved = labelled succeeded with the predicate holding (the label policy of
+            # rpent.recording.outcome): an operator's failure or abort verdict is no solution
+            if outcome.label == "succeeded" and outcome.environment_success is True:
                 doc["solved"], solving = True, Path(scfg.output_dir)
                 break
             if outcome.error and outcome.stop_reason != "timeout":

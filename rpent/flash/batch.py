@@ -116,8 +116,11 @@ def check_options(opts: ReplayOptions) -> None:
         raise ValueError("--seeds: give at least one seed")
     if any(s < 0 for s in opts.seeds) or len(set(opts.seeds)) != len(opts.seeds):
         raise ValueError(f"--seeds must be distinct integers >= 0, got {opts.seeds}")
-    if opts.max_episode_steps < 1:
-        raise ValueError(f"--max-episode-steps must be >= 1, got {opts.max_episode_steps}")
+    from rpent.run.config import check_max_episode_steps, check_seed
+
+    for s in opts.seeds:
+        check_seed(s, "--seeds")
+    check_max_episode_steps(opts.max_episode_steps)
     if opts.timeout_s is not None and not opts.timeout_s > 0:
         raise ValueError(f"--planner-timeout-s must be > 0 seconds, got {opts.timeout_s}")
     if opts.cuda_device is not None and opts.cuda_device < 0:

@@ -28,7 +28,9 @@ moved (:func:`rpent.flash.generate.fixture_anchors`); the replay re-reads it wit
 ``<cell>_plan.json``::
 
     {"schema": "rpent.flash.plan/1", "cell", "suite", "task", "seed", "task_language",
-     "source": {"audit", "recipe", "planner", "model", "env_steps"},
+     "source": {"audit", "recipe", "planner", "model", "env_steps", "label", "label_source",
+                "environment_success", "operator_verdict", "provenance"},
+     "generated_by": {...provenance of the rpent-flash generate invocation...},
      "steps": [{"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 0},
                {"op": "tool", "tool": "move_to", "args": {...}, "anchor": "a0" | null,
                 "observation": k | null, "offset_xy": [dx, dy] (m) | null,
@@ -42,6 +44,10 @@ In an ``op: tool`` step bound to an anchor, ``args["xyz"]`` is rebuilt as
 turned by the change of the anchor's grasp axis (only for elongated footprints, the rule of
 :func:`rpent.robots.libero.strategy.plan_grasp`). An unbound waypoint between two anchored
 ones (``interp``) is placed at fraction ``t`` of the way between their rebuilt XY positions.
+
+A plan is accepted only from a run labelled ``succeeded``: :func:`load_flash` refuses a plan whose
+``source.label`` says otherwise (``flash_plan_rejected``; plans written before labels were
+recorded have none and were generated from runs whose predicate held).
 """
 
 from __future__ import annotations
@@ -132,10 +138,16 @@ def load_flash(directory: str | Path, cell: str) -> tuple[dict, dict]:
 
     Raises:
         FlashFileError: a file is missing (``flash_plan_missing`` / ``flash_anchors_missing``),
+            the plan comes from a run not labelled succeeded (``flash_plan_rejected``),
             not JSON, of another schema, or a step names an anchor/observation the anchors
             file lacks (``flash_plan_invalid``).
     """
     plan = _read(plan_path(directory, cell), "flash_plan_missing", PLAN_SCHEMA)
+    label = (plan.get("source") or {}).get("label") if isinstance(plan.get("source"), dict) else None
+    if label is not None and label != "succeeded":
+        raise FlashFileError("flash_plan_rejected", f"{plan_path(directory, cell)} comes from a run labelled "
+                                                    f"{label!r}; plans are replayed only from runs labelled succeeded: "
+                                                    "regenerate it from a succeeded run with `rpent-flash generate`")
     anchors = _read(anchors_path(directory, cell), "flash_anchors_missing", ANCHORS_SCHEMA)
     by_id = {a.get("id"): a for a in anchors.get("anchors", [])}
     steps = plan.get("steps")

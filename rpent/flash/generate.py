@@ -3,9 +3,11 @@
 Inputs are the run's *audit* and *recipe*:
 
 * audit: the run's ``transcript_<tag>.json`` (any planner: scripted, api, claude_code, codex),
-  or a run directory holding exactly one. It must say ``environment_success: true``; its
-  messages give the order of the tool calls and the ``segment`` results (object estimates).
-* recipe: the run's ``<tag>_recipe.jsonl`` (written only for solved runs): the successful
+  or a run directory holding exactly one. Its run must be labelled ``succeeded`` with
+  ``environment_success: true`` (:func:`rpent.recording.outcome.label_exclusion`: a run the
+  operator rejected, aborted or cancelled is refused, naming the reason); its messages give the
+  order of the tool calls and the ``segment`` results (object estimates).
+* recipe: the run's ``<tag>_recipe.jsonl`` (written only for such runs): the successful
   commands, one JSON object per line, ``{"action": tool, **args}``, and the successful
   ``segment`` calls, ``{"action": "segment", "prompt" | "point", "camera", "artifact"?}``, in
   (step, segment index) order (reference §6.1; :meth:`rpent.run.record.RunRecord.recipe_commands`).
@@ -22,6 +24,9 @@ bowls of a libero_spatial scene) stands for the instance the run went on to use,
 (XY) to the first following waypoint within the bind radius of any of them (:func:`pick_instance`),
 not for the top-scored one; its ``locate`` step says ``"instances": n`` so the replay looks at all
 of them too and keeps the one nearest the recorded centre.
+The plan's ``source`` names the audit and recipe, the run's label, predicate and verdict and the
+short form of its provenance (:func:`rpent.recording.provenance.provenance_summary`);
+``generated_by`` is the provenance of the ``rpent-flash generate`` invocation itself.
 An older recipe without ``segment`` lines is still read: the transcript's successful segment
 calls (after its last reset) are then interleaved with the recipe commands in call order, each
 command matched in order to the transcript's non-error call of that tool.
@@ -36,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from rpent.flash.files import ANCHORS_SCHEMA, PLAN_SCHEMA, anchors_path, cell_tag, plan_path, save_flash
+from rpent.recording.outcome import EXCLUSION_TEXT, label_exclusion, outcome_from_doc
+from rpent.recording.provenance import provenance_summary, run_provenance
 
 __all__ = ["FlashGenerateError", "generate", "BIND_RADIUS_M", "FIXTURE_CAMERA", "fixture_anchors",
            "fixture_estimate", "read_audit",
@@ -419,7 +426,8 @@ def _from_transcript(builder: _PlanBuilder, commands: list[dict], calls: list[di
 
 
 def generate(audit: str | Path, recipe: str | Path, destination: str | Path,
-             bind_radius_m: float = BIND_RADIUS_M, replace: bool = False) -> tuple[Path, Path]:
+             bind_radius_m: float = BIND_RADIUS_M, replace: bool = False,
+             argv: list[str] | None = None) -> tuple[Path, Path]:
     """Write ``<cell>_plan.json`` and ``<cell>_anchors.json`` for the audited run into ``destination``.
 
     Args:
@@ -428,10 +436,13 @@ def generate(audit: str | Path, recipe: str | Path, destination: str | Path,
         destination: output directory (created).
         bind_radius_m: see :data:`BIND_RADIUS_M`.
         replace: overwrite the cell's existing plan and anchors in ``destination`` (else refused).
+        argv: the command line recorded in the plan's ``generated_by`` provenance (default ``sys.argv``).
     Returns:
         (plan path, anchors path).
     Raises:
-        FlashGenerateError: the run was not solved, localised nothing, audit and recipe
+        FlashGenerateError: the run is not labelled succeeded (the operator rejected or aborted it,
+            it was cancelled or ended in an error: the reason is named) or its predicate did not
+            hold, it localised nothing, audit and recipe
             disagree (the message says which command could not be matched), or ``destination``
             already holds a plan of the cell and ``replace`` is false.
         OSError: the destination cannot be written.
@@ -441,6 +452,12 @@ def generate(audit: str | Path, recipe: str | Path, destination: str | Path,
         raise FlashGenerateError(f"--destination {destination}: {blocker} is a file, not a directory; "
                                  "choose a directory for the flash files")
     audit_path, doc = read_audit(audit)
+    outcome = outcome_from_doc(doc, str(audit_path))
+    excluded = label_exclusion(outcome)
+    if excluded is not None and excluded[0] != "not_successful":  # that one: the predicate check below says it
+        reason, detail = excluded
+        raise FlashGenerateError(f"--audit {audit_path}: refused ({reason}): {EXCLUSION_TEXT[reason]}; {detail}. "
+                                 "Flash plans come only from runs labelled succeeded whose environment predicate held")
     if doc.get("environment_success") is not True:
         raise FlashGenerateError(f"--audit {audit_path}: the run was not solved (environment_success="
                                  f"{doc.get('environment_success')!r}); flash plans come only from solved runs")
@@ -473,6 +490,10 @@ def generate(audit: str | Path, recipe: str | Path, destination: str | Path,
     ident = {"cell": cell, "suite": suite, "task": task, "seed": seed, "task_language": doc.get("task_language")}
     plan = {"schema": PLAN_SCHEMA, **ident,
             "source": {"audit": str(audit_path), "recipe": str(recipe), "planner": doc.get("planner"),
-                       "model": doc.get("model"), "env_steps": doc.get("env_steps")},
+                       "model": doc.get("model"), "env_steps": doc.get("env_steps"), "label": outcome.label,
+                       "label_source": outcome.label_source, "environment_success": outcome.environment_success,
+                       "operator_verdict": outcome.verdict, "provenance": provenance_summary(doc.get("provenance"))},
+            "generated_by": run_provenance(argv=argv, config={"audit": str(audit_path), "recipe": str(recipe),
+                                                              "destination": str(destination)}),
             "bind_radius_m": bind_radius_m, "steps": steps}
     return save_flash(destination, cell, plan, {"schema": ANCHORS_SCHEMA, **ident, "anchors": anchors})

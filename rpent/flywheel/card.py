@@ -2,8 +2,9 @@
 
 The card is lerobot's own (``create_lerobot_dataset_card``: Hugging Face dataset-card front
 matter with the ``LeRobot`` tag and ``meta/info.json``), with a provenance section of ours:
-rule set, source runs (record paths relative to the input root), planners, counts per
-``source`` (scripted / vla), exclusions by reason, and the split.
+rule set, label policy, source runs (record paths relative to the input root, each with its
+label, verdict and the code that made it), planners, the rpent commits and models behind the
+runs, counts per ``source`` (scripted / vla), exclusions by reason, and the split.
 """
 
 from __future__ import annotations
@@ -56,6 +57,21 @@ def provenance_markdown(report: dict, split_name: str, episode_indices: list[int
     for _, e in mine:
         sources.update(e.get("sources", {}))
     reasons = Counter(x["reason"] for x in report["exclusions"])
+    by_record = {r["record"]: r for r in report["runs"]}
+    made_by: Counter = Counter()
+    models: Counter = Counter()
+    for rec in runs:
+        prov = by_record[rec].get("provenance") or {}
+        if prov.get("commit") or prov.get("rpent_version"):
+            made_by[f"rpent {prov.get('rpent_version')} commit {prov.get('commit') or 'unknown'}"
+                    + (" (dirty)" if prov.get("dirty") else "")] += 1
+        else:
+            made_by["unknown (record without provenance)"] += 1
+        for kind, ident in (prov.get("models") or {}).items():
+            if ident:
+                models[f"{kind}: {ident.get('checkpoint') or ident.get('endpoint')} "
+                       f"(fingerprint {(ident.get('fingerprint') or 'none')[:16]})"] += 1
+    exporter = report.get("exported_by") or {}
     lines = [
         f"Exported by `rpent-flywheel` (rpent {report.get('rpent_version')}) on {report['created_at']} "
         f"with rule set **{report['rules']}** ({report['rules_description']}).",
@@ -72,11 +88,21 @@ def provenance_markdown(report: dict, split_name: str, episode_indices: list[int
            if report["dataset"].get("image_stats", "sampled") == "sampled" else "statistics on every pixel"),
         f"- Input root: `{report['input_root']}`; runs seen {report['counts']['runs_seen']}, "
         f"exported {report['counts']['runs_exported']}",
+        f"- Label policy: `{report.get('label_policy', 'succeeded')}`: {report.get('label_policy_description', '')}"
+        + (f"; {report['counts'].get('disagreements_included', 0)} exported run(s) are disagreements"
+           if report.get("label_policy") != "succeeded" else ""),
         f"- Exclusions by reason (whole export): {json.dumps(dict(sorted(reasons.items())))}",
+        f"- Runs made by: {json.dumps(dict(sorted(made_by.items())))}",
+        f"- Models used by the runs: {json.dumps(dict(sorted(models.items())))}",
+        f"- Exported by: rpent {exporter.get('rpent_version')} commit {exporter.get('commit')}"
+        + (" (dirty)" if exporter.get("dirty") else "") + f" on {exporter.get('host')}",
         "",
-        "Source runs (record directories relative to the input root):",
+        "Source runs (record directories relative to the input root; label, operator verdict):",
         "",
-        *[f"- `{r}`" for r in runs],
+        *[f"- `{r}`: label {(by_record[r].get('outcome') or {}).get('label')}, verdict "
+          f"{(by_record[r].get('outcome') or {}).get('verdict')}"
+          + (" (disagreement, included for study)" if by_record[r].get("disagreement_included") else "")
+          for r in runs],
         "",
         "The full per-run account is in `../report.json` next to this dataset.",
     ]

@@ -3,7 +3,8 @@
 Steps: remove stale build directories of the same output (a killed earlier export's, see
 :mod:`rpent.flywheel.partial`); find every record under each input root (recursively: a run
 directory, a batch results root ``<root>/<arm>/<cell>/...``, or any parent); refuse a mix of
-robots; apply rule set v1 or v2 of :mod:`rpent.flywheel.selection`; write ``train/`` (and
+robots; apply rule set v1 or v2 of :mod:`rpent.flywheel.selection` (both begin with the label
+policy of :mod:`rpent.recording.outcome`: only runs labelled ``succeeded``); write ``train/`` (and
 ``val/`` when a validation split is asked for) with lerobot's writer into a hidden build
 directory ``.<name>.partial-<hex>``; write each dataset's card (``README.md``) and
 ``report.json``; rename the build directory to ``output_dir``. A failed or interrupted
@@ -32,11 +33,16 @@ from rpent.flywheel import partial as _partial
 from rpent.flywheel.selection import RULE_SETS, RULES_V1, ROBOT_TYPES, RunSelection, select_run
 from rpent.recording import layout
 from rpent.recording.atomic import write_json_atomic
+from rpent.recording.outcome import LABEL_POLICY, LABEL_POLICY_WITH_DISAGREEMENTS, label_policy_text
+from rpent.recording.provenance import provenance_summary, run_provenance
 from rpent.recording.reader import find_record_dirs, load_record
 
-REPORT_SCHEMA_VERSION = 2
+REPORT_SCHEMA_VERSION = 3
 """2: adds ``rules``, ``split``, ``val_dataset``, ``exclusion_counts``, ``stale_partials_removed``,
-per-run ``planner`` and per-episode ``sources``/``split``/``dataset_episode_index``."""
+per-run ``planner`` and per-episode ``sources``/``split``/``dataset_episode_index``.
+3: adds ``label_policy``, ``label_policy_description``, ``exported_by`` (provenance of the export),
+``counts.disagreements_included``, per-run ``outcome``, ``disagreement_included`` and ``provenance``
+(the source run's, short form)."""
 DATASET_DIRNAME = "train"
 VAL_DATASET_DIRNAME = "val"
 REPORT_NAME = "report.json"
@@ -97,6 +103,9 @@ def _build_report(
     rules: str,
     split: tuple[list[int], list[int]],
     split_args: dict,
+    provenances: list[dict | None] | None = None,
+    include_disagreements: bool = False,
+    argv: list[str] | None = None,
 ) -> dict:
     import rpent
 
@@ -104,7 +113,8 @@ def _build_report(
     where = {i: ("train", k) for k, i in enumerate(train)} | {i: ("val", k) for k, i in enumerate(val)}
     runs, exclusions = [], []
     episode_index = 0
-    for sel, planner in zip(selections, planners):
+    provenances = provenances if provenances is not None else [None] * len(selections)
+    for sel, planner, prov in zip(selections, planners, provenances):
         rel = _rel(sel.record_dir, input_root)
         eps = []
         for ep in sel.episodes:
@@ -131,6 +141,9 @@ def _build_report(
                 "actions": sel.n_actions,
                 "frames": sum(e["frames"] for e in eps),
                 "episodes": eps,
+                "outcome": sel.outcome,
+                "disagreement_included": sel.disagreement_included,
+                "provenance": provenance_summary(prov),
             }
         )
         for ex in sel.exclusions:
@@ -145,6 +158,9 @@ def _build_report(
         "robot": robot,
         "rules": rules,
         "rules_description": RULES_DESCRIPTION[rules],
+        "label_policy": LABEL_POLICY_WITH_DISAGREEMENTS if include_disagreements else LABEL_POLICY,
+        "label_policy_description": label_policy_text(include_disagreements),
+        "exported_by": provenance_summary(run_provenance(argv=argv, config={"rules": rules})),
         "dataset": None,
         "val_dataset": None,
         "split": {**split_args, "train_episodes": train, "val_episodes": val},
@@ -154,6 +170,7 @@ def _build_report(
             "episodes": episode_index,
             "frames": frames,
             "actions_seen": sum(s.n_actions for s in selections),
+            "disagreements_included": sum(1 for s in selections if s.exported and s.disagreement_included),
         },
         "exclusion_counts": dict(sorted(Counter(x["reason"] for x in exclusions).items())),
         "runs": runs,
@@ -195,6 +212,8 @@ def export_records(
     split_seed: int = 0,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
+    include_disagreements: bool = False,
+    argv: list[str] | None = None,
 ) -> dict:
     """Export the qualifying frames of every record under ``input_root`` to ``output_dir``.
 
@@ -216,6 +235,10 @@ def export_records(
         split_seed: seed of the episode shuffle for the split.
         progress: show tqdm progress bars on stderr.
         log: receives one-line notes (stale build directories removed, ...); default: ignored.
+        include_disagreements: also export the runs the operator rejected although the environment
+            predicate held (for studies of disagreement; never the default). The report and the
+            dataset card name the label policy either way.
+        argv: the command line recorded in the report's ``exported_by`` (default ``sys.argv``).
 
     Returns:
         the report (also written to ``<output_dir>/report.json``).
@@ -260,12 +283,15 @@ def export_records(
         record_dirs.extend(d for d in found if d not in record_dirs)
     records = [load_record(d) for d in tqdm(record_dirs, desc="reading records", unit="run", disable=not progress)]
     robot = _check_single_robot(records, input_root)
-    selections = [select_run(r, rules) for r in tqdm(records, desc="checking runs", unit="run", disable=not progress)]
+    selections = [select_run(r, rules, include_disagreements=include_disagreements)
+                  for r in tqdm(records, desc="checking runs", unit="run", disable=not progress)]
     planners = [(r.task or {}).get("planner") for r in records]
+    provenances = [(r.task or {}).get("provenance") for r in records]
     episodes = [(s.record_dir, ep) for s in selections for ep in s.episodes]
     split = _card.split_episodes(len(episodes), val_fraction, split_seed)
     report = _build_report(input_root, output_dir, selections, planners, robot, rules, split,
-                           {"val_fraction": val_fraction, "seed": split_seed})
+                           {"val_fraction": val_fraction, "seed": split_seed}, provenances,
+                           include_disagreements=include_disagreements, argv=argv)
     report["stale_partials_removed"] = removed
 
     if not progress:

@@ -11,7 +11,8 @@ mismatched run record would otherwise go unnoticed. Checks, each named in the fi
   record's suite, task, seed) exists, is a JSON object with the run layer's fields and types
   (``suite``, ``task``, ``seed``, ``task_language``, ``planner``, ``environment_success``,
   ``env_steps``, ``stop_reason``, ``error``, ``label``, ``stats``, ``messages``), and agrees with
-  ``task.json`` (suite, task, seed, task language, planner, init state hash, environment success)
+  ``task.json`` (suite, task, seed, task language, planner, init state hash, environment success,
+  label)
   and with the record's last action (``env_steps`` = its ``step`` + 1).
 - ``states``: ``states.json`` is a JSON object with ``schema_version`` 1, an ``episode`` of the
   same suite/task/seed and ``steps`` numbered 0, 1, 2, ...; its last step's ``env_steps`` equals
@@ -49,7 +50,8 @@ _TRANSCRIPT_FIELDS: dict[str, tuple[type, ...]] = {
 }
 """Fields every transcript has (:func:`rpent.run.runner` writes them) and their JSON types."""
 
-_AGREE_WITH_TASK = ("suite", "task", "seed", "task_language", "planner", "init_state_sha256", "environment_success")
+_AGREE_WITH_TASK = ("suite", "task", "seed", "task_language", "planner", "init_state_sha256", "environment_success",
+                    "label")
 """Transcript fields that must equal ``task.json``'s (when both have them)."""
 
 

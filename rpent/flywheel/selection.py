@@ -2,6 +2,15 @@
 
 Rules (``shared/seeds/004``, "导出训练数据"), applied per record:
 
+0. Label (both rule sets): the run must be labelled ``succeeded`` (:mod:`rpent.recording.outcome`,
+   :func:`~rpent.recording.outcome.label_exclusion`): a run the operator rejected
+   (``operator_rejected``), aborted (``aborted``), that was cancelled (``cancelled``), ended in an
+   error (``run_error``), lacked a required verdict (``no_operator_verdict``) or whose operator
+   said success while the predicate did not hold (``disagreement``) is excluded with that reason.
+   The label is ``task.json``'s; a record written before labels were recorded takes its run's
+   transcript, else a label derived from its predicate. ``include_disagreements`` (never the
+   default) lets through the runs the operator rejected although the predicate held, flagged
+   ``disagreement`` in the report, for studies of operator/predicate disagreement.
 1. Run: ``task.json`` must exist and ``environment_success`` must be exactly ``true``
    (``false``, ``null``, missing or non-boolean → excluded; the planner's finish claim never counts).
 2. Action: only actions that were executed (every ``actions.jsonl`` line is one) with
@@ -44,6 +53,7 @@ import numpy as np
 from PIL import Image
 
 from rpent.recording import layout
+from rpent.recording import outcome as _outcome
 from rpent.recording.reader import TrajectoryRecord
 
 IMAGE_SHAPE = (256, 256, 3)
@@ -86,7 +96,18 @@ DUPLICATE_LINK = "duplicate_link"
 FAILED_ATTEMPT = "failed_attempt"
 AFTER_SUCCESS = "after_success"
 
+# Label-policy exclusion reasons (rpent.recording.outcome).
+OPERATOR_REJECTED = _outcome.OPERATOR_REJECTED
+ABORTED = _outcome.ABORTED
+CANCELLED = _outcome.CANCELLED
+RUN_ERROR = _outcome.RUN_ERROR
+NO_OPERATOR_VERDICT = _outcome.NO_OPERATOR_VERDICT
+DISAGREEMENT = _outcome.DISAGREEMENT
+LABEL_UNKNOWN = _outcome.LABEL_UNKNOWN
+LABEL_REASONS = (OPERATOR_REJECTED, ABORTED, CANCELLED, RUN_ERROR, NO_OPERATOR_VERDICT, DISAGREEMENT, LABEL_UNKNOWN)
+
 REASON_TEXT = {
+    **{r: _outcome.EXCLUSION_TEXT[r] for r in LABEL_REASONS},
     NO_TASK_JSON: "task.json is missing: the run's outcome is unknown",
     INVALID_TASK_JSON: "task.json cannot be read",
     UNSUPPORTED_SCHEMA: "task.json has an unsupported schema_version",
@@ -149,6 +170,9 @@ class RunSelection:
         episodes: lists of frames; each list is one LeRobot episode.
         exclusions: report entries ``{"scope": "run"|"actions", "reason", "detail", ...}``.
         n_actions: lines in ``actions.jsonl`` that parsed.
+        outcome: the run's outcome as the rules read it: ``{"label", "label_source",
+            "environment_success", "verdict", "disagreement", "source"}`` (None without task.json).
+        disagreement_included: exported although the operator rejected it (``include_disagreements``).
     """
 
     record_dir: Path
@@ -157,6 +181,8 @@ class RunSelection:
     episodes: list[list[Frame]] = field(default_factory=list)
     exclusions: list[dict] = field(default_factory=list)
     n_actions: int = 0
+    outcome: dict | None = None
+    disagreement_included: bool = False
 
     @property
     def exported(self) -> bool:
@@ -249,12 +275,17 @@ def image_problem(record_dir: Path, rel: str | None) -> str | None:
     return None
 
 
-def select_run(record: TrajectoryRecord, rules: str = RULES_V1) -> RunSelection:
+def select_run(record: TrajectoryRecord, rules: str = RULES_V1, *, include_disagreements: bool = False) -> RunSelection:
     """Apply the export rules ``rules`` (``"v1"`` or ``"v2"``, module docstring) to one record.
 
     Read-only. Every image of a kept frame is decoded once to check it (an unreadable one
     excludes the run as ``bad_observation``).
 
+    Args:
+        record: the record.
+        rules: the rule set.
+        include_disagreements: also export runs the operator rejected although the environment
+            predicate held (rule 0; for studies, never the default).
     Returns:
         the :class:`RunSelection`: episodes of frames to export and every exclusion with its reason.
 
@@ -267,11 +298,32 @@ def select_run(record: TrajectoryRecord, rules: str = RULES_V1) -> RunSelection:
     task = record.task
     sel = RunSelection(rd, (task or {}).get("robot"), str((task or {}).get("task_id") or rd.name))
     sel.n_actions = len(record.actions.records)
+    if _label_level(record, sel, include_disagreements) is not None:
+        return sel
     if _run_level(record, sel) is not None:
         return sel
     if rules == RULES_V2:
         return _select_v2(record, sel)
     return _select_v1(record, sel)
+
+
+def _label_level(record: TrajectoryRecord, sel: RunSelection, include_disagreements: bool) -> RunSelection | None:
+    """Rule 0 (the label policy): ``sel`` (run excluded, reason recorded) or None (passed).
+    Records without a readable task.json or of another schema are left to :func:`_run_level`."""
+    task = record.task
+    if task is None or task.get("schema_version") != layout.SCHEMA_VERSION:
+        return None
+    out = _outcome.trajectory_outcome(record.record_dir, task)
+    sel.outcome = {"label": out.label, "label_source": out.label_source,
+                   "environment_success": out.environment_success, "verdict": out.verdict,
+                   "disagreement": out.disagreement, "source": out.source}
+    if out.label_source == "derived" and out.verdict is None:
+        return None  # an older record without a label or verdict: the predicate rules decide, as before
+    excluded = _outcome.label_exclusion(out, include_disagreements=include_disagreements)
+    if excluded is not None and excluded[0] != NOT_SUCCESSFUL:  # that one: rule 1 names the predicate's state
+        return sel.exclude_run(*excluded)
+    sel.disagreement_included = bool(out.disagreement) and out.label != "succeeded"
+    return None
 
 
 def _run_level(record: TrajectoryRecord, sel: RunSelection) -> RunSelection | None:

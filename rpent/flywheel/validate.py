@@ -16,6 +16,10 @@ the findings (``check``):
   ``capture.observations == "all"`` every action references both images.
 - ``success``: ``environment_success == true`` has a step with ``terminated == true`` (the
   evidence rule set v2 cuts at); ``false`` has none.
+- ``transcript`` also checks that the transcript's ``label`` equals ``task.json``'s. Each record's
+  result names its label, the operator's verdict, any disagreement and, when the label policy
+  keeps the run out of every export, the reason (``label_exclusion``): a sound record of a run
+  the operator rejected is ``ok`` and not exportable.
 - ``transcript``, ``states``: the run record next to it (``<run>/transcript_<tag>.json``,
   ``<run>/states.json``) is well formed and agrees with the trajectory record
   (:mod:`rpent.flywheel.runcheck`).
@@ -36,6 +40,7 @@ from rpent.flywheel import runcheck
 from rpent.flywheel.selection import check_action_line, check_prediction_line, image_problem
 from rpent.recording import layout
 from rpent.recording.jsonl import read_jsonl
+from rpent.recording.outcome import label_exclusion, trajectory_outcome
 from rpent.recording.reader import find_record_dirs, load_record
 
 CHECKS = ("files", "task_json", "lines", "links", "observations", "success", "transcript", "states")
@@ -56,8 +61,12 @@ def validate_record(record_dir: str | Path) -> dict:
 
     Returns:
         ``{"ok": bool, "summary": str, "problems": [{"check", "detail"}], "actions": n,
-        "predictions": n, "status", "environment_success", "run_record": str | None}``
-        (``run_record``: the run directory whose transcript and ``states.json`` were checked). At most 20 problems per check are
+        "predictions": n, "status", "environment_success", "label", "label_source",
+        "operator_verdict", "disagreement", "label_exclusion": {"reason", "detail"} | None,
+        "run_record": str | None}`` (``run_record``: the run directory whose transcript and
+        ``states.json`` were checked; ``label_exclusion``: why the label policy keeps the run out
+        of every export, :func:`rpent.recording.outcome.label_exclusion`). ``ok`` is about the
+        files being sound, not about the run's outcome. At most 20 problems per check are
         listed, then one line with the count of the rest.
 
     Raises:
@@ -182,10 +191,15 @@ def validate_record(record_dir: str | Path) -> dict:
     for check, n in counts.items():
         if n > _MAX_PER_CHECK:
             problems.append({"check": check, "detail": f"... and {n - _MAX_PER_CHECK} more {check} problem(s)"})
+    outcome = trajectory_outcome(rd, task)
+    excluded = label_exclusion(outcome) if task is not None else None
     sources = Counter(a.get("source") for a in good_actions)
     summary = (f"{len(actions)} action(s) ({', '.join(f'{k} {v}' for k, v in sorted(sources.items())) or 'none'}), "
                f"{len(preds)} prediction(s), status {(task or {}).get('status')!r}, "
-               f"environment_success {success!r}" + (f", first success at seq {first}" if first is not None else ""))
+               f"environment_success {success!r}" + (f", first success at seq {first}" if first is not None else "")
+               + f", label {outcome.label!r}" + (" (derived)" if outcome.label_source == "derived" else "")
+               + (f", operator verdict {outcome.verdict!r}" if outcome.verdict else "")
+               + (f", disagreement: {outcome.disagreement}" if outcome.disagreement else ""))
     return {
         "ok": not problems,
         "summary": summary,
@@ -194,6 +208,11 @@ def validate_record(record_dir: str | Path) -> dict:
         "predictions": len(preds),
         "status": (task or {}).get("status"),
         "environment_success": success,
+        "label": outcome.label,
+        "label_source": outcome.label_source,
+        "operator_verdict": outcome.verdict,
+        "disagreement": outcome.disagreement,
+        "label_exclusion": None if excluded is None else {"reason": excluded[0], "detail": excluded[1]},
         "run_record": str(run_dir) if run_dir is not None else None,
     }
 
@@ -218,7 +237,8 @@ def validate_root(root: str | Path) -> dict:
         problems = [{"check": c, "detail": t} for c, t in runcheck.unrecorded_run_problems(run)]
         out.append({"record": _rel(run, root), "ok": False, "summary": "run directory without a trajectory record",
                     "problems": problems, "actions": 0, "predictions": 0, "status": None,
-                    "environment_success": None, "run_record": str(run)})
+                    "environment_success": None, "label": None, "label_source": None, "operator_verdict": None,
+                    "disagreement": None, "label_exclusion": None, "run_record": str(run)})
     out.sort(key=lambda r: r["record"])
     by_check: Counter = Counter()
     for r in out:

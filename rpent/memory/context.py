@@ -7,7 +7,9 @@ the manifest is verified first (:func:`rpent.memory.corpus.verify_manifest`), th
 * every ``global/`` leaf;
 * ``task-family/`` leaves whose ``suite`` and ``task_id`` match the run;
 * the ``task-specific/`` audit + recipe pairs of the same task (any seed; seed 0 is the
-  reference, RPent reference §6.1 ``reference_tag``).
+  reference, RPent reference §6.1 ``reference_tag``), except a pair whose audit's run is labelled
+  other than ``succeeded`` (listed as ``withheld`` in the run's audit; the label policy of
+  :mod:`rpent.recording.outcome`).
 
 The api planner has no file tools, so the files' text is put in the system prompt, after a
 pointer to ``MEMORY.md`` and the rule that recipes give the step order while coordinates are
@@ -37,11 +39,14 @@ class MemoryContext:
         corpus: the robot's corpus directory.
         files: ``[(relative path, text)]`` in prompt order (``MEMORY.md`` first).
         hashes: ``{relative path: sha256}`` of the files read (from the verified manifest).
+        withheld: task-specific pairs left out because their audit's run is not labelled
+            succeeded (``{"path", "reason"}``; a corpus merged before the label policy existed).
     """
 
     corpus: Path
     files: list[tuple[str, str]] = field(default_factory=list)
     hashes: dict[str, str] = field(default_factory=dict)
+    withheld: list[dict] = field(default_factory=list)
 
     def prompt_section(self) -> str:
         """The system-prompt section (Markdown)."""
@@ -58,8 +63,11 @@ class MemoryContext:
 
     def audit(self) -> dict:
         """``{"corpus", "files_read": [{"path", "sha256"}]}`` for the run record."""
-        return {"corpus": str(self.corpus),
-                "files_read": [{"path": rel, "sha256": self.hashes.get(rel)} for rel, _ in self.files]}
+        out = {"corpus": str(self.corpus),
+               "files_read": [{"path": rel, "sha256": self.hashes.get(rel)} for rel, _ in self.files]}
+        if self.withheld:
+            out["withheld"] = list(self.withheld)
+        return out
 
 
 def load_context(memory_dir: str | Path | None, robot: str, suite: str, task: int) -> MemoryContext:
@@ -95,7 +103,34 @@ def load_context(memory_dir: str | Path | None, robot: str, suite: str, task: in
     ts = corpus / "task-specific"
     if ts.is_dir():
         prefix = task_prefix(suite, task)
+        withheld = _withheld_cells(ts, prefix)
         for p in sorted(ts.glob(f"{prefix}_s*"), key=lambda q: (not q.name.startswith(f"{prefix}_s0"), q.name)):
             if p.name.endswith((".json", "_recipe.jsonl")):
+                cell = p.name.removesuffix("_recipe.jsonl").removesuffix(".json")
+                if cell in withheld:
+                    ctx.withheld.append({"path": p.relative_to(corpus).as_posix(), "reason": withheld[cell]})
+                    continue
                 ctx.files.append((p.relative_to(corpus).as_posix(), p.read_text(encoding="utf-8")))
     return ctx
+
+
+def _withheld_cells(ts: Path, prefix: str) -> dict[str, str]:
+    """``{cell: reason}`` of the task-specific audits (``<cell>.json``) whose run carries a label
+    and is not labelled succeeded with its predicate holding (:mod:`rpent.recording.outcome`);
+    an audit without a label (merged before labels were recorded) is kept."""
+    import json
+
+    from rpent.recording.outcome import label_exclusion, outcome_from_doc
+
+    out: dict[str, str] = {}
+    for audit in ts.glob(f"{prefix}_s*.json"):
+        try:
+            doc = json.loads(audit.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        if not isinstance(doc, dict) or "label" not in doc:
+            continue
+        excluded = label_exclusion(outcome_from_doc(doc, str(audit)))
+        if excluded is not None:
+            out[audit.stem] = f"{excluded[0]}: {excluded[1]}"
+    return out

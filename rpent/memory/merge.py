@@ -11,13 +11,16 @@ Under a file lock (``_internal/.merge.lock``, :mod:`filelock`):
    draft's prose differs from the leaf's, the draft is archived under
    ``_internal/conflicts/<cell>/<id>.md`` and the published prose is kept;
 3. only with ``solved=True`` is the audit + recipe pair (``<cell>.json`` and
-   ``<cell>_recipe.jsonl`` in the inbox) copied to ``task-specific/``;
+   ``<cell>_recipe.jsonl`` in the inbox) copied to ``task-specific/``, and only when the audit's
+   run is labelled ``succeeded`` with its environment predicate holding (a run the operator
+   rejected or aborted refuses the whole merge, naming the reason);
 4. the inbox is moved to ``_internal/merged/<cell>/`` (``wip/`` notes travel with it, never
    into the corpus), ``MEMORY.md`` and ``manifest.json`` are rebuilt.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import time
@@ -81,7 +84,8 @@ def merge_inbox(corpus: Path, cell: str, *, solved: bool, lock_timeout_s: float 
 
     Raises:
         MergeError: bad cell name, no inbox, an invalid draft, a pair missing its half while
-            ``solved``, or the lock not acquired within ``lock_timeout_s``.
+            ``solved``, an audit not labelled succeeded while ``solved``, or the lock not acquired
+            within ``lock_timeout_s``.
     """
     if not _CELL.match(cell):
         raise MergeError(f"--cell {cell!r} is not a cell tag like object_t0_s0 (<suite without libero_>_t<task>_s<seed>)")
@@ -100,6 +104,31 @@ def merge_inbox(corpus: Path, cell: str, *, solved: bool, lock_timeout_s: float 
         lock.release()
 
 
+def _check_audit_label(audit: Path) -> None:
+    """Refuse an audit (a run's transcript) whose run is not labelled succeeded with its predicate
+    holding (:func:`rpent.recording.outcome.label_exclusion`): a run the operator rejected or
+    aborted never becomes a task-specific pair.
+
+    Raises:
+        MergeError: naming the reason (``operator_rejected``, ``aborted``, ...).
+    """
+    from rpent.recording.outcome import EXCLUSION_TEXT, OutcomeReadError, label_exclusion, outcome_from_doc
+
+    try:
+        doc = json.loads(audit.read_text(encoding="utf-8"))
+        outcome = outcome_from_doc(doc, str(audit))
+    except (OSError, UnicodeDecodeError, ValueError, OutcomeReadError) as exc:
+        raise MergeError(f"--solved but the audit {audit} cannot be read ({exc}); nothing merged") from None
+    excluded = label_exclusion(outcome)
+    if excluded is None and outcome.environment_success is not True:
+        excluded = ("not_successful", f"environment_success={outcome.environment_success!r}")
+    if excluded is not None:
+        reason, detail = excluded
+        raise MergeError(f"--solved refused ({reason}): the audit {audit.name} is of a run that is not labelled "
+                         f"succeeded: {EXCLUSION_TEXT[reason]}; {detail}. Nothing merged; merge without --solved "
+                         "to publish only the drafts")
+
+
 def _merge_locked(corpus: Path, cell: str, inbox: Path, solved: bool) -> MergeReport:
     drafts: list[Leaf] = []
     for p in sorted(inbox.glob("*.md")):
@@ -111,6 +140,8 @@ def _merge_locked(corpus: Path, cell: str, inbox: Path, solved: bool) -> MergeRe
     if solved and not (audit.is_file() and recipe.is_file()):
         missing = [p.name for p in (audit, recipe) if not p.is_file()]
         raise MergeError(f"--solved but the inbox of {cell} lacks {', '.join(missing)} (the audit + recipe pair)")
+    if solved:
+        _check_audit_label(audit)
     report = MergeReport(cell=cell)
     for draft in drafts:
         tier = "global" if draft.scope == "global" else "task-family"

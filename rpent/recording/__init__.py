@@ -12,6 +12,12 @@ product document ``shared/seeds/004``; field design ours.
     ``status`` (``running`` while the run lives; ``finished`` | ``error`` | ``interrupted`` at
     close — a killed run stays ``running``), ``environment_success`` (``true``/``false`` from the
     env's own success predicate, ``null`` = unknown; never the planner's finish claim),
+    ``environment_success_unknown`` (why it is null), ``label`` (``succeeded`` | ``failed`` |
+    ``aborted`` | ``cancelled`` | ``error``; null while running), ``verdict_required``,
+    ``operator_verdict`` (the operator's last final verdict record, or null),
+    ``operator_verdicts`` (every verdict answer), ``disagreement`` (see
+    :mod:`rpent.recording.outcome`), ``provenance`` (how the run was made:
+    :mod:`rpent.recording.provenance`),
     ``capture`` {``planner_messages``: ``full`` | ``tool_calls_only``, ``actions``: ``full`` |
     ``unavailable``, ``observations``: ``vla`` (only VLA actions carry images) | ``all`` (every
     action does; ``--record-observations all``), ``note``: which parts are unavailable}, ``counts`` (at close), ``error``.

@@ -139,6 +139,8 @@ class TrajectoryRecorder:
             as ``capture.observations``; :meth:`record_action` refuses an action without images
             in ``"all"`` mode.
         versions: override of ``task.json``'s ``versions`` (default :func:`collect_versions`).
+        provenance: the run's provenance (:func:`rpent.recording.provenance.run_provenance`),
+            copied into ``task.json`` as ``provenance`` (None when the caller has none).
         png_compress_level: zlib level of observation PNGs (0-9; default 1: fast, ~10x smaller than raw
             for rendered scenes; the export decodes them losslessly either way).
         background: write on a background thread (default) or inline.
@@ -158,6 +160,7 @@ class TrajectoryRecorder:
         action_capture: str | None = None,
         observations: str = layout.OBSERVATIONS_VLA,
         versions: dict | None = None,
+        provenance: dict | None = None,
         png_compress_level: int = 1,
         background: bool = True,
         max_pending: int = 256,
@@ -208,6 +211,13 @@ class TrajectoryRecorder:
             "ended_at": None,
             "status": layout.STATUS_RUNNING,
             "environment_success": None,
+            "environment_success_unknown": None,
+            "label": None,
+            "verdict_required": None,
+            "operator_verdict": None,
+            "operator_verdicts": [],
+            "disagreement": None,
+            "provenance": provenance,
             "capture": {
                 "planner_messages": self.planner_capture,
                 "actions": self.action_capture,
@@ -589,7 +599,8 @@ class TrajectoryRecorder:
         """Whether :meth:`close` has run."""
         return self._closed
 
-    def close(self, status: str, environment_success: bool | None, error: str | None = None) -> None:
+    def close(self, status: str, environment_success: bool | None, error: str | None = None, *,
+              outcome: dict | None = None) -> None:
         """Finish the record: end open predictions and tool calls, drain writes, rewrite ``task.json``.
 
         Open predictions are ended with the actions recorded for them; open tool calls get a
@@ -601,16 +612,26 @@ class TrajectoryRecorder:
             environment_success: the env's own success predicate (``True``/``False``), or ``None``
                 when unknown. The planner's ``finish`` claim must never be passed here.
             error: error text for ``status="error"``.
+            outcome: the run's outcome fields (:mod:`rpent.recording.outcome`): ``label``,
+                ``operator_verdict``, ``operator_verdicts``, ``verdict_required``,
+                ``disagreement``, ``environment_success_unknown``. Without it (a recorder used
+                outside the run layer, which saw no operator) the label is derived from
+                ``environment_success`` and ``status`` by :func:`rpent.recording.outcome.run_label`
+                with no verdict.
 
         Raises:
-            ValueError: bad ``status`` or ``environment_success`` type.
+            ValueError: bad ``status``, ``environment_success`` type or ``outcome`` label.
             RecordWriteError: a background write failed (``task.json`` is still rewritten with
                 ``status="error"`` and the write error).
         """
+        from rpent.recording.outcome import record_outcome_fields
+
         if status not in layout.FINAL_STATUSES:
             raise ValueError(f"close status must be one of {layout.FINAL_STATUSES}, got {status!r}")
         if environment_success is not None and not isinstance(environment_success, (bool, np.bool_)):
             raise ValueError(f"environment_success must be True, False or None, got {environment_success!r}")
+        success = None if environment_success is None else bool(environment_success)
+        fields = record_outcome_fields(outcome, success=success, status=status, error=error)
         with self._lock:
             if self._closed:
                 return
@@ -630,10 +651,11 @@ class TrajectoryRecorder:
                         f.close()
                     except OSError:
                         pass
+            self._task.update(fields)
             self._task.update(
                 ended_at=_utc_now_iso(),
                 status=status if write_error is None else layout.STATUS_ERROR,
-                environment_success=None if environment_success is None else bool(environment_success),
+                environment_success=success,
                 error=error if write_error is None else f"{error or ''} record write failed: {write_error!r}".strip(),
                 counts={
                     "planner_lines": self._planner_seq,

@@ -9,13 +9,45 @@ from pathlib import Path
 from typing import Any
 
 from rpent.planners.base import PlannerConfig
+from rpent.recording.outcome import RUN_LABELS, run_label, verdict_disagreement
 
 __all__ = ["RunConfig", "RunOutcome", "default_output_dir", "run_label", "verdict_disagreement", "RUN_LABELS",
-           "EXIT_SUCCESS", "EXIT_TASK_FAILED", "EXIT_ERROR"]
+           "EXIT_SUCCESS", "EXIT_TASK_FAILED", "EXIT_ERROR", "SEED_MAX", "MAX_EPISODE_STEPS_MAX", "check_seed",
+           "check_max_episode_steps"]
 
 #: ``rpent`` exit codes: the environment's success predicate held / the run ended without
 #: success / the run could not complete (bad arguments, service or planner error).
 EXIT_SUCCESS, EXIT_TASK_FAILED, EXIT_ERROR = 0, 1, 2
+
+
+#: Largest seed a run accepts: the largest signed 64-bit integer. A seed travels through the RPC
+#: codec (msgpack integers: -2**63 .. 2**64 - 1; :mod:`rpent.rpc.codec`), the env servers' episode
+#: identity and numpy int64 fields of records and exports; the simulators use ``seed mod
+#: n_init_states`` (LIBERO) or ``seed mod 50`` (Meta-World), so every seed in 0..SEED_MAX is valid.
+SEED_MAX = 2**63 - 1
+#: Largest ``--max-episode-steps``: the same signed 64-bit limit (the step limit crosses the codec too).
+MAX_EPISODE_STEPS_MAX = 2**63 - 1
+
+
+def check_seed(seed: int, flag: str = "--seed") -> None:
+    """Refuse a seed outside ``0..SEED_MAX``.
+
+    Raises:
+        ValueError: naming the flag, the value and the valid range.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+        raise ValueError(f"{flag} {seed} is out of range: valid seeds are 0..{SEED_MAX} (2**63 - 1; the init state "
+                         "is seed mod the task's number of init states)")
+
+
+def check_max_episode_steps(steps: int, flag: str = "--max-episode-steps") -> None:
+    """Refuse a step limit outside ``1..MAX_EPISODE_STEPS_MAX``.
+
+    Raises:
+        ValueError: naming the flag, the value and the valid range.
+    """
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_EPISODE_STEPS_MAX:
+        raise ValueError(f"{flag} {steps} is out of range: valid step limits are 1..{MAX_EPISODE_STEPS_MAX} env steps")
 
 
 def default_output_dir(suite: str, task: int, seed: int, root: str | Path = "logs") -> Path:
@@ -69,6 +101,7 @@ class RunConfig:
         memory_dir: task-memory root (``--memory-dir``): the planner prompt gets ``MEMORY.md``
             and the relevant leaves of ``<memory_dir>/<robot>/`` (read-only, manifest-checked;
             :mod:`rpent.memory.context`); None = no memory. Code mode ignores it.
+        argv: the command line recorded in the run's provenance (None: this process's ``sys.argv``).
     """
 
     suite: str
@@ -99,6 +132,7 @@ class RunConfig:
     env_python: str | None = None
     user_message: str | None = None
     memory_dir: str | Path | None = None
+    argv: list[str] | None = None
 
     def resolved_step_images(self) -> str:
         """The toolkit capture mode ``step_images`` stands for: ``"every_step"`` or ``"on_demand"``.
@@ -123,70 +157,14 @@ class RunConfig:
         return self.sam3_checkpoint or os.environ.get("SAM3_CHECKPOINT_PATH") or None
 
 
-#: A run's label (``RunOutcome.label``, ``taskrun.json`` ``state``).
-RUN_LABELS = ("succeeded", "failed", "aborted", "cancelled", "error")
-
-
-def run_label(*, environment_success: bool | None, verdict: str | None, verdict_required: bool, stop_reason: str,
-              error: str | None) -> str:
-    """The run's label, by the rule of docs/concepts.md ("Run").
-
-    * ``stop_reason == "cancelled"`` (Ctrl-C, a TUI task switch): ``cancelled``.
-    * With a required verdict (``--require-operator-verdict``, the real-robot rule): ``succeeded``
-      only when the operator's final verdict is ``success``; ``failure`` -> ``failed``; ``abort``
-      -> ``aborted``; no final verdict -> ``cancelled`` (operator stop/``/quit``), ``error`` or
-      ``failed``. The environment predicate is recorded next to it, never substituted.
-    * Without: the environment's predicate decides (``succeeded``); else an operator ``abort``
-      -> ``aborted``; an operator stop -> ``cancelled``; a planner/service error, or an unknown
-      predicate (``None``: the env server died before it could be read) -> ``error``; otherwise
-      ``failed``.
-
-    Args:
-        environment_success: the env's success predicate at the end; None = unknown (unreadable).
-        verdict: the operator's last final answer (``success|failure|abort``) or None.
-        verdict_required: whether ``finish`` needed an operator verdict.
-        stop_reason: the planner's stop reason, or ``cancelled`` / ``error`` from the run layer.
-        error: the run's one-line error, or None.
-    Returns:
-        one of :data:`RUN_LABELS`.
-    """
-    if stop_reason == "cancelled":
-        return "cancelled"
-    if verdict_required:
-        if verdict == "success":
-            return "succeeded"
-    elif environment_success:
-        return "succeeded"
-    if verdict == "abort":
-        return "aborted"
-    if verdict == "failure":
-        return "failed"
-    if stop_reason == "interrupted":
-        return "cancelled"
-    if error and (stop_reason in ("error", "service_error") or environment_success is None):
-        return "error"
-    return "failed"
-
-
-def verdict_disagreement(environment_success: bool | None, verdict: str | None) -> str | None:
-    """A one-line note when the operator's final verdict (``success``/``failure``) and the env
-    predicate disagree (simulation), else None (also when the predicate is unknown, None)."""
-    if environment_success is None:
-        return None
-    if verdict == "success" and not environment_success:
-        return "operator said success; environment predicate: not satisfied"
-    if verdict == "failure" and environment_success:
-        return "operator said failure; environment predicate: satisfied"
-    return None
-
-
 @dataclass
 class RunOutcome:
     """How a run ended.
 
     Attributes:
         environment_success: the env's own success predicate at the end (never the finish claim);
-            None when it could not be read (the env server died): unknown, never a stale value.
+            None when it was never read (the run stopped before the environment was read) or could
+            not be read (the env server died): unknown, never a stale or assumed value.
         environment_success_unknown: why ``environment_success`` is None (one line), else None.
         finish: ``{"status", "summary"}`` of an accepted finish, or None.
         error: one-line error, or None.
@@ -200,9 +178,12 @@ class RunOutcome:
         verdict_required: ``finish`` needed an operator verdict (``--require-operator-verdict``).
         label: :func:`run_label` (empty until the run layer finalised the outcome).
         disagreement: :func:`verdict_disagreement` note, or None.
+        stopped_during: what the run was doing when it stopped on an error or a cancellation
+            (``starting env_server``, ``reaching env_server at socket://...``, ``running the
+            planner``, ...), else None.
     """
 
-    environment_success: bool | None = False
+    environment_success: bool | None = None
     finish: dict | None = None
     error: str | None = None
     stop_reason: str = "error"
@@ -214,6 +195,7 @@ class RunOutcome:
     label: str = ""
     disagreement: str | None = None
     environment_success_unknown: str | None = None
+    stopped_during: str | None = None
 
     @property
     def exit_code(self) -> int:

@@ -22,7 +22,11 @@ Layout under ``<output-dir>`` (RPent reference §6.1; ours where noted):
   name (``agentview.png``), the file the step number (``agentview.png/03.png``).
 * ``transcript_<tag>.json`` — written atomically at the end (and on error); never appended
   to (upstream's append-mode pitfall, reference §6.1).
-* ``<tag>_recipe.jsonl`` — only when the task was solved.
+* ``<tag>_recipe.jsonl`` — only when the run's label is ``succeeded`` and the environment's
+  success predicate held (a run the operator rejected, aborted or cancelled has none;
+  :mod:`rpent.recording.outcome`).
+* ``provenance.json`` — how the run was made (:func:`rpent.recording.provenance.run_provenance`):
+  written when the run starts, rewritten with the models' identities once the services are up.
 * ``episode.mp4`` — every env frame of the agentview camera at 20 fps (LIBERO control rate), in
   natural orientation like ``agentview.png`` (the video is for people).
 
@@ -43,10 +47,54 @@ import numpy as np
 
 from rpent.recording.atomic import write_bytes_atomic
 
-__all__ = ["RunRecord", "run_tag", "encode_png", "dumps_json", "VIDEO_FPS"]
+__all__ = ["RunRecord", "run_tag", "encode_png", "dumps_json", "VIDEO_FPS", "earlier_run_files",
+           "check_fresh_output_dir", "fresh_dir_suggestion", "OWNER_FILES"]
 
 #: LIBERO's control frequency (Hz): one env step = 0.05 s, so the video plays in real time.
 VIDEO_FPS = 20
+
+
+#: Files a run's owner may write into its (new) run directory before the run starts: the TUI
+#: session's ``taskrun.json`` of the TaskRun it created the directory for.
+OWNER_FILES = ("taskrun.json",)
+
+
+def earlier_run_files(directory: str | Path, ignore: tuple[str, ...] = ()) -> list[str]:
+    """The entries of ``directory`` (sorted names) other than ``ignore``; [] when it does not exist.
+
+    Every entry counts: a run writes many kinds of files (``states.json``, ``transcript_*.json``,
+    ``run.log``, ``steering.jsonl``, service logs, ``provenance.json``, artifact directories,
+    ``trajectories/``, ...) and a cancelled run may have written any subset of them, so a
+    directory that holds anything may hold part of an earlier run.
+    """
+    d = Path(directory)
+    if not d.is_dir():
+        return []
+    return sorted(p.name for p in d.iterdir() if p.name not in ignore)
+
+
+def fresh_dir_suggestion(directory: str | Path) -> Path:
+    """``<directory>-2`` (or ``-3``, ...): the first sibling name that does not exist."""
+    d = Path(directory)
+    n = 2
+    while (cand := d.with_name(f"{d.name}-{n}")).exists():
+        n += 1
+    return cand
+
+
+def check_fresh_output_dir(directory: str | Path, *, ignore: tuple[str, ...] = (), flag: str = "--output-dir") -> None:
+    """Refuse a run directory that holds anything (:func:`earlier_run_files`).
+
+    Raises:
+        FileExistsError: naming one of the files found, how many there are, and a fresh directory.
+    """
+    found = earlier_run_files(directory, ignore)
+    if found:
+        shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+        raise FileExistsError(
+            f"{flag} {directory} already holds files ({shown}) of an earlier run, finished or not; refusing to "
+            f"write into it, so nothing of it is overwritten or mixed with a new run. Choose a fresh directory, "
+            f"e.g. {flag} {fresh_dir_suggestion(directory)} (or omit {flag} for a timestamped one).")
 
 
 def run_tag(suite: str, task: int, seed: int) -> str:
@@ -90,22 +138,24 @@ class RunRecord:
     """Writes one run's record. Thread-safe.
 
     Args:
-        output_dir: the run directory (created; must not contain a previous run's
-            ``states.json`` — pass ``allow_existing=True`` to continue into it anyway).
+        output_dir: the run directory (created). It must hold nothing yet (an earlier run's files,
+            finished or not, are never overwritten or mixed with this run's): see
+            :func:`earlier_run_files`. ``taskrun.json`` is allowed: the TUI session writes it into
+            the directory it has just created for this TaskRun.
         tag: the run tag (see :func:`run_tag`).
+        allow_existing: write into the directory whatever it holds (tests and tools that add to
+            a record on purpose).
 
     Raises:
-        FileExistsError: ``output_dir`` already holds a run record (refuses to silently
-            overwrite it; choose a new ``--output-dir``).
+        FileExistsError: ``output_dir`` holds files (the message names one and suggests a
+            fresh directory).
     """
 
     def __init__(self, output_dir: str | Path, tag: str, *, allow_existing: bool = False) -> None:
         self.dir = Path(output_dir)
         self.tag = tag
-        if (self.dir / "states.json").exists() and not allow_existing:
-            raise FileExistsError(
-                f"{self.dir} already holds a run record (states.json); refusing to overwrite it. "
-                "Choose a new --output-dir (or omit it for a fresh timestamped one).")
+        if not allow_existing:
+            check_fresh_output_dir(self.dir, ignore=OWNER_FILES)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self.steps: list[dict] = []
@@ -309,6 +359,12 @@ class RunRecord:
             return final
 
     # ------------------------------------------------------------------ documents
+    def write_provenance(self, doc: dict) -> Path:
+        """Write ``provenance.json`` atomically (this run's own; rewritten as it learns more)."""
+        path = self.dir / "provenance.json"
+        write_bytes_atomic(path, dumps_json(doc).encode("utf-8"))
+        return path
+
     def write_transcript(self, doc: dict) -> Path:
         """Write ``transcript_<tag>.json`` atomically (overwrites this run's own earlier write)."""
         path = self.dir / f"transcript_{self.tag}.json"
@@ -316,7 +372,8 @@ class RunRecord:
         return path
 
     def write_recipe(self, commands: list[dict]) -> Path:
-        """Write ``<tag>_recipe.jsonl`` (one command per line); call only for a solved run."""
+        """Write ``<tag>_recipe.jsonl`` (one command per line); call only for a run labelled
+        ``succeeded`` whose environment predicate held."""
         path = self.dir / f"{self.tag}_recipe.jsonl"
         text = "".join(dumps_json(c, indent=None) + "\n" for c in commands)
         write_bytes_atomic(path, text.encode("utf-8"))

@@ -3,8 +3,9 @@ and leave a complete run record — also when something dies (trio; used by the 
 
 Order of work in :func:`run_task`:
 
-1. create the run directory and its :class:`~rpent.run.record.RunRecord` (refuses to overwrite
-   a previous run's record) and ``run.log``;
+1. create the run directory and its :class:`~rpent.run.record.RunRecord` (refuses a directory
+   that holds anything: an earlier run's files are never overwritten or mixed), ``run.log`` and
+   ``provenance.json`` (:mod:`rpent.recording.provenance`);
 2. start services through the caller's :class:`~rpent.services.Supervisor`: the env server
    (always, unless ``env_endpoint``), the VLA (``vla_endpoint``, or spawned when a Pi0.5
    checkpoint is configured) and SAM3 (``sam3_endpoint``, or spawned when a checkpoint is set);
@@ -13,8 +14,15 @@ Order of work in :func:`run_task`:
 4. run the planner (or the code policy) on a worker thread; trio cancellation (Ctrl-C, a TUI
    task switch) interrupts it: the running tool stops at its next env-step boundary;
 5. always: write ``transcript_<tag>.json`` (with the error, if any), close ``episode.mp4``,
-   write the recipe when solved, close the recorder. The caller's supervisor stops every
-   service it started when its ``async with`` block ends.
+   write the recipe when the run is labelled ``succeeded`` and the environment predicate held,
+   close the recorder (its ``task.json`` gets the label, verdicts and disagreement). The
+   caller's supervisor stops every service it started when its ``async with`` block ends.
+
+The outcome fields (:mod:`rpent.recording.outcome`): a run that stopped before the environment
+was read (cancelled while a service started, an unreachable endpoint, a service that died at
+start) records ``environment_success`` null with ``environment_success_unknown`` saying why and
+``stopped_during`` saying where, never false; a service that failed to start has its own last
+error line in the run's ``error``.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ from typing import Callable
 
 import trio
 
+from rpent.recording.outcome import Outcome, label_exclusion
+from rpent.recording.provenance import model_identity, run_provenance
 from rpent.run.config import RunConfig, RunOutcome, default_output_dir, run_label, verdict_disagreement
 from rpent.run.record import RunRecord, run_tag
 
@@ -87,6 +97,50 @@ def _setup_run_log(out: Path, verbose: bool) -> logging.Handler:
     return handler
 
 
+def _starting(spec) -> str:
+    """``starting env_server`` / ``reaching env_server at socket://...`` for ``stopped_during``."""
+    return f"reaching {spec.name} at {spec.endpoint}" if spec.endpoint else f"starting {spec.name}"
+
+
+def _run_error(exc: BaseException) -> str:
+    """``<Type>: <message>``; a service that failed to start gives one line with its own last error
+    line (:attr:`rpent.services.ServiceStartError.summary`; the full tail stays in its log)."""
+    from rpent.services import ServiceStartError
+
+    if isinstance(exc, ServiceStartError):
+        return f"{type(exc).__name__}: {exc.summary}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _config_summary(cfg: RunConfig) -> dict:
+    """The run's settings for its provenance (no secrets: keys live in the environment)."""
+    pc = cfg.planner_config
+    return {"robot": cfg.robot, "suite": cfg.suite, "task": cfg.task, "seed": cfg.seed, "libero_type": cfg.libero_type,
+            "max_episode_steps": cfg.max_episode_steps, "planner": cfg.planner, "model": pc.model,
+            "reasoning_effort": pc.reasoning_effort, "max_turns": pc.max_turns, "policy_mode": cfg.policy_mode,
+            "code_file": cfg.code_file, "env_endpoint": cfg.env_endpoint, "vla_endpoint": cfg.vla_endpoint,
+            "sam3_endpoint": cfg.sam3_endpoint, "vla_model_path": cfg.resolved_vla_model_path(),
+            "sam3_checkpoint": cfg.resolved_sam3_checkpoint(), "transport": cfg.transport,
+            "cuda_device": cfg.cuda_device, "record_trajectory": cfg.record_trajectory,
+            "record_observations": cfg.record_observations, "require_operator_verdict": cfg.require_operator_verdict,
+            "step_images": cfg.step_images, "memory_dir": None if cfg.memory_dir is None else str(cfg.memory_dir),
+            "output_dir": None if cfg.output_dir is None else str(cfg.output_dir)}
+
+
+def _model_identity(kind: str, svc, client, checkpoint: str | None) -> dict | None:
+    """:func:`rpent.recording.provenance.model_identity` of the VLA / SAM3 service (None when the
+    run has none); asks the server for ``<kind>.metadata`` (its own account of its checkpoint)."""
+    if svc is None:
+        return None
+    meta, err = None, None
+    try:
+        reply = client.call(f"{kind}.metadata", timeout=30.0)
+        meta = reply if isinstance(reply, dict) else None
+    except Exception as exc:  # noqa: BLE001 — a server without the method: recorded, not fatal
+        err = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
+    return model_identity(checkpoint=checkpoint, endpoint=str(svc.endpoint), server_metadata=meta, metadata_error=err)
+
+
 async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
                    on_event: Callable[[dict], None] | None = None, verbose: bool = False,
                    toolkit_cls: type | None = None, system_prompt: str | None = None) -> RunOutcome:
@@ -123,6 +177,9 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
     tag = run_tag(cfg.suite, cfg.task, cfg.seed)
     record = RunRecord(out, tag)
     handler = _setup_run_log(out, verbose)
+    provenance = run_provenance(argv=cfg.argv, config=_config_summary(cfg))
+    record.write_provenance(provenance)
+    where = ["starting the services"]  # what the run is doing: the record's stopped_during if it stops early
     emit = _safe(on_event)
     t0 = time.monotonic()
     outcome = RunOutcome(output_dir=str(out))
@@ -135,12 +192,19 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
     log.info("run %s: suite=%s task=%d seed=%d planner=%s model=%s policy_mode=%s output_dir=%s", tag, cfg.suite,
              cfg.task, cfg.seed, cfg.planner, cfg.planner_config.model, cfg.policy_mode, out)
     try:
-        env_svc = await supervisor.start(env_service_spec(cfg))
+        env_spec = env_service_spec(cfg)
+        where[0] = _starting(env_spec)
+        env_svc = await supervisor.start(env_spec)
         shared = getattr(robot, "services", ("vla", "sam3"))  # the shared services its toolkit can use
         vla_spec = vla_service_spec(cfg) if "vla" in shared else None
         sam3_spec = sam3_service_spec(cfg) if "sam3" in shared else None
+        if vla_spec:
+            where[0] = _starting(vla_spec)
         vla_svc = await supervisor.start(vla_spec) if vla_spec else None
+        if sam3_spec:
+            where[0] = _starting(sam3_spec)
         sam3_svc = await supervisor.start(sam3_spec) if sam3_spec else None
+        where[0] = f"connecting to {env_svc.name} and building the toolkit"
         if not shared:
             log.info("robot %s uses no VLA / SAM3 services", cfg.robot)
         elif vla_svc is None:
@@ -156,6 +220,11 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
             vla = vla_svc.client(timeout=120.0) if vla_svc else None
             sam3 = sam3_svc.client(timeout=120.0) if sam3_svc else None
             clients.extend(c for c in (vla, sam3) if c is not None)
+            provenance["models"] = {
+                "vla": _model_identity("vla", vla_svc, vla, None if cfg.vla_endpoint else cfg.resolved_vla_model_path()),
+                "sam3": _model_identity("sam3", sam3_svc, sam3,
+                                        None if cfg.sam3_endpoint else cfg.resolved_sam3_checkpoint())}
+            record.write_provenance(provenance)
             if cfg.record_trajectory:
                 from rpent.recording import TaskInfo, TrajectoryRecorder
 
@@ -164,7 +233,7 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
                     planner=cfg.planner, model=cfg.planner_config.model,
                     reasoning_effort=cfg.planner_config.reasoning_effort, policy_mode=cfg.policy_mode,
                     init_state_id=env.meta.get("init_state_id"), init_state_sha256=env.meta.get("init_state_sha256")),
-                    observations=cfg.record_observations)
+                    observations=cfg.record_observations, provenance=provenance)
             cls = toolkit_cls or robot.toolkit_class()
             # a toolkit with capture modes (LIBERO) renders step images as --step-images says
             capture = {"capture": cfg.resolved_step_images()} if getattr(cls, "CAPTURE_MODES", None) else {}
@@ -178,6 +247,7 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
         # the in-process handle, for hosts that run code-policy cells against this run (the TUI editor)
         emit({"kind": "toolkit", "toolkit": toolkit})
         emit({"kind": "status", "state": "running", "detail": info.language})
+        where[0] = "running the planner" if cfg.policy_mode == "tools" and not cfg.code_file else "running the code policy"
         await _run_policy(cfg, toolkit, info, record, steering, emit, recorder, holder, system_prompt)
         result = holder.get("result")
         _take_result(outcome, result)
@@ -191,15 +261,17 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
             _take_result(outcome, result)
             reason = getattr(steering, "stop_reason", None)  # e.g. "replaced by TaskRun 0003" from the TUI
             outcome.error, outcome.stop_reason = f"run cancelled ({reason or 'interrupted'})", "cancelled"
+            outcome.stopped_during = where[0]
             raise
         if not isinstance(exc, Exception):
             raise
         _take_result(outcome, result)
-        outcome.error = f"{type(exc).__name__}: {exc}"
-        dead = _dead_services(supervisor)
+        outcome.error = _run_error(exc)
+        dead = _dead_services(supervisor, exclude=getattr(exc, "service", None))
         if dead:
             outcome.error += f" ({dead})"
         outcome.stop_reason = "error"
+        outcome.stopped_during = where[0]
         log.error("run failed: %s", outcome.error)
         log.debug("run failure traceback", exc_info=True)
     finally:
@@ -208,7 +280,7 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
             await trio.to_thread.run_sync(lambda: _finalize(cfg, info, record, toolkit, recorder,
                                                            holder.get("result"), outcome, t0, clients,
                                                            steering=steering, steering_log=steering_log,
-                                                           memory=holder.get("memory")))
+                                                           memory=holder.get("memory"), provenance=provenance))
             logging.getLogger("rpent").removeHandler(handler)
             handler.close()
             detail = "; ".join(x for x in (outcome.error, outcome.disagreement and f"disagreement: {outcome.disagreement}")
@@ -263,11 +335,12 @@ def _is_cancellation(exc: BaseException) -> bool:
     return False
 
 
-def _dead_services(supervisor) -> str:
-    """'env_server exited with code N during the run; see env_server.log' for services that died."""
+def _dead_services(supervisor, exclude: str | None = None) -> str:
+    """'env_server exited with code N during the run; see env_server.log' for services that died
+    (``exclude``: a service whose failed start the error already names)."""
     parts = []
     for svc in getattr(supervisor, "services", []):
-        if not svc.external and svc.returncode is not None:
+        if not svc.external and svc.returncode is not None and svc.name != exclude:
             parts.append(f"{svc.name} exited with code {svc.returncode} during the run; see {svc.name}.log")
     return "; ".join(parts)
 
@@ -356,12 +429,18 @@ def _read_memory(cfg, holder: dict) -> str:
 
 def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome, t0: float, clients, *,
               steering=None, steering_log: list | None = None,
-              memory: dict | None = None) -> None:
+              memory: dict | None = None, provenance: dict | None = None) -> None:
     """Write everything that must exist after any run (blocking; runs on a worker thread)."""
-    success: bool | None = False  # no toolkit: no environment ever ran, so no action could solve the task
+    success: bool | None = None
     unknown_reason: str | None = None
     verdicts: list = []
-    if toolkit is not None:
+    if toolkit is None:
+        # no toolkit: the environment was never read (a cancellation or an error while starting)
+        why = (outcome.error or "the run stopped").splitlines()[0]
+        why = why if len(why) <= 300 else why[:297] + "..."
+        unknown_reason = (f"the environment was never read: the run stopped while {outcome.stopped_during or 'starting'}"
+                          f" ({why})")
+    else:
         try:
             success = toolkit.solved()
         except Exception as exc:  # noqa: BLE001 — the env server may be dead
@@ -390,11 +469,24 @@ def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome,
     outcome.label = run_label(environment_success=success, verdict=answer, verdict_required=outcome.verdict_required,
                               stop_reason=outcome.stop_reason, error=outcome.error)
     outcome.disagreement = verdict_disagreement(success, answer)
+    if not (outcome.error or outcome.stop_reason == "cancelled"):
+        outcome.stopped_during = None
     undelivered = steering.drain() if steering is not None and hasattr(steering, "drain") else []
     elapsed = time.monotonic() - t0
     stats = dict(outcome.stats)
     stats["elapsed_s"] = round(elapsed, 3)
     outcome.stats = stats
+    # the recipe (and everything built from it: flash plans, memory task pairs) only for a run labelled
+    # succeeded whose predicate held; a run the operator rejected keeps its record but gives no recipe
+    recipe_name, withheld = None, None
+    if cfg.policy_mode == "tools" and not cfg.code_file:
+        excluded = label_exclusion(Outcome(environment_success=success, label=outcome.label,
+                                           verdict_required=outcome.verdict_required,
+                                           operator_verdict=outcome.operator_verdict, error=outcome.error))
+        if excluded is None and success is True:
+            recipe_name = f"{record.tag}_recipe.jsonl"
+        elif success is True or (excluded is not None and excluded[0] == "disagreement"):
+            withheld = f"{excluded[0]}: {excluded[1]}" if excluded else "environment predicate not satisfied"
     episode = record.episode or {}
     transcript = {
         "suite": cfg.suite, "task": cfg.task, "seed": cfg.seed,
@@ -402,25 +494,31 @@ def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome,
         "init_state_sha256": episode.get("init_state_sha256"), "task_language": info.language,
         "planner": cfg.planner, "model": cfg.planner_config.model, "policy_mode": cfg.policy_mode,
         "elapsed_s": round(elapsed, 3), "finish": outcome.finish, "error": outcome.error,
-        "stop_reason": outcome.stop_reason, "environment_success": success,
+        "stop_reason": outcome.stop_reason, "stopped_during": outcome.stopped_during, "environment_success": success,
         "environment_success_unknown": unknown_reason, "env_steps": outcome.env_steps,
         "label": outcome.label, "operator_verdict": outcome.operator_verdict, "verdict_required": outcome.verdict_required,
-        "disagreement": outcome.disagreement, "operator_verdicts": verdicts, "steering": list(steering_log or []),
-        "undelivered_operator_lines": undelivered,
+        "disagreement": outcome.disagreement, "operator_verdicts": verdicts,
+        "recipe": recipe_name, "recipe_withheld": withheld, "steering": list(steering_log or []),
+        "undelivered_operator_lines": undelivered, "provenance": provenance,
         "stats": stats, "messages": result.messages if result is not None else [],
     }
     if memory is not None:
         transcript["memory"] = memory
     record.write_transcript(transcript)
-    if success and cfg.policy_mode == "tools" and not cfg.code_file:
+    if recipe_name:
         record.write_recipe(record.recipe_commands())
+    elif withheld:
+        log.info("no recipe written: %s", withheld)
     if recorder is not None:
         status = {"cancelled": "interrupted"}.get(outcome.stop_reason, "error" if outcome.error else "finished")
         try:
             rec_error = outcome.error
             if unknown_reason and unknown_reason not in (rec_error or ""):
                 rec_error = f"{rec_error}; {unknown_reason}" if rec_error else unknown_reason
-            recorder.close(status, success, rec_error)
+            recorder.close(status, success, rec_error, outcome={
+                "label": outcome.label, "operator_verdict": outcome.operator_verdict, "operator_verdicts": verdicts,
+                "verdict_required": outcome.verdict_required, "disagreement": outcome.disagreement,
+                "environment_success_unknown": unknown_reason, "stop_reason": outcome.stop_reason})
         except Exception:  # noqa: BLE001
             log.exception("closing the trajectory record failed")
     for c in clients:

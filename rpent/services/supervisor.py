@@ -69,6 +69,7 @@ class ServiceStartError(RuntimeError):
         service: the service name.
         returncode: exit code of the child (negative: killed by that signal), or None.
         log_tail: last lines of its log.
+        reason: the service's own last error line (:func:`last_error_line` of ``log_tail``), or None.
     """
 
     def __init__(self, message: str, *, service: str, returncode: int | None = None, log_tail: list[str] | None = None):
@@ -76,6 +77,31 @@ class ServiceStartError(RuntimeError):
         self.service = service
         self.returncode = returncode
         self.log_tail = list(log_tail or [])
+        self.reason = last_error_line(self.log_tail)
+
+    @property
+    def summary(self) -> str:
+        """One line: the message's first line and, when the service said why, its own last error line."""
+        head = (str(self).splitlines() or [""])[0]
+        return f"{head}; the service said: {self.reason}" if self.reason else head
+
+
+#: Lines of a service's output that are not its error: Python traceback frames and source lines,
+#: the supervisor's own notes, warnings, blank lines.
+_NOT_AN_ERROR = re.compile(r"^(\s+|Traceback \(most recent call last\)|\[rpent supervisor |.*\bWarning\b.*:|"
+                           r"warnings\.warn|During handling of the above exception|The above exception was)")
+
+
+def last_error_line(lines: list[str]) -> str | None:
+    """The service's own last error line among its last output ``lines``: the last non-blank line
+    that is not a traceback frame, a supervisor note or a warning (a Python traceback ends with its
+    exception line; rpent's servers print one ``<server>: <reason>`` line before exiting). Cut to
+    500 characters; None when there is none."""
+    for line in reversed(lines):
+        text = line.rstrip()
+        if text and not _NOT_AN_ERROR.match(text):
+            return text[:500]
+    return None
 
 
 class RunningService:

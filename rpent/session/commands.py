@@ -198,6 +198,11 @@ def _int_field(name: str, text: str) -> int:
         raise CommandError(f"{name} must be an integer, got {text!r}; usage: {TASK_USAGE}") from None
     if value < 0:
         raise CommandError(f"{name} must be an integer >= 0, got {value}; usage: {TASK_USAGE}")
+    if name == "seed":
+        from rpent.run.config import SEED_MAX
+
+        if value > SEED_MAX:
+            raise CommandError(f"seed must be in 0..{SEED_MAX} (2**63 - 1), got {value}; usage: {TASK_USAGE}")
     return value
 
 

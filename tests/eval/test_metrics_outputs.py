@@ -75,6 +75,10 @@ def test_log_dir_files(tmp_path):
     # issue 14: k/N and the Wilson 95% interval next to every rate (scipy: 1/2 -> [0.0945, 0.9055])
     assert re.search(r"^eval/success_once\t0\.5\t1/2 \[Wilson 95% 0\.0945, 0\.9055\]$", text, re.M), text
     assert re.search(r"^eval/num_trajectories\t2$", text, re.M) and "INCOMPLETE" not in text
+    # what the rates count: the environment predicate (an evaluation has no operator verdicts)
+    assert text.splitlines()[-1].startswith("success basis\tenvironment_predicate: ")
+    basis = __import__("json").loads((run / "metrics.json").read_text())["success_basis"]
+    assert basis["kind"] == "environment_predicate" and basis["operator_verdicts"] == 0
     assert re.search(r"^task 3\t1\t0\.0000 0/1 \[Wilson 95% 0\.0000, 0\.7935\]\t0\.0000 0/1 \[Wilson 95% "
                      r"0\.0000, 0\.7935\]\ttask 3$", text, re.M), text
     tb = write_tensorboard(run, metrics, table)

@@ -111,6 +111,51 @@ def test_generate_refuses_unsolved_and_mismatched_runs(tmp_path):
     assert not (tmp_path / "flash").exists()
 
 
+@pytest.mark.parametrize("fields, reason", [
+    ({"label": "failed", "verdict_required": True, "operator_verdict": {"answer": "failure", "notes": "operator rejects"},
+      "disagreement": "operator said failure; environment predicate: satisfied"}, "operator_rejected"),
+    ({"label": "aborted", "operator_verdict": {"answer": "abort", "notes": ""}}, "aborted"),
+    ({"label": "cancelled", "stop_reason": "cancelled", "error": "run cancelled (received SIGTERM)"}, "cancelled"),
+])
+def test_generate_refuses_a_run_not_labelled_succeeded_with_the_reason(tmp_path, fields, reason):
+    """The operator's word reaches flash plans: a run whose predicate held but that the operator
+    rejected (or aborted, or that was cancelled) gives no plan; the refusal names the reason."""
+    audit, recipe = _run(tmp_path)
+    doc = json.loads(audit.read_text())
+    audit.write_text(json.dumps({**doc, **fields}))
+    with pytest.raises(FlashGenerateError, match=rf"refused \({reason}\)"):
+        generate(audit, recipe, tmp_path / "flash")
+    assert not (tmp_path / "flash").exists()
+    from rpent.cli.flash import main as flash_main
+
+    assert flash_main(["generate", "--audit", str(tmp_path), "--recipe", str(recipe),
+                       "--destination", str(tmp_path / "flash")]) == 2
+
+
+def test_a_plan_carries_the_runs_label_and_provenance_and_a_rejected_plan_is_not_replayed(tmp_path):
+    audit, recipe = _run(tmp_path)
+    doc = json.loads(audit.read_text())
+    prov = {"argv": ["rpent", "--planner", "api"], "rpent": {"version": "0.1.0", "commit": "c0ffee", "dirty": False},
+            "versions": {"python": "3.11"}, "host": "h", "started_at": "t",
+            "models": {"vla": None, "sam3": {"checkpoint": None, "endpoint": "socket://127.0.0.1:9",
+                                             "fingerprint": None, "server_metadata": {"checkpoint": "/ckpt"}}}}
+    audit.write_text(json.dumps({**doc, "label": "succeeded", "provenance": prov}))
+    plan_p, _ = generate(audit, recipe, tmp_path / "flash", argv=["rpent-flash", "generate"])
+    plan = json.loads(plan_p.read_text())
+    src = plan["source"]
+    assert (src["label"], src["environment_success"], src["operator_verdict"]) == ("succeeded", True, None)
+    assert src["provenance"]["commit"] == "c0ffee" and src["provenance"]["argv"] == prov["argv"]
+    assert src["provenance"]["models"]["sam3"] == {"checkpoint": "/ckpt", "endpoint": "socket://127.0.0.1:9",
+                                                   "fingerprint": None}
+    assert plan["generated_by"]["argv"] == ["rpent-flash", "generate"] and plan["generated_by"]["rpent"]["version"]
+    load_flash(tmp_path / "flash", "object_t4_s0")
+    plan["source"]["label"] = "failed"  # a plan made from a rejected run (by hand, or by an older rpent)
+    plan_p.write_text(json.dumps(plan))
+    with pytest.raises(FlashFileError, match="labelled 'failed'") as e:
+        load_flash(tmp_path / "flash", "object_t4_s0")
+    assert e.value.code == "flash_plan_rejected"
+
+
 def test_missing_and_broken_files_are_named(tmp_path):
     with pytest.raises(FlashFileError) as e:
         find_plan(tmp_path / "nope", "libero_object", 4)
@@ -540,7 +585,8 @@ def test_stalled_release_is_driven_open_once():
 @pytest.mark.parametrize("change, needle", [
     ({"timeout_s": -5.0}, "--planner-timeout-s must be > 0 seconds"),
     ({"cuda_device": -3}, "--cuda-device must be an EGL device index >= 0"),
-    ({"max_episode_steps": 0}, "--max-episode-steps must be >= 1"),
+    ({"max_episode_steps": 0}, "--max-episode-steps 0 is out of range: valid step limits are 1.."),
+    ({"seeds": [2**63]}, "--seeds 9223372036854775808 is out of range: valid seeds are 0..9223372036854775807"),
     ({"output_root": "FILE"}, "is a file, not a directory"),
     ({"output_root": "USED"}, "already holds files"),
     ({"flash_dir": "FILE"}, "is a file; give the directory"),

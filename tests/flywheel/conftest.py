@@ -80,9 +80,12 @@ def record_run(
     obs_offset: int = 0,
     observations: str = "vla",
     success_seq: int | None = None,
+    outcome: dict | None = None,
 ) -> tuple[Path, list[TruthAction]]:
     """Record ``plan`` (module docstring); ``success_seq``: the action whose env step reports
-    ``terminated=True`` (the first success; None: no action does)."""
+    ``terminated=True`` (the first success; None: no action does); ``outcome``: the run layer's
+    outcome fields for ``task.json`` (label, operator verdicts, ...; None: the recorder derives
+    the label from ``success``)."""
     rng = np.random.default_rng(seed * 1000 + task + obs_offset)
     rec = TrajectoryRecorder(
         output_dir,
@@ -135,7 +138,7 @@ def record_run(
             rec.end_tool_call(call_id, {"success": True, "_images": [{"label": "main", "png": b"\x89PNG"}]})
         else:
             raise ValueError(item)
-    rec.close(status, success)
+    rec.close(status, success, outcome=outcome)
     return rec.record_dir, truth
 
 

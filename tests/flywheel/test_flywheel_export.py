@@ -74,7 +74,9 @@ def test_vla_only_successful_run_round_trips_through_lerobot(tmp_path, record_ru
     before = tree_digest(run)
     out = tmp_path / "export"
     report = export_records(rec_dir, out, progress=False)  # a single trajectory directory as input root
-    assert report["counts"] == {"runs_seen": 1, "runs_exported": 1, "episodes": 1, "frames": 13, "actions_seen": 13}
+    assert report["counts"] == {"runs_seen": 1, "runs_exported": 1, "episodes": 1, "frames": 13, "actions_seen": 13,
+                                "disagreements_included": 0}
+    assert report["label_policy"] == "succeeded" and report["runs"][0]["outcome"]["label"] == "succeeded"
     assert sorted(p.name for p in out.iterdir()) == ["report.json", "train"]
     info = json.loads((out / "train" / "meta" / "info.json").read_text())
     assert info["codebase_version"] == "v3.0"
@@ -114,7 +116,8 @@ def test_each_bad_run_is_excluded_with_its_reason(tmp_path, record_run):
     root = tmp_path / "runs"
     good, good_truth = record_run(root / "good", [("vla", "open the drawer", [5])])
     record_run(root / "failed", [("vla", "open the drawer", [5])], success=False)
-    record_run(root / "unknown", [("vla", "open the drawer", [5])], success=None, status="interrupted")
+    record_run(root / "unknown", [("vla", "open the drawer", [5])], success=None)
+    record_run(root / "interrupted", [("vla", "open the drawer", [5])], success=None, status="interrupted")
     no_task, _ = record_run(root / "no_task", [("vla", "open the drawer", [5])])
     (no_task / "task.json").unlink()
     truncated, _ = record_run(root / "truncated", [("vla", "open the drawer", [5])])
@@ -143,6 +146,7 @@ def test_each_bad_run_is_excluded_with_its_reason(tmp_path, record_run):
         by_run.setdefault(e["record"].split("/")[0], []).append((e["scope"], e["reason"]))
     assert by_run["failed"] == [("run", "not_successful")]
     assert by_run["unknown"] == [("run", "success_unknown")]
+    assert by_run["interrupted"] == [("run", "cancelled")]  # the recorder's label of an interrupted record
     assert by_run["no_task"] == [("run", "no_task_json")]
     assert by_run["truncated"] == [("run", "corrupt_actions_line")]
     assert by_run["empty"] == [("actions", "empty_instruction")]
@@ -153,7 +157,7 @@ def test_each_bad_run_is_excluded_with_its_reason(tmp_path, record_run):
     (dup_ex,) = exclusions(report, "duplicate_link")
     assert dup_ex["seqs"] == [[1, 1], [3, 3]]  # both claimants lose the frame
     c = report["counts"]
-    assert c["runs_seen"] == 9 and c["runs_exported"] == 4
+    assert c["runs_seen"] == 10 and c["runs_exported"] == 4
 
     # exported frames: good (5), empty (2 of 5), dup (seq 0 and 2 as separate episodes), other_call (first call's 2)
     runs = {r["record"].split("/")[0]: r for r in report["runs"]}

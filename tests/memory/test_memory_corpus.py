@@ -64,7 +64,8 @@ def test_merge_new_evidence_conflict_and_solved_pair(tmp_path):
     _inbox(corpus, "object_t0_s0", {"new_primitive_tall_objects_draft.md": _global(),
                                     "suite_object_t0.md": _suite(),
                                     "wip/notes.md": "attempt 1 slipped",
-                                    "object_t0_s0.json": json.dumps({"suite": "libero_object"}),
+                                    "object_t0_s0.json": json.dumps({"suite": "libero_object", "label": "succeeded",
+                                                                     "environment_success": True}),
                                     "object_t0_s0_recipe.jsonl": '{"action": "release"}\n'})
     r = merge_inbox(corpus, "object_t0_s0", solved=True)
     assert sorted(r.created) == ["global/tall_objects.md", "task-family/object_t0.md"]
@@ -90,6 +91,27 @@ def test_merge_new_evidence_conflict_and_solved_pair(tmp_path):
     assert r.conflicts == ["_internal/conflicts/object_t3_s2/tall_objects.md"]
     assert "Grasp low." in (corpus / r.conflicts[0]).read_text()
     assert not (corpus / "task-specific" / "object_t3_s2.json").exists()  # unsolved: no pair published
+
+
+@pytest.mark.parametrize("audit, reason", [
+    ({"label": "failed", "environment_success": True, "verdict_required": True,
+      "operator_verdict": {"answer": "failure", "notes": "operator rejects"}}, "operator_rejected"),
+    ({"label": "aborted", "environment_success": False, "operator_verdict": {"answer": "abort"}}, "aborted"),
+    ({"label": "cancelled", "environment_success": None, "stop_reason": "cancelled"}, "cancelled"),
+    ({"label": "failed", "environment_success": False}, "not_successful"),
+    ({"suite": "libero_object"}, "label_unknown"),
+])
+def test_solved_merge_refuses_an_audit_not_labelled_succeeded(tmp_path, audit, reason):
+    """The operator's word reaches the memory: a rejected, aborted or cancelled run's audit never
+    becomes a task-specific pair; nothing is merged (the drafts stay in the inbox)."""
+    corpus = tmp_path / "libero"
+    _inbox(corpus, "object_t0_s0", {"new_primitive_tall_objects_draft.md": _global(),
+                                    "object_t0_s0.json": json.dumps({"suite": "libero_object", **audit}),
+                                    "object_t0_s0_recipe.jsonl": '{"action": "release"}\n'})
+    with pytest.raises(MergeError, match=rf"--solved refused \({reason}\)"):
+        merge_inbox(corpus, "object_t0_s0", solved=True)
+    assert not (corpus / "task-specific").exists() and not (corpus / "global").exists()
+    assert (corpus / "_internal" / "inbox" / "object_t0_s0" / "object_t0_s0.json").is_file()
 
 
 def test_merge_refuses_invalid_drafts_and_waits_for_the_lock(tmp_path):
@@ -154,6 +176,30 @@ def test_context_reads_only_this_robot_and_relevant_leaves(tmp_path):
     assert all(len(f["sha256"]) == 64 for f in ctx.audit()["files_read"])
     with pytest.raises(MemoryCorpusError, match="no memory corpus for robot 'ur5'"):
         load_context(tmp_path, "ur5", "libero_object", 0)
+
+
+def test_context_withholds_a_task_pair_whose_run_is_not_labelled_succeeded(tmp_path):
+    """A corpus merged before the label policy may hold the pair of a run the operator rejected: the
+    run's prompt does not get it, and the audit of the run says what was withheld and why."""
+    corpus = tmp_path / "libero"
+    rejected = {"suite": "libero_object", "label": "failed", "environment_success": True, "verdict_required": True,
+                "operator_verdict": {"answer": "failure", "notes": "operator rejects"}}
+    for rel, text in {"global/tall_objects.md": _global(),
+                      "task-specific/object_t0_s0.json": json.dumps(rejected),
+                      "task-specific/object_t0_s0_recipe.jsonl": '{"action": "release"}\n',
+                      "task-specific/object_t0_s1.json": json.dumps({"label": "succeeded", "environment_success": True}),
+                      "task-specific/object_t0_s1_recipe.jsonl": '{"action": "move_to"}\n'}.items():
+        (corpus / rel).parent.mkdir(parents=True, exist_ok=True)
+        (corpus / rel).write_text(text)
+    build_index(corpus)
+    ctx = load_context(tmp_path, "libero", "libero_object", 0)
+    read = [rel for rel, _ in ctx.files]
+    assert "task-specific/object_t0_s1.json" in read and "task-specific/object_t0_s1_recipe.jsonl" in read
+    assert not any("object_t0_s0" in rel for rel in read)
+    withheld = ctx.audit()["withheld"]
+    assert [w["path"] for w in withheld] == ["task-specific/object_t0_s0.json",
+                                             "task-specific/object_t0_s0_recipe.jsonl"]
+    assert all(w["reason"].startswith("operator_rejected: ") for w in withheld)
 
 
 def test_cli(tmp_path):

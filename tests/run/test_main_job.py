@@ -79,7 +79,7 @@ def test_scripted_episode_succeeds_and_leaves_full_record(tmp_path):
     assert frames == tr["env_steps"]
     # a second run into the same directory is refused, nothing overwritten
     again = _rpent("--suite", "libero_object", "--task", "0", "--output-dir", str(out), timeout=120)
-    assert again.returncode == 2 and "refusing to overwrite" in again.stderr
+    assert again.returncode == 2 and "refusing to write into it" in again.stderr
 
 
 def test_unsupported_instruction_finishes_with_reason(tmp_path):
