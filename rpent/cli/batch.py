@@ -275,6 +275,19 @@ def _start_ray_executor(args, root) -> "_EarlyExecutor | None":
     if not (args.ray_address or ray_section or args.executor == "ray"):
         return None
     args.executor = "ray"
+    if (args.ray_address or (ray_section or {}).get("address")) == "local":
+        # a private cluster starts Ray's node processes, which needs the main thread (signal handlers)
+        from rpent.cluster.connect import start_private
+        from rpent.cluster.errors import ClusterConnectError
+
+        try:
+            args.ray_address = start_private()
+        except ClusterConnectError as exc:
+            raise SystemExit(f"rpent-batch: --ray-address local: {exc}") from None
+        from rpent.cluster.connect import private_folder
+
+        print(f"rpent-batch: started a private local Ray cluster at {args.ray_address} ({private_folder()}); "
+              "it stops when the batch ends", file=sys.stderr, flush=True)
     return _EarlyExecutor(args, ray_section, root)
 
 

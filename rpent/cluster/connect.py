@@ -136,6 +136,11 @@ def start_private() -> str:
     """
     global _PRIVATE
     if _PRIVATE is None:
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            raise ClusterConnectError("a private local Ray cluster must be started from the main thread "
+                                      "(Ray's node start installs signal handlers); start it before any worker thread")
         from rpent.cluster.local import local_node_env, start_local_cluster
 
         local_node_env()  # loopback node IPs: before Ray is imported in this process
@@ -144,6 +149,11 @@ def start_private() -> str:
         atexit.register(_stop_private)
         log.info("started a private local Ray cluster at %s (%s)", _PRIVATE.address, _PRIVATE.temp_dir)
     return _PRIVATE.address
+
+
+def private_folder() -> str | None:
+    """The temp folder of the private cluster :func:`start_private` started (None when none runs)."""
+    return _PRIVATE.temp_dir if _PRIVATE is not None else None
 
 
 def _stop_private() -> None:

@@ -191,3 +191,24 @@ def test_sigterm_cancels_a_ray_batch_promptly_and_records_it(ray_cluster, env_fo
 def _transcript(run_dir: Path) -> dict | None:
     found = sorted(run_dir.glob("transcript_*.json"))
     return json.loads(found[0].read_text()) if found else None
+
+
+
+def test_ray_address_local_starts_a_private_cluster_for_the_batch(tmp_path):
+    """``--ray-address local`` where no cluster runs: rpent-batch starts a private one on this machine (a temp
+    folder of its own), runs the cell as a Ray task on it, and at the end stops every process of it and removes
+    the folder."""
+    import os
+
+    root = tmp_path / "local"
+    run = subprocess.run(_cmd(root, "0", "--tasks", "4", "--max-episode-steps", "20", "--ray-address", "local"),
+                         capture_output=True, text=True, env={**os.environ, "MUJOCO_GL": "egl"}, timeout=280)
+    assert run.returncode in (0, 1), run.stdout + run.stderr[-3000:]
+    ends = [e for e in _ledger(root) if e["event"] == "end"]
+    assert len(ends) == 1 and not ends[0].get("infra_error") and " node " in ends[0]["where"], ends
+    assert json.loads((root / "manifest.json").read_text())["invocations"][-1]["executor"] == "ray"
+    line = next(x for x in run.stderr.splitlines() if "started a private local Ray cluster" in x)
+    folder = line.split("(", 1)[1].split(")", 1)[0]
+    assert folder.startswith("/tmp/rray_local_") and not Path(folder).exists(), line
+    pgrep = subprocess.run(["pgrep", "-f", folder], capture_output=True, text=True)
+    assert not pgrep.stdout.strip(), pgrep.stdout

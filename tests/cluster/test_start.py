@@ -77,7 +77,7 @@ def test_connect_local_starts_a_private_cluster_and_disconnect_stops_it():
     """``--ray-address local``: ``connect("local")`` starts a cluster of this machine's CPUs in its own folder,
     runs work on it, and ``disconnect`` stops every process of it."""
     code = ("import os\nfrom rpent.cluster import connect as c\nray = c.connect('local', 120)\n"
-            "folder = c._PRIVATE.temp_dir\nprint('CPUS', int(ray.cluster_resources()['CPU']), os.cpu_count())\n"
+            "folder = c.private_folder()\nprint('CPUS', int(ray.cluster_resources()['CPU']), os.cpu_count())\n"
             "print('TASK', ray.get(ray.remote(lambda: 6 * 7).remote()))\nc.disconnect()\n"
             "print('FOLDER', folder, os.path.exists(folder))\n")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=280)
