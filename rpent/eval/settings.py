@@ -29,6 +29,9 @@ class EnvSettings:
         seed: simulator seed and the base of the ``observation`` noise generator.
         save_video: write one mp4 per episode (main camera, one frame per policy query).
         video_fps: frames per second of those videos.
+        pipeline_stage_num: ``rollout.pipeline_stage_num``, 1..num_workers: the env workers are dealt
+            to this many stages and each policy call serves every running env of one stage
+            (:mod:`rpent.eval.rollout`); 1 = all envs in every call, ``num_workers`` = one call per worker.
     """
 
     suite: str
@@ -43,6 +46,7 @@ class EnvSettings:
     seed: int
     save_video: bool
     video_fps: float
+    pipeline_stage_num: int = 1
 
     @property
     def envs_per_worker(self) -> int:

@@ -20,6 +20,7 @@ env per epoch, every epoch starting from a fresh reset).
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +218,13 @@ def build_settings(
     )
     if env.video_fps <= 0:
         raise EvalConfigError(f"env.eval.video_fps must be > 0, got {env.video_fps}")
+    stages = _int(cfg, "rollout.pipeline_stage_num") if has_key(cfg, "rollout.pipeline_stage_num") else 1
+    if stages > env.num_workers:
+        raise EvalConfigError(
+            f"rollout.pipeline_stage_num ({stages}) exceeds the {env.num_workers} env worker(s): each stage needs at "
+            f"least one worker; set rollout.pipeline_stage_num between 1 and {env.num_workers}"
+        )
+    env = replace(env, pipeline_stage_num=stages)
 
     # -- policy backend ----------------------------------------------------------------------------
     endpoint = _get(cfg, "policy.endpoint")

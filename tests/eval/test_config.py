@@ -199,3 +199,13 @@ def test_a_yaml_syntax_error_is_one_line_naming_the_place(tmp_path):
     assert run.stderr.strip().splitlines() == [
         f"rpent-eval: config error: config {bad} is not valid YAML (line 2, column 6): "
         "did not find expected ',' or ']'; fix the file"]
+
+
+def test_pipeline_stage_num_defaults_to_one_and_is_bounded_by_the_workers():
+    assert settings(ENDPOINT, "env.eval.total_num_envs=4", "env.num_workers=2").env.pipeline_stage_num == 1
+    s = settings(ENDPOINT, "env.eval.total_num_envs=4", "env.num_workers=2", "rollout.pipeline_stage_num=2")
+    assert s.env.pipeline_stage_num == 2
+    with pytest.raises(EvalConfigError, match=r"rollout.pipeline_stage_num \(3\) exceeds the 2 env worker\(s\).*between 1 and 2"):
+        settings(ENDPOINT, "env.eval.total_num_envs=4", "env.num_workers=2", "rollout.pipeline_stage_num=3")
+    with pytest.raises(EvalConfigError, match="rollout.pipeline_stage_num must be >= 1"):
+        settings(ENDPOINT, "rollout.pipeline_stage_num=0")

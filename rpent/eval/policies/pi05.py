@@ -16,6 +16,12 @@ from rpent.eval.errors import CheckpointError, PolicyError
 from rpent.eval.settings import ModelSettings
 
 
+#: Every batch size up to 16 gets its own CUDA graph (captured at its first use): the driver's calls carry
+#: the running envs of one pipeline stage (e.g. 5 or 10), which would otherwise be padded to the next of
+#: the server's buckets (1, 2, 4, 8, 12, 16) and pay for the dummy rows on every call.
+EXACT_BATCH_BUCKETS = tuple(range(1, 17))
+
+
 class InProcessPi05Policy:
     """Pi0.5 loaded from ``model.model_path`` with the ``libero`` embodiment preset.
 
@@ -56,6 +62,7 @@ class InProcessPi05Policy:
                 n_exec=model.num_action_chunks,
                 num_flow_steps=model.num_steps,
                 log=log.info,
+                batch_buckets=EXACT_BATCH_BUCKETS,
             )
         except DamagedWeightsError as exc:
             raise CheckpointError(str(exc)) from None

@@ -52,11 +52,13 @@ class Pi05Policy:
         use_cuda_graphs: bool = True,
         source: str = "",
         layout: str = "",
+        batch_buckets: tuple[int, ...] | None = None,
     ):
         self.model = model
         self.processor = processor
         self.settings = settings
-        self.runner = Pi05Runner(model, use_cuda_graphs=use_cuda_graphs)
+        self.runner = Pi05Runner(model, use_cuda_graphs=use_cuda_graphs,
+                                 **({"batch_buckets": tuple(batch_buckets)} if batch_buckets else {}))
         self.source = source
         self.layout = layout
 
@@ -74,11 +76,14 @@ class Pi05Policy:
         state_in_prompt: str = "auto",
         use_cuda_graphs: bool = True,
         log=None,
+        batch_buckets: tuple[int, ...] | None = None,
     ) -> "Pi05Policy":
         """Load a checkpoint directory (openpi or lerobot layout); see the module docstring.
 
         Args:
             log: callable(str) for the OK/MISS list and load timings (default: print to stderr).
+            batch_buckets: batch sizes the runner captures CUDA graphs for (default
+                :data:`rpent.models.pi05.sampling.DEFAULT_BATCH_BUCKETS`; larger batches are split).
 
         Raises:
             rpent.models.pi05.checkpoint.CheckpointError, ConfigCheckError, NormStatsError, TokenizerError.
@@ -103,7 +108,8 @@ class Pi05Policy:
         norm_stats = NormStats.load(report.get("norm_stats.json").path, modes)
         log(f"normalization ({modes.source}): {norm_stats.describe()}")
         processor = Pi05Processor(settings.preset, norm_stats, tokenizer, settings.discrete_state_input, cfg.max_action_dim)
-        policy = cls(model, processor, settings, use_cuda_graphs, source=str(report.directory), layout=layout)
+        policy = cls(model, processor, settings, use_cuda_graphs, source=str(report.directory), layout=layout,
+                     batch_buckets=batch_buckets)
         return policy
 
     @classmethod
