@@ -72,7 +72,8 @@ class ModelSettings:
         num_images_in_input: camera views fed to the model (2: main + wrist).
         num_steps: flow-matching integration steps (OpenPI ``num_steps``).
         noise_method: ``flow_ode`` or ``flow_sde``; evaluation always integrates the ODE.
-        precision: weights/activations dtype of in-process backends (``bf16``, ``fp16``, ``fp32``).
+        precision: weights/activations dtype of in-process backends (``bf16``, ``fp16``, ``fp32``, or ``fp8``:
+            rpent's Pi0.5 with FP8 Gemma weights on a GPU with FP8 tensor cores, refused by name elsewhere).
         action_horizon: actions predicted per query (>= num_action_chunks).
         num_flow_steps: ApxInf's flow steps; equals ``num_steps``.
         noise_source: ``apxinf`` (backend samples), ``torch`` (torch generator) or ``observation``

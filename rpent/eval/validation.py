@@ -30,7 +30,7 @@ from rpent.eval.settings import EnvSettings, EvalSettings, ModelSettings, Policy
 
 NOISE_METHODS = ("flow_ode", "flow_sde")
 NOISE_SOURCES = ("apxinf", "torch", "observation")
-PRECISIONS = ("bf16", "fp16", "fp32")
+PRECISIONS = ("bf16", "fp16", "fp32", "fp8")
 BACKENDS = ("pi05", "apxinf", "endpoint")
 LIBERO_TYPES = ("standard", "pro")
 CHECKPOINT_FILES = ("config.json", "model.safetensors", "norm_stats.json")

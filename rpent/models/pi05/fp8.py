@@ -41,6 +41,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from rpent.models.pi05.settings import PRECISIONS  # noqa: F401 - re-exported: the precisions besides "auto"
+
 FP8_DTYPE = torch.float8_e4m3fn
 #: Largest finite ``float8_e4m3fn`` value (``torch.finfo(torch.float8_e4m3fn).max``).
 E4M3_MAX = 448.0
@@ -51,8 +53,6 @@ SCALE_SUFFIX = "_scale"
 #: Projection names (openpi checkpoint keys below ``layers.<i>.``) that are stored in FP8.
 QUANTIZED_PROJECTIONS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                          "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
-#: Precisions the server and the policy accept.
-PRECISIONS = ("bf16", "fp8")
 #: Lowest CUDA compute capability with FP8 tensor cores (Ada Lovelace sm_89; Hopper sm_90).
 MIN_CAPABILITY = (8, 9)
 

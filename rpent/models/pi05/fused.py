@@ -49,7 +49,7 @@ if os.environ.get("RPENT_PI05_SKINNY", "0") != "1":
     # latency did not move (10.51 vs 10.47 ms, benchmarks/vla_variants.py), while tuning costs start-up time
     _DISABLED_OPS.add("skinny")
 #: Names of the ops with a Triton kernel (for :func:`disable_op` / ``RPENT_PI05_FUSED_OFF=op1,op2``).
-OPS = ("norm", "rope", "geglu", "attention", "skinny", "layernorm")
+OPS = ("norm", "rope", "geglu", "attention", "skinny", "layernorm", "rows")
 
 #: Keys per split of :func:`mqa_decode_attention` and its tile sizes (BM query rows, BN keys).
 #: H200, B=1 (benchmarks/vla_variants.py, 2026-12-01): 32 keys per split, BN 32 -> 9.47 ms against
@@ -333,7 +333,27 @@ def _skinny_launch(x2: torch.Tensor, w: torch.Tensor, geglu_out: bool, cfg: tupl
     return out
 
 
-def linear(x: torch.Tensor, w: torch.Tensor, geglu_out: bool = False) -> torch.Tensor:
+def linear(x: torch.Tensor, w, geglu_out: bool = False) -> torch.Tensor:
+    """``x @ w.T`` without bias for a weight tensor [N, K] or an FP8 weight
+    (:class:`rpent.models.pi05.fp8.Fp8Linear`): x [.., K] -> [.., N]; with ``geglu_out`` w is the fused
+    [gate; up] weight [2F, K] and the result is ``geglu(x @ w.T)`` [.., F]. Dispatch (few-row kernel with
+    fused epilogues, FP8 matmuls, cuBLAS): :mod:`rpent.models.pi05.fused_linear`."""
+    from rpent.models.pi05 import fused_linear
+
+    return fused_linear.linear(x, w, geglu_out)
+
+
+def linear_gated_norm(res: torch.Tensor, x: torch.Tensor, w, gate: torch.Tensor, scale1p: torch.Tensor,
+                      shift: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``gated_add_ada_rms_norm(res, linear(x, w), gate, scale1p, shift, eps)``: the expert's o and down
+    projections with the residual and norm that follow (one launch on the few-row kernel's path;
+    :func:`rpent.models.pi05.fused_linear.linear_gated_norm`)."""
+    from rpent.models.pi05 import fused_linear
+
+    return fused_linear.linear_gated_norm(res, x, w, gate, scale1p, shift, eps)
+
+
+def tensor_linear(x: torch.Tensor, w: torch.Tensor, geglu_out: bool = False) -> torch.Tensor:
     """``F.linear(x, w)`` without bias: x [.., K], w [N, K] -> [.., N]; with ``geglu_out`` w is the fused
     [gate; up] weight [2F, K] and the result is ``geglu(F.linear(x, w))`` [.., F].
 
