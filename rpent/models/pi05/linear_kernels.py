@@ -44,7 +44,7 @@ def rows_linear_kernel(
     res_ptr, gate_ptr, nw_ptr, shift_ptr, xout_ptr, hout_ptr,
     M, N, K, stride_xm, F_OFF, eps,
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, SPLIT: tl.constexpr, HAS_SCALE: tl.constexpr,
-    GEGLU: tl.constexpr, NORM: tl.constexpr, BLOCK_N: tl.constexpr,
+    GEGLU: tl.constexpr, NORM: tl.constexpr, BLOCK_N: tl.constexpr, NORM_ROWS: tl.constexpr = 4,
 ):
     """Grid (column blocks, SPLIT). Program (j, s) multiplies the M rows of x [M, K] (row stride
     ``stride_xm``) with weight rows [j*BN, +BN) over K range [s*K/SPLIT, +K/SPLIT).
@@ -58,7 +58,8 @@ def rows_linear_kernel(
     (+1 with NORM)] counters, zero between launches. ``NORM``: after ``out`` (= y) is stored, the last
     program of the launch computes, for every row, ``x = res + y * gate`` (rounded to the output dtype,
     stored to ``xout``) and ``h = rmsnorm(x) * nw + shift`` (``hout``), with ``res``, ``xout``, ``hout``
-    [M, N] contiguous and ``gate``, ``nw`` (the precomputed 1 + scale), ``shift`` [N]; BLOCK_N >= N.
+    [M, N] contiguous and ``gate``, ``nw`` (the precomputed 1 + scale), ``shift`` [N]; BLOCK_N >= N; the
+    rows are normalised NORM_ROWS at a time.
     """
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -115,18 +116,21 @@ def rows_linear_kernel(
                 tl.debug_barrier()
                 offs = tl.arange(0, BLOCK_N)
                 cm = offs < N
-                gate = tl.load(gate_ptr + offs, mask=cm, other=0.0).to(tl.float32)
-                nw = tl.load(nw_ptr + offs, mask=cm, other=0.0).to(tl.float32)
-                sh = tl.load(shift_ptr + offs, mask=cm, other=0.0).to(tl.float32)
-                for r in range(0, M):
-                    y = tl.load(out_ptr + r * N + offs, mask=cm, other=0.0, cache_modifier=".cg").to(tl.float32)
-                    x = tl.load(res_ptr + r * N + offs, mask=cm, other=0.0).to(tl.float32)
+                gate = tl.load(gate_ptr + offs, mask=cm, other=0.0).to(tl.float32)[None, :]
+                nw = tl.load(nw_ptr + offs, mask=cm, other=0.0).to(tl.float32)[None, :]
+                sh = tl.load(shift_ptr + offs, mask=cm, other=0.0).to(tl.float32)[None, :]
+                for r0 in range(0, M, NORM_ROWS):  # NORM_ROWS rows at a time, all threads busy
+                    rr = r0 + tl.arange(0, NORM_ROWS)
+                    idx = rr[:, None] * N + offs[None, :]
+                    msk = (rr < M)[:, None] & cm[None, :]
+                    y = tl.load(out_ptr + idx, mask=msk, other=0.0, cache_modifier=".cg").to(tl.float32)
+                    x = tl.load(res_ptr + idx, mask=msk, other=0.0).to(tl.float32)
                     xr = (x + y * gate).to(xout_ptr.dtype.element_ty)
-                    tl.store(xout_ptr + r * N + offs, xr, mask=cm)
+                    tl.store(xout_ptr + idx, xr, mask=msk)
                     xf = xr.to(tl.float32)
-                    inv = tl.rsqrt(tl.sum(xf * xf, axis=0) / N + eps)
-                    h = xf * inv * nw + sh
-                    tl.store(hout_ptr + r * N + offs, h.to(hout_ptr.dtype.element_ty), mask=cm)
+                    inv = tl.rsqrt(tl.sum(xf * xf, axis=1) / N + eps)
+                    h = xf * inv[:, None] * nw + sh
+                    tl.store(hout_ptr + idx, h.to(hout_ptr.dtype.element_ty), mask=msk)
                 tl.atomic_xchg(cnt_ptr + n_blocks, 0)
 
 
@@ -137,8 +141,9 @@ def _round_e4m3(v):
     2^-9), the mantissa to 3 bits by the 1.5 * 2^23 trick. The later cast to float8 is then exact."""
     a = tl.abs(v)
     e = tl.maximum((a.to(tl.int32, bitcast=True) >> 23) - 127, -6)
-    step = ((e - 3 + 127) << 23).to(tl.float32, bitcast=True)
-    return ((v / step + 12582912.0) - 12582912.0) * step
+    step = ((e - 3 + 127) << 23).to(tl.float32, bitcast=True)  # powers of two: the products are exact
+    inv_step = ((127 - (e - 3)) << 23).to(tl.float32, bitcast=True)
+    return ((v * inv_step + 12582912.0) - 12582912.0) * step
 
 
 @triton.jit
@@ -150,7 +155,7 @@ def quant_rows_kernel(x_ptr, q_ptr, s_ptr, K, stride_x, BLOCK_K: tl.constexpr):
     offs = tl.arange(0, BLOCK_K)
     m = offs < K
     x = tl.load(x_ptr + row * stride_x + offs, mask=m, other=0.0).to(tl.float32)
-    s = tl.maximum(tl.max(tl.abs(x), axis=0), 1e-12) / E4M3_MAX
-    q = _round_e4m3(tl.minimum(tl.maximum(x / s, -E4M3_MAX), E4M3_MAX))
+    s = tl.math.div_rn(tl.maximum(tl.max(tl.abs(x), axis=0), 1e-12), E4M3_MAX)  # IEEE division, as torch's
+    q = _round_e4m3(tl.minimum(tl.maximum(tl.math.div_rn(x, s), -E4M3_MAX), E4M3_MAX))
     tl.store(q_ptr + row * K + offs, q.to(q_ptr.dtype.element_ty), mask=m)
     tl.store(s_ptr + row, s)
