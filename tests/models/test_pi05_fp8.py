@@ -45,6 +45,15 @@ triton_only = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1" and n
                                  reason="Triton kernels need a GPU or TRITON_INTERPRET=1")
 
 
+@pytest.fixture
+def rows_kernel():
+    """The few-row kernel is opt-in (RPENT_PI05_ROWS=1): on for the test's duration."""
+    was_off = "rows" in fused._DISABLED_OPS
+    fused.disable_op("rows", False)
+    yield
+    fused.disable_op("rows", was_off)
+
+
 def rel(a, b):
     a, b = a.float(), b.float()
     assert torch.isfinite(a).all()
@@ -205,7 +214,7 @@ def test_fp8_model_parity_against_float32_in_normalised_actions():
 @triton_only
 @pytest.mark.parametrize("rows", [1, 10, 20, 32])
 @pytest.mark.parametrize("kind", ["float32", "fp8"])
-def test_few_row_kernel_matches_its_reference(rows, kind):
+def test_few_row_kernel_matches_its_reference(rows, kind, rows_kernel):
     """Plain, GeGLU and gated-residual + adaRMS epilogues, split over K (last-program reduction)."""
     g = torch.Generator().manual_seed(rows)
     x = torch.randn(1, rows, 64, generator=g)
@@ -228,7 +237,7 @@ def test_few_row_kernel_matches_its_reference(rows, kind):
 
 @triton_only
 @pytest.mark.parametrize("fp8", [False, True])
-def test_whole_tiny_model_with_the_kernels_on_and_off(fp8):
+def test_whole_tiny_model_with_the_kernels_on_and_off(fp8, rows_kernel):
     cfg = tiny_config().replace(action_horizon=4, num_flow_steps=2)
     model = Pi05Model.random(cfg, "cpu", torch.float32, seed=2, fp8=fp8)
     x = _inputs(cfg, b=1, t=5, seed=4)

@@ -105,7 +105,8 @@ def quantize_rows_reference(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     """Activations x [M, K] -> (Q float8_e4m3fn [M, K], scale float32 [M, 1]) per row (token): the
     reference of the Triton ``quant_rows_kernel`` (``scale = max(max|x|, 1e-12) / 448``)."""
     xf = x.float()
-    scale = xf.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / E4M3_MAX
+    amax = xf.abs().amax(dim=1, keepdim=True).clamp_min(1e-12)
+    scale = amax / torch.full_like(amax, E4M3_MAX)  # tensor / tensor: IEEE division on CUDA too
     return (xf / scale).clamp_(-E4M3_MAX, E4M3_MAX).to(FP8_DTYPE), scale
 
 

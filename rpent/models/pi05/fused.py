@@ -48,8 +48,12 @@ if os.environ.get("RPENT_PI05_SKINNY", "0") != "1":
     # opt-in: on the H200 the tuned skinny kernel won only the expert's gate_up projection and the batch-1
     # latency did not move (10.51 vs 10.47 ms, benchmarks/vla_variants.py), while tuning costs start-up time
     _DISABLED_OPS.add("skinny")
+if os.environ.get("RPENT_PI05_ROWS", "0") != "1":
+    # opt-in: on an H200 (B=1, bf16) the few-row kernel with its fused epilogues ran the expert's 360
+    # projections in 3.7 ms against cuBLAS's 2.4 ms (model 10.44 vs 9.63 ms, benchmarks/vla_bench.py)
+    _DISABLED_OPS.add("rows")
 #: Names of the ops with a Triton kernel (for :func:`disable_op` / ``RPENT_PI05_FUSED_OFF=op1,op2``).
-OPS = ("norm", "rope", "geglu", "attention", "skinny", "layernorm", "rows")
+OPS = ("norm", "rope", "geglu", "attention", "skinny", "layernorm", "rows", "fp8quant")
 
 #: Keys per split of :func:`mqa_decode_attention` and its tile sizes (BM query rows, BN keys).
 #: H200, B=1 (benchmarks/vla_variants.py, 2026-12-01): 32 keys per split, BN 32 -> 9.47 ms against

@@ -8,11 +8,15 @@ Dispatch for ``y = x @ W.T`` with x [.., K] (M rows) and W a weight tensor [N, K
   :func:`rows_linear_kernel <rpent.models.pi05.linear_kernels.rows_linear_kernel>`, bf16 or FP8 weights,
   split over K so that every SM streams weights, with the GeGLU or the gated-residual + adaRMS epilogue
   (:func:`linear_gated_norm`): per expert layer 6 kernels instead of 10.
-* FP8 weight, more rows (the prefix), CUDA: per-row E4M3 activations (one Triton kernel, or the
-  reference) and ``torch._scaled_mm`` with row-wise scales on the FP8 tensor cores, bf16 output.
-* FP8 weight otherwise (the references, CPU tests): few rows multiply with the dequantised weight
-  (weight-only FP8, what the kernel computes); many rows quantise the activations per row exactly as
-  the CUDA path does and multiply in float32.
+* FP8 weight otherwise on CUDA (the prefix; the expert when the few-row kernel is off): per-row E4M3
+  activations (one Triton kernel, or the reference) and ``torch._scaled_mm`` with row-wise scales on the
+  FP8 tensor cores, bf16 output.
+* FP8 weight on the CPU (the references, tests): few rows multiply with the dequantised weight
+  (weight-only FP8, what the few-row kernel computes); many rows quantise the activations per row exactly
+  as the CUDA path does and multiply in float32.
+
+The few-row kernel is opt-in (``RPENT_PI05_ROWS=1``, op ``rows``): on an H200 it was slower than cuBLAS
+for the expert's projections (``benchmarks/vla_bench.py``, variant ``graph_rows``).
 * bf16/float32 weight otherwise: cuBLAS (``F.linear``), or the older skinny kernel where
   :func:`rpent.models.pi05.fused.tune_skinny` chose it.
 
@@ -127,10 +131,10 @@ def _rows_launch(x: torch.Tensor, w, geglu_out: bool, norm: tuple | None):
 
 
 def quantize_rows(x2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """x [M, K] -> (E4M3 [M, K], float32 scales [M, 1]) per row: the Triton kernel on CUDA (op ``rows``
-    on), else :func:`rpent.models.pi05.fp8.quantize_rows_reference` (same formula)."""
+    """x [M, K] -> (E4M3 [M, K], float32 scales [M, 1]) per row: the Triton kernel on CUDA (op ``fp8quant``),
+    else :func:`rpent.models.pi05.fp8.quantize_rows_reference` (same formula, same bits)."""
     m, k = x2.shape
-    if fused._use(x2, "rows") and x2.stride(-1) == 1:
+    if fused._use(x2, "fp8quant") and x2.stride(-1) == 1:
         from rpent.models.pi05 import linear_kernels as lk
 
         q = torch.empty((m, k), dtype=FP8_DTYPE, device=x2.device)
@@ -146,10 +150,11 @@ def _fp8_linear(x: torch.Tensor, w: Fp8Linear) -> torch.Tensor:
     k = x.shape[-1]
     m = x.numel() // k
     x2 = x.reshape(m, k)
-    if m <= ROWS_MAX_M:  # weight-only FP8: the few-row kernel's arithmetic
+    cuda = x.is_cuda and x.dtype == torch.bfloat16
+    if m <= ROWS_MAX_M and not cuda:  # weight-only FP8: the few-row kernel's arithmetic
         return F.linear(x, w.dequantized(x.dtype))
     xq, xs = quantize_rows(x2.contiguous())
-    if x.is_cuda and x.dtype == torch.bfloat16:
+    if cuda:
         y = torch._scaled_mm(xq, w.qweight.t(), scale_a=xs, scale_b=w.scale.view(1, -1), out_dtype=torch.bfloat16)
     else:
         y = ((xq.float() @ w.qweight.float().t()) * xs * w.scale.float()[None, :]).to(x.dtype)

@@ -96,9 +96,11 @@ class Pi05Runner:
         batch_buckets: batch sizes graphs are captured for; larger batches are split.
         text_bucket: padded prompt lengths are rounded up to a multiple of this.
         max_graphs: captured graphs kept (least recently used are dropped).
-        lazy_capture: the first call of a new shape (batch bucket, views, prompt length) runs eagerly and
-            the next call of that shape captures its graph, so a fresh server answers its first request
-            without waiting for a capture (about 1 s each at full size); False: capture at the first call.
+        lazy_capture: until the first graph is captured, the first call of a shape (batch bucket, views,
+            prompt length) runs eagerly and the next call of that shape captures its graph, so a fresh
+            server answers its first request without waiting for a capture (about 1 s at full size); later
+            shapes are captured at their first call (a shape first seen under load would otherwise run
+            eagerly and then stall the queue with its capture). False: capture at the first call.
     """
 
     def __init__(
@@ -217,7 +219,8 @@ class Pi05Runner:
             self._tune(rows)
         key = (rows, tuple(images.shape[1:]), ids.shape[1], mask is not None)
         g = self._graphs.get(key) if self.use_graphs else None
-        if g is None and self.use_graphs and self.lazy_capture and key not in self._ran_eagerly:
+        if (g is None and self.use_graphs and self.lazy_capture and not self.graph_captures
+                and key not in self._ran_eagerly):
             self._ran_eagerly.add(key)  # first call of this shape: answer now, capture at the next one
             self.eager_calls += 1
             return self._eager(img_u8, ids, nz, mask, b)

@@ -23,8 +23,8 @@ graph per batch bucket and prompt length; H200 figures are in ``benchmarks/vla_b
 Concurrent requests from several clients are collected for up to ``--batch-window-ms`` (only while
 more are expected) and run as one batched model call; each client gets its own rows back. The
 readiness line is printed after the model is loaded and warmed up, so "launch -> ready" is the cold start.
-The first request of each shape (batch bucket, views, prompt length) runs eagerly and the next one
-captures its CUDA graph, so the first action does not wait for graph captures (``--capture-before-ready``
+The first request runs eagerly and the next request of its shape captures its CUDA graph (later shapes are
+captured at their first request), so the first action does not wait for a graph capture (``--capture-before-ready``
 captures the batch-1 graphs before the readiness line instead). ``--precision fp8`` serves FP8 (E4M3)
 Gemma weights (:mod:`rpent.models.pi05.fp8`; an FP8 checkpoint is read as such, half the bytes of its
 projections). A checkpoint's safetensors files are read into the page cache by background threads from the start of
@@ -163,8 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "CPU); auto (default): fp8 for an FP8 checkpoint (python -m rpent.models.pi05.fp8) on such a GPU, "
                          "else bf16")
     ap.add_argument("--capture-before-ready", action="store_true",
-                    help="capture the batch-1 CUDA graphs before the readiness line (default: the first request of a "
-                         "shape runs eagerly and the next one captures its graph, so the first action comes sooner)")
+                    help="capture the batch-1 CUDA graphs before the readiness line (default: the first request runs "
+                         "eagerly and the next one of its shape captures its graph, so the first action comes sooner)")
     ap.add_argument("--random-weights", choices=("full", "tiny"), default=None,
                     help="benchmarking only: no checkpoint, seeded random weights of the full or tiny architecture")
     add_server_args(ap)
@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> None:
             policy.runner.warmup(meta["num_views"], (side, side))
         _log(f"warm-up (B=1 graph capture) {time.perf_counter() - t1:.1f} s")
     else:
-        policy.runner.lazy_capture = True  # first request of each shape eagerly, its graph at the next one
+        policy.runner.lazy_capture = True  # the first request eagerly, its graph at the next one
     _log(f"ready in {time.perf_counter() - t0:.1f} s: {meta}")
     server = Pi05VlaServer(policy, batch_window_s=args.batch_window_ms / 1000.0, max_batch=args.max_batch,
                            batch_max_wait_s=args.batch_max_wait_ms / 1000.0, pipeline=not args.no_pipeline)
