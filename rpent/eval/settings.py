@@ -29,9 +29,10 @@ class EnvSettings:
         seed: simulator seed and the base of the ``observation`` noise generator.
         save_video: write one mp4 per episode (main camera, one frame per policy query).
         video_fps: frames per second of those videos.
-        pipeline_stage_num: ``rollout.pipeline_stage_num``, 1..num_workers: the env workers are dealt
-            to this many stages and each policy call serves every running env of one stage
-            (:mod:`rpent.eval.rollout`); 1 = all envs in every call, ``num_workers`` = one call per worker.
+        pipeline_stage_num: ``rollout.pipeline_stage_num`` (at most ``num_workers``: a larger value is
+            lowered to it): the env workers are dealt to this many stages and each policy call serves every
+            running env of one stage (:mod:`rpent.eval.rollout`); 1 = all envs in every call,
+            ``num_workers`` = one call per worker.
     """
 
     suite: str

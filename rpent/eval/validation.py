@@ -219,12 +219,7 @@ def build_settings(
     if env.video_fps <= 0:
         raise EvalConfigError(f"env.eval.video_fps must be > 0, got {env.video_fps}")
     stages = _int(cfg, "rollout.pipeline_stage_num") if has_key(cfg, "rollout.pipeline_stage_num") else 1
-    if stages > env.num_workers:
-        raise EvalConfigError(
-            f"rollout.pipeline_stage_num ({stages}) exceeds the {env.num_workers} env worker(s): each stage needs at "
-            f"least one worker; set rollout.pipeline_stage_num between 1 and {env.num_workers}"
-        )
-    env = replace(env, pipeline_stage_num=stages)
+    env = replace(env, pipeline_stage_num=min(stages, env.num_workers))  # a stage needs at least one worker
 
     # -- policy backend ----------------------------------------------------------------------------
     endpoint = _get(cfg, "policy.endpoint")
