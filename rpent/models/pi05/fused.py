@@ -24,10 +24,12 @@ Ops (shapes for one layer; D width, d head dim, H query heads, F MLP width):
 * :func:`rope_qkv_to_cache`: fused q/k/v projection output [B, L, (H+2) d] -> RoPE'd queries [B, L, H, d]
   and RoPE'd K / plain V written straight into the K/V cache rows.
 * :func:`geglu`: [.., 2F] (gate | up) -> gelu_tanh(gate) * up [.., F].
-* :func:`linear` (and ``geglu=True``): ``x @ w.T`` for few rows (the action expert at small batch,
-  M = B*H <= 32) through a weight-streaming Triton kernel, optionally with the GeGLU of the fused
-  [gate; up] weight in its epilogue; used only for the shapes where :func:`tune_skinny` timed it faster
-  than cuBLAS on this GPU (cuBLAS otherwise).
+* :func:`linear` / :func:`linear_gated_norm`: ``x @ w.T`` for a bf16/float32 weight or an FP8 weight
+  (:mod:`rpent.models.pi05.fp8`), dispatched by :mod:`rpent.models.pi05.fused_linear`: cuBLAS, the FP8
+  tensor cores (``torch._scaled_mm`` after the ``fp8quant`` kernel), the opt-in few-row kernel with fused
+  GeGLU / gated residual + adaRMS epilogues (op ``rows``, ``RPENT_PI05_ROWS=1``), or the older
+  weight-streaming skinny kernel (op ``skinny``, ``RPENT_PI05_SKINNY=1``) for the shapes where
+  :func:`tune_skinny` timed it faster than cuBLAS on this GPU.
 * :func:`mqa_decode_attention`: the action tokens' multi-query attention over the cached prefix + their
   own K/V, split over the keys (flash-decoding) so a 10-token chunk fills many SMs instead of 2.
 """
