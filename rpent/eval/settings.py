@@ -32,7 +32,8 @@ class EnvSettings:
         pipeline_stage_num: ``rollout.pipeline_stage_num`` (at most ``num_workers``: a larger value is
             lowered to it): the env workers are dealt to this many stages and each policy call serves every
             running env of one stage (:mod:`rpent.eval.rollout`); 1 = all envs in every call,
-            ``num_workers`` = one call per worker.
+            ``num_workers`` = one call per worker. Local env workers only: with ``--ray-address`` the
+            driver calls the policy once per worker.
     """
 
     suite: str
