@@ -156,6 +156,9 @@ def main() -> None:
     ap.add_argument("--tiny", action="store_true", help="CPU smoke run: tiny random Pi0.5 on the CPU, CPU EGL")
     ap.add_argument("--baseline-root", default=None,
                     help="also run the same evaluation with the rpent of this checkout (e.g. main's) for a side-by-side row")
+    ap.add_argument("--stages", default="",
+                    help="comma-separated rollout.pipeline_stage_num values: one run of this checkout each (default: the "
+                         "config's); the baseline checkout runs without the override")
     args = ap.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="gpu_eval_"))
     out.mkdir(parents=True, exist_ok=True)
@@ -190,7 +193,12 @@ def main() -> None:
         if torch.cuda.is_available():
             torch.cuda.empty_cache()  # the random tensors were made on the GPU: give their memory back
     res["gpu_mem_before_mib"] = sampler.read()
-    rows = [run_once(args, ckpt, out / "run_this", ROOT, "this checkout")]
+    stages = [int(v) for v in args.stages.split(",") if v.strip()]
+    if stages:
+        rows = [run_once(args, ckpt, out / f"run_this_s{st}", ROOT, f"this, S={st}", [f"rollout.pipeline_stage_num={st}"])
+                for st in stages]
+    else:
+        rows = [run_once(args, ckpt, out / "run_this", ROOT, "this checkout")]
     if args.baseline_root:
         rows.append(run_once(args, ckpt, out / "run_baseline", Path(args.baseline_root).resolve(), "baseline"))
     res["runs"] = rows
@@ -198,7 +206,7 @@ def main() -> None:
 
     print(f"\nrpent-eval libero_10_pi05_eval on {res['gpu']}, {os.cpu_count()} CPUs (random weights: every episode runs "
           f"{args.steps} steps); EGL renderer: {res.get('egl', {}).get('gl_renderer')}")
-    head = (f"{'code':<14} {'traj':>5} {'launch->exit s':>14} {'traj/min':>8} {'start s':>7} {'rollout s':>9} {'traj/min':>8} | "
+    head = (f"{'code':<16} {'traj':>5} {'launch->exit s':>14} {'traj/min':>8} {'start s':>7} {'rollout s':>9} {'traj/min':>8} | "
             f"{'physics':>7} {'render':>6} {'policy':>6} {'ipc':>5} | {'ms/step':>7} {'ms/query':>8} {'batch':>5} | {'GPU MiB':>7}")
     print(head)
     print("-" * len(head))
@@ -209,7 +217,7 @@ def main() -> None:
         nw = max(1, len({w.get("worker") for w in t.get("per_worker", [])}))
         q = max(1, t.get("policy_queries", 0))
         steps = max(1, n * args.steps)
-        print(f"{r['label']:<14} {n:>5} {r['total_s']:>14.1f} {60 * n / r['total_s']:>8.1f} {t.get('startup_s', float('nan')):>7.1f} "
+        print(f"{r['label']:<16} {n:>5} {r['total_s']:>14.1f} {60 * n / r['total_s']:>8.1f} {t.get('startup_s', float('nan')):>7.1f} "
               f"{roll:>9.1f} {60 * n / roll:>8.1f} | {100 * t.get('physics_s', 0) / nw / roll:>6.0f}% {100 * t.get('render_s', 0) / nw / roll:>5.0f}% "
               f"{100 * t.get('policy_s', 0) / roll:>5.0f}% {100 * t.get('driver_io_s', 0) / roll:>4.0f}% | "
               f"{1000 * t.get('physics_s', 0) / steps * 1:>7.1f} {1000 * t.get('policy_s', 0) / q:>8.1f} "
@@ -220,8 +228,9 @@ def main() -> None:
     print(f"wrote {out / 'bench.json'}")
 
 
-def run_once(args, ckpt: str, out: Path, code_root: Path, label: str) -> dict:
-    """One ``rpent-eval`` subprocess with ``code_root`` first on PYTHONPATH; returns its figures."""
+def run_once(args, ckpt: str, out: Path, code_root: Path, label: str, extra: list[str] | None = None) -> dict:
+    """One ``rpent-eval`` subprocess with ``code_root`` first on PYTHONPATH (``extra``: more overrides);
+    returns its figures."""
     logs = out / "logs"
     out.mkdir(parents=True, exist_ok=True)
     device = ["policy.device=cpu"] if args.tiny else [f"policy.device=cuda:{args.cuda_device}"]
@@ -229,7 +238,7 @@ def run_once(args, ckpt: str, out: Path, code_root: Path, label: str) -> dict:
     cmd = [sys.executable, "-m", "rpent.cli.eval", "--config", "libero_10_pi05_eval", *gpu_opt,
            "--no-progress", "--logs-dir", str(logs), *device, "runner.logger.logger_backends=[]",
            f"env.eval.total_num_envs={args.envs}", f"env.eval.rollout_epoch={args.epochs}", f"env.eval.max_episode_steps={args.steps}",
-           f"env.num_workers={args.workers}", *args.extra]
+           f"env.num_workers={args.workers}", *args.extra, *(extra or [])]
     env = dict(os.environ, APXINF_PI05_MODEL_DIR=ckpt, MUJOCO_GL="egl",
                PYTHONPATH=os.pathsep.join(filter(None, [str(code_root), os.environ.get("PYTHONPATH")])))
     print(f"[{label}: {code_root}] $", " ".join(cmd), flush=True)

@@ -57,9 +57,9 @@ case "$cmd" in
     "$PY" benchmarks/gpu_eval_bench.py --out "$STATE/run" "$@" || rc=$?
     if [ -n "${OUT:-}" ]; then
       cp "$STATE/run/bench.json" "$OUT/" 2>/dev/null || true
-      for r in this baseline; do
-        [ -f "$STATE/run/run_$r/eval_stdout.log" ] && cp "$STATE/run/run_$r/eval_stdout.log" "$OUT/eval_$r.log"
-        for f in "$STATE"/run/run_$r/logs/*/metrics.json; do [ -f "$f" ] && cp "$f" "$OUT/metrics_$r.json"; done
+      for d in "$STATE"/run/run_*/; do
+        r=$(basename "$d"); r=${r#run_}
+        [ -f "$d/eval_stdout.log" ] && cp "$d/eval_stdout.log" "$OUT/eval_$r.log"
       done
     fi
     exit $rc

@@ -1,43 +1,28 @@
 """Pi0.5 VLA speed benchmark: model latency, end-to-end latency through the RPC server, throughput
-with concurrent clients, cold start; each next to a plain eager run of the same code, the fused Triton
-kernels checked against their PyTorch references, and optionally lerobot 0.6.1's Pi0.5 (eager and
-``torch.compile``d) with a numerical parity check on identical weights, tokens and noise.
+with concurrent clients, cold start; each next to its baselines from the same run (the previous expert
+path, the unfused and eager forms of the same code, another checkout's server via ``--compare-root``),
+bf16 and FP8 weights with their parity in normalised action space, the fused Triton kernels checked
+against their PyTorch references, and optionally lerobot 0.6.1's Pi0.5 (eager and ``torch.compile``d)
+with a numerical parity check on identical weights, tokens and noise.
 
-Full size on the GPU (random weights, no checkpoint needed; lerobot carried as py3.12 wheels)::
+Full size on the GPU (random weights, no checkpoint needed)::
 
-    pip install --no-index --no-deps --target /tmp/site build/whl_c2/*.whl && export PYTHONPATH=/tmp/site
-    python benchmarks/vla_bench.py --random-weights --iters 40 --requests-per-client 40 --profile \
-        --lerobot --lerobot-compile --cold-start-from-disk --out bench.json
+    python benchmarks/vla_bench.py --random-weights --iters 30 --requests-per-client 30 --transport socket \
+        --skip-eager-server --skip-baseline-server --cold-start-from-disk --drop-caches \
+        --compare-root <checkout of the previous version> --out bench.json
 
 CPU smoke run::
 
-    python benchmarks/vla_bench.py --tiny --iters 5 --clients 4 --out /tmp/vla_bench_tiny.json
+    python benchmarks/vla_bench.py --tiny --iters 5 --clients 4 --precision bf16 --out /tmp/vla_bench_tiny.json
 
-Figures (median ms unless stated): model B=1 (graph, graph without the fused kernels, eager), model B=16,
-server end-to-end B=1 with the server-side stage times, server throughput (inferences/s) with N concurrent
-client processes, cold start (launch -> ready line -> first action; ``from_disk`` loads a full random
-checkpoint from local disk with an empty Triton cache), lerobot parity/latency. Prints a table and writes
-JSON to ``--out`` (after every section, so a killed run keeps what it measured).
-
-Measured on an H200 (torch 2.11, bf16, 2 views, T=16, H=10, N=5; the command above, 2026-11-30):
-model B=1 10.5 ms graph / 15.6 ms graph without fused kernels / 44.4 ms eager; B=16 73.8 ms graph
-(4.6 ms/sample) / 75.2 ms eager; server e2e B=1 13.7 ms (13.2 from disk) / 48.3 ms eager; 16 clients
-162 / 100 (eager) inferences/s; cold start 6.6 s (random weights) / 12.5 s (6.7 GB from disk, cold
-Triton cache); lerobot eager 174.8 ms, compiled 34.0 ms after a 195 s warm-up; parity vs lerobot max
-|diff| 4.8e-7 (fp32) / 9.2e-3 (bf16).
-
-Re-measured 2026-12-01 (``--random-weights --iters 40 --requests-per-client 40 --transport socket
---skip-eager-server --cold-start-from-disk --drop-caches --verbose``): model B=1 9.47 ms (10.35 ms with flow
-step 0 after the prefix, same run), B=16 75.5 ms; socket e2e B=1 11.57 ms; 16 clients 197.6 inferences/s
-pipelined vs 165.6 with ``--no-pipeline`` (same run); cold start from disk with the page cache dropped
-19.3 s (empty Triton cache) / 13.0 s (Triton cache of the previous start). lerobot's own
-``compile_model=True`` path: ``benchmarks/vla_lerobot_compile.py``.
-
-With the checkpoint prefetch (another H200, ``--iters 30 --requests-per-client 30 --transport socket
---skip-eager-server --cold-start-from-disk --drop-caches --verbose --compare-root <checkout before>``): cold
-start from disk 11.6 s vs 11.8 s baseline (warm Triton cache), 16.3 vs 18.6 s (empty); 16 clients 197.9
-inferences/s with the GPU busy 99.1 % of the time at 39.76 ms per batch of 8 (GPU-bound: 201.5 /s at most);
-model B=1 10.58 ms on that machine.
+Figures (median ms unless stated): model B=1 and B=16 per variant (``graph``: the defaults; ``graph_rows``:
+the expert's projections on the few-row Triton kernel with fused GeGLU / residual + norm epilogues;
+``graph_unfused``; ``eager``; ``fp8_graph`` / ``fp8_graph_rows``: FP8 Gemma weights), server end-to-end B=1 with the server-side stage times, server
+throughput (inferences/s) with N concurrent client processes and the GPU time per model call, cold start
+(launch -> readiness line -> first action; ``from_disk`` loads a full random checkpoint from local disk,
+``_fp8`` its FP8 conversion, with an empty and then the filled Triton cache), lerobot parity/latency.
+Prints a table and writes JSON to ``--out`` (after every section, so a killed run keeps what it measured).
+Measured figures, with their machines and dates: ``docs/results/vla_serving.md``.
 """
 
 from __future__ import annotations
@@ -66,6 +51,9 @@ from rpent.models.pi05.model import Pi05Model, default_device_dtype  # noqa: E40
 from rpent.models.pi05.sampling import Pi05Runner  # noqa: E402
 from rpent.models.pi05.tiny import tiny_norm_stats, tiny_observation, tiny_tokenizer_bytes  # noqa: E402
 
+sys.path.insert(0, str(REPO / "benchmarks"))
+import vla_checks  # noqa: E402
+
 
 def _sync():
     if torch.cuda.is_available():
@@ -90,84 +78,12 @@ def timed(fn, iters: int, warmup: int) -> dict:
 # ---------------------------------------------------------------------------- model (in process)
 
 
-def check_kernels(device, results) -> None:
-    """Each fused CUDA kernel against its PyTorch reference at full-size shapes (bf16): relative L2 error.
-    An op whose kernel fails or disagrees (> 2e-2) is switched to its reference for the rest of the run."""
-    import traceback
-
-    out = {}
-    g = torch.Generator(device=device).manual_seed(0)
-
-    def rnd(*shape):
-        return torch.randn(*shape, generator=g, device=device).to(torch.bfloat16)
-
-    def rel(a, b):
-        return ((a.float() - b.float()).norm() / b.float().norm()).item()
-
-    def pair(fn, *a):
-        fused.set_enabled(True)
-        x = fn(*a)
-        fused.set_enabled(False)
-        y = fn(*a)
-        fused.set_enabled(True)
-        return x, y
-
-    def norm_checks():
-        x, y, w, sc, sh, gt = rnd(528, 2048), rnd(528, 2048), rnd(2048), rnd(2048), rnd(2048), rnd(2048)
-        xe, ye, sce, she, gte = rnd(16, 10, 1024), rnd(16, 10, 1024), rnd(1024), rnd(1024), rnd(1024)
-        return max(rel(*pair(fused.rms_norm, x, w, 1e-6)),
-                   max(rel(a, b) for a, b in zip(*pair(fused.add_rms_norm, x, y, w, 1e-6))),
-                   max(rel(a, b) for a, b in zip(*pair(fused.gated_add_ada_rms_norm, xe, ye, gte, sce, she, 1e-6))))
-
-    def rope_checks():
-        rope = fused.rope_tables(torch.arange(528, device=device)[None], 256, 10000.0)
-        qkv = rnd(1, 528, 10 * 256)
-        res = []
-        for on in (True, False):
-            fused.set_enabled(on)
-            cache = torch.zeros(2, 1, 528, 256, dtype=torch.bfloat16, device=device)
-            q = fused.rope_qkv_to_cache(qkv, rope, 8, cache[0], cache[1])
-            res.append((q, cache))
-        fused.set_enabled(True)
-        return max(rel(res[0][0], res[1][0]), rel(res[0][1], res[1][1]))
-
-    def attention_checks():
-        worst = 0.0
-        for b, masked in ((1, False), (16, True)):
-            q, k, v = rnd(b, 10, 8, 256), rnd(b, 1, 538, 256), rnd(b, 1, 538, 256)
-            m = None
-            if masked:
-                m = torch.ones(b, 1, 1, 538, dtype=torch.bool, device=device)
-                m[1::2, ..., 500:528] = False
-            worst = max(worst, rel(*pair(fused.mqa_decode_attention, q, k, v, m)))
-        return worst
-
-    def layernorm_checks():
-        x, y, w, bb = rnd(512, 1152), rnd(512, 1152), rnd(1152), rnd(1152)
-        return max(rel(*pair(fused.layer_norm, x, w, bb, 1e-6)),
-                   max(rel(a, b) for a, b in zip(*pair(fused.add_layer_norm, x, y, w, bb, 1e-6))))
-
-    checks = {"norm": norm_checks, "rope": rope_checks, "geglu": lambda: rel(*pair(fused.geglu, rnd(528, 2 * 16384))),
-              "attention": attention_checks, "layernorm": layernorm_checks}
-    for op, fn in checks.items():
-        try:
-            err = fn()
-            _sync()
-            out[op] = err
-            if not err < 2e-2:
-                raise RuntimeError(f"{op}: relative error {err:.2e} vs the PyTorch reference")
-        except Exception as exc:  # noqa: BLE001 - keep benchmarking with the reference for this op
-            traceback.print_exc()
-            out[op] = repr(exc)
-            fused.set_enabled(True)
-            fused.disable_op(op)
-            print(f"  fused kernel {op!r} DISABLED for this run", flush=True)
-    print("  kernels vs reference (relative L2, bf16): " + ", ".join(f"{k} {v:.1e}" if isinstance(v, float) else f"{k} FAILED"
-                                                                      for k, v in out.items()), flush=True)
-    results["kernel_check"] = out
-
-
 def bench_model(cfg, device, dtype, args, results):
+    """In-process model latency (B=1 and ``--batch``) of each variant on the same random weights and inputs:
+    ``graph`` (every default: CUDA graph, fused kernels, few-row expert kernel), ``graph_rows_off`` (the
+    expert's projections on cuBLAS with separate norm/GeGLU kernels: the previous path), ``graph_unfused``
+    (plain PyTorch ops), ``eager``, and with FP8 tensor cores ``fp8_graph`` (FP8 Gemma weights quantised from
+    the same draw) with its parity against bf16."""
     model = Pi05Model.random(cfg, device, dtype, seed=0)
     v, s, t = 2, 256, args.prompt_tokens
     rng = np.random.default_rng(0)
@@ -189,30 +105,52 @@ def bench_model(cfg, device, dtype, args, results):
         d = float(np.abs(outs[0] - outs[1]).max())
         results["fused_vs_reference_max_abs_diff"] = d
         print(f"  fused kernels vs PyTorch reference, B=4 bf16: max |diff| normalised actions = {d:.3e}", flush=True)
-    variants = [("graph", True, True), ("graph_no_overlap", True, True), ("graph_unfused", True, False), ("eager", False, True)] \
-        if device.type == "cuda" else [("eager", False, False)]
-    if not kernels:
-        variants = [(n, gr, False) for n, gr, _ in variants if n != "graph_unfused"]
-    overlap = Pi05Model.overlap_first_step
-    for name, graphs, on in variants:
-        fused.set_enabled(on)
-        Pi05Model.overlap_first_step = overlap and name != "graph_no_overlap"  # the previous path: step 0 after the prefix
-        runner = Pi05Runner(model, use_cuda_graphs=graphs)
-        for b in (1, args.batch) if name not in ("graph_unfused", "graph_no_overlap") else (1,):
+    model8 = None
+    if device.type == "cuda" and args.precision in ("fp8", "both"):
+        refusal = vla_checks.fp8_supported(device)
+        if refusal is None:
+            model8 = Pi05Model.random(cfg, device, dtype, seed=0, fp8=True)
+            torch.cuda.empty_cache()
+            vla_checks.fp8_parity(model, model8, lambda m, x: Pi05Runner(m, use_cuda_graphs=False).run(*x), inputs(4), results)
+        else:
+            results["fp8"] = {"refused": refusal}
+            print(f"  fp8: {refusal}", flush=True)
+    if device.type == "cuda":  # (name, model, graphs, fused kernels, few-row kernel, batches)
+        variants = [("graph", model, True, True, False, (1, args.batch)),
+                    ("graph_rows", model, True, True, True, (1,)),
+                    ("graph_unfused", model, True, False, False, (1,)),
+                    ("eager", model, False, True, False, (1,))]
+        if model8 is not None:
+            variants += [("fp8_graph", model8, True, True, False, (1, args.batch)),
+                         ("fp8_graph_rows", model8, True, True, True, (1,))]
+        if args.precision == "fp8" and model8 is not None:
+            variants = [vv for vv in variants if vv[0] in ("graph", "fp8_graph")]
+    else:
+        variants = [("eager", model, False, False, False, (1, args.batch))]
+    rows_default = "rows" not in fused._DISABLED_OPS  # noqa: SLF001
+    for name, m, graphs, on, rows, batches in variants:
+        fused.set_enabled(on and kernels)
+        fused.disable_op("rows", not rows)
+        runner = Pi05Runner(m, use_cuda_graphs=graphs)
+        for b in batches:
             x = inputs(b)
-            r = timed(lambda: runner.run(*x), args.iters if b == 1 else max(3, args.iters // 3), args.warmup)
+            iters = args.iters if b == 1 else max(3, args.iters // 3)
+            r = timed(lambda: runner.run(*x), iters if name != "eager" else max(5, iters // 3), args.warmup)
             r["per_sample_ms"] = r["median_ms"] / b
             results[f"model_b{b}_{name}"] = r
-            print(f"  model B={b:<2} {name:13s}: {r['median_ms']:8.2f} ms  ({r['per_sample_ms']:.2f} ms/sample)", flush=True)
+            print(f"  model B={b:<2} {name:15s}: {r['median_ms']:8.2f} ms  ({r['per_sample_ms']:.2f} ms/sample)", flush=True)
         del runner
-    Pi05Model.overlap_first_step = overlap
     fused.set_enabled(kernels)
+    fused.disable_op("rows", not rows_default)
     if args.profile and device.type == "cuda":
         profile_kernels(model, inputs(1), results)
+        if model8 is not None:
+            profile_kernels(model8, inputs(1), results, key="profile_b1_fp8")
+    del model8
     return model
 
 
-def profile_kernels(model, x, results, top: int = 14) -> None:
+def profile_kernels(model, x, results, top: int = 14, key: str = "profile_b1") -> None:
     """Kernel-level GPU time of one eager B=1 call (the same kernels the graph replays): top kernels by time."""
     from torch.profiler import ProfilerActivity, profile
 
@@ -226,10 +164,10 @@ def profile_kernels(model, x, results, top: int = 14) -> None:
     rows.sort(key=lambda r: -r[1])
     total = sum(r[1] for r in rows)
     n = sum(r[2] for r in rows)
-    print(f"  profile B=1 eager: {total:.2f} ms GPU time in {n} kernels", flush=True)
+    print(f"  {key} (eager, {model.precision}): {total:.2f} ms GPU time in {n} kernels", flush=True)
     for k, ms, c in rows[:top]:
         print(f"    {ms:7.3f} ms {c:5d}x  {k[:110]}")
-    results["profile_b1"] = {"gpu_ms": total, "kernels": n, "top": [{"kernel": k[:200], "ms": ms, "count": c} for k, ms, c in rows[:top]]}
+    results[key] = {"gpu_ms": total, "kernels": n, "top": [{"kernel": k[:200], "ms": ms, "count": c} for k, ms, c in rows[:top]]}
 
 
 # ---------------------------------------------------------------------------- lerobot comparison
@@ -352,7 +290,22 @@ def stop_server(p: subprocess.Popen) -> None:
         p.kill()
 
 
-def bench_server(server_args: list[str], name: str, args, results, env_extra: dict | None = None, root: Path | None = None) -> None:
+def bench_server(server_args: list[str], name: str, args, results, env_extra: dict | None = None, root: Path | None = None,
+                 throughput: bool = True) -> None:
+    """One server process: launch -> readiness line -> first action (the cold start), e2e B=1 latency, and
+    with ``throughput`` the closed-loop throughput of ``--clients`` client processes. A server that fails
+    is reported under ``server_<name>`` and the benchmark goes on."""
+    import traceback
+
+    try:
+        _bench_server(server_args, name, args, results, env_extra, root, throughput)
+    except Exception as exc:  # noqa: BLE001 - one failed server must not lose the other figures
+        traceback.print_exc()
+        results[f"server_{name}_failed"] = repr(exc)
+        print(f"  server {name}: FAILED {exc!r}", flush=True)
+
+
+def _bench_server(server_args, name, args, results, env_extra, root, throughput) -> None:
     from rpent.robots.components.vla_client import VlaClient
 
     p, ep, ready_s = start_server(server_args, args, env_extra, root)
@@ -367,6 +320,10 @@ def bench_server(server_args: list[str], name: str, args, results, env_extra: di
         entry = {"ready_s": ready_s, "first_action_after_ready_s": first_s, "cold_start_s": ready_s + first_s, "e2e_b1": r}
         print(f"  server {name}: ready {ready_s:.1f} s, first action +{first_s:.2f} s, e2e B=1 {r['median_ms']:.2f} ms "
               f"(server-side stages ms: {b1_timing})", flush=True)
+        if not throughput:
+            entry["timing_ms_b1"] = b1_timing
+            results[f"server_{name}"] = entry
+            return
         n, per = args.clients, args.requests_per_client
         # one process per client (like env workers): client-side GIL contention must not cap the figure
         ctx = mp.get_context("spawn")
@@ -453,7 +410,12 @@ def main() -> None:
     ap.add_argument("--cold-start-from-disk", action="store_true", help="also start a server from a full random checkpoint written to local disk")
     ap.add_argument("--drop-caches", action="store_true", help="drop the page cache before each from-disk cold start (root)")
     ap.add_argument("--compare-root", action="append", default=[],
-                    help="also make the from-disk cold starts with the server of this checkout (baseline rows in the same run)")
+                    help="also run the graph server and the from-disk cold starts with the server of this checkout "
+                         "(baseline rows in the same run)")
+    ap.add_argument("--precision", choices=("bf16", "fp8", "both"), default="both",
+                    help="model and server figures in bf16, FP8 (GPUs with FP8 tensor cores) or both (default)")
+    ap.add_argument("--disk-throughput", action="store_true",
+                    help="also measure the clients' throughput on every from-disk server (default: cold start and e2e only)")
     ap.add_argument("--lerobot", action="store_true", help="compare with lerobot's PI05Pytorch if importable (latency + parity)")
     ap.add_argument("--lerobot-compile", action="store_true", help="also time lerobot under torch.compile (long warm-up)")
     ap.add_argument("--skip-model", action="store_true", help="skip the in-process model figures")
@@ -477,12 +439,20 @@ def main() -> None:
     print(f"Pi0.5 bench: {results['config']['size']} on {device} ({dtype}), 2 views, T={args.prompt_tokens}, H={cfg.action_horizon}, N={cfg.num_flow_steps}")
     print(f"  parameters used at inference: {results['config']['parameters']['used_at_inference'] / 1e9:.3f} B")
     if device.type == "cuda" and fused.available() and not args.skip_kernel_check:
-        check_kernels(device, results)
+        vla_checks.check_kernels(device, results)
+        vla_checks.check_linear_kernels(device, results)
     results["config"]["fused_kernels"] = fused.available() and device.type == "cuda"
     if not args.skip_model:
-        model = bench_model(cfg, device, dtype, args, results)
+        try:
+            model = bench_model(cfg, device, dtype, args, results)
+        except Exception as exc:  # noqa: BLE001 - keep the server figures
+            import traceback
+
+            traceback.print_exc()
+            results["model_failed"] = repr(exc)
+            model = None
         save(results, args)
-        if args.lerobot and not args.tiny:
+        if args.lerobot and not args.tiny and model is not None:
             bench_lerobot(cfg, device, args, results, model)
             save(results, args)
         del model
@@ -497,10 +467,17 @@ def main() -> None:
             common.append("--no-fused-kernels")
         if fused._DISABLED_OPS:  # noqa: SLF001 - ops that failed the check stay off in the servers too
             os.environ["RPENT_PI05_FUSED_OFF"] = ",".join(sorted(fused._DISABLED_OPS))  # noqa: SLF001
+        fp8_ok = device.type == "cuda" and args.precision in ("fp8", "both") and vla_checks.fp8_supported(device) is None
         if device.type == "cuda":
             bench_server(size + common, "graph", args, results)
             save(results, args)
-            if not args.skip_baseline_server:  # same run, the batch worker waiting for each batch (the previous server)
+            if fp8_ok:
+                bench_server(size + common + ["--precision", "fp8"], "graph_fp8", args, results)
+                save(results, args)
+            for i, root in enumerate(args.compare_root):  # the same figures from another checkout's server, same run
+                bench_server(size + common, f"graph_baseline{i or ''}", args, results, root=Path(root))
+                save(results, args)
+            if not args.skip_baseline_server:  # same run, the batch worker waiting for each batch
                 bench_server(size + common + ["--no-pipeline"], "graph_no_pipeline", args, results)
                 save(results, args)
             for extra in filter(None, args.server_variant):
@@ -513,15 +490,29 @@ def main() -> None:
             t0 = time.perf_counter()
             write_random_checkpoint(cfg, d, dtype)
             print(f"  wrote random checkpoint to {d} in {time.perf_counter() - t0:.1f} s")
+            ckpts = [(d, "")]
+            if fp8_ok:
+                from rpent.models.pi05.fp8 import convert_checkpoint
+
+                t0 = time.perf_counter()
+                d8 = convert_checkpoint(d, Path(tempfile.mkdtemp(prefix="pi05_fp8_ckpt_")), device=str(device))
+                torch.cuda.empty_cache()
+                results["fp8_checkpoint"] = {"convert_s": time.perf_counter() - t0, "bytes": (d8 / "model.safetensors").stat().st_size,
+                                             "bf16_bytes": (d / "model.safetensors").stat().st_size}
+                print(f"  FP8 checkpoint {d8}: {results['fp8_checkpoint']['bytes'] / 1e9:.2f} GB "
+                      f"(bf16 {results['fp8_checkpoint']['bf16_bytes'] / 1e9:.2f} GB), converted in "
+                      f"{results['fp8_checkpoint']['convert_s']:.1f} s", flush=True)
+                ckpts.insert(0, (d8, "_fp8"))
             # a fresh Triton cache: the cold start includes compiling the fused kernels, as on a new machine;
-            # then a restart on a machine that ran the server before (the Triton cache the first run filled)
-            # --compare-root: the same two starts of another checkout's server (its own Triton cache), in the same run
-            for root, tag in [(None, "")] + [(Path(r), f"_baseline{i or ''}") for i, r in enumerate(args.compare_root)]:
+            # then a restart on a machine that ran the server before (the Triton cache the first run filled).
+            # --compare-root: the same two starts of another checkout's server from the bf16 checkpoint.
+            runs = [(ck, None, tag) for ck, tag in ckpts] + [(d, Path(r), f"_baseline{i or ''}") for i, r in enumerate(args.compare_root)]
+            for ck, root, tag in runs:
                 first_cache = tempfile.mkdtemp(prefix="triton_cold_")
-                for name, extra, cache in (("from_disk" + tag, [], first_cache), ("from_disk_warm_triton_cache" + tag, [], first_cache)):
+                for name in ("from_disk" + tag, "from_disk_warm_triton_cache" + tag):
                     results[f"page_cache_{name}"] = drop_page_cache(args)
-                    bench_server(["--model-path", str(d)] + common + extra + (["--cpu"] if device.type == "cpu" else []), name, args,
-                                 results, env_extra={"TRITON_CACHE_DIR": cache}, root=root)
+                    bench_server(["--model-path", str(ck)] + common + (["--cpu"] if device.type == "cpu" else []), name, args,
+                                 results, env_extra={"TRITON_CACHE_DIR": first_cache}, root=root, throughput=args.disk_throughput)
                     save(results, args)
     if args.lerobot and args.lerobot_compile and device.type == "cuda" and not args.tiny:
         save(results, args)
@@ -529,13 +520,20 @@ def main() -> None:
     print("\n| figure | value |\n|---|---|")
     if "fused_vs_reference_max_abs_diff" in results:
         print(f"| fused kernels vs reference, max abs diff (normalised, bf16) | {results['fused_vs_reference_max_abs_diff']:.3e} |")
+    if "fp8_parity" in results:
+        e = results["fp8_parity"]
+        print(f"| FP8 vs bf16, normalised actions (B={e['batch']}) | max abs diff {e['max_abs_diff']:.3e}, "
+              f"mean {e['mean_abs_diff']:.3e} |")
     for k, v in results.items():
-        if k.startswith("model_"):
+        if k.startswith("model_") and isinstance(v, dict):
             print(f"| {k} | {v['median_ms']:.2f} ms ({v['per_sample_ms']:.2f} ms/sample) |")
-        elif k.startswith("server_"):
+        elif k.startswith("server_") and isinstance(v, dict):
             print(f"| {k} e2e B=1 | {v['e2e_b1']['median_ms']:.2f} ms |")
-            print(f"| {k} throughput ({v['throughput']['clients']} clients) | {v['throughput']['inferences_per_s']:.1f} inf/s |")
-            print(f"| {k} cold start (launch -> first action) | {v['cold_start_s']:.1f} s |")
+            if "throughput" in v:
+                t = v["throughput"]
+                gpu = f", GPU {t['gpu_ms']:.1f} ms/call busy {100 * (t.get('gpu_busy') or 0):.0f} %" if t.get("gpu_ms") else ""
+                print(f"| {k} throughput ({t['clients']} clients) | {t['inferences_per_s']:.1f} inf/s{gpu} |")
+            print(f"| {k} cold start (launch -> first action) | {v['cold_start_s']:.1f} s (ready {v['ready_s']:.1f} s) |")
         elif k == "lerobot":
             for dn, e in v.items() if isinstance(v, dict) else []:
                 if isinstance(e, dict) and "max_abs_diff_normalized" in e:

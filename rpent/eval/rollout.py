@@ -2,10 +2,18 @@
 
 One :class:`RolloutDriver` owns ``num_workers`` spawned env workers (:mod:`rpent.eval.worker`) and
 the policy (:mod:`rpent.eval.policies`). Per epoch it sends every worker its slots of the
-:class:`~rpent.eval.plan.EvalPlan`; then, whenever a worker reports a batch of observations (its
-running envs), it queries the policy once for that batch and sends back one action chunk per env
-(``num_action_chunks`` actions). Workers step their envs while the policy serves another worker, so
-physics and inference overlap. No planner is involved.
+:class:`~rpent.eval.plan.EvalPlan`; each worker answers with the observations of its running envs.
+No planner is involved.
+
+**Policy batching across workers** (``rollout.pipeline_stage_num`` = S, RLinf's pipeline stages): the
+workers are dealt to S stages (worker ``w`` to stage ``w mod S``). Once every worker of a stage that
+still runs envs has reported its observations, the driver makes **one** policy call for all of them
+(rows in worker order) and sends each worker its action chunks (``num_action_chunks`` actions per env).
+S = 1 batches every environment of the run into each call (lockstep); S = 2 lets one half of the
+workers step their envs while the policy serves the other half, so physics and inference overlap;
+S = ``num_workers`` is one call per worker. A policy that answers each row from that row alone (the
+replay server; Pi0.5 with ``noise_source: observation``, whose noise is seeded per env and query) gives
+the same episodes for every S; :attr:`RolloutTiming.mean_envs_per_call` reports the batching achieved.
 
 The epoch ends when every worker reports ``epoch_done``; the next epoch starts with a fresh reset of
 every env (there is no auto-reset path). A worker that raises or dies aborts the run with
@@ -54,7 +62,8 @@ class RolloutTiming:
         startup_s: spawning workers until all are ready (imports + building the first epoch's envs).
         startup_build_s: env construction during start-up, summed over workers.
         policy_s: time inside ``policy.predict`` (for endpoint backends: the whole RPC call).
-        policy_queries: ``predict`` calls; policy_batch_envs: envs summed over those calls.
+        policy_queries: ``predict`` calls; policy_batch_envs: envs summed over those calls (their ratio
+            is :attr:`mean_envs_per_call`).
         driver_io_s: driver time encoding/sending and receiving/decoding worker messages.
         physics_s, render_s, reset_s, build_s, wait_s, video_s: worker totals (see the worker).
         worker_restarts: env workers started again after their Ray actor was lost (worker, epoch,
@@ -82,9 +91,14 @@ class RolloutTiming:
         for key in ("physics_s", "render_s", "reset_s", "build_s", "wait_s", "video_s"):
             setattr(self, key, getattr(self, key) + float(timing.get(key, 0.0)))
 
+    @property
+    def mean_envs_per_call(self) -> float:
+        """Environments per policy call, averaged over the calls (0.0 before the first call)."""
+        return self.policy_batch_envs / self.policy_queries if self.policy_queries else 0.0
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able dict."""
-        return dict(self.__dict__)
+        """JSON-able dict (with ``mean_envs_per_call``)."""
+        return {**self.__dict__, "mean_envs_per_call": self.mean_envs_per_call}
 
 
 def observation_noise(seed: int, epoch: int, env_index: int, query: int, action_horizon: int) -> np.ndarray:
@@ -97,6 +111,17 @@ def observation_noise(seed: int, epoch: int, env_index: int, query: int, action_
     """
     rng = np.random.default_rng([seed, epoch, env_index, query])
     return rng.standard_normal((action_horizon, NOISE_DIM)).astype(np.float32)
+
+
+def merge_observations(msgs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several workers' ``obs`` messages as one batch (rows in the given order): images and states
+    concatenated along the batch axis, ``task_descriptions`` and ``env_indices`` joined."""
+    out: dict[str, Any] = {"op": "obs", "epoch": msgs[0]["epoch"], "episodes": []}
+    for key in ("main_images", "wrist_images", "states"):
+        out[key] = np.concatenate([m[key] for m in msgs], axis=0)
+    out["task_descriptions"] = [t for m in msgs for t in m["task_descriptions"]]
+    out["env_indices"] = [int(g) for m in msgs for g in m["env_indices"]]
+    return out
 
 
 class RolloutDriver:
@@ -323,6 +348,27 @@ class RolloutDriver:
             raise PolicyError(f"policy returned non-finite or non-float actions (dtype {arr.dtype}); check the model")
         return np.ascontiguousarray(arr[:, :k], dtype=np.float32)
 
+    def _serve(self, epoch: int, group: list[int], waiting: dict[int, dict[str, Any]]) -> None:
+        """One policy call for the observations of every worker in ``group`` (each has reported); each
+        worker gets the action rows of its own envs."""
+        msgs = [waiting.pop(w) for w in group]
+        merged = msgs[0] if len(msgs) == 1 else merge_observations(msgs)
+        actions = self._predict(epoch, merged)
+        row = 0
+        for w, msg in zip(group, msgs):
+            n = len(msg["env_indices"])
+            self._send(w, {"op": "actions", "epoch": epoch, "env_indices": msg["env_indices"],
+                           "actions": actions[row:row + n]})
+            row += n
+
+    def _stage_ready(self, stage: list[int], running: set[int], waiting: dict[int, dict[str, Any]]) -> list[int]:
+        """The workers of ``stage`` to serve now: all of its running workers once each has reported
+        (empty while one of them is still stepping, or when none is waiting)."""
+        group = [w for w in stage if w in running]
+        if group and all(w in waiting for w in group):
+            return group
+        return []
+
     # -- main loop -----------------------------------------------------------------------------------
     def run_epoch(self, epoch: int) -> list[EpisodeResult]:
         """Run one rollout epoch: fresh reset of every env, closed loop until every episode ends."""
@@ -337,6 +383,9 @@ class RolloutDriver:
             ]
             self._send(w, {"op": "epoch", "epoch": epoch, "slots": slots})
         pending = set(range(len(self._conns)))
+        n_stages = min(self.settings.env.pipeline_stage_num, len(self._conns))
+        stages = [[w for w in range(len(self._conns)) if w % n_stages == s] for s in range(n_stages)]
+        waiting: dict[int, dict[str, Any]] = {}  # worker -> its observations, until its stage is served
         index = {id(c): w for w, c in enumerate(self._conns)}
         sentinels = {p.sentinel: w for w, p in enumerate(self._procs)}
         while pending:
@@ -364,10 +413,12 @@ class RolloutDriver:
                     )
                     pending.discard(w)
                 elif msg["op"] == "obs":
-                    actions = self._predict(epoch, msg)
-                    self._send(w, {"op": "actions", "epoch": epoch, "env_indices": msg["env_indices"], "actions": actions})
+                    waiting[w] = msg
                 else:
                     raise EnvWorkerError(f"env worker {w} sent unexpected message {msg['op']!r}")
+                group = self._stage_ready(stages[w % n_stages], pending, waiting)
+                if group:
+                    self._serve(epoch, group, waiting)
         self.on_event({"kind": "epoch_done", "epoch": epoch, "timing": self.timing.to_dict()})
         return results
 

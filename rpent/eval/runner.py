@@ -204,6 +204,8 @@ def run_eval(
             timing = driver.timing
             with driver:
                 driver.run()
+            log.info("policy calls: %d, %.2f environments per call on average (rollout.pipeline_stage_num=%d)",
+                     timing.policy_queries, timing.mean_envs_per_call, settings.env.pipeline_stage_num)
         completeness = completeness_of(plan, results, settings.env.expected_trajectories)
     except BaseException as exc:
         log.error("evaluation failed: %s\n%s", exc, traceback.format_exc())

@@ -29,6 +29,11 @@ class EnvSettings:
         seed: simulator seed and the base of the ``observation`` noise generator.
         save_video: write one mp4 per episode (main camera, one frame per policy query).
         video_fps: frames per second of those videos.
+        pipeline_stage_num: ``rollout.pipeline_stage_num`` (at most ``num_workers``: a larger value is
+            lowered to it): the env workers are dealt to this many stages and each policy call serves every
+            running env of one stage (:mod:`rpent.eval.rollout`); 1 = all envs in every call,
+            ``num_workers`` = one call per worker. Local env workers only: with ``--ray-address`` the
+            driver calls the policy once per worker.
     """
 
     suite: str
@@ -43,6 +48,7 @@ class EnvSettings:
     seed: int
     save_video: bool
     video_fps: float
+    pipeline_stage_num: int = 1
 
     @property
     def envs_per_worker(self) -> int:
@@ -68,7 +74,8 @@ class ModelSettings:
         num_images_in_input: camera views fed to the model (2: main + wrist).
         num_steps: flow-matching integration steps (OpenPI ``num_steps``).
         noise_method: ``flow_ode`` or ``flow_sde``; evaluation always integrates the ODE.
-        precision: weights/activations dtype of in-process backends (``bf16``, ``fp16``, ``fp32``).
+        precision: weights/activations dtype of in-process backends (``bf16``, ``fp16``, ``fp32``, or ``fp8``:
+            rpent's Pi0.5 with FP8 Gemma weights on a GPU with FP8 tensor cores, refused by name elsewhere).
         action_horizon: actions predicted per query (>= num_action_chunks).
         num_flow_steps: ApxInf's flow steps; equals ``num_steps``.
         noise_source: ``apxinf`` (backend samples), ``torch`` (torch generator) or ``observation``

@@ -20,6 +20,7 @@ env per epoch, every epoch starting from a fresh reset).
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from rpent.eval.settings import EnvSettings, EvalSettings, ModelSettings, Policy
 
 NOISE_METHODS = ("flow_ode", "flow_sde")
 NOISE_SOURCES = ("apxinf", "torch", "observation")
-PRECISIONS = ("bf16", "fp16", "fp32")
+PRECISIONS = ("bf16", "fp16", "fp32", "fp8")
 BACKENDS = ("pi05", "apxinf", "endpoint")
 LIBERO_TYPES = ("standard", "pro")
 CHECKPOINT_FILES = ("config.json", "model.safetensors", "norm_stats.json")
@@ -217,6 +218,8 @@ def build_settings(
     )
     if env.video_fps <= 0:
         raise EvalConfigError(f"env.eval.video_fps must be > 0, got {env.video_fps}")
+    stages = _int(cfg, "rollout.pipeline_stage_num") if has_key(cfg, "rollout.pipeline_stage_num") else 1
+    env = replace(env, pipeline_stage_num=min(stages, env.num_workers))  # a stage needs at least one worker
 
     # -- policy backend ----------------------------------------------------------------------------
     endpoint = _get(cfg, "policy.endpoint")

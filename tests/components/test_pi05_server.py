@@ -177,6 +177,13 @@ def test_startup_failures_name_the_problem(tmp_path, ckpts):
     assert "action_horizon (4) must be at least the number of executed actions n_exec (5)" in err
 
 
+def test_fp8_without_fp8_tensor_cores_is_refused_by_name(ckpts):
+    err = _start_fails(["--model-path", str(ckpts["openpi"]), "--cpu", "--precision", "fp8"])
+    assert "Traceback" not in err
+    assert "--precision fp8 needs a CUDA GPU with FP8 tensor cores (compute capability >= 8.9" in err
+    assert "use --precision bf16" in err
+
+
 def test_a_damaged_model_safetensors_is_a_named_error_and_exit_2(tmp_path):
     d = build_tiny_checkpoint(tmp_path / "truncated")
     weights = d / "model.safetensors"

@@ -199,3 +199,19 @@ def test_a_yaml_syntax_error_is_one_line_naming_the_place(tmp_path):
     assert run.stderr.strip().splitlines() == [
         f"rpent-eval: config error: config {bad} is not valid YAML (line 2, column 6): "
         "did not find expected ',' or ']'; fix the file"]
+
+
+def test_pipeline_stage_num_defaults_to_two_and_is_bounded_by_the_workers():
+    assert settings(ENDPOINT, "env.eval.total_num_envs=4", "env.num_workers=2").env.pipeline_stage_num == 2
+    s = settings(ENDPOINT, "env.eval.total_num_envs=4", "env.num_workers=2", "rollout.pipeline_stage_num=1")
+    assert s.env.pipeline_stage_num == 1
+    # more stages than workers: one worker per stage
+    assert settings(ENDPOINT, "env.eval.total_num_envs=4", "env.num_workers=2",
+                    "rollout.pipeline_stage_num=3").env.pipeline_stage_num == 2
+    assert settings(ENDPOINT, "env.eval.total_num_envs=1", "env.num_workers=1").env.pipeline_stage_num == 1
+    with pytest.raises(EvalConfigError, match="rollout.pipeline_stage_num must be >= 1"):
+        settings(ENDPOINT, "rollout.pipeline_stage_num=0")
+    # a config without the key (written for older versions): every env in one call
+    plain = load_eval_config(DEFAULT_CONFIG_NAME, [ENDPOINT, "env.eval.total_num_envs=4", "env.num_workers=2"])
+    del plain.cfg.rollout["pipeline_stage_num"]
+    assert build_settings(plain, cpu_count=2).env.pipeline_stage_num == 1

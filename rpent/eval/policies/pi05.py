@@ -16,6 +16,12 @@ from rpent.eval.errors import CheckpointError, PolicyError
 from rpent.eval.settings import ModelSettings
 
 
+#: Every batch size up to 16 gets its own CUDA graph (captured at its first use): the driver's calls carry
+#: the running envs of one pipeline stage (e.g. 5 or 10), which would otherwise be padded to the next of
+#: the server's buckets (1, 2, 4, 8, 12, 16) and pay for the dummy rows on every call.
+EXACT_BATCH_BUCKETS = tuple(range(1, 17))
+
+
 class InProcessPi05Policy:
     """Pi0.5 loaded from ``model.model_path`` with the ``libero`` embodiment preset.
 
@@ -27,7 +33,8 @@ class InProcessPi05Policy:
     Raises:
         rpent.eval.errors.CheckpointError: a weight file is truncated or not safetensors (a config
             error: ``rpent-eval`` exits 2 naming the file and the fix).
-        rpent.eval.errors.EvalConfigError: a ``cuda`` device where torch sees no CUDA (exit 2).
+        rpent.eval.errors.EvalConfigError: a ``cuda`` device where torch sees no CUDA, or precision ``fp8``
+            on a device without FP8 tensor cores (exit 2).
         PolicyError: the checkpoint cannot be loaded otherwise (the loader's message is kept).
     """
 
@@ -35,6 +42,7 @@ class InProcessPi05Policy:
 
     def __init__(self, model: ModelSettings, device: str, logger: logging.Logger | None = None):
         from rpent.models.pi05.checkpoint import DamagedWeightsError
+        from rpent.models.pi05.fp8 import Fp8NotSupportedError
         from rpent.models.pi05.policy import Pi05Policy
 
         log = logger or logging.getLogger("rpent.eval.run")
@@ -56,9 +64,15 @@ class InProcessPi05Policy:
                 n_exec=model.num_action_chunks,
                 num_flow_steps=model.num_steps,
                 log=log.info,
+                batch_buckets=EXACT_BATCH_BUCKETS,
+                precision="fp8" if model.precision == "fp8" else "bf16",  # bf16 on CUDA, float32 on the CPU
             )
         except DamagedWeightsError as exc:
             raise CheckpointError(str(exc)) from None
+        except Fp8NotSupportedError as exc:
+            from rpent.eval.errors import EvalConfigError
+
+            raise EvalConfigError(f"rollout.model.apxinf.precision=fp8: {exc}") from None
         except (OSError, ValueError, KeyError, RuntimeError) as exc:
             raise PolicyError(f"cannot load Pi0.5 from {model.model_path}: {exc}") from exc
         self._options: dict[str, Any] = {"num_flow_steps": model.num_steps}

@@ -13,6 +13,9 @@ Modules (one concept each):
     settings      preset + overrides + seed 003's config checks
     fused         fused layer ops: Triton kernels on CUDA, PyTorch references elsewhere
     triton_kernels  the Triton kernels themselves (imported lazily by fused)
+    fp8           FP8 (E4M3, per-channel) Gemma weights: quantisation, Fp8Linear, device check, FP8 checkpoints
+    fused_linear  the linear layers' dispatch: cuBLAS, FP8 tensor cores, the few-row expert kernel
+    linear_kernels  Triton kernels of the few-row linear layers and of the FP8 activations
     sampling      Pi05Runner: batch buckets, prompt padding, CUDA graphs
     batching      DynamicBatcher for concurrent clients
     policy        Pi05Policy: checkpoint + tokenizer + stats + runner behind predict()

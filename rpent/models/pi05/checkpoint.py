@@ -349,14 +349,20 @@ def load_checkpoint_tensors(
     cfg: Pi05Config,
     device: torch.device | str = "cpu",
     dtype: torch.dtype = torch.float32,
+    fp8: bool = False,
 ) -> tuple[dict[str, torch.Tensor], str]:
     """Read every model tensor from the checkpoint's safetensors file(s).
 
     Args:
-        directory: checkpoint directory (``model.safetensors`` or ``*.safetensors`` shards).
+        directory: checkpoint directory (``model.safetensors`` or ``*.safetensors`` shards); an FP8
+            checkpoint (``config.json`` ``quantization``, :mod:`rpent.models.pi05.fp8`) also stores
+            ``<key>_scale`` float32 [N] next to each FP8 projection weight.
         cfg: dimensions the tensors must have (from :func:`config_from_checkpoint`).
         device: where the tensors go (safetensors reads straight to it).
         dtype: floating dtype to cast to (bf16 on CUDA, float32 on CPU).
+        fp8: return the Gemma projection weights in FP8 with their ``*_scale`` entries (read as they are
+            from an FP8 checkpoint, quantised on ``device`` from any other); False: every floating tensor
+            in ``dtype`` (an FP8 checkpoint's weights dequantised on ``device``).
 
     Returns:
         (tensors keyed by openpi names without prefix, detected layout "openpi"|"lerobot").
@@ -364,13 +370,19 @@ def load_checkpoint_tensors(
     Raises:
         CheckpointError: no safetensors file; a truncated or garbage safetensors file
             (:class:`DamagedWeightsError`: the message names the file and the fix); any expected tensor
-            missing; any unexpected tensor; any shape mismatch. The message lists the offending keys.
+            missing; any unexpected tensor; any shape mismatch; an unknown quantisation format. The
+            message lists the offending keys.
     """
     from safetensors import safe_open
 
+    from rpent.models.pi05 import fp8 as fp8mod
     from rpent.models.weights import REFETCH, WeightsFileError, check_safetensors
 
     d = Path(directory)
+    try:
+        stored_fp8 = (d / "config.json").is_file() and fp8mod.is_fp8_checkpoint(read_checkpoint_config(d))
+    except ValueError as exc:
+        raise CheckpointError(f"{d / 'config.json'}: {exc}") from None
     files = safetensors_files(d)
     if not files:
         raise CheckpointError(f"no *.safetensors in {d}; see verify_checkpoint_dir() for where to get the weights")
@@ -390,6 +402,9 @@ def load_checkpoint_tensors(
     for raw, loc in where.items():
         canon[_canonical(raw, layout)] = loc
     expected = expected_tensor_shapes(cfg)
+    if stored_fp8:
+        for k in fp8mod.quantized_keys(cfg):
+            expected[k + fp8mod.SCALE_SUFFIX] = expected[k][:1]
     emb = LANG + "embed_tokens.weight"
     if emb not in canon and PALI + "lm_head.weight" in canon:
         canon[emb] = canon[PALI + "lm_head.weight"]  # tied embedding stored only as lm_head
@@ -419,7 +434,12 @@ def load_checkpoint_tensors(
             + "; ".join(problems)
         )
     threads = LOAD_THREADS if torch.device(device).type == "cuda" else 1
-    return read_tensors(files, [(k, *canon[k]) for k in expected], device, dtype, threads), layout
+    tensors = read_tensors(files, [(k, *canon[k]) for k in expected], device, dtype, threads)
+    if stored_fp8 and not fp8:
+        tensors = fp8mod.dequantize_tensors(tensors, cfg, dtype)
+    elif fp8 and not stored_fp8:
+        tensors = fp8mod.quantize_tensors(tensors, cfg)
+    return tensors, layout
 
 
 #: Reader threads for a checkpoint load to CUDA: each reads its share of the tensors through its own
@@ -430,10 +450,13 @@ LOAD_THREADS = int(os.environ.get("RPENT_PI05_LOAD_THREADS", "8"))
 def read_tensors(files: list[Path], items: list[tuple[str, int, str]], device, dtype: torch.dtype,
                  threads: int = 1) -> dict[str, torch.Tensor]:
     """Read ``items`` (name, index into ``files``, key in that file) to ``device``, floating tensors cast
-    to ``dtype``; returns {name: tensor} in ``items`` order. With ``threads`` > 1 the tensors are read in
-    that many threads, each with its own safetensors handle (largest tensors dealt out round-robin so
-    the threads get similar byte counts)."""
+    to ``dtype`` except FP8 values and their ``*_scale`` float32 entries (kept as stored); returns
+    {name: tensor} in ``items`` order. With ``threads`` > 1 the tensors are read in that many threads,
+    each with its own safetensors handle (largest tensors dealt out round-robin so the threads get
+    similar byte counts)."""
     from safetensors import safe_open
+
+    from rpent.models.pi05.fp8 import FP8_DTYPE, SCALE_SUFFIX
 
     def work(chunk):
         handles, res = {}, {}
@@ -441,7 +464,8 @@ def read_tensors(files: list[Path], items: list[tuple[str, int, str]], device, d
             if i not in handles:
                 handles[i] = safe_open(str(files[i]), framework="pt", device=str(device))
             t = handles[i].get_tensor(raw)
-            res[name] = t.to(dtype=dtype) if t.is_floating_point() else t
+            keep = t.dtype == FP8_DTYPE or name.endswith(SCALE_SUFFIX)
+            res[name] = t.to(dtype=dtype) if t.is_floating_point() and not keep else t
         return res
 
     n = threads

@@ -24,10 +24,12 @@ Ops (shapes for one layer; D width, d head dim, H query heads, F MLP width):
 * :func:`rope_qkv_to_cache`: fused q/k/v projection output [B, L, (H+2) d] -> RoPE'd queries [B, L, H, d]
   and RoPE'd K / plain V written straight into the K/V cache rows.
 * :func:`geglu`: [.., 2F] (gate | up) -> gelu_tanh(gate) * up [.., F].
-* :func:`linear` (and ``geglu=True``): ``x @ w.T`` for few rows (the action expert at small batch,
-  M = B*H <= 32) through a weight-streaming Triton kernel, optionally with the GeGLU of the fused
-  [gate; up] weight in its epilogue; used only for the shapes where :func:`tune_skinny` timed it faster
-  than cuBLAS on this GPU (cuBLAS otherwise).
+* :func:`linear` / :func:`linear_gated_norm`: ``x @ w.T`` for a bf16/float32 weight or an FP8 weight
+  (:mod:`rpent.models.pi05.fp8`), dispatched by :mod:`rpent.models.pi05.fused_linear`: cuBLAS, the FP8
+  tensor cores (``torch._scaled_mm`` after the ``fp8quant`` kernel), the opt-in few-row kernel with fused
+  GeGLU / gated residual + adaRMS epilogues (op ``rows``, ``RPENT_PI05_ROWS=1``), or the older
+  weight-streaming skinny kernel (op ``skinny``, ``RPENT_PI05_SKINNY=1``) for the shapes where
+  :func:`tune_skinny` timed it faster than cuBLAS on this GPU.
 * :func:`mqa_decode_attention`: the action tokens' multi-query attention over the cached prefix + their
   own K/V, split over the keys (flash-decoding) so a 10-token chunk fills many SMs instead of 2.
 """
@@ -48,8 +50,12 @@ if os.environ.get("RPENT_PI05_SKINNY", "0") != "1":
     # opt-in: on the H200 the tuned skinny kernel won only the expert's gate_up projection and the batch-1
     # latency did not move (10.51 vs 10.47 ms, benchmarks/vla_variants.py), while tuning costs start-up time
     _DISABLED_OPS.add("skinny")
+if os.environ.get("RPENT_PI05_ROWS", "0") != "1":
+    # opt-in: on an H200 (B=1, bf16) the few-row kernel with its fused epilogues ran the expert's 360
+    # projections in 3.7 ms against cuBLAS's 2.4 ms (model 10.44 vs 9.63 ms, benchmarks/vla_bench.py)
+    _DISABLED_OPS.add("rows")
 #: Names of the ops with a Triton kernel (for :func:`disable_op` / ``RPENT_PI05_FUSED_OFF=op1,op2``).
-OPS = ("norm", "rope", "geglu", "attention", "skinny", "layernorm")
+OPS = ("norm", "rope", "geglu", "attention", "skinny", "layernorm", "rows", "fp8quant")
 
 #: Keys per split of :func:`mqa_decode_attention` and its tile sizes (BM query rows, BN keys).
 #: H200, B=1 (benchmarks/vla_variants.py, 2026-12-01): 32 keys per split, BN 32 -> 9.47 ms against
@@ -333,7 +339,27 @@ def _skinny_launch(x2: torch.Tensor, w: torch.Tensor, geglu_out: bool, cfg: tupl
     return out
 
 
-def linear(x: torch.Tensor, w: torch.Tensor, geglu_out: bool = False) -> torch.Tensor:
+def linear(x: torch.Tensor, w, geglu_out: bool = False) -> torch.Tensor:
+    """``x @ w.T`` without bias for a weight tensor [N, K] or an FP8 weight
+    (:class:`rpent.models.pi05.fp8.Fp8Linear`): x [.., K] -> [.., N]; with ``geglu_out`` w is the fused
+    [gate; up] weight [2F, K] and the result is ``geglu(x @ w.T)`` [.., F]. Dispatch (few-row kernel with
+    fused epilogues, FP8 matmuls, cuBLAS): :mod:`rpent.models.pi05.fused_linear`."""
+    from rpent.models.pi05 import fused_linear
+
+    return fused_linear.linear(x, w, geglu_out)
+
+
+def linear_gated_norm(res: torch.Tensor, x: torch.Tensor, w, gate: torch.Tensor, scale1p: torch.Tensor,
+                      shift: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``gated_add_ada_rms_norm(res, linear(x, w), gate, scale1p, shift, eps)``: the expert's o and down
+    projections with the residual and norm that follow (one launch on the few-row kernel's path;
+    :func:`rpent.models.pi05.fused_linear.linear_gated_norm`)."""
+    from rpent.models.pi05 import fused_linear
+
+    return fused_linear.linear_gated_norm(res, x, w, gate, scale1p, shift, eps)
+
+
+def tensor_linear(x: torch.Tensor, w: torch.Tensor, geglu_out: bool = False) -> torch.Tensor:
     """``F.linear(x, w)`` without bias: x [.., K], w [N, K] -> [.., N]; with ``geglu_out`` w is the fused
     [gate; up] weight [2F, K] and the result is ``geglu(F.linear(x, w))`` [.., F].
 

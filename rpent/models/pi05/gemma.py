@@ -34,6 +34,7 @@ from torch import nn
 from rpent.models.pi05 import fused
 from rpent.models.pi05.checkpoint import EXPERT, LANG
 from rpent.models.pi05.config import GemmaConfig, Pi05Config
+from rpent.models.pi05.fp8 import SCALE_SUFFIX, Fp8Linear, cat_fp8
 
 
 def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -47,15 +48,29 @@ mqa_attention = fused.mqa_attention
 
 
 class GemmaLayerWeights(nn.Module):
-    """The weights of one Gemma layer, fused: qkv [(H+2)*d, D], o [D, H*d], gate_up [2F, D], down [D, F]."""
+    """The weights of one Gemma layer, fused: qkv [(H+2)*d, D], o [D, H*d], gate_up [2F, D], down [D, F];
+    ``nn.Linear`` modules, or with ``fp8`` :class:`rpent.models.pi05.fp8.Fp8Linear` (E4M3 + per-channel scales)."""
 
-    def __init__(self, g: GemmaConfig):
+    PROJECTIONS = ("qkv", "o", "gate_up", "down")
+
+    def __init__(self, g: GemmaConfig, fp8: bool = False):
         super().__init__()
         hd = g.head_dim
-        self.qkv = nn.Linear(g.width, (g.num_heads + 2 * g.num_kv_heads) * hd, bias=False)
-        self.o = nn.Linear(g.num_heads * hd, g.width, bias=False)
-        self.gate_up = nn.Linear(g.width, 2 * g.mlp_dim, bias=False)
-        self.down = nn.Linear(g.mlp_dim, g.width, bias=False)
+        shapes = {"qkv": (g.width, (g.num_heads + 2 * g.num_kv_heads) * hd), "o": (g.num_heads * hd, g.width),
+                  "gate_up": (g.width, 2 * g.mlp_dim), "down": (g.mlp_dim, g.width)}
+        for name, (k, n) in shapes.items():
+            setattr(self, name, Fp8Linear(k, n) if fp8 else nn.Linear(k, n, bias=False))
+
+    def w(self, name: str):
+        """The weight of projection ``name`` as :func:`fused.linear` takes it: the tensor [N, K] of an
+        ``nn.Linear``, or the :class:`Fp8Linear` itself."""
+        mod = getattr(self, name)
+        return mod if isinstance(mod, Fp8Linear) else mod.weight
+
+    def w_rows(self, name: str, start: int):
+        """:meth:`w` restricted to output rows [start, N) (the last prefix layer's K/V rows of qkv)."""
+        mod = getattr(self, name)
+        return mod.rows(start) if isinstance(mod, Fp8Linear) else mod.weight[start:]
 
     def mlp(self, x: torch.Tensor) -> torch.Tensor:
         """GeGLU: [.., D] -> [.., D]."""
@@ -65,14 +80,14 @@ class GemmaLayerWeights(nn.Module):
 class GemmaBackbone(nn.Module):
     """Gemma-2B prefix: token embedding and the decoder layers that fill the prefix K/V cache."""
 
-    def __init__(self, cfg: Pi05Config):
+    def __init__(self, cfg: Pi05Config, fp8: bool = False):
         super().__init__()
         g = cfg.backbone
         self.g = g
         self.embed = nn.Parameter(torch.empty(cfg.vocab_size, g.width))
         self.norm1 = nn.Parameter(torch.empty(g.depth, g.width))  # (1 + w) RMSNorm weights, input
         self.norm2 = nn.Parameter(torch.empty(g.depth, g.width))  # post-attention
-        self.layers = nn.ModuleList(GemmaLayerWeights(g) for _ in range(g.depth))
+        self.layers = nn.ModuleList(GemmaLayerWeights(g, fp8) for _ in range(g.depth))
 
     def embed_text(self, token_ids: torch.Tensor) -> torch.Tensor:
         """token_ids int64 [B, T] -> [B, T, D] embeddings times sqrt(D) (Gemma / openpi ``embed_prefix``)."""
@@ -109,7 +124,7 @@ class GemmaBackbone(nn.Module):
         for i, layer in enumerate(self.layers):
             kc, vc = kv[i, 0, :, 0, :lp], kv[i, 1, :, 0, :lp]
             if i == g.depth - 1:
-                fused.rope_qkv_to_cache(F.linear(h, layer.qkv.weight[nq:]), rope, 0, kc, vc)
+                fused.rope_qkv_to_cache(fused.linear(h, layer.w_rows("qkv", nq)), rope, 0, kc, vc)
                 if on_layer_kv is not None:
                     on_layer_kv(i)
                 break
@@ -140,13 +155,13 @@ class GemmaExpert(nn.Module):
     l input norm at 2l, post-attention norm at 2l+1, final norm last).
     """
 
-    def __init__(self, cfg: Pi05Config):
+    def __init__(self, cfg: Pi05Config, fp8: bool = False):
         super().__init__()
         e = cfg.expert
         self.cfg = cfg
         self.g = e
         n = cfg.num_adarms_norms
-        self.layers = nn.ModuleList(GemmaLayerWeights(e) for _ in range(e.depth))
+        self.layers = nn.ModuleList(GemmaLayerWeights(e, fp8) for _ in range(e.depth))
         self.ada_w = nn.Parameter(torch.empty(n, 3 * e.width, e.width))
         self.ada_b = nn.Parameter(torch.empty(n, 3 * e.width))
         self.action_in = nn.Linear(cfg.max_action_dim, e.width)
@@ -218,22 +233,26 @@ class GemmaExpert(nn.Module):
                    rope: "fused.RopeTables", key_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Expert layer ``i`` of flow step ``step``: residual stream x and its adaRMS-normed h, both
         [B, H, De] -> the same after the layer (attention over prefix K/V of backbone layer i + the chunk,
-        then the GeGLU MLP). The four projections go through :func:`fused.linear` (skinny kernel at small B)."""
+        then the GeGLU MLP). The four projections go through :func:`fused.linear` /
+        :func:`fused.linear_gated_norm`: at few rows one kernel each, with the GeGLU and the gated residual +
+        adaRMS norm in their epilogues (:mod:`rpent.models.pi05.fused_linear`)."""
         g = self.g
         eps = g.rms_norm_eps
         sc, sh, gt = self.ada_scale1p[step], self.ada_shift[step], self.ada_gate[step]
         layer = self.layers[i]
-        q = fused.rope_qkv_to_cache(fused.linear(h, layer.qkv.weight), rope, g.num_heads,
+        q = fused.rope_qkv_to_cache(fused.linear(h, layer.w("qkv")), rope, g.num_heads,
                                     kv[i, 0, :, 0, prefix_len:], kv[i, 1, :, 0, prefix_len:])
         a = fused.mqa_decode_attention(q, kv[i, 0], kv[i, 1], key_mask)
-        x, h = fused.gated_add_ada_rms_norm(x, fused.linear(a, layer.o.weight), gt[2 * i], sc[2 * i + 1], sh[2 * i + 1], eps)
-        m = fused.linear(fused.linear(h, layer.gate_up.weight, geglu_out=True), layer.down.weight)
-        return fused.gated_add_ada_rms_norm(x, m, gt[2 * i + 1], sc[2 * i + 2], sh[2 * i + 2], eps)
+        x, h = fused.linear_gated_norm(x, a, layer.w("o"), gt[2 * i], sc[2 * i + 1], sh[2 * i + 1], eps)
+        m = fused.linear(h, layer.w("gate_up"), geglu_out=True)
+        return fused.linear_gated_norm(x, m, layer.w("down"), gt[2 * i + 1], sc[2 * i + 2], sh[2 * i + 2], eps)
 
     def tune_linears(self, rows: int) -> dict:
         """Pick cuBLAS or the skinny kernel for each projection at ``rows`` = B*H action tokens (CUDA,
         before graph capture; see :func:`fused.tune_skinny`). Returns {name: choice}."""
         out = {}
+        if isinstance(self.layers[0].qkv, Fp8Linear):
+            return out  # FP8 weights: the few-row kernel, nothing to choose
         for name, geg in (("qkv", False), ("o", False), ("gate_up", True), ("down", False)):
             ws = [getattr(layer, name).weight for layer in self.layers]
             out[name] = fused.tune_skinny(rows, ws, geglu_out=geg)
@@ -246,13 +265,19 @@ def gemma_state_from_checkpoint(t: dict[str, torch.Tensor], cfg: Pi05Config, bac
     b = cfg.backbone
     out[backbone_prefix + "norm1"] = torch.stack([t[f"{LANG}layers.{i}.input_layernorm.weight"] for i in range(b.depth)])
     out[backbone_prefix + "norm2"] = torch.stack([t[f"{LANG}layers.{i}.post_attention_layernorm.weight"] for i in range(b.depth)])
+    fp8 = (LANG + "layers.0.self_attn.q_proj.weight" + SCALE_SUFFIX) in t
     for src, dst, depth in ((LANG, backbone_prefix, b.depth), (EXPERT + "model.", expert_prefix, cfg.expert.depth)):
         for i in range(depth):
             c, m = f"{src}layers.{i}.", f"{dst}layers.{i}."
-            out[m + "qkv.weight"] = torch.cat([t[c + f"self_attn.{n}_proj.weight"] for n in "qkv"], 0)
-            out[m + "o.weight"] = t[c + "self_attn.o_proj.weight"]
-            out[m + "gate_up.weight"] = torch.cat([t[c + "mlp.gate_proj.weight"], t[c + "mlp.up_proj.weight"]], 0)
-            out[m + "down.weight"] = t[c + "mlp.down_proj.weight"]
+            groups = {"qkv": [f"self_attn.{n}_proj" for n in "qkv"], "o": ["self_attn.o_proj"],
+                      "gate_up": ["mlp.gate_proj", "mlp.up_proj"], "down": ["mlp.down_proj"]}
+            for name, parts in groups.items():
+                ws = [t[c + p + ".weight"] for p in parts]
+                if fp8:
+                    out[m + name + ".qweight"] = cat_fp8(ws) if len(ws) > 1 else ws[0]
+                    out[m + name + ".scale"] = torch.cat([t[c + p + ".weight" + SCALE_SUFFIX] for p in parts], 0)
+                else:
+                    out[m + name + ".weight"] = torch.cat(ws, 0) if len(ws) > 1 else ws[0]
     e = EXPERT + "model."
     names = []
     for i in range(cfg.expert.depth):

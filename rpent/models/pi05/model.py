@@ -38,6 +38,7 @@ from torch import nn
 
 from rpent.models.pi05.checkpoint import random_tensors
 from rpent.models.pi05.config import Pi05Config
+from rpent.models.pi05.fp8 import SCALE_SUFFIX, quantize_tensors
 from rpent.models.pi05.fused import rope_tables
 from rpent.models.pi05.gemma import GemmaBackbone, GemmaExpert, gemma_state_from_checkpoint
 from rpent.models.pi05.siglip import SiglipEncoder, siglip_state_from_checkpoint
@@ -69,12 +70,13 @@ class Pi05Model(nn.Module):
     #: without streams, to check it against the sequential order.
     interleave_on_cpu = False
 
-    def __init__(self, cfg: Pi05Config):
+    def __init__(self, cfg: Pi05Config, fp8: bool = False):
         super().__init__()
         self.cfg = cfg
+        self.fp8 = fp8
         self.vision = SiglipEncoder(cfg.vision, cfg.backbone.width)
-        self.backbone = GemmaBackbone(cfg)
-        self.expert = GemmaExpert(cfg)
+        self.backbone = GemmaBackbone(cfg, fp8)
+        self.expert = GemmaExpert(cfg, fp8)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -83,14 +85,17 @@ class Pi05Model(nn.Module):
 
         The module is built on the meta device and every parameter is *assigned* from ``tensors``
         (``load_state_dict(strict=True, assign=True)``): nothing is randomly initialised, and a
-        parameter without a source tensor raises. Device/dtype are those of ``tensors``.
+        parameter without a source tensor raises. Device/dtype are those of ``tensors``. When ``tensors``
+        hold FP8 projection weights with their ``*_scale`` entries (:func:`rpent.models.pi05.fp8.quantize_tensors`,
+        or an FP8 checkpoint), the Gemma projections become :class:`rpent.models.pi05.fp8.Fp8Linear`.
         Then the per-step adaRMS sets are precomputed for ``cfg.num_flow_steps``.
 
         Raises:
             KeyError: a tensor is missing from ``tensors``; RuntimeError: strict loading failed.
         """
+        fp8 = any(k.endswith(SCALE_SUFFIX) for k in tensors)
         with torch.device("meta"):
-            model = cls(cfg)
+            model = cls(cfg, fp8)
         state = siglip_state_from_checkpoint(tensors, cfg.vision, "vision.")
         state.update(gemma_state_from_checkpoint(tensors, cfg, "backbone.", "expert."))
         model.load_state_dict(state, strict=True, assign=True)
@@ -101,10 +106,20 @@ class Pi05Model(nn.Module):
         return model
 
     @classmethod
-    def random(cls, cfg: Pi05Config, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32, seed: int = 0) -> "Pi05Model":
+    def random(cls, cfg: Pi05Config, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32, seed: int = 0,
+               fp8: bool = False) -> "Pi05Model":
         """A model with seeded random weights of the checkpoint schema, generated on ``device``
-        (``--random-weights`` benchmarks; same code path as a real checkpoint)."""
-        return cls.from_checkpoint_tensors(cfg, random_tensors(cfg, device, dtype, seed))
+        (``--random-weights`` benchmarks; same code path as a real checkpoint); ``fp8``: the Gemma
+        projections quantised to FP8 from those weights (same random draw as without)."""
+        tensors = random_tensors(cfg, device, dtype, seed)
+        if fp8:
+            tensors = quantize_tensors(tensors, cfg)
+        return cls.from_checkpoint_tensors(cfg, tensors)
+
+    @property
+    def precision(self) -> str:
+        """"fp8" (FP8 Gemma projections, the rest in the model dtype) or the dtype name ("bfloat16", "float32")."""
+        return "fp8" if self.fp8 else str(self.dtype).removeprefix("torch.")
 
     @property
     def device(self) -> torch.device:

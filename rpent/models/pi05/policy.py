@@ -28,6 +28,7 @@ from rpent.models.pi05.checkpoint import (
     verify_checkpoint_dir,
 )
 from rpent.models.pi05.config import Pi05Config
+from rpent.models.pi05.fp8 import PRECISIONS, Fp8NotSupportedError, check_fp8_device, is_fp8_checkpoint
 from rpent.models.pi05.model import Pi05Model, default_device_dtype
 from rpent.models.pi05.normalization import NormStats, declared_norm_modes
 from rpent.models.pi05.processor import ObservationError, Pi05Processor, PreparedRequest
@@ -52,11 +53,13 @@ class Pi05Policy:
         use_cuda_graphs: bool = True,
         source: str = "",
         layout: str = "",
+        batch_buckets: tuple[int, ...] | None = None,
     ):
         self.model = model
         self.processor = processor
         self.settings = settings
-        self.runner = Pi05Runner(model, use_cuda_graphs=use_cuda_graphs)
+        self.runner = Pi05Runner(model, use_cuda_graphs=use_cuda_graphs,
+                                 **({"batch_buckets": tuple(batch_buckets)} if batch_buckets else {}))
         self.source = source
         self.layout = layout
 
@@ -74,14 +77,23 @@ class Pi05Policy:
         state_in_prompt: str = "auto",
         use_cuda_graphs: bool = True,
         log=None,
+        batch_buckets: tuple[int, ...] | None = None,
+        precision: str = "auto",
     ) -> "Pi05Policy":
         """Load a checkpoint directory (openpi or lerobot layout); see the module docstring.
 
         Args:
             log: callable(str) for the OK/MISS list and load timings (default: print to stderr).
+            batch_buckets: batch sizes the runner captures CUDA graphs for (default
+                :data:`rpent.models.pi05.sampling.DEFAULT_BATCH_BUCKETS`; larger batches are split).
+            precision: "bf16" (bf16 weights on CUDA, float32 on the CPU), "fp8" (FP8 E4M3 Gemma
+                projections, :mod:`rpent.models.pi05.fp8`; CUDA with FP8 tensor cores only), or "auto":
+                fp8 for an FP8 checkpoint on such a GPU, else bf16.
 
         Raises:
-            rpent.models.pi05.checkpoint.CheckpointError, ConfigCheckError, NormStatsError, TokenizerError.
+            rpent.models.pi05.checkpoint.CheckpointError, ConfigCheckError, NormStatsError, TokenizerError,
+            rpent.models.pi05.fp8.Fp8NotSupportedError (``precision="fp8"`` without FP8 tensor cores),
+            ValueError (unknown precision).
         """
         log = log or (lambda s: print(s, file=sys.stderr, flush=True))
         report = verify_checkpoint_dir(path, tokenizer_path)
@@ -93,17 +105,21 @@ class Pi05Policy:
         settings = resolve_settings(embodiment, action_horizon, n_exec, num_flow_steps, state_in_prompt, ckpt_cfg)
         cfg = config_from_checkpoint(path, action_horizon=settings.action_horizon, num_flow_steps=settings.num_flow_steps)
         dev, dtype = default_device_dtype(device)
+        use_fp8 = resolve_precision(precision, dev, is_fp8_checkpoint(ckpt_cfg))
         t0 = time.perf_counter()
-        tensors, layout = load_checkpoint_tensors(path, cfg, dev, dtype)
+        tensors, layout = load_checkpoint_tensors(path, cfg, dev, dtype, fp8=use_fp8)
         model = Pi05Model.from_checkpoint_tensors(cfg, tensors)
         del tensors
-        log(f"loaded {layout}-layout weights to {dev} ({str(dtype).removeprefix('torch.')}) in {time.perf_counter() - t0:.1f} s; every tensor came from the file")
+        stored = " FP8" if is_fp8_checkpoint(ckpt_cfg) else ""
+        log(f"loaded {layout}-layout{stored} weights to {dev} ({model.precision}) in {time.perf_counter() - t0:.1f} s; "
+            "every tensor came from the file")
         tokenizer = PromptTokenizer(report.get("tokenizer").path, cfg.max_token_len, cfg.vocab_size)
         modes = declared_norm_modes(ckpt_cfg, str(report.get("config.json").path))
         norm_stats = NormStats.load(report.get("norm_stats.json").path, modes)
         log(f"normalization ({modes.source}): {norm_stats.describe()}")
         processor = Pi05Processor(settings.preset, norm_stats, tokenizer, settings.discrete_state_input, cfg.max_action_dim)
-        policy = cls(model, processor, settings, use_cuda_graphs, source=str(report.directory), layout=layout)
+        policy = cls(model, processor, settings, use_cuda_graphs, source=str(report.directory), layout=layout,
+                     batch_buckets=batch_buckets)
         return policy
 
     @classmethod
@@ -116,13 +132,15 @@ class Pi05Policy:
         device: str | torch.device | None = None,
         use_cuda_graphs: bool = True,
         seed: int = 0,
+        precision: str = "bf16",
         **overrides,
     ) -> "Pi05Policy":
-        """Random weights of ``cfg``'s shapes (benchmarks); same code path after the tensors exist."""
+        """Random weights of ``cfg``'s shapes (benchmarks); same code path after the tensors exist
+        (``precision`` as in :meth:`from_checkpoint`; "auto" means bf16 here)."""
         settings = resolve_settings(embodiment, **overrides)
         cfg = cfg.replace(action_horizon=settings.action_horizon, num_flow_steps=settings.num_flow_steps)
         dev, dtype = default_device_dtype(device)
-        model = Pi05Model.random(cfg, dev, dtype, seed)
+        model = Pi05Model.random(cfg, dev, dtype, seed, fp8=resolve_precision(precision, dev, False))
         tok = PromptTokenizer(tokenizer_path, cfg.max_token_len, cfg.vocab_size)
         proc = Pi05Processor(settings.preset, norm_stats, tok, settings.discrete_state_input, cfg.max_action_dim)
         return cls(model, proc, settings, use_cuda_graphs, source="random-weights")
@@ -145,6 +163,7 @@ class Pi05Policy:
             "normalization": {"state": self.processor.norm_stats.state.mode, "actions": self.processor.norm_stats.actions.mode},
             "device": str(self.model.device),
             "dtype": str(self.model.dtype).removeprefix("torch."),
+            "precision": self.model.precision,
             "cuda_graphs": self.runner.use_graphs,
             "checkpoint": self.source,
             "layout": self.layout,
@@ -198,6 +217,27 @@ class Pi05Policy:
         req = self.prepare(observation, options)
         return self.finish(req, self.run_prepared([req])[0])
 
+
+
+def resolve_precision(precision: str, device: torch.device, checkpoint_is_fp8: bool) -> bool:
+    """Whether to run the FP8 model: "fp8" (checked: :func:`rpent.models.pi05.fp8.check_fp8_device`),
+    "bf16" never, "auto" for an FP8 checkpoint when ``device`` has FP8 tensor cores.
+
+    Raises:
+        Fp8NotSupportedError: "fp8" on a device without FP8 tensor cores; ValueError: unknown precision.
+    """
+    if precision not in ("auto", *PRECISIONS):
+        raise ValueError(f"precision must be auto, {' or '.join(PRECISIONS)}; got {precision!r}")
+    if precision == "fp8":
+        check_fp8_device(device)
+        return True
+    if precision == "auto" and checkpoint_is_fp8:
+        try:
+            check_fp8_device(device)
+        except Fp8NotSupportedError:
+            return False
+        return True
+    return False
 
 
 class PreparedBatch:

@@ -96,6 +96,11 @@ class Pi05Runner:
         batch_buckets: batch sizes graphs are captured for; larger batches are split.
         text_bucket: padded prompt lengths are rounded up to a multiple of this.
         max_graphs: captured graphs kept (least recently used are dropped).
+        lazy_capture: until the first graph is captured, the first call of a shape (batch bucket, views,
+            prompt length) runs eagerly and the next call of that shape captures its graph, so a fresh
+            server answers its first request without waiting for a capture (about 1 s at full size); later
+            shapes are captured at their first call (a shape first seen under load would otherwise run
+            eagerly and then stall the queue with its capture). False: capture at the first call.
     """
 
     def __init__(
@@ -105,8 +110,12 @@ class Pi05Runner:
         batch_buckets: tuple[int, ...] = DEFAULT_BATCH_BUCKETS,
         text_bucket: int = 8,
         max_graphs: int = 96,
+        lazy_capture: bool = False,
     ):
         self.model = model
+        self.lazy_capture = lazy_capture
+        self._ran_eagerly: set[tuple] = set()  # shapes whose first call ran eagerly (lazy_capture)
+        self.eager_calls = 0
         self.cfg = model.cfg
         self.device = model.device
         self.dtype = model.dtype
@@ -208,12 +217,15 @@ class Pi05Runner:
         nz = torch.from_numpy(np.ascontiguousarray(noise, dtype=np.float32))
         if dev.type == "cuda":
             self._tune(rows)
-        if not self.use_graphs:
-            img = images_to_model(img_u8.to(dev), self.cfg.vision.image_size, self.dtype)
-            out = self.model.sample_actions(img, ids.to(dev), nz.to(dev), None if mask is None else mask.to(dev))
-            return out.cpu().numpy(), None, None
         key = (rows, tuple(images.shape[1:]), ids.shape[1], mask is not None)
-        g = self._graphs.get(key)
+        g = self._graphs.get(key) if self.use_graphs else None
+        if (g is None and self.use_graphs and self.lazy_capture and not self.graph_captures
+                and key not in self._ran_eagerly):
+            self._ran_eagerly.add(key)  # first call of this shape: answer now, capture at the next one
+            self.eager_calls += 1
+            return self._eager(img_u8, ids, nz, mask, b)
+        if not self.use_graphs:
+            return self._eager(img_u8, ids, nz, mask, b)
         if g is None:
             g = self._capture(key, ids, mask)
         else:
@@ -233,6 +245,16 @@ class Pi05Runner:
         ev = torch.cuda.Event(enable_timing=True)
         ev.record()
         return out, ev, start
+
+    def _eager(self, img_u8: torch.Tensor, ids: torch.Tensor, nz: torch.Tensor, mask: torch.Tensor | None, b: int) -> tuple:
+        """One call without a graph (rows beyond ``b`` are padding and dropped)."""
+        dev = self.device
+        rows = ids.shape[0]
+        if rows > b:  # the graph bucket's dummy rows: not needed eagerly
+            ids, mask = ids[:b], None if mask is None else mask[:b]
+        img = images_to_model(img_u8.to(dev), self.cfg.vision.image_size, self.dtype)
+        out = self.model.sample_actions(img, ids.to(dev), nz.to(dev), None if mask is None else mask.to(dev))
+        return out.cpu().numpy(), None, None
 
     def _tune(self, rows: int) -> None:
         """Once per batch size: choose cuBLAS or the skinny kernel for the expert's projections at

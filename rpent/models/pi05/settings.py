@@ -13,6 +13,11 @@ from dataclasses import dataclass
 from rpent.models.pi05.embodiments import EmbodimentPreset, get_preset
 
 
+#: Weight precisions of the Pi0.5 server and policy besides "auto" (:mod:`rpent.models.pi05.fp8`): "bf16"
+#: (float32 on the CPU) or "fp8" (E4M3 Gemma projections, GPUs with FP8 tensor cores).
+PRECISIONS = ("bf16", "fp8")
+
+
 class ConfigCheckError(ValueError):
     """A serving setting contradicts another (seed 003's config constraints)."""
 

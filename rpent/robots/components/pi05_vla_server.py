@@ -14,7 +14,7 @@ Methods (docs/interfaces.md, "VLA predict contract"):
   (must equal the configured steps).
 * ``vla.metadata()`` -> {embodiment, action_dim, action_horizon, n_exec, num_flow_steps, num_views,
   image_size, ...}.
-* ``vla.stats()`` -> {batches_run, mean_batch_rows, recent_batch_rows, graph_captures, timing_ms: median
+* ``vla.stats()`` -> {batches_run, mean_batch_rows, recent_batch_rows, graph_captures, eager_calls, timing_ms: median
   ms of the server-side stages prepare / batch (queue + model) / finish}.
 
 On CUDA the layers run as fused Triton kernels (``--no-fused-kernels`` for plain PyTorch) inside one CUDA
@@ -23,7 +23,11 @@ graph per batch bucket and prompt length; H200 figures are in ``benchmarks/vla_b
 Concurrent requests from several clients are collected for up to ``--batch-window-ms`` (only while
 more are expected) and run as one batched model call; each client gets its own rows back. The
 readiness line is printed after the model is loaded and warmed up, so "launch -> ready" is the cold start.
-A checkpoint's safetensors files are read into the page cache by background threads from the start of
+The first request runs eagerly and the next request of its shape captures its CUDA graph (later shapes are
+captured at their first request), so the first action does not wait for a graph capture (``--capture-before-ready``
+captures the batch-1 graphs before the readiness line instead). ``--precision fp8`` serves FP8 (E4M3)
+Gemma weights (:mod:`rpent.models.pi05.fp8`; an FP8 checkpoint is read as such, half the bytes of its
+projections). A checkpoint's safetensors files are read into the page cache by background threads from the start of
 ``main()`` (:mod:`rpent.models.prefetch`; ``RPENT_PI05_PREFETCH=0`` turns it off), so the disk read overlaps
 the torch import and the CUDA context; the log names each start-up phase with its seconds.
 """
@@ -40,7 +44,7 @@ from typing import TYPE_CHECKING
 
 from rpent.models.pi05.batching import DynamicBatcher
 from rpent.models.pi05.embodiments import EMBODIMENTS
-from rpent.models.pi05.settings import ConfigCheckError, resolve_settings
+from rpent.models.pi05.settings import PRECISIONS, ConfigCheckError, resolve_settings
 from rpent.rpc import RpcServer
 from rpent.rpc.cli import add_server_args, serve_from_args
 
@@ -104,8 +108,8 @@ class Pi05VlaServer(RpcServer):
         return self.policy.metadata()
 
     def stats(self) -> dict:
-        """Batching statistics: model calls run and rows per call (graph_captures: 0 without a CUDA-graph runner),
-        and ``timing_ms``: median ms per request over the last 256 of validation+tokenisation (``prepare``),
+        """Batching statistics: model calls run and rows per call (graph_captures: 0 without a CUDA-graph runner;
+        eager_calls: first calls of a shape answered without a graph), and ``timing_ms``: median ms per request over the last 256 of validation+tokenisation (``prepare``),
         waiting for and running the batched model call (``batch``) and un-normalisation (``finish``); with
         CUDA graphs also ``gpu_ms`` (median GPU ms per model call) and ``gpu_busy`` (GPU time over wall
         time across the recent calls, :meth:`Pi05Runner.gpu_stats`)."""
@@ -119,6 +123,7 @@ class Pi05VlaServer(RpcServer):
             "mean_batch_rows": (sum(sizes) / len(sizes)) if sizes else 0.0,
             "recent_batch_rows": sizes[-32:],
             "graph_captures": getattr(runner, "graph_captures", 0),
+            "eager_calls": getattr(runner, "eager_calls", 0),
             **(runner.gpu_stats() if hasattr(runner, "gpu_stats") else {}),
         }
 
@@ -152,6 +157,14 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-cuda-graphs", action="store_true", help="run the sampler eagerly (baseline)")
     ap.add_argument("--no-fused-kernels", action="store_true",
                     help="use the plain PyTorch ops instead of the fused Triton kernels on CUDA (same as RPENT_PI05_FUSED=0)")
+    ap.add_argument("--precision", choices=("auto", *PRECISIONS), default="auto",
+                    help="fp8: FP8 (E4M3, per-channel scales) Gemma prefix and action-expert weights, on GPUs with FP8 "
+                         "tensor cores (compute capability >= 8.9; refused elsewhere); bf16: bf16 weights (float32 on the "
+                         "CPU); auto (default): fp8 for an FP8 checkpoint (python -m rpent.models.pi05.fp8) on such a GPU, "
+                         "else bf16")
+    ap.add_argument("--capture-before-ready", action="store_true",
+                    help="capture the batch-1 CUDA graphs before the readiness line (default: the first request runs "
+                         "eagerly and the next one of its shape captures its graph, so the first action comes sooner)")
     ap.add_argument("--random-weights", choices=("full", "tiny"), default=None,
                     help="benchmarking only: no checkpoint, seeded random weights of the full or tiny architecture")
     add_server_args(ap)
@@ -183,6 +196,7 @@ def load_policy(args: argparse.Namespace) -> "Pi05Policy":
     """
     import torch
 
+    from rpent.models.pi05.fp8 import Fp8NotSupportedError
     from rpent.models.pi05.policy import Pi05Policy
 
     if args.cpu or not torch.cuda.is_available():
@@ -214,12 +228,20 @@ def load_policy(args: argparse.Namespace) -> "Pi05Policy":
         tok.write_bytes(tiny_tokenizer_bytes())
         cfg = full_config() if args.random_weights == "full" else tiny_config()
         _log(f"RANDOM WEIGHTS ({args.random_weights} architecture): for benchmarks only, actions are meaningless")
-        return Pi05Policy.random_weights(cfg, tok, NormStats.from_dict(tiny_norm_stats(preset.state_dim, preset.action_dim)),
-                                         args.embodiment, device, graphs, **overrides)
+        try:
+            return Pi05Policy.random_weights(cfg, tok, NormStats.from_dict(tiny_norm_stats(preset.state_dim, preset.action_dim)),
+                                             args.embodiment, device, graphs, precision=args.precision, **overrides)
+        except Fp8NotSupportedError as exc:
+            _log(str(exc))
+            raise SystemExit(2) from None
     path = args.model_path or os.environ.get(CHECKPOINT_ENV)
     try:
         return Pi05Policy.from_checkpoint(path, args.embodiment, args.tokenizer_path, device,
-                                          state_in_prompt=args.state_in_prompt, use_cuda_graphs=graphs, log=_log, **overrides)
+                                          state_in_prompt=args.state_in_prompt, use_cuda_graphs=graphs, log=_log,
+                                          precision=args.precision, **overrides)
+    except Fp8NotSupportedError as exc:
+        _log(str(exc))
+        raise SystemExit(2) from None
     except (ValueError, RuntimeError, OSError) as exc:
         _log(f"cannot load the checkpoint: {exc}")
         raise SystemExit(2) from None
@@ -260,11 +282,13 @@ def main(argv: list[str] | None = None) -> None:
     if prefetch is not None:
         _log(prefetch.summary())
     meta = policy.metadata()
-    if policy.model.device.type == "cuda":
+    if policy.model.device.type == "cuda" and args.capture_before_ready:
         t1 = time.perf_counter()
         for side in sorted({meta["image_size"], 256}):  # the model size and LIBERO's 256 px policy views
             policy.runner.warmup(meta["num_views"], (side, side))
         _log(f"warm-up (B=1 graph capture) {time.perf_counter() - t1:.1f} s")
+    else:
+        policy.runner.lazy_capture = True  # the first request eagerly, its graph at the next one
     _log(f"ready in {time.perf_counter() - t0:.1f} s: {meta}")
     server = Pi05VlaServer(policy, batch_window_s=args.batch_window_ms / 1000.0, max_batch=args.max_batch,
                            batch_max_wait_s=args.batch_max_wait_ms / 1000.0, pipeline=not args.no_pipeline)
