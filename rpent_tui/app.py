@@ -138,6 +138,7 @@ class RpentApp(App[int]):
         self._modes_shown: set[str] = set()  # modes whose screen was composed (switched to once; never removed)
         self.collector = QuietCollector()  # full garbage collections wait for a quiet moment
         self._last_key_at = float("-inf")  # time.monotonic() of the last key event
+        self.last_task: Any = None  # the TaskCommand this client started last (``t`` prefills it)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -190,6 +191,10 @@ class RpentApp(App[int]):
         """Textual's event handling; notes the time of every key (``keys_active``)."""
         if isinstance(event, events.Key):
             self._last_key_at = time.monotonic()
+            if not event.is_forwarded:
+                redirect = getattr(self.screen, "type_to_input", None)
+                if redirect is not None:
+                    redirect(event)  # may move the focus before the key is dispatched (RunScreen)
         await super().on_event(event)
 
     def keys_active(self, within_s: float) -> bool:
@@ -387,15 +392,69 @@ class RpentApp(App[int]):
 
         self.push_screen(JumpScreen(target), jumped)
 
+    def key_of(self, binding: Binding) -> str:
+        """The key(s) of ``binding`` as the footer shows them, after ``--keymap`` overrides."""
+        keys = self.options.keymap.get(binding.id, binding.key) if binding.id else binding.key
+        return ", ".join(self.get_key_display(Binding(k.strip(), binding.action)) for k in keys.split(","))
+
+    def palette_bindings(self) -> Iterable[tuple[str | None, str, Binding]]:
+        """Every bound action for the command palette: ``(mode or None for app-wide, group title, binding)``:
+        the app's keys, then each screen's (and the Run screen's transcript keys)."""
+        from .widgets.transcript import TranscriptView
+
+        for cls in type(self).__mro__:  # the app's own keys (an attached client adds F10, F8)
+            for binding in cls.__dict__.get("BINDINGS", ()):
+                if isinstance(binding, Binding) and binding.description and not binding.action.startswith("switch_mode"):
+                    yield None, "App", binding
+        for mode, (_, cls, title) in SCREEN_MODES.items():
+            extra = TranscriptView.BINDINGS if mode == "run" else ()
+            for binding in [*cls.BINDINGS, *extra]:
+                if isinstance(binding, Binding) and binding.description:
+                    yield mode, title, binding
+
+    def _palette_action(self, mode: str | None, action: str, widget: type | None = None) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            if mode is not None and self.current_mode != mode:
+                await self.switch_mode(mode)
+            target: Any = self if mode is None else self.screen
+            if widget is not None:  # a widget's key (the Run screen's transcript): focus it first
+                found = self.screen.query(widget)
+                if found:
+                    target = found.first()
+                    self.screen.set_focus(target)
+            await self.run_action(action, target)
+
+        return run
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """Command palette entries: the screens and the main actions, besides Textual's own."""
-        yield from super().get_system_commands(screen)
+        """Command palette entries: every bound action with its key (the app's, then each screen's: a
+        screen's action switches to that screen first), the screens, the slash commands, then Textual's."""
+        from .widgets.transcript import TranscriptView
+
+        transcript_ids = {b.id for b in TranscriptView.BINDINGS}
         for name, (key, _, title) in SCREEN_MODES.items():
-            yield SystemCommand(f"Screen: {title}", f"Switch to the {title} screen ({key.upper()})",
+            yield SystemCommand(f"Switch screen: {title} [{key.upper()}]", f"Show the {title} screen",
                                 functools.partial(self.switch_mode, name))
-        yield SystemCommand("Help: keys", "Keys of the current screen (F1)", self.action_help)
-        yield SystemCommand("Jump", "Focus a pane by key (ctrl+o)", self.action_jump)
-        yield SystemCommand("Run: interrupt planner", "Interrupt the planner's current tool call (Esc on Run)",
-                            lambda: self.notify(f"interrupt: {self.session.interrupt()}"))
-        yield SystemCommand("Run: answer operator request", "Open the pending operator request",
-                            self.open_operator_request)
+        for mode, group, binding in self.palette_bindings():
+            if binding.action in ("help",) and binding.id != "help":
+                continue
+            text = binding.tooltip or binding.description
+            title = f"{group}: {binding.description}" + (f" — {text}" if text != binding.description else "")
+            widget = TranscriptView if binding.id in transcript_ids else None
+            yield SystemCommand(f"{title} [{self.key_of(binding)}]",
+                                f"binding id {binding.id}" if binding.id else binding.action,
+                                self._palette_action(mode, binding.action, widget))
+        yield SystemCommand("Run: new task — type /rpent-task <suite> <task> <seed> [t]",
+                            "Prefill the input line with the last task", self._palette_action("run", "new_task"))
+        yield SystemCommand("Run: slash commands and keys — /help [F1]", "List the keys and the slash commands",
+                            self.action_help)
+        yield SystemCommand("Trajectories: open the current TaskRun's trajectory [F5]",
+                            "Show the current TaskRun in the Trajectories screen", self.open_current_trajectory)
+        yield from super().get_system_commands(screen)
+
+    async def open_current_trajectory(self) -> None:
+        """Switch to the Trajectories screen with the current TaskRun's record selected."""
+        await self.switch_mode("trajectories")
+        run = self.session.current
+        if run is not None and hasattr(self.screen, "select_run"):
+            self.screen.select_run(Path(run.output_dir))

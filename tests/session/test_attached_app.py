@@ -103,8 +103,13 @@ def test_attached_app_runs_answers_detaches_reattaches_and_stops(short_tmp, png_
         async with app.run_test(size=(120, 40)) as pilot:
             await wait_for(pilot, lambda: app.session.current is not None, what="backlog")
             await wait_for(pilot, lambda: app.session.current.state == "succeeded", 60, what="backlog's end")
-            await wait_for(pilot, lambda: "move_to" in "\n".join(  # the backlog, re-rendered
-                str(line.text) for line in app.screen.query_one("#transcript").lines), 60, what="backlog transcript")
+            def text():
+                return "\n".join(str(line.text) for line in app.screen.query_one("#transcript").lines)
+            await wait_for(pilot, lambda: "move_to" in text(), 60, what="backlog transcript")  # re-rendered
+            # a client attached after the run ended sees how it ended: the closing status and outcome lines
+            lines = text().splitlines()
+            assert any(line.startswith("● succeeded") for line in lines), lines[-4:]
+            assert lines[-1].startswith("■ finished") and "environment success" in lines[-1], lines[-4:]
             await pilot.press("ctrl+q")
             await wait_for(pilot, lambda: isinstance(app.screen, QuitSessionScreen), what="quit dialog")
             await pilot.press("s")
