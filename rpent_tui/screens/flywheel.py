@@ -33,10 +33,10 @@ class FlywheelScreen(LiveScreen):
     BINDING_GROUP_TITLE = "Flywheel export"
     BINDINGS = [
         Binding("ctrl+r", "launch", "Export", id="export-launch", tooltip="Launch rpent-flywheel with these choices"),
-        Binding("ctrl+x", "stop", "Stop export", id="export-stop", tooltip="Stop the running export"),
-        Binding("ctrl+u", "reload", "Reload runs", id="export-reload"),
-        Binding("ctrl+a", "select_all", "All runs", id="export-select-all"),
-        Binding("ctrl+n", "select_none", "No runs", id="export-select-none", tooltip="Clear the selection"),
+        Binding("ctrl+x", "stop", "Stop", id="export-stop", tooltip="Stop the running export"),
+        Binding("ctrl+u", "reload", "Reload", id="export-reload", tooltip="Rescan the logs directory for runs"),
+        Binding("ctrl+a", "select_all", "All", id="export-select-all", tooltip="Pick every listed run"),
+        Binding("ctrl+n", "select_none", "None", id="export-select-none", tooltip="Clear the selection"),
     ]
 
     def compose(self) -> ComposeResult:

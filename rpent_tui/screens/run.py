@@ -159,13 +159,13 @@ class RunScreen(LiveScreen):
     BINDINGS = [
         Binding("escape", "interrupt", "Interrupt", id="run-interrupt", priority=True,
                 tooltip="Interrupt the planner's current tool call"),
-        Binding("i", "focus_message", "Message", id="run-message", priority=True, tooltip="Type a message or a /command"),
+        Binding("i", "focus_message", "Type", id="run-message", priority=True, tooltip="Type a message or a /command"),
         Binding("t", "new_task", "Task", id="run-new-task", priority=True,
                 tooltip="Start a TaskRun: /rpent-task <suite> <task> <seed>"),
         # Enter in the input line: the same reason (the keys typed behind Enter are the screen's keys)
         Binding("enter", "send_message", "Send", id="run-send", show=False, priority=True,
                 tooltip="Send the input line; the screen's keys act again at once"),
-        Binding("o", "operator", "Operator", id="run-operator", tooltip="Answer the pending operator request"),
+        Binding("o", "operator", "Answer", id="run-operator", tooltip="Answer the pending operator request"),
         Binding("x", "cancel_task", "Cancel", id="run-cancel", tooltip="Cancel the running TaskRun"),
     ]
 
