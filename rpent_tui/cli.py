@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--policy-mode", default=None, choices=("tools", "code"), help="tool calls (default) or code-as-policy")
     r.add_argument("--record-trajectory", action="store_true", help="also write trajectories/<task_id>/ for flywheel export (every planner: "
                         "tool calls, executed actions, VLA predictions; model requests/replies with --planner api)")
+    r.add_argument("--record-observations", choices=("vla", "all"), default=None,
+                   help="with --record-trajectory: 'all' also records the camera images and state of every scripted "
+                        "action, so the flywheel's v2 rules (F6) can export scripted runs; default vla")
     r.add_argument("--require-operator-verdict", action="store_true",
                    help="finish is accepted only after an operator verdict (the real-robot rule, also in simulation)")
     u = p.add_argument_group("terminal")
@@ -122,6 +125,7 @@ def session_config_from_args(args: argparse.Namespace):
     options = {"libero_type": args.libero_type, "max_episode_steps": args.max_episode_steps,
                "max_turns": args.max_turns, "policy_mode": args.policy_mode, "base_url": args.base_url,
                "record_trajectory": args.record_trajectory or None,
+               "record_observations": args.record_observations,
                "require_operator_verdict": args.require_operator_verdict or None}
     output_dir = args.output_dir or Path("logs") / f"tui_{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
     config = SessionConfig(output_dir=output_dir, robot=args.robot, planner=args.planner, model=args.model,
@@ -174,8 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"rpent-tui: error: {exc}\n")
     if not sys.stderr.isatty() and not getattr(args, "foreground", False):
         # Textual draws the whole UI on stderr: with `2> err.log` the screen would stay blank.
-        where = config.output_dir if config is not None else "the session directory"
-        message = f"rpent-tui: error: {STDERR_NOT_A_TERMINAL}; service and run logs are already written under {where}\n"
+        message = f"rpent-tui: error: {STDERR_NOT_A_TERMINAL}; nothing was started (service and run logs are " \
+                  "written as files under the session directory, <dir>/session.log and <dir>/tasks/)\n"
         if sys.stdout.isatty():
             sys.stdout.write(message)
         parser.exit(2, message)
