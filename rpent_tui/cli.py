@@ -8,7 +8,7 @@ Example::
 This starts a session process (detached: it outlives this terminal and SSH connection; see
 ``rpent.session``) and attaches the UI to it. F10 detaches; ctrl+q asks whether to stop the session
 or detach; ``rpent-tui --attach [SESSION]`` re-attaches (several clients may attach at once),
-``--list`` lists running sessions, ``--stop SESSION`` stops one, ``--in-process`` keeps the session
+``--list`` lists your running sessions (``--list --all``: every owner's), ``--stop SESSION`` stops one, ``--in-process`` keeps the session
 inside the UI process (it ends with the UI), ``--foreground`` runs the session process here without a UI.
 
 Then, on the Run screen (F3): ``/rpent-task libero_goal 0 0``. Meta-World (its own interpreter,
@@ -88,9 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="first screen (default run)")
     a = p.add_argument_group("session process (the session outlives this terminal; see rpent.session)")
     a.add_argument("--attach", nargs="?", const="", default=None, metavar="SESSION",
-                   help="attach to a running session (name from --list, or its directory; default: the only one)")
-    a.add_argument("--list", action="store_true", help="list the running sessions and exit")
-    a.add_argument("--stop", default=None, metavar="SESSION", help="stop a running session and its services, then exit")
+                   help="attach to a running session (your NAME from --list, OWNER/NAME, or its directory; "
+                        "default: your only one)")
+    a.add_argument("--list", action="store_true",
+                   help="list your running sessions (name, owner, start time, TaskRuns, clients) and exit")
+    a.add_argument("--all", action="store_true", help="with --list: every owner's sessions in this registry")
+    a.add_argument("--stop", default=None, metavar="SESSION",
+                   help="stop a running session and its services, then exit (your NAME, another owner's exact "
+                        "OWNER/NAME, or its directory)")
     a.add_argument("--foreground", action="store_true",
                    help="run the session process in this terminal without a UI (debugging); attach from another one")
     a.add_argument("--in-process", action="store_true",
@@ -241,18 +246,19 @@ def _session_main(args: argparse.Namespace, parser: argparse.ArgumentParser, con
 
 def _manage_sessions(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``--list`` and ``--stop SESSION``."""
-    from rpent.session.layout import SessionNotFound, list_sessions, resolve_session
+    from rpent.session.layout import SessionNotFound, list_sessions, resolve_session, session_owner
     from rpent.session.process import stop_session
 
     if args.list:
-        sessions = list_sessions()
+        sessions = list_sessions(everyone=args.all)
         for info in sessions:
             print(info.line())
         if not sessions:
-            print("no running sessions (start one with rpent-tui [flags])")
+            print("no running sessions" + ("" if args.all else f" of yours ({session_owner()}; --all lists everyone's)")
+                  + " (start one with rpent-tui [flags])")
         return 0
     try:
-        paths = resolve_session(args.stop)
+        paths = resolve_session(args.stop, purpose="stop")
     except SessionNotFound as exc:
         parser.exit(1, f"rpent-tui: {exc}\n")
     ok = stop_session(paths)
