@@ -62,7 +62,7 @@ class OperatorModal(ModalScreen[str | None]):
         Binding("d", "answer('done')", "Done", id="operator-done", priority=True),
         Binding("n", "notes", "Notes", id="operator-notes", priority=True),
         Binding("escape", "later", "Later", id="operator-later", priority=True, tooltip="Hide; answer later with o"),
-        Binding("z", "zoom", "Zoom", id="operator-zoom", show=False, priority=True,
+        Binding("z", "zoom", "Zoom", id="operator-zoom", priority=True,
                 tooltip="One camera at the full window size (main, wrist, both)"),
         Binding("comma,left", "step_frames(-1)", "Older frame", id="operator-older", show=False, priority=True,
                 tooltip="Show the TaskRun's previous camera frame"),
