@@ -32,7 +32,7 @@ from ..widgets.footer import StableFooter
 from rpent.session.commands import (TASK_COMMAND, CommandError, SteerMessage, TaskCommand, completions, parse_input,
                                     suites_ready)
 from rpent.session.model import RunEvents, SessionChanged, SessionNotReady, TaskRunView
-from ..widgets.frames import FramePane
+from ..widgets.frames import FramePane, renderer_name
 from ..widgets.timeline import StepTimeline
 from ..widgets.transcript import TranscriptView
 from ..widgets.stable import LineInput, StableHeader
@@ -106,10 +106,19 @@ class CommandSuggester(Suggester):
 
 
 def counters_text(run: TaskRunView | None, session: Any, robot: str | None = None,
-                  suites: tuple[str, ...] | None = None) -> Text:
-    """The counters block: state, tokens in/out, tool calls, steps, operator and session state. Before
-    the first TaskRun: how to start one and ``suites``, the suite list of the session's ``robot`` (once
-    the app has scanned it; never another robot's)."""
+                  suites: tuple[str, ...] | None = None, renderer: str | None = None) -> Text:
+    """The counters block: state, tokens in/out, tool calls, steps, operator and session state, and last
+    the camera ``renderer`` (``widgets.frames.renderer_name``: also on an 80-column terminal, where the
+    status line is cut). Before the first TaskRun: how to start one and ``suites``, the suite list of
+    the session's ``robot`` (once the app has scanned it; never another robot's)."""
+    text = _counters(run, session, robot, suites)
+    if renderer:
+        text.append(("" if text.plain.endswith("\n") else "\n") + f"cameras: {renderer}", style="dim")
+    return text
+
+
+def _counters(run: TaskRunView | None, session: Any, robot: str | None,
+              suites: tuple[str, ...] | None) -> Text:
     text = Text()
     if run is None:
         text.append("no task yet\n", style="bold")
@@ -217,7 +226,8 @@ class RunScreen(LiveScreen):
 
     def _render_side(self, run: TaskRunView | None, frames: bool) -> None:
         robot = self._session_robot()
-        counters = counters_text(run, self.app.session, robot, self.app.task_lists.get(robot) if robot else None)
+        counters = counters_text(run, self.app.session, robot, self.app.task_lists.get(robot) if robot else None,
+                                 renderer_name(self.app.options.image_mode, self.app.colour_depth))
         if counters != self._counters_shown:  # a repaint (and a layout pass only when the height changes)
             rows_changed = self._counters_shown is None or counters.plain.count("\n") != self._counters_shown.plain.count("\n")
             self._counters_shown = counters

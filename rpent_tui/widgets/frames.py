@@ -3,9 +3,9 @@
 The widget class is chosen once from the resolved ``--images`` mode (``services.images``) and the
 terminal's colour depth (``RpentApp.colour_depth``): ``sixel`` -> textual-image ``SixelImage``,
 ``kitty`` -> ``TGPImage``, ``halfblock`` -> ``HalfcellImage`` (plain coloured text: works in every
-terminal and in SVG snapshots) in 24-bit colour, or with 256 colours (or fewer) the same half-blocks
-in palette colours chosen by ``services.palette256`` (``Palette256Halfcell``), ``none`` -> a text
-placeholder. The panes are fixed-size and re-rendered only when a new frame arrives
+terminal and in SVG snapshots) in 24-bit colour (and with 16 colours, where Rich maps each cell), or
+with 256 colours the same half-blocks in palette colours chosen by ``services.palette256``
+(``Palette256Halfcell``), ``none`` -> a text placeholder. The panes are fixed-size and re-rendered only when a new frame arrives
 (reference §3: sixel flickers when scrolled, so image panes stay static).
 
 Size: the picture takes the largest size that fits the whole pane at the image's aspect ratio
@@ -67,10 +67,12 @@ def _palette_renderable() -> type:
 
 def renderer_name(mode: str, colour_depth: str) -> str:
     """What the status line says about the camera panes: ``sixel``, ``kitty``, ``none``, ``halfblock
-    truecolor`` or ``halfblock 256-colour palette`` (``colour_depth``: ``truecolor``, ``256``, ``16``)."""
+    truecolor``, ``halfblock 256-colour palette`` or ``halfblock 16 colours`` (``colour_depth``:
+    ``truecolor``, ``256``, ``16``)."""
     if mode != "halfblock":
         return mode
-    return "halfblock truecolor" if colour_depth == "truecolor" else f"halfblock {colour_depth}-colour palette"
+    return {"truecolor": "halfblock truecolor", "256": "halfblock 256-colour palette"}.get(colour_depth,
+                                                                                          "halfblock 16 colours")
 
 
 def _same_size_no_layout(base: type[Widget], renderable: type | None = None) -> type[Widget]:
@@ -104,7 +106,7 @@ def _same_size_no_layout(base: type[Widget], renderable: type | None = None) -> 
 
 def image_widget_class(mode: str, colour_depth: str = "truecolor") -> type[Widget] | None:
     """The textual-image widget class for an image mode (None for ``none``); half-blocks on a terminal
-    with fewer than 24-bit colours (``colour_depth`` ``256`` or ``16``) draw palette colours. The class
+    with 256 colours (``colour_depth`` ``256``) draw palette colours. The class
     skips the layout pass when a new frame has the previous frame's pixel size (``_same_size_no_layout``).
 
     Raises:
@@ -117,7 +119,7 @@ def image_widget_class(mode: str, colour_depth: str = "truecolor") -> type[Widge
     classes = {"sixel": ti.SixelImage, "kitty": ti.TGPImage, "halfblock": ti.HalfcellImage}
     if mode not in classes:
         raise ValueError(f"unresolved image mode {mode!r}; expected one of: {', '.join(classes)}, none")
-    palette = mode == "halfblock" and colour_depth != "truecolor"
+    palette = mode == "halfblock" and colour_depth == "256"
     key = f"{mode}-palette" if palette else mode
     if key not in _IMAGE_CLASSES:
         _IMAGE_CLASSES[key] = _same_size_no_layout(classes[mode], _palette_renderable() if palette else None)

@@ -169,7 +169,7 @@ def test_flywheel_export_runs_in_the_session_and_survives_a_detach(short_tmp):
             selection = app.screen.query_one("#fw-runs")
             await wait_for(pilot, lambda: selection.option_count == 1, what="run list")
             await pilot.press("space")
-            await pilot.press("tab")
+            await pilot.press("tab", "tab")  # past the rules to the output directory
             await type_text(pilot, str(out))
             await pilot.press("ctrl+r")
             await wait_for(pilot, lambda: app.flywheel.status.state == "running" and app.flywheel.status.pid,

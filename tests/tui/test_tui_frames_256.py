@@ -85,7 +85,9 @@ def test_verdict_window_zooms_steps_through_frames_and_names_the_renderer(tmp_pa
     async def main():
         async with app.run_test(size=(100, 30)) as pilot:
             await wait_for(pilot, lambda: app.session.state == "ready", what="session")
-            assert app.screen.sub_title.endswith("256-colour palette" if depth == "256" else "halfblock truecolor")
+            renderer = "halfblock 256-colour palette" if depth == "256" else "halfblock truecolor"
+            assert app.screen.sub_title.endswith(renderer)
+            assert str(app.screen.query_one("#counters").content).endswith(f"cameras: {renderer}")
             await pilot.press("t")
             await type_text(pilot, "libero_object 0 0\n")
             await wait_for(pilot, lambda: isinstance(app.screen, OperatorModal) and app.screen.is_mounted,

@@ -66,3 +66,27 @@ def test_run_list_names_each_outcome():
     assert "aborted" in row(state="aborted", success=False)
     assert "error" in row(state="error", success=False)
     assert "env solved" in row(success=True)
+
+
+def test_run_list_shows_label_predicate_verdict_and_disagreement(tmp_path):
+    from rpent_tui.services.outcome import read_outcome
+    from tui_records import build_run
+
+    run = build_run(tmp_path, "0001_libero_goal_t0_s0", success=False, trajectory=False,
+                    verdict={"answer": "success", "notes": "bowl rests on the rim"}, label="succeeded")
+    outcome = read_outcome(run)
+    assert (outcome.label, outcome.environment_success, outcome.verdict) == ("succeeded", False, "success")
+    assert outcome.disagreement == "operator said success; environment predicate: not satisfied"
+    cells = run_row(RunSummary(path=run, name=run.name, success=False), outcome)
+    assert "succeeded" in cells[1] and "✗" in cells[2] and "success ≠ env" in cells[3]
+    assert outcome.line() == ("label succeeded · env not solved · operator success (bowl rests on the rim) · "
+                              "disagreement: operator said success; environment predicate: not satisfied")
+    # a plain rpent run (no taskrun.json): the transcript's fields
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "transcript_libero_goal_t0_s0.json").write_text(
+        '{"label": "failed", "environment_success": true, "operator_verdict": {"answer": "failure", "notes": ""},'
+        ' "disagreement": "operator said failure; environment predicate: satisfied", "messages": []}')
+    outcome = read_outcome(plain)
+    assert (outcome.label, outcome.environment_success, outcome.verdict) == ("failed", True, "failure")
+    assert outcome.verdict_cell() == "failure ≠ env"
