@@ -151,6 +151,14 @@ def test_palette_offers_every_bound_action_with_its_key(tmp_path):
             await pilot.press("enter")
             await wait_for(pilot, lambda: app.session.current.finished, what="cancelled from the palette")
             assert isinstance(app.screen, RunScreen)
+            # open the current TaskRun's record in Trajectories from the palette
+            await pilot.press("ctrl+p")
+            await type_text(pilot, "open the current")
+            await pilot.pause(0.5)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "TrajectoriesScreen"
+                           and app.screen.current_run is not None, what="the trajectory opened")
+            assert app.screen.current_run.path == app.session.current.output_dir
             await pilot.press("ctrl+q")
 
     asyncio.run(main())

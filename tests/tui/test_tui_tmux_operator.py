@@ -25,7 +25,9 @@ DIR = "0001_libero_object_t0_s0"
 
 @pytest.fixture
 def tmux(request):
-    server = Tmux(f"rpent-op-{request.node.name[:40]}".replace("[", "-").replace("]", ""))
+    import hashlib
+
+    server = Tmux("rpent-op-" + hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:10])  # one per parameter
     server.kill()
     yield server
     server.kill()
@@ -69,7 +71,7 @@ def test_task_typed_at_once_zoomed_verdict_then_v2_export_read_back(tmux, tmp_pa
 
     # F6: the run picked by space (marked x), v2 preselected (the session records every observation)
     tmux.keys("op", "F6")
-    listed = _until(tmux, "op", lambda t: "0001_libero_object_t0_s0" in t, 60, "the run list")
+    listed = _until(tmux, "op", lambda t: "libero_object t0 s0" in t, 60, "the run list")
     assert "▐ ▌" in listed and "0 of 1 picked" in listed
     tmux.keys("op", "Space")
     _until(tmux, "op", lambda t: "▐x▌" in t and "1 of 1 picked" in t, 30, "the picked mark")
