@@ -76,7 +76,7 @@ def test_real_scripted_taskrun_on_libero(tmp_path, monkeypatch, size):
             await pilot.press("shift+tab")
             await wait_for(pilot, lambda: app.session.current and app.session.current.frames, timeout=120,
                            what="first camera frames")
-            await wait_for(pilot, lambda: len(app.session.current.timeline) >= 5, timeout=120, what="steps")
+            await wait_for(pilot, lambda: len(app.session.current.timeline) >= 5, timeout=300, what="steps")
             await pilot.press("f2")
             await wait_for(pilot, lambda: app.screen.query_one("#services").row_count >= 1, what="env server row")
             await shot(pilot, "services")
