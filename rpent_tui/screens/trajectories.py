@@ -28,6 +28,7 @@ from ..widgets.footer import StableFooter
 from rpent.recording import run_readers as readers
 from ..services import datasets
 from ..services.outcome import RunOutcomeView, read_outcome
+from ..services.tool_summary import summarize_tool_result
 from ..widgets.frames import FramePane
 from ..widgets.tables import VimDataTable
 from ..widgets.transcript import MAX_RESULT_CHARS
@@ -72,6 +73,20 @@ def step_row(step: readers.StepRecord) -> tuple[str, ...]:
     return (str(step.step), step.tool or "-", action, flags or "·")
 
 
+def _tool_line(name: Any, content: Any) -> str:
+    """``name: summary`` of a recorded tool result (JSON text or a dict), else its compact JSON."""
+    result = content
+    if isinstance(content, str):
+        try:
+            result = json.loads(content)
+        except ValueError:
+            return content
+    summary = summarize_tool_result(result, str(name) if name else None)
+    if summary is None:
+        return content if isinstance(content, str) else json.dumps(content, default=str)[:MAX_RESULT_CHARS]
+    return f"{name}: {summary}" if name else summary
+
+
 def transcript_lines(entries: list[dict[str, Any]], limit: int = 60) -> list[Text]:
     """The last ``limit`` transcript entries as display lines (role-coloured)."""
     out: list[Text] = []
@@ -92,6 +107,8 @@ def transcript_lines(entries: list[dict[str, Any]], limit: int = 60) -> list[Tex
                 else:
                     parts.append(str(block))
             content = "\n".join(parts)
+        elif role == "tool":  # a tool result: its one-line summary (rounded), as on the Run screen
+            content = _tool_line(entry.get("name"), content)
         elif not isinstance(content, str):
             content = json.dumps(content, default=str)[:MAX_RESULT_CHARS]
         style = {"assistant": "", "user": "yellow", "tool": "green"}.get(role, "dim")

@@ -48,6 +48,18 @@ def test_every_tool_gets_a_rounded_one_line_summary():
         "← weigh_object: mass_kg 0.312 · ok yes · samples 4 item(s)"
 
 
+def test_trajectories_transcript_summarises_recorded_tool_results():
+    from rpent_tui.screens.trajectories import transcript_lines
+
+    lines = transcript_lines([{"role": "tool", "name": "move_to", "tool_call_id": "c1",
+                               "content": '{"reached": true, "final_dist_m": 0.0070551230322079515, '
+                                          '"final_eef_pos": [-0.11973828067755818, -0.2413189607847582, 0.0616], '
+                                          '"steps_used": 27}'},
+                              {"role": "tool", "name": "odd", "content": "plain text"}])
+    assert lines[0].plain == "tool: move_to: reached yes · dist 7.06 mm · eef (-120, -241, 62) mm · 27 steps"
+    assert lines[1].plain == "tool: plain text"
+
+
 def test_step_zero_shows_the_transcript_before_the_first_tool_call():
     entries = [{"role": "user", "content": [{"type": "text", "text": "task"}]},
                {"role": "assistant", "content": [{"type": "text", "text": "plan"}]},
