@@ -52,7 +52,7 @@ COMMANDS = {
     "status": (), "start_task": ("suite", "task", "seed"), "cancel_task": ("run_id", "reason"), "steer": ("text",),
     "interrupt": (), "reply_operator": ("run_id", "request_id", "answer", "notes"), "stop_service": ("name",),
     "restart_service": ("name",), "run_cell": ("source", "timeout_s", "max_calls"), "stop_session": (),
-    "flywheel_export": ("input_roots", "output_dir", "threads", "runs"), "flywheel_cancel": (),
+    "flywheel_export": ("input_roots", "output_dir", "threads", "runs", "rules"), "flywheel_cancel": (),
 }
 #: Output lines of the flywheel export kept for a client that attaches later (the full log stays on disk).
 FLYWHEEL_BACKLOG = 500
