@@ -20,6 +20,7 @@ import asyncio
 import functools
 import threading
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +38,7 @@ from .screens.explore import ExploreScreen
 from .screens.flywheel import FlywheelScreen
 from .screens.help import HelpScreen
 from .screens.jump import JumpScreen
-from .screens.operator import OperatorModal
+from .screens.operator import FRAME_HISTORY, OperatorModal
 from .screens.run import RunScreen
 from .screens.services import ServicesScreen
 from .screens.trajectories import TrajectoriesScreen
@@ -45,7 +46,7 @@ from rpent.session.code_cells import CodeCellService
 from rpent.session.commands import known_suites, warm_up as warm_suite_list
 from rpent.session.flywheel_jobs import FlywheelRunner
 from rpent.session.core import Session
-from rpent.session.model import OperatorPrompt, OperatorResolved, SessionChanged
+from rpent.session.model import OperatorPrompt, OperatorResolved, RunEvents, SessionChanged
 from .services.gc_policy import QuietCollector
 from .services.trio_bridge import TrioBridge, install_exit_signals
 
@@ -82,6 +83,8 @@ class AppOptions:
             is always shown, just not more often.
         repaint_interval_s: minimum seconds between two transcript/counter repaints of the Run screen
             (events still reach the model every 80 ms; 0.3 s ~ the reference's 4 Hz batched log flush).
+        colour_depth: ``truecolor``, ``256`` or ``16`` to override the terminal's detected colours for the
+            camera panes (None: detected, see ``RpentApp.colour_depth``).
     """
 
     image_mode: str = "halfblock"
@@ -95,6 +98,7 @@ class AppOptions:
     flywheel_program: list[str] | None = None
     frame_interval_s: float = 1.0
     repaint_interval_s: float = 0.3
+    colour_depth: str | None = None
 
 
 class RpentApp(App[int]):
@@ -114,7 +118,7 @@ class RpentApp(App[int]):
         Binding("question_mark", "help", "Help", id="help-alt", show=False),
         *[Binding(key, f"switch_mode('{name}')", title, id=f"screen-{name}", show=False, priority=True)
           for name, (key, _, title) in SCREEN_MODES.items()],
-        Binding("ctrl+o", "jump", "Jump", id="jump", tooltip="Jump to a pane by key"),
+        Binding("ctrl+o", "jump", "Jump", id="jump", show=False, tooltip="Jump to a pane by key"),
         Binding("ctrl+t", "change_theme", "Theme", id="theme", show=False),
         Binding("f12", "screenshot_svg", "Screenshot", id="screenshot", show=False, priority=True,
                 tooltip="Save an SVG of the screen to <session>/screenshots/"),
@@ -138,6 +142,8 @@ class RpentApp(App[int]):
         self._modes_shown: set[str] = set()  # modes whose screen was composed (switched to once; never removed)
         self.collector = QuietCollector()  # full garbage collections wait for a quiet moment
         self._last_key_at = float("-inf")  # time.monotonic() of the last key event
+        self.last_task: Any = None  # the TaskCommand this client started last (``t`` prefills it)
+        self._frame_history: dict[str, deque] = {}  # run id -> (step, {label: PNG}), see frame_history
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -190,6 +196,10 @@ class RpentApp(App[int]):
         """Textual's event handling; notes the time of every key (``keys_active``)."""
         if isinstance(event, events.Key):
             self._last_key_at = time.monotonic()
+            if not event.is_forwarded:
+                redirect = getattr(self.screen, "type_to_input", None)
+                if redirect is not None:
+                    redirect(event)  # may move the focus before the key is dispatched (RunScreen)
         await super().on_event(event)
 
     def keys_active(self, within_s: float) -> bool:
@@ -230,6 +240,8 @@ class RpentApp(App[int]):
         if isinstance(event, SessionChanged):  # a TaskRun that ended takes its code-cell worker with it
             active = self.session.active
             self.cells.release(self.session.toolkit_for(active.id) if active is not None else None)
+        if isinstance(event, RunEvents):
+            self._keep_frames(event)
         if isinstance(event, OperatorPrompt):
             self._show_operator(event.run_id)
         elif isinstance(event, OperatorResolved) and self._operator_modal is not None:
@@ -240,6 +252,27 @@ class RpentApp(App[int]):
             handler = getattr(screen, "handle_service_event", None)
             if handler is not None and screen.is_mounted:
                 handler(event)
+
+    def _keep_frames(self, event: RunEvents) -> None:
+        """Keep the last ``FRAME_HISTORY`` camera frames of the TaskRun (the verdict window steps through
+        them); only the two newest TaskRuns' frames are kept."""
+        frames = [e for e in event.events if e.get("kind") == "frames"]
+        if not frames:
+            return
+        history = self._frame_history.get(event.run_id)
+        if history is None:
+            history = self._frame_history[event.run_id] = deque(maxlen=FRAME_HISTORY)
+            for old in list(self._frame_history)[:-2]:
+                del self._frame_history[old]
+        for e in frames:
+            pngs = {k: bytes(v) for k, v in e.items() if k in ("main", "wrist") and isinstance(v, (bytes, bytearray))}
+            if pngs:
+                history.append((e.get("step"), pngs))
+
+    def frame_history(self, run_id: str) -> list[tuple[int | None, dict[str, bytes]]]:
+        """``(step, {label: PNG})`` of TaskRun ``run_id``'s last camera frames, oldest first (what this
+        client received; a client attached later has only the frames sent since)."""
+        return list(self._frame_history.get(run_id, ()))
 
     def _show_operator(self, run_id: str) -> bool:
         operator = self.session.operator_for(run_id)
@@ -333,7 +366,16 @@ class RpentApp(App[int]):
             text += f" {self.session.config.model}"
         if run is not None:
             text += f" · TaskRun {run.id} {run.command.display()} {run.state}"
-        return text + f" · images {self.options.image_mode}"
+        from .widgets.frames import renderer_name
+
+        return text + f" · images {renderer_name(self.options.image_mode, self.colour_depth)}"
+
+    @property
+    def colour_depth(self) -> str:
+        """The terminal's colours as the UI draws them: ``truecolor``, ``256`` or ``16`` (``AppOptions.colour_depth``
+        when set, else Rich's detection from ``COLORTERM`` / ``TERM`` / ``TEXTUAL_COLOR_SYSTEM``)."""
+        system = self.options.colour_depth or self.console.color_system or "standard"
+        return {"truecolor": "truecolor", "256": "256"}.get(system, "16")
 
     # -- trio helpers --------------------------------------------------------------------------------
     def run_in_trio(self, fn: Callable[..., Awaitable[Any]], *args: Any, description: str = "task", **kwargs: Any) -> None:
@@ -387,15 +429,69 @@ class RpentApp(App[int]):
 
         self.push_screen(JumpScreen(target), jumped)
 
+    def key_of(self, binding: Binding) -> str:
+        """The key(s) of ``binding`` as the footer shows them, after ``--keymap`` overrides."""
+        keys = self.options.keymap.get(binding.id, binding.key) if binding.id else binding.key
+        return ", ".join(self.get_key_display(Binding(k.strip(), binding.action)) for k in keys.split(","))
+
+    def palette_bindings(self) -> Iterable[tuple[str | None, str, Binding]]:
+        """Every bound action for the command palette: ``(mode or None for app-wide, group title, binding)``:
+        the app's keys, then each screen's (and the Run screen's transcript keys)."""
+        from .widgets.transcript import TranscriptView
+
+        for cls in type(self).__mro__:  # the app's own keys (an attached client adds F10, F8)
+            for binding in cls.__dict__.get("BINDINGS", ()):
+                if isinstance(binding, Binding) and binding.description and not binding.action.startswith("switch_mode"):
+                    yield None, "App", binding
+        for mode, (_, cls, title) in SCREEN_MODES.items():
+            extra = TranscriptView.BINDINGS if mode == "run" else ()
+            for binding in [*cls.BINDINGS, *extra]:
+                if isinstance(binding, Binding) and binding.description:
+                    yield mode, title, binding
+
+    def _palette_action(self, mode: str | None, action: str, widget: type | None = None) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            if mode is not None and self.current_mode != mode:
+                await self.switch_mode(mode)
+            target: Any = self if mode is None else self.screen
+            if widget is not None:  # a widget's key (the Run screen's transcript): focus it first
+                found = self.screen.query(widget)
+                if found:
+                    target = found.first()
+                    self.screen.set_focus(target)
+            await self.run_action(action, target)
+
+        return run
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """Command palette entries: the screens and the main actions, besides Textual's own."""
-        yield from super().get_system_commands(screen)
+        """Command palette entries: every bound action with its key (the app's, then each screen's: a
+        screen's action switches to that screen first), the screens, the slash commands, then Textual's."""
+        from .widgets.transcript import TranscriptView
+
+        transcript_ids = {b.id for b in TranscriptView.BINDINGS}
         for name, (key, _, title) in SCREEN_MODES.items():
-            yield SystemCommand(f"Screen: {title}", f"Switch to the {title} screen ({key.upper()})",
+            yield SystemCommand(f"Switch screen: {title} [{key.upper()}]", f"Show the {title} screen",
                                 functools.partial(self.switch_mode, name))
-        yield SystemCommand("Help: keys", "Keys of the current screen (F1)", self.action_help)
-        yield SystemCommand("Jump", "Focus a pane by key (ctrl+o)", self.action_jump)
-        yield SystemCommand("Run: interrupt planner", "Interrupt the planner's current tool call (Esc on Run)",
-                            lambda: self.notify(f"interrupt: {self.session.interrupt()}"))
-        yield SystemCommand("Run: answer operator request", "Open the pending operator request",
-                            self.open_operator_request)
+        for mode, group, binding in self.palette_bindings():
+            if binding.action in ("help",) and binding.id != "help":
+                continue
+            text = binding.tooltip or binding.description
+            title = f"{group}: {binding.description}" + (f" — {text}" if text != binding.description else "")
+            widget = TranscriptView if binding.id in transcript_ids else None
+            yield SystemCommand(f"{title} [{self.key_of(binding)}]",
+                                f"binding id {binding.id}" if binding.id else binding.action,
+                                self._palette_action(mode, binding.action, widget))
+        yield SystemCommand("Run: new task — type /rpent-task <suite> <task> <seed> [t]",
+                            "Prefill the input line with the last task", self._palette_action("run", "new_task"))
+        yield SystemCommand("Run: slash commands and keys — /help [F1]", "List the keys and the slash commands",
+                            self.action_help)
+        yield SystemCommand("Trajectories: open the current TaskRun's trajectory [F5]",
+                            "Show the current TaskRun in the Trajectories screen", self.open_current_trajectory)
+        yield from super().get_system_commands(screen)
+
+    async def open_current_trajectory(self) -> None:
+        """Switch to the Trajectories screen with the current TaskRun's record selected."""
+        await self.switch_mode("trajectories")
+        run = self.session.current
+        if run is not None and hasattr(self.screen, "select_run"):
+            self.screen.select_run(Path(run.output_dir))

@@ -8,7 +8,7 @@ Example::
 This starts a session process (detached: it outlives this terminal and SSH connection; see
 ``rpent.session``) and attaches the UI to it. F10 detaches; ctrl+q asks whether to stop the session
 or detach; ``rpent-tui --attach [SESSION]`` re-attaches (several clients may attach at once),
-``--list`` lists running sessions, ``--stop SESSION`` stops one, ``--in-process`` keeps the session
+``--list`` lists your running sessions (``--list --all``: every owner's), ``--stop SESSION`` stops one, ``--in-process`` keeps the session
 inside the UI process (it ends with the UI), ``--foreground`` runs the session process here without a UI.
 
 Then, on the Run screen (F3): ``/rpent-task libero_goal 0 0``. Meta-World (its own interpreter,
@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--policy-mode", default=None, choices=("tools", "code"), help="tool calls (default) or code-as-policy")
     r.add_argument("--record-trajectory", action="store_true", help="also write trajectories/<task_id>/ for flywheel export (every planner: "
                         "tool calls, executed actions, VLA predictions; model requests/replies with --planner api)")
+    r.add_argument("--record-observations", choices=("vla", "all"), default=None,
+                   help="with --record-trajectory: 'all' also records the camera images and state of every scripted "
+                        "action, so the flywheel's v2 rules (F6) can export scripted runs; default vla")
     r.add_argument("--require-operator-verdict", action="store_true",
                    help="finish is accepted only after an operator verdict (the real-robot rule, also in simulation)")
     u = p.add_argument_group("terminal")
@@ -85,9 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="first screen (default run)")
     a = p.add_argument_group("session process (the session outlives this terminal; see rpent.session)")
     a.add_argument("--attach", nargs="?", const="", default=None, metavar="SESSION",
-                   help="attach to a running session (name from --list, or its directory; default: the only one)")
-    a.add_argument("--list", action="store_true", help="list the running sessions and exit")
-    a.add_argument("--stop", default=None, metavar="SESSION", help="stop a running session and its services, then exit")
+                   help="attach to a running session (your NAME from --list, OWNER/NAME, or its directory; "
+                        "default: your only one)")
+    a.add_argument("--list", action="store_true",
+                   help="list your running sessions (name, owner, start time, TaskRuns, clients) and exit")
+    a.add_argument("--all", action="store_true", help="with --list: every owner's sessions in this registry")
+    a.add_argument("--stop", default=None, metavar="SESSION",
+                   help="stop a running session and its services, then exit (your NAME, another owner's exact "
+                        "OWNER/NAME, or its directory)")
     a.add_argument("--foreground", action="store_true",
                    help="run the session process in this terminal without a UI (debugging); attach from another one")
     a.add_argument("--in-process", action="store_true",
@@ -122,6 +130,7 @@ def session_config_from_args(args: argparse.Namespace):
     options = {"libero_type": args.libero_type, "max_episode_steps": args.max_episode_steps,
                "max_turns": args.max_turns, "policy_mode": args.policy_mode, "base_url": args.base_url,
                "record_trajectory": args.record_trajectory or None,
+               "record_observations": args.record_observations,
                "require_operator_verdict": args.require_operator_verdict or None}
     output_dir = args.output_dir or Path("logs") / f"tui_{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
     config = SessionConfig(output_dir=output_dir, robot=args.robot, planner=args.planner, model=args.model,
@@ -174,8 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"rpent-tui: error: {exc}\n")
     if not sys.stderr.isatty() and not getattr(args, "foreground", False):
         # Textual draws the whole UI on stderr: with `2> err.log` the screen would stay blank.
-        where = config.output_dir if config is not None else "the session directory"
-        message = f"rpent-tui: error: {STDERR_NOT_A_TERMINAL}; service and run logs are already written under {where}\n"
+        message = f"rpent-tui: error: {STDERR_NOT_A_TERMINAL}; nothing was started (service and run logs are " \
+                  "written as files under the session directory, <dir>/session.log and <dir>/tasks/)\n"
         if sys.stdout.isatty():
             sys.stdout.write(message)
         parser.exit(2, message)
@@ -237,18 +246,19 @@ def _session_main(args: argparse.Namespace, parser: argparse.ArgumentParser, con
 
 def _manage_sessions(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``--list`` and ``--stop SESSION``."""
-    from rpent.session.layout import SessionNotFound, list_sessions, resolve_session
+    from rpent.session.layout import SessionNotFound, list_sessions, resolve_session, session_owner
     from rpent.session.process import stop_session
 
     if args.list:
-        sessions = list_sessions()
+        sessions = list_sessions(everyone=args.all)
         for info in sessions:
             print(info.line())
         if not sessions:
-            print("no running sessions (start one with rpent-tui [flags])")
+            print("no running sessions" + ("" if args.all else f" of yours ({session_owner()}; --all lists everyone's)")
+                  + " (start one with rpent-tui [flags])")
         return 0
     try:
-        paths = resolve_session(args.stop)
+        paths = resolve_session(args.stop, purpose="stop")
     except SessionNotFound as exc:
         parser.exit(1, f"rpent-tui: {exc}\n")
     ok = stop_session(paths)

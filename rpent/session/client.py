@@ -154,7 +154,7 @@ class RemoteFlywheel:
         """
         data = await trio.to_thread.run_sync(self._session.call_fresh, "flywheel_export", {
             "input_roots": [str(p) for p in job.input_roots], "output_dir": str(job.output_dir),
-            "threads": int(job.threads), "runs": [str(p) for p in job.runs]})
+            "threads": int(job.threads), "runs": [str(p) for p in job.runs], "rules": job.rules})
         if data and data.get("state") == "running" and self.status.state != "running":
             self.merge(data)  # a delta may already have said more
         return self.status
@@ -172,7 +172,8 @@ class RemoteFlywheel:
         st.log_path = Path(data["log_path"]) if data.get("log_path") else None
         job = data.get("job")
         st.job = None if not job else FlywheelJob(tuple(Path(p) for p in job["input_roots"]), Path(job["output_dir"]),
-                                                  int(job.get("threads", 0)), tuple(Path(p) for p in job.get("runs") or ()))
+                                                  int(job.get("threads", 0)), tuple(Path(p) for p in job.get("runs") or ()),
+                                                  str(job.get("rules") or "v1"))
 
 
 class RemoteSession:

@@ -1,7 +1,7 @@
 """Launching ``rpent-flywheel`` (LeRobot export of recorded trajectories) as a supervised subprocess.
 
 Command line from the product documents (shared/seeds, "导出训练数据"):
-``rpent-flywheel --input-root ROOT [--input-root ROOT ...] --output-dir OUT [--image-writer-threads N]``, where ROOT is one run
+``rpent-flywheel --input-root ROOT [--input-root ROOT ...] --output-dir OUT [--rules v1|v2] [--image-writer-threads N]``, where ROOT is one run
 (or trajectory) directory or a parent of many runs; ``--output-dir`` must not exist yet; the exporter writes ``OUT/report.json`` (exported episodes
 and frames, exclusions with reasons) and the dataset under ``OUT/train/``. The child runs through
 ``supervised.run_supervised`` (own process group, SIGTERM -> grace -> SIGKILL on cancel); its output
@@ -36,12 +36,15 @@ class FlywheelJobError(ValueError):
 @dataclass(frozen=True)
 class FlywheelJob:
     """An export request: ``input_roots`` (run dirs, or a parent of the runs), a new ``output_dir``,
-    ``threads`` image writers (>= 0), and the picked ``runs`` (for display)."""
+    ``threads`` image writers (>= 0), the picked ``runs`` (for display) and the flywheel's rule set
+    ``rules`` (``v1``: VLA actions linked to a prediction; ``v2``: every executed action up to the first
+    success, which needs runs recorded with ``--record-observations all``)."""
 
     input_roots: tuple[Path, ...]
     output_dir: Path
     threads: int = 0
     runs: tuple[Path, ...] = ()
+    rules: str = "v1"
 
     @property
     def input_root(self) -> Path:
@@ -50,7 +53,7 @@ class FlywheelJob:
 
     @classmethod
     def from_selection(cls, picked: Sequence[Path], listed: Sequence[Path], logs_dir: Path, output_dir: Path,
-                       threads: int) -> "FlywheelJob":
+                       threads: int, rules: str = "v1") -> "FlywheelJob":
         """The job for runs ``picked`` among ``listed`` (all runs under ``logs_dir``): every listed run
         picked passes ``logs_dir`` as the one input root; otherwise each picked run is its own
         ``--input-root``.
@@ -60,10 +63,11 @@ class FlywheelJob:
         """
         picked = tuple(Path(p) for p in picked)
         if not picked:
-            raise FlywheelJobError("pick at least one run to export (space toggles a run, ctrl+a picks all)")
+            raise FlywheelJobError("pick at least one run to export: space picks the highlighted run (picked runs "
+                                   "show [x]), ctrl+a picks all")
         if len(picked) > 1 and set(picked) == {Path(p) for p in listed}:
-            return cls((Path(logs_dir),), output_dir, threads, picked)
-        return cls(picked, output_dir, threads, picked)
+            return cls((Path(logs_dir),), output_dir, threads, picked, rules)
+        return cls(picked, output_dir, threads, picked, rules)
 
     def validate(self) -> None:
         """Raises ``FlywheelJobError`` for a missing input, an existing output dir or negative threads."""
@@ -72,6 +76,8 @@ class FlywheelJob:
                 raise FlywheelJobError(f"input {root} does not exist; press ctrl+u to reload the run list")
         if Path(self.output_dir).exists():
             raise FlywheelJobError(f"output directory {self.output_dir} already exists; rpent-flywheel needs a new directory")
+        if self.rules not in ("v1", "v2"):
+            raise FlywheelJobError(f"rules must be v1 or v2, got {self.rules!r}")
         if self.threads < 0:
             raise FlywheelJobError(f"image writer threads must be >= 0 (0 = write images one by one), got {self.threads}")
 
@@ -82,7 +88,7 @@ def flywheel_argv(job: FlywheelJob, program: Sequence[str] | None = None) -> lis
     argv = list(program) if program is not None else [sys.executable, "-m", "rpent.cli.flywheel"]
     for root in job.input_roots:
         argv += ["--input-root", str(root)]
-    return argv + ["--output-dir", str(job.output_dir), "--image-writer-threads", str(job.threads)]
+    return argv + ["--output-dir", str(job.output_dir), "--rules", job.rules, "--image-writer-threads", str(job.threads)]
 
 
 @dataclass(frozen=True)

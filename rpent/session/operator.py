@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rpent.toolkit.answers import ANSWER_KEYS  # one key per answer (s success, f failure, c continue, a abort, d done)
+
 __all__ = [
     "OperatorRequest",
     "OperatorReply",
@@ -38,8 +40,6 @@ __all__ = [
 #: Choices of a verdict request, and of a scene reset (docs/interfaces.md "Run layer").
 VERDICT_CHOICES = ("success", "failure", "continue", "abort")
 RESET_CHOICES = ("done", "abort")
-#: One key per answer in the operator modal (s success, f failure, c continue, a abort, d done).
-ANSWER_KEYS = {"success": "s", "failure": "f", "continue": "c", "abort": "a", "done": "d"}
 
 #: How often (s) a waiting ``ask`` checks for cancellation (upstream Dashboard: 0.1 s).
 POLL_S = 0.1

@@ -52,7 +52,7 @@ COMMANDS = {
     "status": (), "start_task": ("suite", "task", "seed"), "cancel_task": ("run_id", "reason"), "steer": ("text",),
     "interrupt": (), "reply_operator": ("run_id", "request_id", "answer", "notes"), "stop_service": ("name",),
     "restart_service": ("name",), "run_cell": ("source", "timeout_s", "max_calls"), "stop_session": (),
-    "flywheel_export": ("input_roots", "output_dir", "threads", "runs"), "flywheel_cancel": (),
+    "flywheel_export": ("input_roots", "output_dir", "threads", "runs", "rules"), "flywheel_cancel": (),
 }
 #: Output lines of the flywheel export kept for a client that attaches later (the full log stays on disk).
 FLYWHEEL_BACKLOG = 500
@@ -181,7 +181,7 @@ class SessionServer:
                 "log_path": str(status.log_path) if status.log_path else None,
                 "job": None if job is None else {"input_roots": [str(p) for p in job.input_roots],
                                                  "output_dir": str(job.output_dir), "threads": job.threads,
-                                                 "runs": [str(p) for p in job.runs]}}
+                                                 "runs": [str(p) for p in job.runs], "rules": job.rules}}
 
     def snapshot(self) -> dict[str, Any]:
         """The whole model (the backlog a client gets on attach)."""
@@ -521,7 +521,7 @@ class SessionServer:
         return run.id
 
     async def _cmd_flywheel_export(self, input_roots: list[str], output_dir: str, threads: int = 0,
-                                   runs: list[str] | None = None) -> dict[str, Any] | None:
+                                   runs: list[str] | None = None, rules: str = "v1") -> dict[str, Any] | None:
         """Start a LeRobot export in the session (it survives every client detaching); progress reaches
         the clients as ``flywheel`` notices, the status in the session meta.
 
@@ -534,7 +534,7 @@ class SessionServer:
         if not isinstance(input_roots, list) or not input_roots or not all(isinstance(r, str) for r in input_roots):
             raise FlywheelJobError("input_roots must be a non-empty list of run directories")
         job = FlywheelJob(tuple(Path(r) for r in input_roots), Path(str(output_dir)), int(threads),
-                          tuple(Path(str(r)) for r in (runs or ())))
+                          tuple(Path(str(r)) for r in (runs or ())), str(rules))
         if self.flywheel.running:
             raise FlywheelJobError("an export is already running; stop it with ctrl+x first")
         job.validate()

@@ -1,9 +1,17 @@
-"""Flywheel export screen: pick runs, an output directory and image-writer threads; run ``rpent-flywheel``.
+"""Flywheel export screen: pick runs, the rule set, an output directory and image-writer threads; run
+``rpent-flywheel``.
+
+A picked run shows ``[x]`` in its box, an unpicked one ``[ ]`` (not only a colour); the list's border
+says how many are picked. Rules: ``v1`` (VLA actions linked to a prediction) or ``v2`` (every executed
+action, scripted and VLA, up to the first success; needs TaskRuns recorded with
+``rpent-tui --record-observations all``), preselected ``v2`` when the session records observations.
 
 The export runs as a supervised subprocess (``rpent.session.flywheel_jobs.FlywheelRunner``: own process
 group, SIGTERM -> grace -> SIGKILL on ``x`` or when the TUI exits); its output streams into the log
-pane in batches with a progress bar (parsed ``done/total``), and at the end ``report.json`` is shown
-(exported episodes and frames, exclusions with reasons).
+pane in batches with a progress bar (parsed ``done/total``), and at the end ``report.json`` is shown:
+the counts, then one row per run (exported frames and episodes, or why it was excluded: the report's
+reason and detail, e.g. ``not_vla``, ``observations_missing``, ``operator_rejected``), then the counts
+of each exclusion reason.
 """
 
 from __future__ import annotations
@@ -15,7 +23,9 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Input, Label, Log, ProgressBar, SelectionList, Static
+from rich.segment import Segment
+from textual.strip import Strip
+from textual.widgets import DataTable, Input, Label, Log, ProgressBar, Select, SelectionList, Static
 
 from .base import LiveScreen
 from ..widgets.footer import StableFooter
@@ -24,7 +34,56 @@ from rpent.session.flywheel_jobs import FlywheelJob, FlywheelJobError, FlywheelO
 from ..widgets.tables import VimDataTable, VimSelectionList
 from ..widgets.stable import StableHeader
 
-__all__ = ["FlywheelScreen"]
+__all__ = ["FlywheelScreen", "PickList", "report_rows"]
+
+#: The rule sets offered (value, label).
+RULES = (("v1", "v1: VLA actions linked to a prediction"),
+         ("v2", "v2: every executed action up to success (--record-observations all)"))
+
+
+class PickList(VimSelectionList):
+    """The run list: a picked run's box shows ``x``, an unpicked one a blank (Textual's toggle button
+    shows the same ``X`` in both states and tells them apart by colour only)."""
+
+    def render_line(self, y: int) -> Strip:
+        """Textual's line with the box's inner character set from the selection state."""
+        line = super().render_line(y)
+        segments = list(line)
+        _, scroll_y = self.scroll_offset
+        index = scroll_y + y
+        if len(segments) < 3 or index >= self.option_count:
+            return line
+        picked = self.get_option_at_index(index).value in self._selected
+        inner = segments[1]
+        segments[1] = Segment("x" if picked else " ", inner.style, inner.control)
+        return Strip(segments, line.cell_length)
+
+
+def report_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(field, value)`` rows of a flywheel ``report.json``: ``readers.summarize_report``'s counts, with
+    one row per run first: ``✓ <record>`` and what it gave, or ``✗ <record>`` and why it was excluded
+    (the report's reason and detail); a run with some actions excluded gets a row per reason."""
+    rows: list[tuple[str, str]] = []
+    exclusions: dict[str, list[dict[str, Any]]] = {}
+    for ex in report.get("exclusions") or []:
+        if isinstance(ex, dict):
+            exclusions.setdefault(str(ex.get("record", "?")), []).append(ex)
+    for run in report.get("runs") or []:
+        if not isinstance(run, dict):
+            continue
+        record = str(run.get("record", "?"))
+        if run.get("exported"):
+            rows.append((f"✓ {record}", f"exported {run.get('frames', 0)} frame(s) in "
+                                        f"{len(run.get('episodes') or [])} episode(s)"))
+        for ex in exclusions.pop(record, []):
+            if ex.get("scope") == "run" or not run.get("exported"):
+                rows.append((f"✗ {record}", f"{ex.get('reason')}: {ex.get('detail', '')}".rstrip(": ")))
+            else:
+                rows.append((f"  {record}", f"{ex.get('count', '?')} action(s) left out: {ex.get('reason')}"))
+    for record, items in exclusions.items():  # records the report lists only as excluded
+        for ex in items:
+            rows.append((f"✗ {record}", f"{ex.get('reason')}: {ex.get('detail', '')}".rstrip(": ")))
+    return rows + readers.summarize_report(report)
 
 
 class FlywheelScreen(LiveScreen):
@@ -33,19 +92,21 @@ class FlywheelScreen(LiveScreen):
     BINDING_GROUP_TITLE = "Flywheel export"
     BINDINGS = [
         Binding("ctrl+r", "launch", "Export", id="export-launch", tooltip="Launch rpent-flywheel with these choices"),
-        Binding("ctrl+x", "stop", "Stop export", id="export-stop", tooltip="Stop the running export"),
-        Binding("ctrl+u", "reload", "Reload runs", id="export-reload"),
-        Binding("ctrl+a", "select_all", "All runs", id="export-select-all"),
-        Binding("ctrl+n", "select_none", "No runs", id="export-select-none", tooltip="Clear the selection"),
+        Binding("ctrl+x", "stop", "Stop", id="export-stop", tooltip="Stop the running export"),
+        Binding("ctrl+u", "reload", "Reload", id="export-reload", tooltip="Rescan the logs directory for runs"),
+        Binding("ctrl+a", "select_all", "All", id="export-select-all", tooltip="Pick every listed run"),
+        Binding("ctrl+n", "select_none", "None", id="export-select-none", tooltip="Clear the selection"),
     ]
 
     def compose(self) -> ComposeResult:
         yield StableHeader()
         with Horizontal(id="fw-body"):
             with Vertical(id="fw-left"):
-                runs = VimSelectionList(id="fw-runs")
-                runs.border_title = "Runs to export (space toggles)"
+                runs = PickList(id="fw-runs")
+                runs.border_title = "Runs to export (space picks)"
                 yield runs
+                yield Select([(label, value) for value, label in RULES], value=self._default_rules(),
+                             allow_blank=False, compact=True, id="fw-rules")
                 yield Label("Output directory (must not exist)")
                 yield Input(value=str(self._default_output()), id="fw-output")
                 yield Label("Image writer threads (0 = one by one)")
@@ -67,6 +128,18 @@ class FlywheelScreen(LiveScreen):
         while (self.app.export_dir / f"lerobot_{n:03d}").exists():
             n += 1
         return self.app.export_dir / f"lerobot_{n:03d}"
+
+    def _default_rules(self) -> str:
+        """``v2`` when the session's TaskRuns record every observation, else ``v1`` (rpent-flywheel's default)."""
+        options = getattr(getattr(self.app.session, "config", None), "run_options", None) or {}
+        return "v2" if options.get("record_observations") == "all" else "v1"
+
+    def _show_picked(self) -> None:
+        selection = self.query_one("#fw-runs", SelectionList)
+        selection.border_subtitle = f"{len(selection.selected)} of {selection.option_count} picked"
+
+    def on_selection_list_selected_changed(self, event: SelectionList.SelectedChanged) -> None:
+        self._show_picked()
 
     def on_mount(self) -> None:
         self.query_one("#fw-report", DataTable).add_columns("Field", "Value")
@@ -93,6 +166,7 @@ class FlywheelScreen(LiveScreen):
             selection.add_option((label, str(run.path), str(run.path) in chosen))
         if runs and selection.highlighted is None:
             selection.highlighted = 0  # so space toggles at once
+        self._show_picked()
 
     def action_select_none(self) -> None:
         """Clear the run selection."""
@@ -116,8 +190,9 @@ class FlywheelScreen(LiveScreen):
             raise FlywheelJobError(f"image writer threads must be an integer, got {threads_text!r}") from None
         output = Path(self.query_one("#fw-output", Input).value.strip()).expanduser()
         listed = [selection.get_option_at_index(i).value for i in range(selection.option_count)]
+        rules = str(self.query_one("#fw-rules", Select).value)
         return FlywheelJob.from_selection([Path(p) for p in selection.selected], [Path(p) for p in listed],
-                                          self.app.logs_dir, output, threads)
+                                          self.app.logs_dir, output, threads, rules)
 
     def action_launch(self) -> None:
         """Validate the form and start the export."""
@@ -134,7 +209,7 @@ class FlywheelScreen(LiveScreen):
         self.query_one("#fw-report", DataTable).clear()
         self.query_one("#fw-progress", ProgressBar).update(total=None, progress=0)  # pulses until a done/total line
         self.app.run_in_trio(runner.run, job, description="flywheel export")
-        self.query_one("#fw-state", Static).update(f"starting: {len(job.runs)} run(s) -> {job.output_dir}")
+        self.query_one("#fw-state", Static).update(f"starting: {len(job.runs)} run(s), rules {job.rules} -> {job.output_dir}")
 
     def action_stop(self) -> None:
         """Stop the running export (SIGTERM to its process group, then SIGKILL)."""
@@ -167,7 +242,7 @@ class FlywheelScreen(LiveScreen):
         if event.state != "running" and status.report is not None:
             table = self.query_one("#fw-report", DataTable)
             table.clear()
-            for field, value in readers.summarize_report(status.report):
+            for field, value in report_rows(status.report):
                 table.add_row(field, value)
             if status.state == "succeeded":
                 self.query_one("#fw-progress", ProgressBar).update(total=1, progress=1)

@@ -1,4 +1,5 @@
-"""F1 / ``?`` help: every key of the screen underneath, with its binding id (for keymap overrides)."""
+"""F1 / ``?`` help: every key of the screen underneath, with its binding id (for keymap overrides), then
+the Run screen's slash commands (``/help`` in the input line opens the same help)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from ..widgets.tables import VimDataTable
 __all__ = ["HelpScreen", "binding_rows"]
 
 INTRO = ("Keyboard only. F2 Services · F3 Run · F4 Code editor · F5 Trajectories · F6 Flywheel · F7 Batch · "
-         "ctrl+p command palette · ctrl+o jump to a pane · Tab/shift+Tab move focus · ctrl+q quit. "
+         "F9 Explore · ctrl+p command palette (every action, by name) · ctrl+o jump to a pane · Tab/shift+Tab move "
+         "focus · ctrl+q quit. On the Run screen just type: / or any letter that is not a key opens the input line. "
          "Remap keys by binding id with --keymap FILE.toml. Over SSH set ESCDELAY=200.")
 
 
@@ -52,6 +54,11 @@ class HelpScreen(ModalScreen[None]):
             table.add_columns("Keys", "Action", "Binding id")
             for row in binding_rows(self.target):
                 table.add_row(*row)
+            from .run import SLASH_COMMANDS
+
+            for command, what, key in SLASH_COMMANDS:
+                table.add_row(command, f"{what} (also {key})", "input line (Run)")
+            table.add_row("<text>", "steer the planner at its next turn boundary", "input line (Run)")
             yield table
         yield StableFooter(compact=True, show_command_palette=False)
 

@@ -1,11 +1,14 @@
 """Run screen: the planner transcript, counters, step timeline, latest camera frames and the input line.
 
-The input line takes ``/rpent-task <suite> <task> <seed>`` (with completion) to start a TaskRun,
-``/interrupt``, ``/quit``, ``/help``, or plain text that steers the planner at its next turn
-boundary. Esc interrupts the planner's current tool call (also ``/interrupt``); in the input line
-the first Esc leaves it. After Enter the focus returns to the transcript, so the screen's keys
-act at once (``i`` types again). Everything shown
-is read from the session's ``TaskRunView``; run events arrive in batches (<= ~12/s).
+The input line takes the slash commands of ``SLASH_COMMANDS`` (``/rpent-task <suite> <task> <seed>``
+with completion, ``/interrupt``, ``/cancel``, ``/help``, ``/quit``) or plain text that steers the
+planner at its next turn boundary. A printable key that no binding of the screen takes (``/``, a
+letter of a message) opens the input line with that character, so typing a command right away
+never acts on the screen's keys. Esc interrupts the planner's current tool call (also
+``/interrupt``); in the input line the first Esc leaves it. After Enter the focus returns to the
+transcript, so the screen's keys act at once (``i`` types again). ``t`` prefills the last
+``/rpent-task`` line, its arguments selected (typing replaces them, Enter runs it again). Everything
+shown is read from the session's ``TaskRunView``; run events arrive in batches (<= ~12/s).
 """
 
 from __future__ import annotations
@@ -16,24 +19,41 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.suggester import Suggester
 from textual.widgets import Input, Static
+from textual.widgets.input import Selection
 
 from .base import LiveScreen
 from ..widgets.footer import StableFooter
 from rpent.session.commands import (TASK_COMMAND, CommandError, SteerMessage, TaskCommand, completions, parse_input,
                                     suites_ready)
 from rpent.session.model import RunEvents, SessionChanged, SessionNotReady, TaskRunView
-from ..widgets.frames import FramePane
+from ..widgets.frames import FramePane, renderer_name
 from ..widgets.timeline import StepTimeline
 from ..widgets.transcript import TranscriptView
 from ..widgets.stable import LineInput, StableHeader
 
-__all__ = ["RunScreen", "CommandSuggester", "counters_text"]
+__all__ = ["RunScreen", "CommandSuggester", "counters_text", "closing_events", "SLASH_COMMANDS", "slash_help_text"]
+
+#: The input line's slash commands: (command with its arguments, what it does, the key that does the same).
+SLASH_COMMANDS = (
+    (f"{TASK_COMMAND} <suite> <task> <seed>", "start a TaskRun (Enter twice replaces a running one)", "t"),
+    ("/interrupt", "interrupt the planner's running tool call at its next env step", "Esc"),
+    ("/cancel", "cancel the running TaskRun (recorded as cancelled)", "x"),
+    ("/help", "list the keys and these commands", "F1"),
+    ("/quit", "quit rpent-tui (an attached client asks: stop the session or detach)", "ctrl+q"),
+)
+
+
+def slash_help_text() -> str:
+    """The slash commands, one per line (``/help`` and the F1 help show them)."""
+    width = max(len(c) for c, _, _ in SLASH_COMMANDS)
+    lines = [f"{c:<{width}}  {what} ({key})" for c, what, key in SLASH_COMMANDS]
+    return "\n".join(lines + [f"{'<text>':<{width}}  steers the planner at its next turn boundary"])
 
 #: More events than this waiting for a hidden Run screen: redraw from the model instead of appending.
 CATCH_UP_MAX_EVENTS = 2000
@@ -59,12 +79,23 @@ class CommandSuggester(Suggester):
     machine), so completions are computed in a worker thread: the event loop keeps drawing and
     reading keys while the first scan runs."""
 
-    def __init__(self, robot: Callable[[], str | None] = lambda: "libero") -> None:
+    def __init__(self, robot: Callable[[], str | None] = lambda: "libero",
+                 last_task: Callable[[], str | None] = lambda: None) -> None:
         super().__init__(use_cache=False, case_sensitive=True)
         self._robot = robot  # the session's robot (its suites and task names), read at each suggestion
+        self._last_task = last_task  # the last /rpent-task line (offered first)
 
     async def get_suggestion(self, value: str) -> str | None:
-        """First completion of ``value``, or None (also while the session's robot is not known yet)."""
+        """First completion of ``value`` (the last ``/rpent-task`` line when it extends ``value``, then the
+        slash commands, then suites and tasks), or None (also while the session's robot is not known yet)."""
+        last = self._last_task()
+        if last and last.startswith(value) and value.startswith("/r") and last != value:
+            return last
+        if value.startswith("/") and " " not in value:
+            names = [c.split(" ")[0] + (" " if " " in c else "") for c, _, _ in SLASH_COMMANDS]
+            match = [n for n in names if n.startswith(value) and n != value]
+            if match:
+                return match[0]
         robot = self._robot()
         if robot is None:
             return None
@@ -75,15 +106,24 @@ class CommandSuggester(Suggester):
 
 
 def counters_text(run: TaskRunView | None, session: Any, robot: str | None = None,
-                  suites: tuple[str, ...] | None = None) -> Text:
-    """The counters block: state, tokens in/out, tool calls, steps, operator and session state. Before
-    the first TaskRun: how to start one and ``suites``, the suite list of the session's ``robot`` (once
-    the app has scanned it; never another robot's)."""
+                  suites: tuple[str, ...] | None = None, renderer: str | None = None) -> Text:
+    """The counters block: state, tokens in/out, tool calls, steps, operator and session state, and last
+    the camera ``renderer`` (``widgets.frames.renderer_name``: also on an 80-column terminal, where the
+    status line is cut). Before the first TaskRun: how to start one and ``suites``, the suite list of
+    the session's ``robot`` (once the app has scanned it; never another robot's)."""
+    text = _counters(run, session, robot, suites)
+    if renderer:
+        text.append(("" if text.plain.endswith("\n") else "\n") + f"cameras: {renderer}", style="dim")
+    return text
+
+
+def _counters(run: TaskRunView | None, session: Any, robot: str | None,
+              suites: tuple[str, ...] | None) -> Text:
     text = Text()
     if run is None:
         text.append("no task yet\n", style="bold")
         text.append(f"session: {session.state}\n", style="dim")
-        text.append("type /rpent-task <suite> <task> <seed>", style="dim")
+        text.append("type /rpent-task <suite> <task> <seed> (/help: commands)", style="dim")
         if robot is not None and suites:
             listed = ", ".join(suites)
             if len(listed) > 64:  # LIBERO with its variants: the first few and the count (completion has all)
@@ -102,6 +142,18 @@ def counters_text(run: TaskRunView | None, session: Any, robot: str | None = Non
     return text
 
 
+def closing_events(run: TaskRunView) -> list[dict[str, Any]]:
+    """The closing lines of a finished TaskRun (``● <state>`` and ``■ finished`` with its outcome), rebuilt
+    from the model: its transcript keeps planner events only, so a screen drawn after the run ended (a
+    client attached later, a redraw) shows how it ended too."""
+    if not run.finished:
+        return []
+    events: list[dict[str, Any]] = [{"kind": "status", "state": run.state, "detail": run.detail}]
+    if run.outcome is not None:
+        events.append({"kind": "finished", "outcome": run.outcome})
+    return events
+
+
 class RunScreen(LiveScreen):
     """The Run screen (F3)."""
 
@@ -116,13 +168,13 @@ class RunScreen(LiveScreen):
     BINDINGS = [
         Binding("escape", "interrupt", "Interrupt", id="run-interrupt", priority=True,
                 tooltip="Interrupt the planner's current tool call"),
-        Binding("i", "focus_message", "Message", id="run-message", priority=True, tooltip="Type a message or a /command"),
+        Binding("i", "focus_message", "Type", id="run-message", priority=True, tooltip="Type a message or a /command"),
         Binding("t", "new_task", "Task", id="run-new-task", priority=True,
                 tooltip="Start a TaskRun: /rpent-task <suite> <task> <seed>"),
         # Enter in the input line: the same reason (the keys typed behind Enter are the screen's keys)
         Binding("enter", "send_message", "Send", id="run-send", show=False, priority=True,
                 tooltip="Send the input line; the screen's keys act again at once"),
-        Binding("o", "operator", "Operator", id="run-operator", tooltip="Answer the pending operator request"),
+        Binding("o", "operator", "Answer", id="run-operator", tooltip="Answer the pending operator request"),
         Binding("x", "cancel_task", "Cancel", id="run-cancel", tooltip="Cancel the running TaskRun"),
     ]
 
@@ -150,8 +202,9 @@ class RunScreen(LiveScreen):
                 with Horizontal(id="run-frames"):
                     yield FramePane("main camera", self.app.options.image_mode, id="frame-main")
                     yield FramePane("wrist camera", self.app.options.image_mode, id="frame-wrist")
-        yield LineInput(placeholder="/rpent-task <suite> <task> <seed> · text steers the planner · Esc interrupts",
-                    suggester=CommandSuggester(self._session_robot), select_on_focus=False, compact=True, id="message")
+        yield LineInput(placeholder="/rpent-task <suite> <task> <seed> · /help · text steers the planner · Esc interrupts",
+                        suggester=CommandSuggester(self._session_robot, self.last_task_line), select_on_focus=False,
+                        compact=True, id="message")
         yield StableFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
@@ -167,13 +220,14 @@ class RunScreen(LiveScreen):
         transcript = self.query_one(TranscriptView)
         transcript.clear()
         if run is not None:
-            transcript.add_events(run.transcript)
+            transcript.add_events([*run.transcript, *closing_events(run)])
         transcript.scroll_end(animate=False)
         self._render_side(run, frames=True)
 
     def _render_side(self, run: TaskRunView | None, frames: bool) -> None:
         robot = self._session_robot()
-        counters = counters_text(run, self.app.session, robot, self.app.task_lists.get(robot) if robot else None)
+        counters = counters_text(run, self.app.session, robot, self.app.task_lists.get(robot) if robot else None,
+                                 renderer_name(self.app.options.image_mode, self.app.colour_depth))
         if counters != self._counters_shown:  # a repaint (and a layout pass only when the height changes)
             rows_changed = self._counters_shown is None or counters.plain.count("\n") != self._counters_shown.plain.count("\n")
             self._counters_shown = counters
@@ -311,6 +365,10 @@ class RunScreen(LiveScreen):
         A new task while one runs needs a second submit of the same line (it replaces the running
         TaskRun). Returns False when the line was refused (an error notification says why) or waits for
         that confirmation."""
+        word = line.strip().split(" ")[0].lower() if line.strip() else ""
+        if word in ("/help", "/quit", "/cancel", "/interrupt"):
+            self._screen_command(word)
+            return True
         try:
             robot = self._session_robot()
             if robot is None and line.strip().startswith(TASK_COMMAND):
@@ -326,6 +384,7 @@ class RunScreen(LiveScreen):
                                 severity="warning", title="Replace the running task?")
                     return False
                 self._confirm_replace = None
+                self.app.last_task = parsed
                 self.app.start_task(parsed)  # off the UI thread; the new TaskRun is drawn on SessionChanged
             elif isinstance(parsed, SteerMessage):
                 reply = self.app.session.steer(parsed.text)
@@ -336,6 +395,39 @@ class RunScreen(LiveScreen):
             self.notify(str(exc), severity="error", title="Input")
             return False
         return True
+
+    def _screen_command(self, word: str) -> None:
+        """``/help``, ``/quit``, ``/cancel`` and ``/interrupt``: the same as F1, ctrl+q, ``x`` and Esc."""
+        if word == "/help":
+            self.app.action_help()
+        elif word == "/quit":
+            self.app.call_later(self.app.run_action, "quit")
+        elif word == "/cancel":
+            self.action_cancel_task()
+        else:
+            self._interrupt()
+
+    def last_task_line(self) -> str | None:
+        """The ``/rpent-task`` line of the last TaskRun this client started, else of the session's
+        current TaskRun (None before any)."""
+        command = getattr(self.app, "last_task", None)
+        if command is None:
+            run = self.app.session.current
+            command = run.command if run is not None else None
+        if command is None or not isinstance(command, TaskCommand):
+            return None
+        return f"{TASK_COMMAND} {command.suite} {command.task} {command.seed}"
+
+    def type_to_input(self, event: events.Key) -> None:
+        """Called by the app for every key before it is dispatched: a printable key that no active
+        binding takes, pressed while the input line does not have the focus, moves the focus there at
+        once, so that key and every key queued behind it are typed into the line (``/rpent-task ...``
+        typed right after start never acts on ``t``). ``?`` stays the help key."""
+        if not self.is_current or isinstance(self.focused, Input) or not event.is_printable or not event.character:
+            return
+        if event.key in self.active_bindings:
+            return
+        self.set_focus(self.query_one("#message", Input))
 
     @on(Input.Changed, "#message")
     def _edited(self, event: Input.Changed) -> None:
@@ -365,10 +457,13 @@ class RunScreen(LiveScreen):
         self.set_focus(box)
         box.call_later(self._prefill_task, box)
 
-    @staticmethod
-    def _prefill_task(box: Input) -> None:
-        box.value = "/rpent-task "
-        box.cursor_position = len(box.value)
+    def _prefill_task(self, box: Input) -> None:
+        """``/rpent-task `` and the last TaskRun's arguments, selected: typing replaces them, Enter runs
+        the same task again."""
+        last = self.last_task_line()
+        prefix = f"{TASK_COMMAND} "
+        box.value = last or prefix
+        box.selection = Selection(len(prefix), len(box.value)) if last else Selection.cursor(len(prefix))
 
     def action_interrupt(self) -> None:
         """Interrupt the planner's current tool call (Esc). In the input line, Esc first leaves it
@@ -376,6 +471,9 @@ class RunScreen(LiveScreen):
         if isinstance(self.focused, Input):
             self.set_focus(self.query_one(TranscriptView))
             return
+        self._interrupt()
+
+    def _interrupt(self) -> None:
         result = self.app.session.interrupt()
         self.notify("interrupt sent" if result == "accepted" else "nothing to interrupt",
                     severity="information" if result == "accepted" else "warning")

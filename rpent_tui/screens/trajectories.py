@@ -1,11 +1,12 @@
 """Trajectories screen: browse run records and recorded trajectories, step by step.
 
-Left: the runs under the logs directory (task, planner, success, steps, date), then the episodes
+Left: the runs under the logs directory (task, label, environment predicate, operator verdict, planner,
+steps, date; ``services.outcome`` reads them from each record), then the episodes
 of the LeRobot datasets exported there (``rpent-flywheel``; planner ``dataset``), and the selected
 run's step timeline (from ``trajectories/*/actions.jsonl`` when recorded, else ``states.json``; a
 dataset episode's frames).
-Right: the step's camera frame, its action and linked VLA prediction, and the planner transcript
-up to that step. ``p`` plays the frames (5 steps/s). Directory scans and record parsing run in
+Right: the step's camera frame, the run's outcome in one line (label, predicate, verdict with notes,
+disagreement), the step's action and linked VLA prediction, and the planner transcript up to that step. ``p`` plays the frames (5 steps/s). Directory scans and record parsing run in
 thread workers, so the UI never blocks on disk.
 """
 
@@ -26,6 +27,8 @@ from .base import LiveScreen
 from ..widgets.footer import StableFooter
 from rpent.recording import run_readers as readers
 from ..services import datasets
+from ..services.outcome import RunOutcomeView, read_outcome
+from ..services.tool_summary import summarize_tool_result
 from ..widgets.frames import FramePane
 from ..widgets.tables import VimDataTable
 from ..widgets.transcript import MAX_RESULT_CHARS
@@ -41,16 +44,25 @@ OUTCOME_STYLE = {"succeeded": "green", "failed": "red", "aborted": "magenta", "c
                  "running": "cyan", "starting": "cyan"}
 
 
-def run_row(run: readers.RunSummary) -> tuple[str, ...]:
-    """Cells of one run (markup): task, outcome, planner, env steps, date. The outcome is the TaskRun's own
-    state (succeeded, failed, aborted, cancelled, error) when it has one, else the environment's predicate
-    (env solved / not solved); it comes second so that a narrow runs pane still shows it (at 80 columns
-    the pane is 38 wide: third, it was cut to "succee")."""
-    if run.state:
-        outcome = f"[{OUTCOME_STYLE.get(run.state, 'white')}]{run.state}[/]"
+def run_row(run: readers.RunSummary, outcome: RunOutcomeView | None = None) -> tuple[str, ...]:
+    """Cells of one run (markup): task, label, environment predicate, operator verdict, planner, env
+    steps, date. The label is the record's final ``label`` (``outcome``), else the TaskRun's own state,
+    else the environment's predicate (env solved / not solved); it comes second so that a narrow runs
+    pane still shows it. The environment column is the predicate alone (``✓`` solved, ``✗`` not, ``?``
+    unknown) and the verdict column the operator's answer, ``≠ env`` appended when the record notes a
+    disagreement."""
+    outcome = outcome or RunOutcomeView()
+    label = outcome.label or run.state
+    if label:
+        cell = f"[{OUTCOME_STYLE.get(label, 'white')}]{label}[/]"
     else:
-        outcome = {True: "[green]env solved[/]", False: "[red]not solved[/]", None: "-"}[run.success]
-    return (run.task_label, outcome, run.planner or "-", "-" if run.steps is None else str(run.steps),
+        cell = {True: "[green]env solved[/]", False: "[red]not solved[/]", None: "-"}[run.success]
+    env = outcome.environment_success if outcome.environment_success is not None else run.success
+    env_cell = {True: "[green]✓[/]", False: "[red]✗[/]", None: "?"}[env]
+    verdict = outcome.verdict_cell()
+    if outcome.disagreement:
+        verdict = f"[bold yellow]{verdict}[/]"
+    return (run.task_label, cell, env_cell, verdict, run.planner or "-", "-" if run.steps is None else str(run.steps),
             run.date.strftime("%Y-%m-%d %H:%M:%S") if run.date else "-")
 
 
@@ -59,6 +71,20 @@ def step_row(step: readers.StepRecord) -> tuple[str, ...]:
     action = " ".join(f"{a:+.2f}" for a in step.action) if step.action else "-"
     flags = "".join(c for c, v in (("T", step.terminated), ("t", step.truncated), ("✓", step.success)) if v)
     return (str(step.step), step.tool or "-", action, flags or "·")
+
+
+def _tool_line(name: Any, content: Any) -> str:
+    """``name: summary`` of a recorded tool result (JSON text or a dict), else its compact JSON."""
+    result = content
+    if isinstance(content, str):
+        try:
+            result = json.loads(content)
+        except ValueError:
+            return content
+    summary = summarize_tool_result(result, str(name) if name else None)
+    if summary is None:
+        return content if isinstance(content, str) else json.dumps(content, default=str)[:MAX_RESULT_CHARS]
+    return f"{name}: {summary}" if name else summary
 
 
 def transcript_lines(entries: list[dict[str, Any]], limit: int = 60) -> list[Text]:
@@ -81,6 +107,8 @@ def transcript_lines(entries: list[dict[str, Any]], limit: int = 60) -> list[Tex
                 else:
                     parts.append(str(block))
             content = "\n".join(parts)
+        elif role == "tool":  # a tool result: its one-line summary (rounded), as on the Run screen
+            content = _tool_line(entry.get("name"), content)
         elif not isinstance(content, str):
             content = json.dumps(content, default=str)[:MAX_RESULT_CHARS]
         style = {"assistant": "", "user": "yellow", "tool": "green"}.get(role, "dim")
@@ -105,7 +133,9 @@ class TrajectoriesScreen(LiveScreen):
         self.steps: list[readers.StepRecord] = []
         self.transcript: list[dict[str, Any]] = []
         self.current_run: readers.RunSummary | None = None
+        self.outcomes: dict[Path, RunOutcomeView] = {}
         self._timer = None
+        self._select_path: Path | None = None  # a run to highlight once the scan has listed it
 
     def compose(self) -> ComposeResult:
         yield StableHeader()
@@ -126,7 +156,7 @@ class TrajectoriesScreen(LiveScreen):
         yield StableFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
-        self.query_one("#runs", DataTable).add_columns("Task", "Outcome", "Planner", "Steps", "Date")
+        self.query_one("#runs", DataTable).add_columns("Task", "Label", "Env", "Verdict", "Planner", "Steps", "Date")
         self.query_one("#steps", DataTable).add_columns("Step", "Tool", "Action", "Flags")
         self.query_one("#runs", DataTable).focus()
         self.action_reload()
@@ -138,18 +168,32 @@ class TrajectoriesScreen(LiveScreen):
 
     @work(thread=True, exclusive=True, group="trajectories-scan", exit_on_error=False)
     def _scan(self, root: Path) -> None:
-        runs = readers.list_runs(root) + datasets.list_dataset_episodes(root)
-        self.app.call_from_thread(self._show_runs, runs)
+        runs = readers.list_runs(root)
+        outcomes = {run.path: read_outcome(run.path) for run in runs}
+        runs += datasets.list_dataset_episodes(root)
+        self.app.call_from_thread(self._show_runs, runs, outcomes)
 
-    def _show_runs(self, runs: list[readers.RunSummary]) -> None:
+    def _show_runs(self, runs: list[readers.RunSummary], outcomes: dict[Path, RunOutcomeView] | None = None) -> None:
         self.runs = runs
+        self.outcomes = outcomes or {}
         table = self.query_one("#runs", DataTable)
         table.clear()
         for i, run in enumerate(runs):
-            table.add_row(*run_row(run), key=str(i))
+            episode = isinstance(run, datasets.DatasetEpisode)
+            table.add_row(*run_row(run, None if episode else self.outcomes.get(run.path)), key=str(i))
         table.border_subtitle = f"{len(runs)} run(s)"
+        wanted = self._select_path
+        self._select_path = None
+        index = next((i for i, r in enumerate(runs) if wanted is not None and r.path == wanted), 0)
         if runs:
-            self._load(runs[0])
+            table.move_cursor(row=index, animate=False)
+            self._load(runs[index])
+
+    def select_run(self, path: Path) -> None:
+        """Rescan and highlight the run recorded in ``path`` (the palette's "open the current TaskRun")."""
+        self._select_path = Path(path)
+        self.query_one("#runs", DataTable).focus()
+        self.action_reload()
 
     @work(thread=True, exclusive=True, group="trajectories-load", exit_on_error=False)
     def _load(self, run: readers.RunSummary) -> None:
@@ -179,7 +223,9 @@ class TrajectoriesScreen(LiveScreen):
         if steps:
             self._show_step(0)
         else:
-            self.query_one("#step-detail", Static).update("no steps recorded")
+            outcome = self.outcomes.get(path)
+            self.query_one("#step-detail", Static).update(
+                (outcome.line() + "\n" if outcome is not None else "") + "no steps recorded")
             self.query_one("#traj-frame", FramePane).show(None)
             log = self.query_one("#step-transcript", RichLog)
             log.clear()
@@ -198,6 +244,9 @@ class TrajectoriesScreen(LiveScreen):
             label = frame_path.parent.name if frame_path else "no frame"
         self.query_one("#traj-frame", FramePane).show(png, f"step {step.step} · {label}")
         detail = Text()
+        outcome = self.outcomes.get(self.current_run.path) if self.current_run is not None else None
+        if outcome is not None:
+            detail.append(outcome.line() + "\n", style="bold yellow" if outcome.disagreement else "")
         detail.append(f"step {step.step}  tool {step.tool or '-'}  call {step.call_id or '-'}\n", style="bold")
         if step.action:
             detail.append("action " + " ".join(f"{a:+.3f}" for a in step.action) + "\n")

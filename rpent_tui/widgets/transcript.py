@@ -3,8 +3,9 @@
 A line-based ``ScrollView`` that keeps the events and renders only the rows on screen (Textual's
 ``Log`` model; a ``RichLog`` rendered every line on arrival and fell behind at 200 events/s);
 batches of run events are appended as they arrive, and the pane follows the end only while the
-operator has not scrolled up (elia's transcript model, reference §1.5). Tool results show the
-fields an operator reads; Enter on a selected result (n/p) shows its raw JSON.
+operator has not scrolled up (elia's transcript model). Every tool result is one line with the
+fields an operator reads, rounded (``services.tool_summary``); Enter on a selected result (n/p) shows
+its raw JSON.
 ``render_event`` and ``raw_text`` are pure and used by tests.
 """
 
@@ -26,7 +27,9 @@ from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-__all__ = ["TranscriptView", "render_event", "raw_text", "summarize_result", "MAX_RESULT_CHARS", "RESULT_FIELDS"]
+from ..services.tool_summary import summarize_tool_result
+
+__all__ = ["TranscriptView", "render_event", "raw_text", "summarize_result", "MAX_RESULT_CHARS"]
 
 #: Tool results and arguments are cut to this many characters in the pane (full text is in the run record).
 MAX_RESULT_CHARS = 400
@@ -40,28 +43,10 @@ def _compact(value: Any, limit: int = MAX_RESULT_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-#: Result fields an operator reads, in this order (the full result is in the run record's transcript).
-RESULT_FIELDS = ("error", "reached", "final_dist_m", "steps_used", "found", "success", "status", "code")
-
-
-def summarize_result(result: Any) -> str | None:
-    """``reached yes · final_dist_m 0.004 · steps_used 12`` from a tool result's key fields, or None
-    when it has none of ``RESULT_FIELDS`` (the pane then shows its compact JSON)."""
-    if not isinstance(result, Mapping):
-        return None
-    parts = []
-    for key in RESULT_FIELDS:
-        if key not in result or result[key] is None:
-            continue
-        value = result[key]
-        if isinstance(value, bool):
-            value = "yes" if value else "no"
-        elif isinstance(value, float):
-            value = f"{value:.4g}"
-        elif key == "error":
-            value = str(value).replace("\n", " ")[:MAX_RESULT_CHARS]
-        parts.append(f"{key} {value}")
-    return " · ".join(parts) if parts else None
+def summarize_result(result: Any, tool: str | None = None) -> str | None:
+    """The one-line summary of a tool result (``services.tool_summary``: every tool, numbers rounded to
+    what matters), or None when the result is not a dict (the pane then shows its compact JSON)."""
+    return summarize_tool_result(result, tool)
 
 
 def render_event(event: Mapping[str, Any]) -> Text | None:
@@ -99,8 +84,8 @@ def render_event(event: Mapping[str, Any]) -> Text | None:
     if sub == "tool_result":
         result = event.get("result")
         is_error = isinstance(result, Mapping) and "error" in result
-        summary = summarize_result(result)
         name = str(event.get("name") or "")
+        summary = summarize_result(result, name)
         return Text.assemble(("← ", "bold red" if is_error else "bold green"),
                              (f"{name}: " if name else "", "bold red" if is_error else "bold green"),
                              (summary if summary is not None else _compact(result), "red" if is_error else "green"))

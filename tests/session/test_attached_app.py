@@ -103,8 +103,13 @@ def test_attached_app_runs_answers_detaches_reattaches_and_stops(short_tmp, png_
         async with app.run_test(size=(120, 40)) as pilot:
             await wait_for(pilot, lambda: app.session.current is not None, what="backlog")
             await wait_for(pilot, lambda: app.session.current.state == "succeeded", 60, what="backlog's end")
-            await wait_for(pilot, lambda: "move_to" in "\n".join(  # the backlog, re-rendered
-                str(line.text) for line in app.screen.query_one("#transcript").lines), 60, what="backlog transcript")
+            def text():
+                return "\n".join(str(line.text) for line in app.screen.query_one("#transcript").lines)
+            await wait_for(pilot, lambda: "move_to" in text(), 60, what="backlog transcript")  # re-rendered
+            # a client attached after the run ended sees how it ended: the closing status and outcome lines
+            lines = text().splitlines()
+            assert any(line.startswith("● succeeded") for line in lines), lines[-4:]
+            assert lines[-1].startswith("■ finished") and "environment success" in lines[-1], lines[-4:]
             await pilot.press("ctrl+q")
             await wait_for(pilot, lambda: isinstance(app.screen, QuitSessionScreen), what="quit dialog")
             await pilot.press("s")
@@ -164,7 +169,7 @@ def test_flywheel_export_runs_in_the_session_and_survives_a_detach(short_tmp):
             selection = app.screen.query_one("#fw-runs")
             await wait_for(pilot, lambda: selection.option_count == 1, what="run list")
             await pilot.press("space")
-            await pilot.press("tab")
+            await pilot.press("tab", "tab")  # past the rules to the output directory
             await type_text(pilot, str(out))
             await pilot.press("ctrl+r")
             await wait_for(pilot, lambda: app.flywheel.status.state == "running" and app.flywheel.status.pid,
@@ -254,3 +259,63 @@ def test_attached_keys_do_not_shadow_a_screen_key():
     screen_keys = {key for key, _screen, _title in SCREEN_MODES.values()}
     attached_keys = {k.strip() for b in AttachedApp.BINDINGS for k in b.key.split(",")}
     assert not screen_keys & attached_keys, screen_keys & attached_keys
+
+
+def test_every_screens_keys_fit_80_columns_in_an_attached_client(short_tmp, png_bytes):
+    """At 80x24 the footer of every screen, the verdict window and the quit question shows all its keys
+    (an attached client adds F10 Detach) inside the 80 columns; F1 (the rest of the keys) comes first."""
+    from tui_helpers import StandInRun, plain_run_config, type_text, wait_for
+
+    from rpent_tui.app import AppOptions
+    from rpent_tui.attached import AttachedApp, QuitSessionScreen
+    from rpent_tui.screens.operator import OperatorModal
+    from rpent.session.code_cells import CodeCellService
+    from rpent.session.core import Session
+    from rpent.session.model import SessionConfig
+
+    root = short_tmp / "s"
+    paths = SessionPaths(root)
+    token = paths.make_token()
+    run = StandInRun(ask=True, png=png_bytes)
+
+    def make(sink):
+        return Session(SessionConfig(output_dir=root, planner="scripted", shared_services=()), sink, run_task=run,
+                       shared_specs=[], make_run_config=plain_run_config, batch_interval_s=0.02)
+
+    server = SessionServer(paths, make, token, make_cells=CodeCellService)
+    seen = {}
+
+    def check(app, label):
+        keys = [k for k in app.screen.query("FooterKey") if k.display]
+        assert keys and all(0 < k.region.width and k.region.right <= 80 for k in keys), \
+            (label, [(k.key_display, k.description, k.region.right) for k in keys])
+        seen[label] = [k.description for k in keys]
+
+    async def main():
+        app = AttachedApp(RemoteSession(paths, lambda e: None), AppOptions(image_mode="halfblock"))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: app.session.state == "ready", what="attached")
+            for key in ("f2", "f4", "f5", "f6", "f7", "f9", "f3"):
+                await pilot.press(key)
+                await wait_for(pilot, lambda: any(k.description == "Detach" for k in app.screen.query("FooterKey")),
+                               30, what=f"the footer after {key}")
+                await pilot.pause(0.2)
+                check(app, key)
+                assert seen[key][0] == "Help" and "Detach" in seen[key]
+            await type_text(pilot, "/rpent-task libero_object 0 0\n")
+            await wait_for(pilot, lambda: isinstance(app.screen, OperatorModal), what="the verdict window")
+            await pilot.pause(0.3)
+            check(app, "verdict")
+            assert {"Success", "Failure", "Continue", "Abort", "Notes", "Zoom", "Later"} <= set(seen["verdict"])
+            await pilot.press("s")
+            await wait_for(pilot, lambda: app.session.current.finished, what="TaskRun end")
+            await pilot.press("ctrl+q")
+            await wait_for(pilot, lambda: isinstance(app.screen, QuitSessionScreen), what="quit dialog")
+            await pilot.pause(0.2)
+            check(app, "quit")
+            await pilot.press("s")
+
+    with ServerThread(server):
+        asyncio.run(main())
+    assert seen["f3"] == ["Help", "Interrupt", "Type", "Task", "Answer", "Cancel", "Quit", "Detach"]
+    assert seen["f6"] == ["Help", "Export", "Stop", "Reload", "All", "None", "Quit", "Detach"]

@@ -75,12 +75,58 @@ def test_detached_session_lives_alone_lists_attaches_and_stops(short_tmp, sessio
         assert proc.returncode == 0, paths.log.read_text()
         state = json.loads(paths.state.read_text())
         assert state["status"] == "stopped" and not paths.socket.exists()
-        assert list_sessions() == [] and not list(session_registry.glob("*.json"))
+        assert list_sessions() == [] and not list(session_registry.rglob("*.json"))
         assert "received SIGTERM; stopping the session" in paths.log.read_text()
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_registry_is_per_owner_and_another_owners_session_needs_its_exact_name(short_tmp, session_registry,
+                                                                               monkeypatch):
+    """Two people on one account: each lists, attaches to and stops only their own sessions by a bare
+    name; another's session is named in the refusal and reached only by its exact OWNER/NAME."""
+    procs = {}
+    try:
+        for owner, name in (("alice", "tui"), ("bob", "s"), ("bob", "tui")):
+            monkeypatch.setenv("RPENT_USER", owner)
+            paths = SessionPaths(short_tmp / owner / name)
+            write_session_options(paths, config(paths.root))
+            procs[(owner, name)] = (paths, start_detached(paths))
+        assert sorted(p.relative_to(session_registry).as_posix() for p in session_registry.rglob("*.json")) == [
+            "alice/tui.json", "bob/s.json", "bob/tui.json"]  # same name, no tui-2: names are per owner
+
+        def rpent_tui(user, *args):
+            return subprocess.run([sys.executable, "-m", "rpent_tui", *args], capture_output=True, text=True,
+                                  timeout=90, env={**os.environ, "RPENT_USER": user})
+
+        alice = rpent_tui("alice", "--list").stdout.splitlines()
+        assert len(alice) == 1 and alice[0].startswith("tui ") and "owner alice" in alice[0] and " started 20" in alice[0]
+        everyone = rpent_tui("carol", "--list", "--all").stdout
+        assert all(f"owner {o}" in everyone for o in ("alice", "bob")), everyone
+        assert "no running sessions of yours (carol" in rpent_tui("carol", "--list").stdout
+        monkeypatch.setenv("RPENT_USER", "alice")
+        assert resolve_session(None) == procs[("alice", "tui")][0]  # alice's only one, not bob's
+        monkeypatch.setenv("RPENT_USER", "bob")
+        assert resolve_session("tui") == procs[("bob", "tui")][0]
+        # carol owns nothing: a bare name that only matches others' is refused with their exact names
+        refused = rpent_tui("carol", "--stop", "tui")
+        assert refused.returncode == 1 and "alice/tui" in refused.stderr and "another person's" in refused.stderr
+        assert all(paths.running() for paths, _ in procs.values())
+        stop = rpent_tui("carol", "--stop", "alice/tui")
+        assert stop.returncode == 0 and "stopped" in stop.stdout, stop
+        procs[("alice", "tui")][1].wait(timeout=60)
+        assert not procs[("alice", "tui")][0].running() and procs[("bob", "tui")][0].running()
+        for key in (("bob", "s"), ("bob", "tui")):
+            assert rpent_tui("bob", "--stop", key[1]).returncode == 0
+            procs[key][1].wait(timeout=60)
+        assert not list(session_registry.rglob("*.json"))
+    finally:
+        for _, proc in procs.values():
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
 
 
 def _wait_env_starting(paths, name: str, timeout: float = 120) -> int:

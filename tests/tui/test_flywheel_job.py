@@ -17,7 +17,9 @@ def test_selection_to_input_roots(tmp_path):
     some = FlywheelJob.from_selection(runs[:2], runs, tmp_path, out, 0)
     argv = flywheel_argv(some, program=["rpent-flywheel"])
     assert argv == ["rpent-flywheel", "--input-root", str(runs[0]), "--input-root", str(runs[1]),
-                    "--output-dir", str(out), "--image-writer-threads", "0"]
+                    "--output-dir", str(out), "--rules", "v1", "--image-writer-threads", "0"]
+    v2 = FlywheelJob.from_selection(runs[:1], runs, tmp_path, out, 0, rules="v2")
+    assert flywheel_argv(v2, program=["rpent-flywheel"])[-4:-2] == ["--rules", "v2"]
     with pytest.raises(FlywheelJobError, match="pick at least one run"):
         FlywheelJob.from_selection([], runs, tmp_path, out, 0)
     with pytest.raises(FlywheelJobError, match="does not exist"):

@@ -168,7 +168,7 @@ def test_flywheel_export_of_a_recorded_run_shows_the_report(tmp_path):
             assert any("pick at least one run" in n.message for n in app._notifications)
             await pilot.press("space")
             assert selection.selected == [str(run_dir)]
-            await pilot.press("tab")  # focusing an input selects its text: typing replaces it
+            await pilot.press("tab", "tab")  # past the rules; focusing an input selects its text: typing replaces it
             await type_text(pilot, str(out))
             await pilot.press("tab")
             await type_text(pilot, "2")

@@ -75,4 +75,5 @@ def test_redirected_stderr_is_refused_with_one_line(tmp_path):
     assert proc.returncode == 2
     lines = (tmp_path / "err.log").read_text().splitlines()
     assert len(lines) == 1 and "stderr is not a terminal" in lines[0] and "2> file" in lines[0]
-    assert not (tmp_path / "s" / "tasks").exists()  # nothing started
+    assert not (tmp_path / "s").exists()  # nothing started, and the line does not claim logs there
+    assert "nothing was started" in lines[0] and "already written" not in lines[0]

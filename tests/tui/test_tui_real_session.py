@@ -27,6 +27,24 @@ from tui_helpers import type_text, wait_for
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
+def side_by_side(left: Path, right: Path, out: Path, gap: float = 20.0) -> None:
+    """One SVG holding two captures side by side (each nested as its own ``<svg>``), written atomically."""
+    import re
+
+    parts, x, height = [], 0.0, 0.0
+    for path in (left, right):
+        text = path.read_text(encoding="utf-8")
+        text = re.sub(r"^<\?xml[^>]*>\s*", "", text)
+        width, h = (float(v) for v in re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', text).groups())
+        parts.append(re.sub(r"^<svg ", f'<svg x="{x}" y="0" width="{width}" height="{h}" ', text, count=1))
+        x, height = x + width + gap, max(height, h)
+    body = "\n".join(parts)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {x - gap} {height}">\n{body}\n</svg>\n',
+                   encoding="utf-8")
+    tmp.replace(out)
+
+
 @pytest.mark.parametrize("size", [(120, 40), (100, 30)], ids=["120x40", "100x30"])
 def test_real_scripted_taskrun_on_libero(tmp_path, monkeypatch, size):
     monkeypatch.setenv("MUJOCO_GL", os.environ.get("MUJOCO_GL", "egl"))
@@ -34,7 +52,8 @@ def test_real_scripted_taskrun_on_libero(tmp_path, monkeypatch, size):
     suffix = "" if size == (120, 40) else f"_{size[0]}x{size[1]}"
     config = SessionConfig(output_dir=tmp_path / "session", planner="scripted", shared_services=(),
                            run_options={"require_operator_verdict": True})
-    app = RpentApp(lambda sink: Session(config, sink), AppOptions(image_mode="halfblock", frame_interval_s=0.5))
+    app = RpentApp(lambda sink: Session(config, sink), AppOptions(image_mode="halfblock", frame_interval_s=0.5,
+                                                                  colour_depth="truecolor"))
     saved: list[Path] = []
 
     async def shot(pilot, name):
@@ -57,7 +76,7 @@ def test_real_scripted_taskrun_on_libero(tmp_path, monkeypatch, size):
             await pilot.press("shift+tab")
             await wait_for(pilot, lambda: app.session.current and app.session.current.frames, timeout=120,
                            what="first camera frames")
-            await wait_for(pilot, lambda: len(app.session.current.timeline) >= 5, timeout=120, what="steps")
+            await wait_for(pilot, lambda: len(app.session.current.timeline) >= 5, timeout=300, what="steps")
             await pilot.press("f2")
             await wait_for(pilot, lambda: app.screen.query_one("#services").row_count >= 1, what="env server row")
             await shot(pilot, "services")
@@ -69,6 +88,22 @@ def test_real_scripted_taskrun_on_libero(tmp_path, monkeypatch, size):
             panes = [(p.border_title, p.has_frame) for p in app.screen.query(FramePane)]
             assert panes == [("agentview camera", True), ("wrist camera", True)], panes
             await shot(pilot, "operator_verdict")
+            # the same request drawn for a 256-colour terminal (the palette renderer), then answered
+            truecolor = app.screen
+            assert app.screen_stack[-1] is truecolor
+            app.options.colour_depth = "256"
+            palette = OperatorModal(truecolor.run_id, truecolor.request, "halfblock")
+            await app.push_screen(palette)
+            await pilot.pause(0.5)
+            assert "256-colour palette" in app.session_summary()
+            assert all(p.has_frame for p in palette.query(FramePane))
+            await shot(pilot, "operator_verdict_256")
+            app.pop_screen()
+            app.options.colour_depth = "truecolor"
+            await pilot.pause(0.3)
+            if shots:
+                side_by_side(Path(shots) / f"operator_verdict_256{suffix}.svg", Path(shots) / f"operator_verdict{suffix}.svg",
+                             Path(shots) / f"operator_verdict_colours{suffix}.svg")
             await pilot.press("s")
             await wait_for(pilot, lambda: app.session.current.finished, timeout=240, what="TaskRun end")
             run = app.session.current

@@ -13,13 +13,51 @@ from rpent_tui.widgets.transcript import render_event
 def test_tool_results_show_the_fields_an_operator_reads():
     line = render_event({"kind": "planner", "event": "tool_result", "name": "move_to", "call_id": "c1",
                          "result": {"reached": True, "final_dist_m": 0.0041234, "steps_used": 37,
+                                    "final_eef_pos": [0.22440000000000002, -0.0512, 1.0049999],
                                     "state_after": {"state": {"robot0_eef_pos": [0.1, 0.2, 0.3]}}}})
-    assert line.plain == "← move_to: reached yes · final_dist_m 0.004123 · steps_used 37"
+    assert line.plain == "← move_to: reached yes · dist 4.12 mm · eef (224, -51, 1005) mm · 37 steps"
     error = render_event({"kind": "planner", "event": "tool_result", "name": "segment",
                           "result": {"error": "segment failed:\nno mask", "code": "bad"}})
     assert error.plain == "← segment: error segment failed: no mask · code bad" and "\n" not in error.plain
-    other = render_event({"kind": "planner", "event": "tool_result", "result": {"world_xyz": [0.1, 0.2]}})
-    assert other.plain == '← {"world_xyz": [0.1, 0.2]}'  # no key field: compact JSON
+    other = render_event({"kind": "planner", "event": "tool_result", "result": [0.1, 0.2]})
+    assert other.plain == "← [0.1, 0.2]"  # not a dict: compact JSON
+
+
+def test_every_tool_gets_a_rounded_one_line_summary():
+    def line(name, result):
+        text = render_event({"kind": "planner", "event": "tool_result", "name": name, "result": result}).plain
+        assert "\n" not in text and "0000000" not in text, text
+        return text
+
+    assert line("set_gripper", {"gripper": 1.0, "steps": 5, "gripper_opening": 0.022440000000000002,
+                                "terminated": False, "truncated": False}) == "← set_gripper: close · opening 22.4 mm · 5 steps"
+    assert line("back_project", {"world_xyz": [0.22440000000000002, 0.1, 0.9124999], "pixel": [512, 300],
+                                 "camera": "agentview", "step": 4, "source_artifact": "x.npy"}) == \
+        "← back_project: xyz (224, 100, 912) mm · pixel (512, 300) · camera agentview · step 4"
+    assert line("back_project", {"center_xyz": [0.1, 0.2, 0.3], "median_xyz": [0.1, 0.2, 0.3], "n_valid": 812,
+                                 "points": [[0.1, 0.2, 0.3]] * 50}).startswith("← back_project: centre (100, 200, 300) mm · valid px 812")
+    fixtures = {"wooden_cabinet_1": [{"part": "top", "qpos": 0.0012345678}, {"part": "middle"}],
+                "flat_stove_1": [{"part": "button", "qpos": 0.22440000000000002}]}
+    assert line("view_fixtures", {"fixtures": fixtures, "note": "live"}) == \
+        "← view_fixtures: 2 fixture(s): wooden_cabinet_1 (2 part(s)), flat_stove_1 (1 part(s))"
+    assert line("rotate_wrist", {"start_yaw": 0.1, "target_yaw": 1.5707963267948966, "final_yaw": 1.5612345678,
+                                 "final_err": 0.009512345, "steps_used": 12}) == \
+        "← rotate_wrist: yaw 1.56 · err 0.00951 · 12 steps"
+    # a tool the summariser does not know: its scalar fields, rounded; bulky values as counts
+    assert line("weigh_object", {"mass_kg": 0.31234567891, "ok": True, "images": ["..."], "samples": [1, 2, 3, 4]}) == \
+        "← weigh_object: mass_kg 0.312 · ok yes · samples 4 item(s)"
+
+
+def test_trajectories_transcript_summarises_recorded_tool_results():
+    from rpent_tui.screens.trajectories import transcript_lines
+
+    lines = transcript_lines([{"role": "tool", "name": "move_to", "tool_call_id": "c1",
+                               "content": '{"reached": true, "final_dist_m": 0.0070551230322079515, '
+                                          '"final_eef_pos": [-0.11973828067755818, -0.2413189607847582, 0.0616], '
+                                          '"steps_used": 27}'},
+                              {"role": "tool", "name": "odd", "content": "plain text"}])
+    assert lines[0].plain == "tool: move_to: reached yes · dist 7.06 mm · eef (-120, -241, 62) mm · 27 steps"
+    assert lines[1].plain == "tool: plain text"
 
 
 def test_step_zero_shows_the_transcript_before_the_first_tool_call():
@@ -40,3 +78,27 @@ def test_run_list_names_each_outcome():
     assert "aborted" in row(state="aborted", success=False)
     assert "error" in row(state="error", success=False)
     assert "env solved" in row(success=True)
+
+
+def test_run_list_shows_label_predicate_verdict_and_disagreement(tmp_path):
+    from rpent_tui.services.outcome import read_outcome
+    from tui_records import build_run
+
+    run = build_run(tmp_path, "0001_libero_goal_t0_s0", success=False, trajectory=False,
+                    verdict={"answer": "success", "notes": "bowl rests on the rim"}, label="succeeded")
+    outcome = read_outcome(run)
+    assert (outcome.label, outcome.environment_success, outcome.verdict) == ("succeeded", False, "success")
+    assert outcome.disagreement == "operator said success; environment predicate: not satisfied"
+    cells = run_row(RunSummary(path=run, name=run.name, success=False), outcome)
+    assert "succeeded" in cells[1] and "✗" in cells[2] and "success ≠ env" in cells[3]
+    assert outcome.line() == ("label succeeded · env not solved · operator success (bowl rests on the rim) · "
+                              "disagreement: operator said success; environment predicate: not satisfied")
+    # a plain rpent run (no taskrun.json): the transcript's fields
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "transcript_libero_goal_t0_s0.json").write_text(
+        '{"label": "failed", "environment_success": true, "operator_verdict": {"answer": "failure", "notes": ""},'
+        ' "disagreement": "operator said failure; environment predicate: satisfied", "messages": []}')
+    outcome = read_outcome(plain)
+    assert (outcome.label, outcome.environment_success, outcome.verdict) == ("failed", True, "failure")
+    assert outcome.verdict_cell() == "failure ≠ env"

@@ -5,7 +5,8 @@ on LIBERO libero_object task 0 seed 0 with a fresh env server.
 Default run: Esc interrupts the scripted planner's motion (record: ``cancelled``, the cancelled
 ``move_to`` step, ``steering.jsonl``), then an abrupt tmux kill leaves no child process.
 Slow (``pytest -m slow tests/tui/test_tui_tmux_workflows.py``, ~1-2 min each on 2 cores): the
-verdicts f / c then s / a under ``--require-operator-verdict``, ``/quit``, a second task
+verdicts f / c then s / a under ``--require-operator-verdict``, ``/quit`` (leaves the app, the run is
+recorded cancelled), a second task
 replacing the first (confirmed with a second Enter), and a reused ``--output-dir``.
 """
 
@@ -122,25 +123,20 @@ def test_verdicts_decide_the_taskrun_on_record(tmux, tmp_path, keys, state, answ
 
 
 @pytest.mark.slow
-def test_quit_command_ends_the_run_cleanly(tmux, tmp_path):
+def test_quit_command_leaves_the_app_and_records_the_run_cancelled(tmux, tmp_path):
     out = tmp_path / "session"
-    tmux.start("wf", out)
+    pane = tmux.start("wf", out)
     tmux.start_task("wf", TASK)
     tmux.wait("wf", "move_to", 180)
+    children = descendants(pane)
     tmux.keys("wf", "i")
     tmux.keys("wf", "/quit", literal=True)
     tmux.keys("wf", "Enter")
-    assert _wait_state(tmux, "wf", "0001", 120) == "cancelled"
-    assert "TypeError" not in tmux.screen("wf")
+    assert not wait_gone({pane, *children}, 120), "/quit left processes running"  # the app itself ended
     taskrun, tr = records(out / "tasks" / DIR)
-    assert tr["error"] == "operator quit" and taskrun["state"] == "cancelled"
+    assert taskrun["state"] == "cancelled" and taskrun["ended_at"] and tr["label"] == "cancelled"
     assert (taskrun["suite"], taskrun["task"], taskrun["seed"]) == ("libero_object", 0, 0)
-    assert taskrun["ended_at"] and taskrun["replaced_by"] is None
-    assert [e["kind"] for e in tr["steering"]] == ["stop"]
-    steering = [json.loads(line) for line in (out / "tasks" / DIR / "steering.jsonl").read_text().splitlines()]
-    assert [e["kind"] for e in steering] == ["stop"]  # /quit arrived whole, once, and is on record
     assert sorted(p.name for p in (out / "tasks").iterdir()) == [DIR]  # no stray TaskRun from lost keys
-    tmux.keys("wf", "C-q")
 
 
 @pytest.mark.slow

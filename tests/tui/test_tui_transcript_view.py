@@ -32,7 +32,7 @@ def test_enter_shows_the_raw_json_of_the_selected_tool_result():
             view.add_events([{"kind": "planner", "event": "text", "text": "moving to the bowl"}, RESULT,
                              {"kind": "planner", "event": "text", "text": "next"}])
             await pilot.pause()
-            assert "reached yes · final_dist_m 0.0031 · steps_used 12" in _text(view)
+            assert "reached yes · dist 3.1 mm · 12 steps" in _text(view)
             assert "eef_pos" not in _text(view)  # the summary leaves out what an operator does not read
             await pilot.press("p")  # select the last tool result above the bottom
             await pilot.press("enter")

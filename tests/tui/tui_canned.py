@@ -27,11 +27,13 @@ TRANSCRIPT = [
 ]
 
 
-def canned_app(root: Path, start_mode: str = "run") -> RpentApp:
-    """The canned app; ``root`` must be the current directory (paths shown are relative)."""
+def canned_app(root: Path, start_mode: str = "run", colour_depth: str = "truecolor") -> RpentApp:
+    """The canned app; ``root`` must be the current directory (paths shown are relative). ``colour_depth``
+    is fixed (default truecolor), so captures do not depend on the terminal the tests run in."""
     build_run(Path("logs"), "0001_libero_goal_t0_s0", steps=4)
     build_run(Path("logs"), "0002_libero_object_t3_s1", suite="libero_object", task=3, seed=1, success=False,
-              trajectory=False, steps=3)
+              trajectory=False, steps=3, verdict={"answer": "success", "notes": "bowl rests on the rim"},
+              label="succeeded")
 
     def make(sink):
         session = Session(SessionConfig(output_dir=Path("session"), planner="api", model="anthropic:claude-opus-4-8"),
@@ -59,7 +61,8 @@ def canned_app(root: Path, start_mode: str = "run") -> RpentApp:
         session.runs = [old, run]
         return session
 
-    return RpentApp(make, AppOptions(image_mode="halfblock", start_mode=start_mode, start_session=False,
+    return RpentApp(make, AppOptions(image_mode="halfblock", colour_depth=colour_depth, start_mode=start_mode,
+                                     start_session=False,
                                      logs_dir=Path("logs")))
 
 

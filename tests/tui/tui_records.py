@@ -31,9 +31,12 @@ def png(arr: np.ndarray) -> bytes:
 
 
 def build_run(root: Path, name: str = "0001_libero_goal_t0_s0", *, suite: str = "libero_goal", task: int = 0,
-              seed: int = 0, steps: int = 4, success: bool = True, trajectory: bool = True) -> Path:
+              seed: int = 0, steps: int = 4, success: bool = True, trajectory: bool = True,
+              verdict: dict | None = None, label: str | None = None) -> Path:
     """A complete run directory: states.json + per-step ``agentview.png/NN.png``, transcript, and
-    (``trajectory``) ``trajectories/<task_id>/`` with one VLA call of ``steps`` actions."""
+    (``trajectory``) ``trajectories/<task_id>/`` with one VLA call of ``steps`` actions. ``verdict``
+    (``{"answer", "notes"}``) and ``label`` go into ``taskrun.json`` as a session writes them, with the
+    disagreement ``rpent.run.config.verdict_disagreement`` notes."""
     from rpent.run.record import RunRecord, run_tag
 
     out = root / name
@@ -70,9 +73,13 @@ def build_run(root: Path, name: str = "0001_libero_goal_t0_s0", *, suite: str = 
         rec.end_prediction(pred, steps)
         rec.end_tool_call("call-1", {"success": True})
         rec.close("finished", success)
-    (out / "taskrun.json").write_text(json.dumps({"id": name[:4], "suite": suite, "task": task, "seed": seed,
-                                                  "state": "succeeded" if success else "failed",
-                                                  "environment_success": success, "planner": "scripted"}))
+    from rpent.run.config import verdict_disagreement
+
+    state = label or ("succeeded" if success else "failed")
+    (out / "taskrun.json").write_text(json.dumps({
+        "id": name[:4], "suite": suite, "task": task, "seed": seed, "state": state, "label": state,
+        "environment_success": success, "planner": "scripted", "operator_verdict": verdict,
+        "disagreement": verdict_disagreement(success, (verdict or {}).get("answer"))}))
     for path in [out, *out.rglob("*")]:
         os.utime(path, (FIXED_MTIME, FIXED_MTIME))
     return out

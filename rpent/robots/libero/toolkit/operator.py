@@ -33,6 +33,7 @@ from typing import Annotated, Protocol
 
 from pydantic import Field
 
+from rpent.toolkit.answers import ANSWER_KEYS, parse_answer
 from rpent.toolkit.registry import tool
 
 __all__ = ["Operator", "TerminalOperator", "NoOperator", "OperatorTools", "VERDICT_CHOICES", "RESET_CHOICES",
@@ -58,7 +59,9 @@ class NoOperator:
 
 
 class TerminalOperator:
-    """Asks on the controlling terminal: ``<answer> [notes]``, e.g. ``success looks placed``.
+    """Asks on the controlling terminal: ``<answer> [notes]``, the answer as its letter or word
+    (``f cup tipped over``, ``success looks placed``; ``rpent.toolkit.answers.parse_answer``, the same
+    letters as the TUI's verdict window).
 
     Args:
         stream_in, stream_out: text streams (default stdin/stdout).
@@ -70,21 +73,19 @@ class TerminalOperator:
         self._lock = threading.Lock()
 
     def ask(self, request_kind, prompt, choices, frames):  # noqa: D102
+        options = " ".join(f"{ANSWER_KEYS[c]}={c}" if c in ANSWER_KEYS else c for c in choices)
         with self._lock:
             while True:
-                self.stream_out.write(f"\n[operator {request_kind}] {prompt}\n  answer one of "
-                                      f"{'/'.join(choices)} [notes]: ")
+                self.stream_out.write(f"\n[operator {request_kind}] {prompt}\n  answer {options}, then optional notes: ")
                 self.stream_out.flush()
                 line = self.stream_in.readline()
                 if not line:
                     raise RuntimeError("operator input closed before an answer was given")
-                answer, _, notes = line.strip().partition(" ")
-                answer = answer.lower().lstrip("/")
-                if answer == "succes":  # the upstream typo is accepted (reference §7)
-                    answer = "success"
-                if answer in choices:
-                    return answer, notes.strip()
-                self.stream_out.write(f"  invalid operator response {answer!r}\n")
+                parsed = parse_answer(line, choices)
+                if parsed is not None:
+                    return parsed
+                self.stream_out.write(f"  invalid operator response {line.strip().split(' ')[0]!r}; type one of: "
+                                      f"{options} (the letter or the word)\n")
 
 
 def evidence_frames(record, step_idx: int) -> dict[str, bytes]:
