@@ -31,10 +31,8 @@ def _console(module: str, *args: str, timeout: float = 600) -> subprocess.Comple
 
 def _run_at_a_terminal(argv: list[str], timeout: float = 2000) -> tuple[int, str, list[str]]:
     """Run ``argv`` with a pseudo-terminal as stdin/stdout/stderr; answer the operator's verdict
-    prompt with ``f operator rejects``. Returns (exit code, everything printed, answers sent).
-
-    The prompt's single-letter answers are the terminal operator's; where this build's prompt asks
-    for the whole word (``invalid operator response 'f'``), the same verdict is given as ``failure``.
+    prompt with ``f operator rejects`` (the single-letter answer the TUI takes too). Returns (exit code,
+    everything printed, answers sent).
     """
     master, slave = pty.openpty()
     proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=dict(os.environ, MUJOCO_GL="egl"),
@@ -54,12 +52,9 @@ def _run_at_a_terminal(argv: list[str], timeout: float = 2000) -> tuple[int, str
                     break
                 buf += chunk
                 text = buf.decode("utf-8", "replace")
-                if not sent and "answer one of" in text:
+                if not sent and "then optional notes:" in text:
                     os.write(master, b"f operator rejects\n")
                     sent.append("f")
-                elif sent == ["f"] and "invalid operator response 'f'" in text:
-                    os.write(master, b"failure operator rejects\n")
-                    sent.append("failure")
             elif proc.poll() is not None:
                 break
             assert time.monotonic() < deadline, buf.decode("utf-8", "replace")[-3000:]
@@ -83,7 +78,7 @@ def test_a_rejected_demonstration_reaches_no_data(tmp_path):
         "--robot", "libero", "--suite", "libero_object", "--task", "0", "--seed", "0", "--planner", "scripted",
         "--record-trajectory", "--record-observations", "all", "--require-operator-verdict", "--no-video",
         "--output-dir", str(run)])
-    assert sent and sent[0] == "f", printed[-3000:]
+    assert sent == ["f"] and "invalid operator response" not in printed, printed[-3000:]
     assert code == 1, printed[-3000:]  # not solved: the operator's verdict decides
     assert "NOT SOLVED (operator verdict) [disagreement: operator said failure; environment predicate: satisfied]" \
         in printed
