@@ -29,7 +29,15 @@ from tqdm import tqdm
 from rpent.flywheel import card as _card
 from rpent.flywheel import dataset as _dataset
 from rpent.flywheel import partial as _partial
-from rpent.flywheel.selection import RULE_SETS, RULES_V1, ROBOT_TYPES, RunSelection, select_run
+from rpent.flywheel.selection import (
+    IMAGE_SHAPE,
+    IMAGE_SIZE_MISMATCH,
+    ROBOT_TYPES,
+    RULE_SETS,
+    RULES_V1,
+    RunSelection,
+    select_run,
+)
 from rpent.recording import layout
 from rpent.recording.atomic import write_json_atomic
 from rpent.recording.reader import find_record_dirs, load_record
@@ -74,6 +82,20 @@ def _check_single_robot(records, root: Path) -> str | None:
             "with an --input-root that holds only that robot's runs"
         )
     return next(iter(by_robot), None)
+
+
+def _one_image_shape(selections: list[RunSelection]) -> tuple[int, int, int]:
+    """The dataset's image shape: that of most exported runs (ties: the first run's); runs recorded at
+    another size are excluded as ``image_size_mismatch`` (in place). :data:`IMAGE_SHAPE` when none is exported."""
+    shapes = Counter(s.image_shape for s in selections if s.exported and s.image_shape is not None)
+    if not shapes:
+        return IMAGE_SHAPE
+    shape = shapes.most_common(1)[0][0]
+    for sel in selections:
+        if sel.exported and sel.image_shape is not None and sel.image_shape != shape:
+            sel.exclude_run(IMAGE_SIZE_MISMATCH, f"images {sel.image_shape}, the dataset's {shape} "
+                            f"(export runs of each --policy-image-size separately)")
+    return shape
 
 
 def _remove_quietly(tmp: Path) -> None:
@@ -190,6 +212,7 @@ def export_records(
     image_writer_threads: int = 0,
     video: bool = False,
     vcodec: str = "libsvtav1",
+    keyframe_interval: int = 2,
     image_stats: str = "sampled",
     val_fraction: float = 0.0,
     split_seed: int = 0,
@@ -210,6 +233,8 @@ def export_records(
         image_writer_threads: lerobot image-writer threads (0 = encode and save images one by one).
         video: store the cameras as video (lerobot streaming encoder, CPU) instead of PNG.
         vcodec: ``"libsvtav1"`` (AV1, default) or ``"h264"``.
+        keyframe_interval: frames between video key frames (``g``; 2 = lerobot's default, fast random
+            access; larger gives smaller files for sequential decoding).
         image_stats: ``"sampled"`` (default: camera statistics on every 4th pixel row and column,
             :mod:`rpent.flywheel.stats`) or ``"full"`` (every pixel, lerobot's computation).
         val_fraction: share of episodes (whole episodes) put into ``val/``, in [0, 1).
@@ -238,6 +263,8 @@ def export_records(
         raise FlywheelError(f"--image-writer-threads must be >= 0, got {image_writer_threads}")
     if vcodec not in _dataset.VIDEO_CODECS:
         raise FlywheelError(f"--vcodec must be one of {', '.join(_dataset.VIDEO_CODECS)}, got {vcodec!r}")
+    if keyframe_interval < 1:
+        raise FlywheelError(f"--keyframe-interval must be >= 1 frame, got {keyframe_interval}")
     if image_stats not in _dataset.IMAGE_STATS:
         raise FlywheelError(f"--image-stats must be one of {', '.join(_dataset.IMAGE_STATS)}, got {image_stats!r}")
     if not 0.0 <= val_fraction < 1.0:
@@ -261,6 +288,7 @@ def export_records(
     records = [load_record(d) for d in tqdm(record_dirs, desc="reading records", unit="run", disable=not progress)]
     robot = _check_single_robot(records, input_root)
     selections = [select_run(r, rules) for r in tqdm(records, desc="checking runs", unit="run", disable=not progress)]
+    image_shape = _one_image_shape(selections)
     planners = [(r.task or {}).get("planner") for r in records]
     episodes = [(s.record_dir, ep) for s in selections for ep in s.episodes]
     split = _card.split_episodes(len(episodes), val_fraction, split_seed)
@@ -292,13 +320,17 @@ def export_records(
                             image_writer_threads=image_writer_threads,
                             video=video,
                             vcodec=vcodec,
+                            keyframe_interval=keyframe_interval,
                             image_stats=image_stats,
                             on_frame=lambda: bar.update(1),
                             robot=robot,
+                            image_shape=image_shape,
                         )
                         report[key] = _dataset_entry(name, {"repo_id": repo_id, "robot_type": robot_type, **written},
                                                      video=video, vcodec=vcodec, image_writer_threads=image_writer_threads,
                                                      image_stats=image_stats, robot=robot)
+                        report[key]["image_shape"] = list(image_shape)
+                        report[key]["keyframe_interval"] = keyframe_interval if video else None
                 for name, idx in ((DATASET_DIRNAME, split[0]), (VAL_DATASET_DIRNAME, split[1])):
                     if idx:
                         _card.write_dataset_card(tmp / name, report, name, idx)

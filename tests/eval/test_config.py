@@ -199,3 +199,18 @@ def test_a_yaml_syntax_error_is_one_line_naming_the_place(tmp_path):
     assert run.stderr.strip().splitlines() == [
         f"rpent-eval: config error: config {bad} is not valid YAML (line 2, column 6): "
         "did not find expected ',' or ']'; fix the file"]
+
+
+def test_lerobot_config_holds_out_init_states_and_needs_a_checkpoint(tmp_path):
+    s = settings(ENDPOINT, name="libero_object_lerobot_eval")
+    assert s.policy.backend == "endpoint"  # an endpoint serves the lerobot checkpoint
+    assert s.env.init_state_ids == tuple(range(40, 50)) and s.env.policy_image_size == 0
+    assert s.env.ignore_terminations is False and s.model.num_action_chunks == 10
+    with pytest.raises(EvalConfigError, match="policy.backend=lerobot needs policy.checkpoint"):
+        settings(name="libero_object_lerobot_eval")
+    with pytest.raises(CheckpointError, match="holds no lerobot checkpoint"):
+        settings(f"policy.checkpoint={tmp_path}", name="libero_object_lerobot_eval")
+    with pytest.raises(EvalConfigError, match="init_state_ids"):
+        settings(ENDPOINT, "env.eval.init_state_ids=abc", name="libero_object_lerobot_eval")
+    with pytest.raises(EvalConfigError, match="policy_image_size"):
+        settings(ENDPOINT, "env.eval.policy_image_size=8", name="libero_object_lerobot_eval")
