@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue OUT/checkpoints/last (same dataset and recipe)")
     p.add_argument("--time-budget-s", type=float, default=None,
                    help="stop with a checkpoint after this many seconds of training in this slice (exit 3)")
+    p.add_argument("--fit-steps-to-budget", action="store_true",
+                   help="with --time-budget-s: after 200 timed steps, set --steps to what fits the budget (the "
+                        "learning-rate schedule then ends with it)")
     p.add_argument("--shift-px", type=int, default=4, help="random-shift image augmentation in pixels (0: none; default 4)")
     p.add_argument("--n-exec", type=int, default=None, help="actions executed per query when served (default: the recipe's)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -111,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     targs = TrainArgs(dataset=args.dataset, output_dir=args.output_dir, val_dataset=args.val_dataset, recipe=args.recipe,
                       steps=args.steps, batch_size=args.batch_size, save_every=args.save_every, log_every=args.log_every,
                       seed=args.seed, device=args.device, resume=args.resume, time_budget_s=args.time_budget_s,
+                      fit_steps_to_budget=args.fit_steps_to_budget,
                       shift_px=args.shift_px, n_exec=args.n_exec, progress=not args.no_progress)
     try:
         trainer = Trainer(targs, log=lambda m: print(f"rpent-train: {m}", file=sys.stderr, flush=True))

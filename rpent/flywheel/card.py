@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import shlex
 from collections import Counter
 from pathlib import Path
 
@@ -74,6 +75,7 @@ def provenance_markdown(report: dict, split_name: str, episode_indices: list[int
         f"exported {report['counts']['runs_exported']}",
         f"- Exclusions by reason (whole export): {json.dumps(dict(sorted(reasons.items())))}",
         "",
+        *_collection_lines(report),
         "Source runs (record directories relative to the input root):",
         "",
         *[f"- `{r}`" for r in runs],
@@ -81,6 +83,17 @@ def provenance_markdown(report: dict, split_name: str, episode_indices: list[int
         "The full per-run account is in `../report.json` next to this dataset.",
     ]
     return "\n".join(lines)
+
+
+def _collection_lines(report: dict) -> list[str]:
+    """Card lines naming the ``rpent-batch`` commands that recorded the runs (``report["collection"]``)."""
+    cmds = report.get("collection") or []
+    if not cmds:
+        return ["Collected by: single `rpent` runs (no rpent-batch manifest above the records).", ""]
+    lines = ["Collected with (rpent-batch invocations, from each results root's `manifest.json`):", ""]
+    for c in cmds:
+        lines.append(f"- `{shlex.join(c['argv'])}` (in `{c.get('cwd')}`, started {c.get('started')})")
+    return lines + [""]
 
 
 def write_dataset_card(dataset_root: Path, report: dict, split_name: str, episode_indices: list[int]) -> Path:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import json
 import os
 import shutil
 import signal
@@ -44,7 +45,9 @@ from rpent.recording.reader import find_record_dirs, load_record
 
 REPORT_SCHEMA_VERSION = 2
 """2: adds ``rules``, ``split``, ``val_dataset``, ``exclusion_counts``, ``stale_partials_removed``,
-per-run ``planner`` and per-episode ``sources``/``split``/``dataset_episode_index``."""
+per-run ``planner`` and per-episode ``sources``/``split``/``dataset_episode_index``; later additions:
+``collection`` (the rpent-batch invocations that recorded the runs) and per-dataset ``image_shape`` /
+``keyframe_interval``."""
 DATASET_DIRNAME = "train"
 VAL_DATASET_DIRNAME = "val"
 REPORT_NAME = "report.json"
@@ -82,6 +85,34 @@ def _check_single_robot(records, root: Path) -> str | None:
             "with an --input-root that holds only that robot's runs"
         )
     return next(iter(by_robot), None)
+
+
+def _collection_commands(selections: list[RunSelection], roots: list[Path]) -> list[dict]:
+    """The ``rpent-batch`` invocations that recorded the exported runs: every ``manifest.json`` of a batch
+    results root at or above an exported record (up to its input root), with each invocation's command
+    line, working directory and start time, in the order found."""
+    out: list[dict] = []
+    seen: set[Path] = set()
+    for sel in selections:
+        if not sel.exported:
+            continue
+        root = next((r for r in roots if sel.record_dir == r or r in sel.record_dir.parents), None)
+        d = sel.record_dir
+        while True:
+            m = d / "manifest.json"
+            if m not in seen and m.is_file():
+                seen.add(m)
+                try:
+                    doc = json.loads(m.read_text(encoding="utf-8"))
+                    for inv in doc.get("invocations") or []:
+                        out.append({"manifest": str(m), "argv": list(inv.get("argv") or []), "cwd": inv.get("cwd"),
+                                    "started": inv.get("started")})
+                except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+                    pass  # not a batch manifest: nothing to name
+            if d == root or d.parent == d:
+                break
+            d = d.parent
+    return out
 
 
 def _one_image_shape(selections: list[RunSelection]) -> tuple[int, int, int]:
@@ -295,6 +326,7 @@ def export_records(
     report = _build_report(input_root, output_dir, selections, planners, robot, rules, split,
                            {"val_fraction": val_fraction, "seed": split_seed})
     report["stale_partials_removed"] = removed
+    report["collection"] = _collection_commands(selections, roots)
 
     if not progress:
         with contextlib.suppress(ImportError):

@@ -37,6 +37,10 @@ from typing import Any, Callable
 from rpent.training.recipe import build_config, get_recipe
 
 
+PROBE_STEPS = 200
+"""Steps timed before ``fit_steps_to_budget`` sets the run's total."""
+
+
 class TrainingError(RuntimeError):
     """Training cannot start or continue (message names the cause and the fix)."""
 
@@ -58,6 +62,9 @@ class TrainArgs:
         device: ``auto`` (CUDA when available), ``cpu``, ``cuda``, ``cuda:N``.
         resume: continue from ``output_dir/checkpoints/last``.
         time_budget_s: stop (with a checkpoint) once this much wall time has passed in this slice.
+        fit_steps_to_budget: with ``time_budget_s`` on a fresh run: after :data:`PROBE_STEPS` steps, set
+            ``steps`` to what fits the budget at the measured rate, so the learning-rate schedule ends
+            with the budget (the total is kept for a resume).
         shift_px: random-shift augmentation in pixels (0: none).
         n_exec: actions executed per query when served (default: the recipe's).
         progress: show a tqdm progress bar.
@@ -75,6 +82,7 @@ class TrainArgs:
     device: str = "auto"
     resume: bool = False
     time_budget_s: float | None = None
+    fit_steps_to_budget: bool = False
     shift_px: int = 4
     n_exec: int | None = None
     progress: bool = True
@@ -208,9 +216,16 @@ class Trainer:
         self.optim_cfg = AdamWConfig(lr=self.recipe.lr, weight_decay=self.recipe.weight_decay,
                                      grad_clip_norm=self.recipe.grad_clip)
         self.optimizer = self.optim_cfg.build(self.policy.get_optim_params())
-        self.scheduler = CosineDecayWithWarmupSchedulerConfig(
+        self._sched_cfg = CosineDecayWithWarmupSchedulerConfig(
             num_warmup_steps=self.recipe.warmup_steps, num_decay_steps=args.steps, peak_lr=self.recipe.lr,
-            decay_lr=self.recipe.final_lr).build(self.optimizer, args.steps)
+            decay_lr=self.recipe.final_lr)
+        if args.resume:  # the total a fitted run settled on
+            st = json.loads((last / "training_state" / "training_state.json").read_text(encoding="utf-8"))
+            saved_total = int(st.get("total_steps", args.steps))
+            if args.fit_steps_to_budget:
+                args.steps = saved_total
+            self._sched_cfg.num_decay_steps = saved_total
+        self.scheduler = self._sched_cfg.build(self.optimizer, self._sched_cfg.num_decay_steps)
         self.generator = torch.Generator(device=self.device).manual_seed(args.seed)
         self.step = 0
         self.metrics: list[dict] = []
@@ -293,6 +308,7 @@ class Trainer:
         save_file(tensors, str(st / "optimizer_state.safetensors"))
         _write_json(st / "training_state.json", {
             "step": self.step, "wall_s": self.wall_s, "param_groups": opt["param_groups"], "scalars": layout,
+            "total_steps": self.args.steps,
             "scheduler": self.scheduler.state_dict(), "metrics_lines": len(self.metrics),
         })
         if final.exists():
@@ -368,6 +384,23 @@ class Trainer:
             self.policy.train()
         return total / batches
 
+    def _fit_steps(self, elapsed: float, bar) -> None:
+        """Set ``steps`` to what fits the time budget at the rate of the first steps; rebuild the schedule
+        for that total and move it to the current step."""
+        rate = self.step / max(elapsed, 1e-9)
+        total = max(self.step + 1, int(rate * self.args.time_budget_s * 0.97))
+        self.args.steps = total
+        self._sched_cfg.num_decay_steps = total
+        self.scheduler = self._sched_cfg.build(self.optimizer, total)
+        for _ in range(self.step):
+            self.scheduler.step()
+        bar.total = total
+        bar.refresh()
+        self.log(f"{rate:.1f} steps/s over the first {self.step} steps: {total} steps fit the {self.args.time_budget_s:.0f} s "
+                 "budget; the schedule now ends there")
+        _write_json(self.out / "train_config.json", {**json.loads((self.out / "train_config.json").read_text()),
+                                                       "fitted_steps": total, "probe_steps_per_s": round(rate, 2)})
+
     def run(self) -> dict:
         """Train until ``steps`` (or the time budget); checkpoint every ``save_every`` and at the end.
 
@@ -387,8 +420,12 @@ class Trainer:
                    dynamic_ncols=True)
         metrics_file = open(self.out / "metrics.jsonl", "a", encoding="utf-8")
         ckpt = None
+        fit = args.fit_steps_to_budget and args.time_budget_s is not None and self.step == 0
         try:
             while self.step < args.steps:
+                if fit and self.step == PROBE_STEPS:
+                    self._fit_steps(time.perf_counter() - t_start, bar)
+                    fit = False
                 batch = self.preprocessor(self._batch(self.data))
                 with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=amp):
                     loss, info = self.policy.forward(batch)

@@ -212,3 +212,33 @@ def test_policy_server_answers_predict_over_rpc_and_batches_clients(trained):
             proc.wait()
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_export_keeps_one_image_size_per_dataset(tmp_path, record_run):
+    for k, size in enumerate((64, 64, 96)):
+        record_run(tmp_path / "runs" / f"r{k}", [("scripted", 5)], observations="all", success_seq=4, obs_offset=10 * k,
+                   image_size=size, seed=k)
+    report = export_records(tmp_path / "runs", tmp_path / "ds", rules="v2", progress=False)
+    assert report["dataset"]["image_shape"] == [64, 64, 3] and report["counts"]["runs_exported"] == 2
+    assert report["exclusion_counts"] == {"image_size_mismatch": 1}
+    assert "(96, 96, 3)" in report["exclusions"][0]["detail"]
+    info = json.loads((tmp_path / "ds" / "train" / "meta" / "info.json").read_text())
+    assert info["features"]["wrist_image"]["shape"] == [64, 64, 3]
+    assert "single `rpent` runs" in (tmp_path / "ds" / "train" / "README.md").read_text()
+
+
+def test_fit_steps_to_budget_ends_the_schedule_with_the_budget(dataset, monkeypatch):
+    from rpent.training import trainer as tr
+
+    monkeypatch.setattr(tr, "PROBE_STEPS", 2)
+    out = dataset / "fit"
+    args = tr.TrainArgs(dataset=str(dataset / "ds" / "train"), output_dir=str(out), recipe="act-small", steps=100000,
+                        batch_size=2, save_every=100000, log_every=1, device="cpu", time_budget_s=20.0,
+                        fit_steps_to_budget=True, progress=False)
+    t = tr.Trainer(args, log=lambda m: None)
+    result = t.run()
+    cfg = json.loads((out / "train_config.json").read_text())
+    assert 3 <= cfg["fitted_steps"] < 100000 and cfg["probe_steps_per_s"] > 0
+    assert t.args.steps == cfg["fitted_steps"] and t.scheduler.last_epoch == result["step"]
+    state = json.loads((out / "checkpoints" / "last" / "training_state" / "training_state.json").read_text())
+    assert state["total_steps"] == cfg["fitted_steps"]
