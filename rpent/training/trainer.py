@@ -352,10 +352,16 @@ class Trainer:
 
     # ------------------------------------------------------------------ loop
     def _batch(self, data) -> dict:
+        """A normalised training batch; Diffusion Policy's observations get its observation-step axis
+        ([B, 1, ...]: the recipes use one observation step)."""
         from rpent.training.data import sample_batch
 
-        return sample_batch(data, self.args.batch_size, self.recipe.chunk_size, self.generator, self.n_tasks,
-                            shift_px=self.args.shift_px if data is self.data else 0)
+        batch = self.preprocessor(sample_batch(data, self.args.batch_size, self.recipe.chunk_size, self.generator,
+                                               self.n_tasks, shift_px=self.args.shift_px if data is self.data else 0))
+        if self.recipe.policy_type == "diffusion":
+            batch = {k: (v.unsqueeze(1) if k.startswith("observation.") and hasattr(v, "unsqueeze") else v)
+                     for k, v in batch.items()}
+        return batch
 
     def val_loss(self, batches: int = 8) -> float:
         """Mean L1 between normalised predicted and recorded action chunks on the validation split
@@ -371,7 +377,7 @@ class Trainer:
         try:
             with torch.no_grad():
                 for _ in range(batches):
-                    b = self.preprocessor(self._batch(self.val))
+                    b = self._batch(self.val)
                     pred = self.policy.predict_action_chunk(b) if self.recipe.policy_type == "act" else None
                     if pred is None:
                         loss, _ = self.policy.forward(b)
@@ -426,7 +432,7 @@ class Trainer:
                 if fit and self.step == PROBE_STEPS:
                     self._fit_steps(time.perf_counter() - t_start, bar)
                     fit = False
-                batch = self.preprocessor(self._batch(self.data))
+                batch = self._batch(self.data)
                 with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=amp):
                     loss, info = self.policy.forward(batch)
                 self.optimizer.zero_grad(set_to_none=True)

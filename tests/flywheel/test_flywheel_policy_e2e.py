@@ -20,7 +20,7 @@ import pytest
 
 from rpent.rpc.protocol import READY_PREFIX
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "MUJOCO_GL": "egl"}
 

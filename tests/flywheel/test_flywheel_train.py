@@ -242,3 +242,19 @@ def test_fit_steps_to_budget_ends_the_schedule_with_the_budget(dataset, monkeypa
     assert t.args.steps == cfg["fitted_steps"] and t.scheduler.last_epoch == result["step"]
     state = json.loads((out / "checkpoints" / "last" / "training_state" / "training_state.json").read_text())
     assert state["total_steps"] == cfg["fitted_steps"]
+
+
+def test_diffusion_policy_trains_and_serves_through_the_same_code(dataset):
+    from rpent.models.lerobot.policy import LerobotPolicy
+    from rpent.training.trainer import TrainArgs, Trainer
+
+    out = dataset / "diffusion"
+    args = TrainArgs(dataset=str(dataset / "ds" / "train"), output_dir=str(out), recipe="diffusion", steps=1,
+                     batch_size=2, save_every=1, log_every=1, device="cpu", progress=False)
+    assert Trainer(args, log=lambda m: None).run()["step"] == 1
+    p = LerobotPolicy(out, device="cpu")
+    assert p.metadata()["policy"] == "lerobot:diffusion" and p.n_exec == 8
+    obs = {"main_images": np.zeros((2, 64, 64, 3), np.uint8), "wrist_images": np.zeros((2, 64, 64, 3), np.uint8),
+           "states": np.zeros((2, 8), np.float32), "task_descriptions": [p.tasks[0], p.tasks[-1]]}
+    a = p.predict(obs)
+    assert a.shape == (2, 8, 7) and np.isfinite(a).all()
