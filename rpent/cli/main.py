@@ -131,6 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--record-observations", choices=("vla", "all"), default="vla",
                    help="with --record-trajectory: which actions carry their camera images: vla (default) "
                         "or all (scripted too; what rpent-flywheel --rules v2 exports; one extra render per step)")
+    g.add_argument("--policy-image-size", type=int, default=256, metavar="PX",
+                   help="libero: edge of the square main/wrist policy images in pixels: what a VLA is sent and what "
+                        "--record-observations stores (default 256, LIBERO's; e.g. 128 for a policy trained on 128 px "
+                        "renders, cheaper to render)")
     g.add_argument("--require-operator-verdict", action="store_true",
                    help="refuse finish until the operator gave a verdict (the real-robot rule); needs stdin "
                         "to be a terminal (else refused at start; rpent-tui gives verdicts in its workbench)")
@@ -188,6 +192,10 @@ def config_from_args(args: argparse.Namespace):
 
     check_seed(args.seed)
     check_max_episode_steps(args.max_episode_steps)
+    if not 16 <= args.policy_image_size <= 1024:
+        raise ValueError(f"--policy-image-size must be in 16..1024 pixels, got {args.policy_image_size}")
+    if args.policy_image_size != 256 and args.robot != "libero":
+        raise ValueError(f"--policy-image-size is for --robot libero; --robot {args.robot} renders its own size")
     if args.base_url and args.planner != "api":
         raise ValueError("--base-url is for --planner api only (claude_code/codex read ANTHROPIC_BASE_URL / CODEX_BASE_URL)")
     if args.flash_dir and args.planner != "flash":
@@ -258,7 +266,7 @@ def config_from_args(args: argparse.Namespace):
                      sam3_endpoint=args.sam3_endpoint, cuda_device=args.cuda_device, transport=args.transport,
                      policy_mode=args.policy_mode, code_file=args.code_file, code_timeout_s=args.code_timeout_s,
                      code_max_calls=args.code_max_calls, record_trajectory=args.record_trajectory,
-                     record_observations=args.record_observations,
+                     record_observations=args.record_observations, policy_image_size=args.policy_image_size,
                      require_operator_verdict=args.require_operator_verdict, video=not args.no_video,
                      step_images=args.step_images, robot=args.robot, env_python=args.env_python,
                      memory_dir=memory_dir if args.planner != "flash" else None)

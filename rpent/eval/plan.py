@@ -50,22 +50,28 @@ class EpisodeSlot:
     pool_index: int
 
 
-def interleaved_pool(init_state_counts: Sequence[int]) -> list[tuple[int, int]]:
+def interleaved_pool(init_state_counts: Sequence[int],
+                     init_state_ids: Sequence[int] | None = None) -> list[tuple[int, int]]:
     """The interleaved reset-state pool: ``[(task, state), ...]`` state-major, task-minor.
 
     Args:
         init_state_counts: number of init states of each task (index = task id), each >= 0.
+        init_state_ids: only these init states (e.g. a held-out ``40..49``), in increasing order;
+            None: every state.
 
     Raises:
-        ValueError: no task has any init state.
+        ValueError: no task has any (selected) init state.
     """
     if not init_state_counts or max(init_state_counts) <= 0:
         raise ValueError("the suite has no init states: cannot build the reset-state pool")
+    states = range(max(init_state_counts)) if init_state_ids is None else sorted(set(init_state_ids))
     pool: list[tuple[int, int]] = []
-    for state in range(max(init_state_counts)):
+    for state in states:
         for task, count in enumerate(init_state_counts):
             if state < count:
                 pool.append((task, state))
+    if not pool:
+        raise ValueError(f"no task has init states {list(states)} (the tasks have {max(init_state_counts)} at most)")
     return pool
 
 
@@ -158,6 +164,7 @@ def build_plan(
     total_num_envs: int,
     num_workers: int,
     rollout_epoch: int,
+    init_state_ids: Sequence[int] | None = None,
 ) -> EvalPlan:
     """Build the interleaved, round-robin episode schedule (see the module docstring).
 
@@ -168,6 +175,7 @@ def build_plan(
         total_num_envs: E >= 1.
         num_workers: W >= 1 with E % W == 0.
         rollout_epoch: epochs >= 1.
+        init_state_ids: only these init states (held-out evaluation), or None for all.
 
     Raises:
         ValueError: inconsistent lengths, non-positive counts, or E not divisible by W.
@@ -182,7 +190,7 @@ def build_plan(
         raise ValueError(
             f"total_num_envs ({total_num_envs}) must be divisible by the number of environment processes ({num_workers})"
         )
-    pool = interleaved_pool(init_state_counts)
+    pool = interleaved_pool(init_state_counts, init_state_ids)
     per_worker = total_num_envs // num_workers
     slots = []
     for epoch in range(rollout_epoch):

@@ -195,6 +195,7 @@ class RolloutDriver:
             log_dir=str(self.log_dir),
             prebuild=tuple((s.local_index, s.task_id) for s in self.plan.epoch_slots(0, worker)),
             output_log=str(self.log_dir / f"env_worker_{worker}.log"),
+            policy_image_size=env.policy_image_size or 256,
         )
 
     def start(self) -> None:

@@ -19,6 +19,8 @@ log and the console) with k, N and the expected N, and each lost (task, init sta
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import time
 import traceback
@@ -105,10 +107,13 @@ def plan_for(settings: EvalSettings) -> EvalPlan:
         suites.task_info(env.suite, t, env.libero_type).language if t in info.ready_tasks else info.task_names[t]
         for t in range(info.n_tasks)
     ]
-    return build_plan(
-        env.suite, counts, languages, total_num_envs=env.total_num_envs, num_workers=env.num_workers,
-        rollout_epoch=env.rollout_epoch,
-    )
+    try:
+        return build_plan(
+            env.suite, counts, languages, total_num_envs=env.total_num_envs, num_workers=env.num_workers,
+            rollout_epoch=env.rollout_epoch, init_state_ids=env.init_state_ids,
+        )
+    except ValueError as exc:
+        raise EvalConfigError(f"env.eval.init_state_ids: {exc}") from None
 
 
 def plan_text(plan: EvalPlan) -> str:
@@ -157,6 +162,7 @@ def run_eval(
     results: list[EpisodeResult] = []
     timing = RolloutTiming()
     plan: EvalPlan | None = None
+    meta: dict[str, Any] | None = None
     own_policy = policy is None
     t_start = time.perf_counter()
     try:
@@ -180,6 +186,11 @@ def run_eval(
             console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
         log.info("policy loaded: backend=%s, device=%s, metadata=%s", settings.policy.backend,
                  settings.policy.device if settings.policy.backend != "endpoint" else settings.policy.endpoint, meta)
+        settings = with_camera_size(settings, meta)
+        log.info("policy cameras rendered at %d px", settings.env.policy_image_size)
+        provenance = policy_provenance(meta)
+        if provenance:
+            write_bytes_atomic(run_dir / "policy.json", (json.dumps(provenance, indent=2) + "\n").encode("utf-8"))
 
         def on_event(event: dict[str, Any]) -> None:
             kind = event["kind"]
@@ -212,7 +223,7 @@ def run_eval(
         completeness = completeness_of(plan, results, settings.env.expected_trajectories,
                                        reason=f"{type(exc).__name__}: {exc}")
         try:
-            _finish(run_dir, settings, results, timing, time.perf_counter() - t_start, completeness, log)
+            _finish(run_dir, settings, results, timing, time.perf_counter() - t_start, completeness, log, meta)
             console.print(f"{completeness.marker()}; lost (task, init state, epoch): {completeness.lost_text()}; "
                           f"partial metrics: {run_dir / 'metrics.log'}", markup=False, highlight=False, soft_wrap=True)
         except Exception as finish_exc:  # noqa: BLE001 - never mask the original error
@@ -224,7 +235,7 @@ def run_eval(
         if own_policy and policy is not None:
             policy.close()
     try:
-        metrics, table = _finish(run_dir, settings, results, timing, time.perf_counter() - t_start, completeness, log)
+        metrics, table = _finish(run_dir, settings, results, timing, time.perf_counter() - t_start, completeness, log, meta)
         if not show_progress:
             console.print(summary_table(results))
         check_trajectory_count(len(results), settings.env.total_num_envs, settings.env.rollout_epoch)
@@ -246,16 +257,31 @@ def completeness_of(plan: EvalPlan | None, results: list[EpisodeResult], expecte
     return Completeness(expected=expected, finished=len(results), lost=lost, reason=reason)
 
 
+def with_camera_size(settings: EvalSettings, meta: dict[str, Any]) -> EvalSettings:
+    """``settings`` with ``env.policy_image_size`` resolved: auto (0) -> the policy's ``camera_size``
+    (``vla.metadata``), else 256 (LIBERO's policy cameras)."""
+    size = settings.env.policy_image_size or int(meta.get("camera_size") or 256)
+    return dataclasses.replace(settings, env=dataclasses.replace(settings.env, policy_image_size=size))
+
+
+def policy_provenance(meta: dict[str, Any]) -> dict[str, Any]:
+    """What identifies the evaluated weights in the outputs: the policy's ``vla.metadata`` fields
+    ``policy``, ``checkpoint`` (path and sha256s), ``dataset`` (root, sha256, episodes, frames) and
+    ``training`` where it reports them (lerobot checkpoints trained by rpent do)."""
+    return {k: meta[k] for k in ("policy", "checkpoint", "dataset", "training", "tasks") if meta.get(k)}
+
+
 def _finish(
     run_dir: Path, settings: EvalSettings, results: list[EpisodeResult], timing: RolloutTiming,
-    wall_s: float, completeness: Completeness, log: logging.Logger,
+    wall_s: float, completeness: Completeness, log: logging.Logger, policy_meta: dict[str, Any] | None = None,
 ) -> tuple[dict[str, float], list[TaskRow]]:
     """Write metrics.log / metrics.json / TensorBoard for whatever finished (marked INCOMPLETE if not all)."""
     metrics = aggregate(results)
     table = per_task_table(results)
     write_metrics(
         run_dir, metrics, table,
-        {"wall_s": wall_s, "timing": timing.to_dict(), "settings": settings.to_dict()},
+        {"wall_s": wall_s, "timing": timing.to_dict(), "settings": settings.to_dict(),
+         **({"policy": policy_provenance(policy_meta)} if policy_meta else {})},
         completeness,
     )
     if "tensorboard" in settings.logger_backends:

@@ -34,6 +34,10 @@ class EnvSettings:
             running env of one stage (:mod:`rpent.eval.rollout`); 1 = all envs in every call,
             ``num_workers`` = one call per worker. Local env workers only: with ``--ray-address`` the
             driver calls the policy once per worker.
+        init_state_ids: the init states evaluated (each task's pool holds only these, e.g. a held-out
+            40-49), or None for all of them.
+        policy_image_size: edge (px) of the square policy camera images the envs render; 0 = auto
+            (the policy's ``vla.metadata`` ``camera_size``, else 256).
     """
 
     suite: str
@@ -49,6 +53,8 @@ class EnvSettings:
     save_video: bool
     video_fps: float
     pipeline_stage_num: int = 1
+    init_state_ids: tuple[int, ...] | None = None
+    policy_image_size: int = 0
 
     @property
     def envs_per_worker(self) -> int:
@@ -100,12 +106,14 @@ class PolicySettings:
     """``policy.*``: where actions come from.
 
     Attributes:
-        backend: ``pi05`` (in-process rpent Pi0.5), ``apxinf`` (in-process ApxInf via apxinf_robo)
-            or ``endpoint`` (any ``vla.predict`` server).
+        backend: ``pi05`` (in-process rpent Pi0.5), ``apxinf`` (in-process ApxInf via apxinf_robo),
+            ``lerobot`` (a lerobot checkpoint in-process, :mod:`rpent.models.lerobot`) or ``endpoint``
+            (any ``vla.predict`` server).
         endpoint: ``http://host:port`` or ``socket://host:port`` for the endpoint backend, else None.
         device: torch device of in-process backends (``cpu``, ``cuda:N``), resolved from ``auto``.
         timeout_s: per-query timeout of the endpoint backend (s).
         episode_keys: the endpoint backend sends ``options.episode_keys`` (replay policy servers).
+        checkpoint: the lerobot checkpoint directory of the ``lerobot`` backend, else None.
     """
 
     backend: str
@@ -113,6 +121,7 @@ class PolicySettings:
     device: str
     timeout_s: float
     episode_keys: bool = False
+    checkpoint: str | None = None
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ class EvalSim:
         max_episode_steps: env steps per episode (after settling).
         cuda_device: EGL device, or None.
         continue_after_success: keep stepping after the success predicate first holds.
+        policy_image_size: edge (px) of the rendered policy cameras (default 256).
     """
 
     def __init__(
@@ -38,12 +39,14 @@ class EvalSim:
         max_episode_steps: int,
         cuda_device: int | None = None,
         continue_after_success: bool = True,
+        policy_image_size: int = 256,
     ):
         from rpent.robots.libero.sim import LiberoSim
 
         self.sim = LiberoSim(
             suite, task, seed=seed, max_episode_steps=max_episode_steps, libero_type=libero_type,
             cuda_device=cuda_device, terminate_on_success=not continue_after_success,
+            policy_image_size=policy_image_size,
         )
         self.continue_after_success = continue_after_success
 
@@ -70,7 +73,7 @@ class EvalSim:
         return bool(self.sim.step(action)["success"])
 
     def policy_obs(self) -> dict[str, np.ndarray]:
-        """``{main_image, wrist_image: uint8 [256,256,3] VLA orientation, state: float32 [8]}``."""
+        """``{main_image, wrist_image: uint8 [S,S,3] VLA orientation (S = policy_image_size), state: float32 [8]}``."""
         return self.sim.policy_obs()
 
     @property
@@ -85,7 +88,8 @@ class EvalSim:
 
 def open_sim(
     *, suite: str, task: int, libero_type: str, seed: int, max_episode_steps: int,
-    cuda_device: int | None = None, continue_after_success: bool = True,
+    cuda_device: int | None = None, continue_after_success: bool = True, policy_image_size: int = 256,
 ) -> EvalSim:
     """Build an :class:`EvalSim` (see its arguments)."""
-    return EvalSim(suite, task, libero_type, seed, max_episode_steps, cuda_device, continue_after_success)
+    return EvalSim(suite, task, libero_type, seed, max_episode_steps, cuda_device, continue_after_success,
+                   policy_image_size)

@@ -31,7 +31,7 @@ from rpent.eval.settings import EnvSettings, EvalSettings, ModelSettings, Policy
 NOISE_METHODS = ("flow_ode", "flow_sde")
 NOISE_SOURCES = ("apxinf", "torch", "observation")
 PRECISIONS = ("bf16", "fp16", "fp32", "fp8")
-BACKENDS = ("pi05", "apxinf", "endpoint")
+BACKENDS = ("pi05", "apxinf", "endpoint", "lerobot")
 LIBERO_TYPES = ("standard", "pro")
 CHECKPOINT_FILES = ("config.json", "model.safetensors", "norm_stats.json")
 """Files a Pi0.5 checkpoint directory must hold (seed step 2; tokenizer.model is optional)."""
@@ -93,6 +93,24 @@ def check_checkpoint_dir(path: str | Path) -> Path:
             )
         raise CheckpointError(f"checkpoint directory {root} is missing {', '.join(missing)}{hint}")
     return root
+
+
+def _init_state_ids(cfg: Any) -> tuple[int, ...] | None:
+    """``env.eval.init_state_ids``: null (all), a list of ids, or a range string such as ``"40-49"``."""
+    if not has_key(cfg, "env.eval.init_state_ids"):
+        return None
+    raw = _get(cfg, "env.eval.init_state_ids")
+    if raw is None:
+        return None
+    from rpent.batch.matrix import parse_index_list
+
+    try:
+        ids = parse_index_list(raw, "env.eval.init_state_ids")
+    except ValueError as exc:
+        raise EvalConfigError(f"{exc}; e.g. env.eval.init_state_ids=40-49 (held-out states) or [0,1,2]") from None
+    if not ids:
+        raise EvalConfigError("env.eval.init_state_ids must name at least one init state")
+    return tuple(ids)
 
 
 def resolve_num_workers(value: Any, total_num_envs: int, cpu_count: int | None = None) -> int:
@@ -202,6 +220,12 @@ def build_settings(
                 "e.g. env.eval.task_ids=[0,3]"
             )
         task_ids = tuple(sorted(set(task_ids_raw)))
+    init_state_ids = _init_state_ids(cfg)
+    image_size = _get(cfg, "env.eval.policy_image_size") if has_key(cfg, "env.eval.policy_image_size") else "auto"
+    if image_size == "auto":
+        image_size = 0
+    if isinstance(image_size, bool) or not isinstance(image_size, int) or not (image_size == 0 or 16 <= image_size <= 1024):
+        raise EvalConfigError(f"env.eval.policy_image_size must be auto or 16..1024 pixels, got {image_size!r}")
     env = EnvSettings(
         suite=_str(cfg, "env.eval.suite"),
         task_ids=task_ids,
@@ -215,6 +239,8 @@ def build_settings(
         seed=_int(cfg, "env.eval.seed", minimum=0),
         save_video=_bool(cfg, "env.eval.save_video"),
         video_fps=float(_get(cfg, "env.eval.video_fps")),
+        init_state_ids=init_state_ids,
+        policy_image_size=image_size,
     )
     if env.video_fps <= 0:
         raise EvalConfigError(f"env.eval.video_fps must be > 0, got {env.video_fps}")
@@ -226,6 +252,8 @@ def build_settings(
     backend = _get(cfg, "policy.backend")
     if backend == "auto":
         backend = "endpoint" if endpoint else "pi05"
+    if backend == "lerobot" and endpoint:
+        backend = "endpoint"  # the lerobot checkpoint is served there (lerobot_policy_server)
     if backend not in BACKENDS:
         raise EvalConfigError(f"unsupported policy.backend {backend!r}; choose auto, {', '.join(BACKENDS)}")
     if backend == "endpoint":
@@ -247,9 +275,24 @@ def build_settings(
     if timeout_s <= 0:
         raise EvalConfigError(f"policy.timeout_s must be > 0 s, got {timeout_s}")
 
+    checkpoint = None
+    if backend == "lerobot":
+        checkpoint = _get(cfg, "policy.checkpoint") if has_key(cfg, "policy.checkpoint") else None
+        if not checkpoint:
+            raise EvalConfigError(
+                "policy.backend=lerobot needs policy.checkpoint=<lerobot checkpoint directory> (rpent-train's output "
+                "directory, a checkpoints/<step> directory or a pretrained_model directory)"
+            )
+        from rpent.models.lerobot.layout import CheckpointLayoutError, find_pretrained_dir
+
+        try:
+            checkpoint = str(find_pretrained_dir(str(checkpoint)))
+        except CheckpointLayoutError as exc:
+            raise CheckpointError(f"policy.checkpoint: {exc}") from None
+
     # -- model -------------------------------------------------------------------------------------
     config_name = _str(cfg, "rollout.model.openpi.config_name")
-    if not config_name.startswith("pi05_"):
+    if backend != "lerobot" and not config_name.startswith("pi05_"):
         raise EvalConfigError(
             f"only PI0.5 OpenPI configs are supported: rollout.model.openpi.config_name must start with "
             f"'pi05_' (got {config_name!r}); e.g. rollout.model.openpi.config_name=pi05_libero"
@@ -309,13 +352,13 @@ def build_settings(
         noise_source=noise_source,
     )
     device = "cpu"
-    if backend in ("pi05", "apxinf"):
+    if backend in ("pi05", "apxinf", "lerobot"):
         device = resolve_device(_str(cfg, "policy.device"), cuda_device)
     episode_keys = _bool(cfg, "policy.episode_keys") if has_key(cfg, "policy.episode_keys") else False
     if episode_keys and backend != "endpoint":
         raise EvalConfigError("policy.episode_keys=true needs the endpoint backend (policy.endpoint=...)")
     policy = PolicySettings(backend=backend, endpoint=endpoint or None, device=device, timeout_s=timeout_s,
-                            episode_keys=episode_keys)
+                            episode_keys=episode_keys, checkpoint=checkpoint)
     return EvalSettings(
         config_name=loaded.name,
         env=env,

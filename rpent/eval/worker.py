@@ -56,6 +56,7 @@ class WorkerSpec:
             epoch's slots), so env construction overlaps across workers and is not rollout time.
         output_log: file that receives the worker process's stdout/stderr (simulator warnings, crashes),
             or None to keep the parent's terminal (it would break the live progress display).
+        policy_image_size: edge (px) of the rendered policy cameras.
     """
 
     worker: int
@@ -73,6 +74,7 @@ class WorkerSpec:
     log_dir: str
     prebuild: tuple[tuple[int, int], ...] = ()
     output_log: str | None = None
+    policy_image_size: int = 256
 
 
 @dataclass
@@ -138,6 +140,7 @@ class EnvWorker:
             max_episode_steps=self.spec.max_episode_steps,
             cuda_device=self.spec.egl_device,
             continue_after_success=self.spec.ignore_terminations,
+            policy_image_size=self.spec.policy_image_size,
         )
         self.sims_built += 1
         self.timing.build_s += time.perf_counter() - t0

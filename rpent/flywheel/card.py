@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import shlex
 from collections import Counter
 from pathlib import Path
 
@@ -97,6 +98,7 @@ def provenance_markdown(report: dict, split_name: str, episode_indices: list[int
         f"- Exported by: rpent {exporter.get('rpent_version')} commit {exporter.get('commit')}"
         + (" (dirty)" if exporter.get("dirty") else "") + f" on {exporter.get('host')}",
         "",
+        *_collection_lines(report),
         "Source runs (record directories relative to the input root; label, operator verdict):",
         "",
         *[f"- `{r}`: label {(by_record[r].get('outcome') or {}).get('label')}, verdict "
@@ -107,6 +109,17 @@ def provenance_markdown(report: dict, split_name: str, episode_indices: list[int
         "The full per-run account is in `../report.json` next to this dataset.",
     ]
     return "\n".join(lines)
+
+
+def _collection_lines(report: dict) -> list[str]:
+    """Card lines naming the ``rpent-batch`` commands that recorded the runs (``report["collection"]``)."""
+    cmds = report.get("collection") or []
+    if not cmds:
+        return ["Collected by: single `rpent` runs (no rpent-batch manifest above the records).", ""]
+    lines = ["Collected with (rpent-batch invocations, from each results root's `manifest.json`):", ""]
+    for c in cmds:
+        lines.append(f"- `{shlex.join(c['argv'])}` (in `{c.get('cwd')}`, started {c.get('started')})")
+    return lines + [""]
 
 
 def write_dataset_card(dataset_root: Path, report: dict, split_name: str, episode_indices: list[int]) -> Path:

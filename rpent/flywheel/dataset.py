@@ -2,7 +2,7 @@
 
 Feature names and shapes follow the LIBERO LeRobot layout that RLinf's Pi0.5 SFT loader reads
 (``image``, ``wrist_image``, ``state``, ``actions``; upstream RPent's Flywheel v1 export used
-the same four, rpent_reference §5.1): images uint8 256x256x3, state float32 [8], actions
+the same four, rpent_reference §5.1): images uint8 256x256x3 (or the runs' ``--policy-image-size``), state float32 [8], actions
 float32 [7]; fps 20 (LIBERO control rate), robot type ``panda``.
 
 Camera streams are stored either as PNG inside the parquet files (``dtype: image``, the
@@ -20,6 +20,9 @@ default) the camera statistics are computed on every 4th pixel row and column
 """
 
 from __future__ import annotations
+
+import contextlib
+import functools
 
 import os
 import shutil
@@ -47,13 +50,14 @@ CAMERA_KEYS = ("image", "wrist_image")
 """Dataset keys of the two cameras (``main`` -> ``image``, ``wrist`` -> ``wrist_image``)."""
 
 
-def features(video: bool = False, robot: str | None = None) -> dict:
+def features(video: bool = False, robot: str | None = None, image_shape: tuple[int, int, int] = IMAGE_SHAPE) -> dict:
     """The LeRobot features of the exported dataset.
 
     Args:
         video: cameras as ``video`` features (encoded streams) instead of ``image`` (PNG in parquet).
         robot: rpent robot package; sets the state/action lengths
             (:func:`rpent.recording.layout.robot_spaces`: LIBERO 8/7, Meta-World 4/4).
+        image_shape: (H, W, 3) of both cameras (default 256x256, or the runs' ``--policy-image-size``).
 
     Returns:
         ``{"image", "wrist_image", "state", "actions"}`` feature dicts (dtype, shape, names).
@@ -61,8 +65,8 @@ def features(video: bool = False, robot: str | None = None) -> dict:
     cam = "video" if video else "image"
     state_dim, action_dim = layout.robot_spaces(robot)
     return {
-        "image": {"dtype": cam, "shape": IMAGE_SHAPE, "names": ["height", "width", "channel"]},
-        "wrist_image": {"dtype": cam, "shape": IMAGE_SHAPE, "names": ["height", "width", "channel"]},
+        "image": {"dtype": cam, "shape": tuple(image_shape), "names": ["height", "width", "channel"]},
+        "wrist_image": {"dtype": cam, "shape": tuple(image_shape), "names": ["height", "width", "channel"]},
         "state": {"dtype": "float32", "shape": (state_dim,), "names": ["state"]},
         "actions": {"dtype": "float32", "shape": (action_dim,), "names": ["actions"]},
     }
@@ -95,8 +99,9 @@ def _copying_dataset_class():
     (``selection.image_problem``), so ``_save_image`` copies the file byte for byte when it is
     handed a PNG opened from disk; any other image goes through lerobot's own writer. The pixels
     are identical either way (PNG is lossless); files are larger than level 6 (the recorder uses
-    level 1). ``save_episode`` takes the camera statistics from :mod:`rpent.flywheel.stats` when
-    the instance's ``rpent_image_stats`` is ``"sampled"`` and encodes the cameras one after the
+    level 1). ``save_episode`` takes the camera statistics from :mod:`rpent.flywheel.stats` (every
+    4th pixel row and column when the instance's ``rpent_image_stats`` is ``"sampled"``, every pixel
+    for ``"full"``; float64, see that module) and encodes the cameras one after the
     other (lerobot's default forks one process per camera and episode). Everything else (stats
     of the other features, aggregation, parquet embedding, video encoding, metadata) is
     lerobot's.
@@ -107,6 +112,7 @@ def _copying_dataset_class():
 
         class CopyingLeRobotDataset(LeRobotDataset):
             rpent_image_stats = "sampled"
+            rpent_keyframe_interval = 2
 
             def _save_image(self, image, fpath, compress_level: int = 1) -> None:  # noqa: D102
                 src = getattr(image, "filename", None)
@@ -116,14 +122,34 @@ def _copying_dataset_class():
                 super()._save_image(image, fpath, compress_level)
 
             def save_episode(self, episode_data: dict | None = None, parallel_encoding: bool = False) -> None:  # noqa: D102
-                if self.rpent_image_stats == "sampled":
-                    with _stats.sampled_image_stats():
-                        super().save_episode(episode_data, parallel_encoding=parallel_encoding)
-                else:
+                stride = _stats.PIXEL_STRIDE if self.rpent_image_stats == "sampled" else 1
+                with _stats.sampled_image_stats(stride), _keyframe_interval(self.rpent_keyframe_interval):
                     super().save_episode(episode_data, parallel_encoding=parallel_encoding)
 
         _COPYING_CLASS = CopyingLeRobotDataset
     return _COPYING_CLASS
+
+
+@contextlib.contextmanager
+def _keyframe_interval(g: int):
+    """Make lerobot's per-episode video encoding use key frames every ``g`` frames while the block runs.
+
+    lerobot 0.4.4 encodes each episode through its module-level ``encode_video_frames`` with its
+    default ``g=2``; that name is rebound (under the stats patch's lock, so exports take turns) to the
+    same function with ``g`` set. ``g=2`` leaves lerobot's call as it is.
+    """
+    if g == 2:
+        yield
+        return
+    import lerobot.datasets.lerobot_dataset as lds
+
+    with _stats._PATCH_LOCK_VIDEO:
+        original = lds.encode_video_frames
+        lds.encode_video_frames = functools.partial(original, g=g)
+        try:
+            yield
+        finally:
+            lds.encode_video_frames = original
 
 
 class FrameLoadError(RuntimeError):
@@ -149,9 +175,11 @@ def write_lerobot_dataset(
     image_writer_threads: int = 0,
     video: bool = False,
     vcodec: str = "libsvtav1",
+    keyframe_interval: int = 2,
     image_stats: str = "sampled",
     on_frame: Callable[[], None] | None = None,
     robot: str | None = None,
+    image_shape: tuple[int, int, int] = IMAGE_SHAPE,
 ) -> dict:
     """Write ``episodes`` into a new LeRobot dataset at ``root`` (which must not exist).
 
@@ -164,10 +192,12 @@ def write_lerobot_dataset(
             in the calling thread; PNG variant only, video frames go to the streaming encoder).
         video: store the cameras as video features (see module docstring).
         vcodec: one of :data:`VIDEO_CODECS` (with ``video``).
+        keyframe_interval: frames between key frames of the videos (lerobot's ``g``, default 2).
         image_stats: one of :data:`IMAGE_STATS` (module docstring).
         on_frame: called after each frame is added (progress).
         robot: rpent robot package: state/action lengths and fps (``layout.robot_spaces`` /
             ``layout.robot_fps``; None = LIBERO's 8/7 at 20 fps).
+        image_shape: (H, W, 3) of every frame's images (:func:`features`).
 
     Returns:
         ``{"episodes": n, "frames": n, "tasks": [str]}``.
@@ -189,7 +219,7 @@ def write_lerobot_dataset(
     ds = _copying_dataset_class().create(
         repo_id=repo_id,
         fps=layout.robot_fps(robot),
-        features=features(video, robot),
+        features=features(video, robot, image_shape),
         root=root,
         robot_type=robot_type,
         use_videos=video,
@@ -197,6 +227,7 @@ def write_lerobot_dataset(
         vcodec=vcodec,
     )
     ds.rpent_image_stats = image_stats
+    ds.rpent_keyframe_interval = int(keyframe_interval)
     frames = 0
     tasks: list[str] = []
     try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import json
 import os
 import shutil
 import signal
@@ -30,19 +31,28 @@ from tqdm import tqdm
 from rpent.flywheel import card as _card
 from rpent.flywheel import dataset as _dataset
 from rpent.flywheel import partial as _partial
-from rpent.flywheel.selection import RULE_SETS, RULES_V1, ROBOT_TYPES, RunSelection, select_run
+from rpent.flywheel.selection import (
+    IMAGE_SHAPE,
+    IMAGE_SIZE_MISMATCH,
+    ROBOT_TYPES,
+    RULE_SETS,
+    RULES_V1,
+    RunSelection,
+    select_run,
+)
 from rpent.recording import layout
 from rpent.recording.atomic import write_json_atomic
 from rpent.recording.outcome import LABEL_POLICY, LABEL_POLICY_WITH_DISAGREEMENTS, label_policy_text
 from rpent.recording.provenance import provenance_summary, run_provenance
 from rpent.recording.reader import find_record_dirs, load_record
 
-REPORT_SCHEMA_VERSION = 3
+REPORT_SCHEMA_VERSION = 4
 """2: adds ``rules``, ``split``, ``val_dataset``, ``exclusion_counts``, ``stale_partials_removed``,
 per-run ``planner`` and per-episode ``sources``/``split``/``dataset_episode_index``.
 3: adds ``label_policy``, ``label_policy_description``, ``exported_by`` (provenance of the export),
 ``counts.disagreements_included``, per-run ``outcome``, ``disagreement_included`` and ``provenance``
-(the source run's, short form)."""
+(the source run's, short form). 4: adds ``collection`` (the rpent-batch invocations that recorded the
+runs) and per-dataset ``image_shape`` / ``keyframe_interval``."""
 DATASET_DIRNAME = "train"
 VAL_DATASET_DIRNAME = "val"
 REPORT_NAME = "report.json"
@@ -80,6 +90,48 @@ def _check_single_robot(records, root: Path) -> str | None:
             "with an --input-root that holds only that robot's runs"
         )
     return next(iter(by_robot), None)
+
+
+def _collection_commands(selections: list[RunSelection], roots: list[Path]) -> list[dict]:
+    """The ``rpent-batch`` invocations that recorded the exported runs: every ``manifest.json`` of a batch
+    results root at or above an exported record (up to its input root), with each invocation's command
+    line, working directory and start time, in the order found."""
+    out: list[dict] = []
+    seen: set[Path] = set()
+    for sel in selections:
+        if not sel.exported:
+            continue
+        root = next((r for r in roots if sel.record_dir == r or r in sel.record_dir.parents), None)
+        d = sel.record_dir
+        while True:
+            m = d / "manifest.json"
+            if m not in seen and m.is_file():
+                seen.add(m)
+                try:
+                    doc = json.loads(m.read_text(encoding="utf-8"))
+                    for inv in doc.get("invocations") or []:
+                        out.append({"manifest": str(m), "argv": list(inv.get("argv") or []), "cwd": inv.get("cwd"),
+                                    "started": inv.get("started")})
+                except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+                    pass  # not a batch manifest: nothing to name
+            if d == root or d.parent == d:
+                break
+            d = d.parent
+    return out
+
+
+def _one_image_shape(selections: list[RunSelection]) -> tuple[int, int, int]:
+    """The dataset's image shape: that of most exported runs (ties: the first run's); runs recorded at
+    another size are excluded as ``image_size_mismatch`` (in place). :data:`IMAGE_SHAPE` when none is exported."""
+    shapes = Counter(s.image_shape for s in selections if s.exported and s.image_shape is not None)
+    if not shapes:
+        return IMAGE_SHAPE
+    shape = shapes.most_common(1)[0][0]
+    for sel in selections:
+        if sel.exported and sel.image_shape is not None and sel.image_shape != shape:
+            sel.exclude_run(IMAGE_SIZE_MISMATCH, f"images {sel.image_shape}, the dataset's {shape} "
+                            f"(export runs of each --policy-image-size separately)")
+    return shape
 
 
 def _remove_quietly(tmp: Path) -> None:
@@ -207,6 +259,7 @@ def export_records(
     image_writer_threads: int = 0,
     video: bool = False,
     vcodec: str = "libsvtav1",
+    keyframe_interval: int = 2,
     image_stats: str = "sampled",
     val_fraction: float = 0.0,
     split_seed: int = 0,
@@ -229,6 +282,8 @@ def export_records(
         image_writer_threads: lerobot image-writer threads (0 = encode and save images one by one).
         video: store the cameras as video (lerobot streaming encoder, CPU) instead of PNG.
         vcodec: ``"libsvtav1"`` (AV1, default) or ``"h264"``.
+        keyframe_interval: frames between video key frames (``g``; 2 = lerobot's default, fast random
+            access; larger gives smaller files for sequential decoding).
         image_stats: ``"sampled"`` (default: camera statistics on every 4th pixel row and column,
             :mod:`rpent.flywheel.stats`) or ``"full"`` (every pixel, lerobot's computation).
         val_fraction: share of episodes (whole episodes) put into ``val/``, in [0, 1).
@@ -261,6 +316,8 @@ def export_records(
         raise FlywheelError(f"--image-writer-threads must be >= 0, got {image_writer_threads}")
     if vcodec not in _dataset.VIDEO_CODECS:
         raise FlywheelError(f"--vcodec must be one of {', '.join(_dataset.VIDEO_CODECS)}, got {vcodec!r}")
+    if keyframe_interval < 1:
+        raise FlywheelError(f"--keyframe-interval must be >= 1 frame, got {keyframe_interval}")
     if image_stats not in _dataset.IMAGE_STATS:
         raise FlywheelError(f"--image-stats must be one of {', '.join(_dataset.IMAGE_STATS)}, got {image_stats!r}")
     if not 0.0 <= val_fraction < 1.0:
@@ -285,6 +342,7 @@ def export_records(
     robot = _check_single_robot(records, input_root)
     selections = [select_run(r, rules, include_disagreements=include_disagreements)
                   for r in tqdm(records, desc="checking runs", unit="run", disable=not progress)]
+    image_shape = _one_image_shape(selections)
     planners = [(r.task or {}).get("planner") for r in records]
     provenances = [(r.task or {}).get("provenance") for r in records]
     episodes = [(s.record_dir, ep) for s in selections for ep in s.episodes]
@@ -293,6 +351,7 @@ def export_records(
                            {"val_fraction": val_fraction, "seed": split_seed}, provenances,
                            include_disagreements=include_disagreements, argv=argv)
     report["stale_partials_removed"] = removed
+    report["collection"] = _collection_commands(selections, roots)
 
     if not progress:
         with contextlib.suppress(ImportError):
@@ -318,13 +377,17 @@ def export_records(
                             image_writer_threads=image_writer_threads,
                             video=video,
                             vcodec=vcodec,
+                            keyframe_interval=keyframe_interval,
                             image_stats=image_stats,
                             on_frame=lambda: bar.update(1),
                             robot=robot,
+                            image_shape=image_shape,
                         )
                         report[key] = _dataset_entry(name, {"repo_id": repo_id, "robot_type": robot_type, **written},
                                                      video=video, vcodec=vcodec, image_writer_threads=image_writer_threads,
                                                      image_stats=image_stats, robot=robot)
+                        report[key]["image_shape"] = list(image_shape)
+                        report[key]["keyframe_interval"] = keyframe_interval if video else None
                 for name, idx in ((DATASET_DIRNAME, split[0]), (VAL_DATASET_DIRNAME, split[1])):
                     if idx:
                         _card.write_dataset_card(tmp / name, report, name, idx)

@@ -24,8 +24,10 @@ Rules (``shared/seeds/004``, "导出训练数据"), applied per record:
    action, and the prediction's instruction as the frame's task.
 
 A record whose files are damaged (truncated/corrupt JSONL line, line missing fields, image
-missing, undecodable or not 256x256 RGB) is excluded whole: its links and contiguity cannot be
-trusted.
+missing, undecodable, not RGB, or of another size than the run's other images) is excluded whole:
+its links and contiguity cannot be trusted. Images are square RGB of any one size per run (256 px
+by default, or the ``--policy-image-size`` the run was recorded with); a dataset holds one size,
+and runs recorded at another size than the dataset's are excluded as ``image_size_mismatch``.
 
 These are rule set **v1** (:data:`RULES_V1`, the default). Rule set **v2** (:data:`RULES_V2`,
 upstream RPent's later rules, rpent_reference §5.1) keeps every executed action, scripted and
@@ -57,7 +59,8 @@ from rpent.recording import outcome as _outcome
 from rpent.recording.reader import TrajectoryRecord
 
 IMAGE_SHAPE = (256, 256, 3)
-"""Observation image shape the export requires (LIBERO policy cameras; product document 004)."""
+"""Default observation image shape (LIBERO policy cameras; product document 004); a run recorded with
+``--policy-image-size S`` carries (S, S, 3)."""
 
 RULES_V1 = "v1"
 RULES_V2 = "v2"
@@ -84,6 +87,7 @@ NO_QUALIFYING_ACTIONS = "no_qualifying_actions"
 NO_SUCCESS_STEP = "no_success_step"
 OBSERVATIONS_MISSING = "observations_missing"
 NO_TASK_LANGUAGE = "no_task_language"
+IMAGE_SIZE_MISMATCH = "image_size_mismatch"
 # Action-level exclusion reasons.
 NOT_VLA = "not_vla"
 MISSING_LINK = "missing_link"
@@ -119,7 +123,8 @@ REASON_TEXT = {
     CORRUPT_PREDICTIONS_LINE: "predictions.jsonl has a truncated or corrupt line",
     INVALID_ACTION_LINE: "actions.jsonl has a line with missing or malformed fields",
     INVALID_PREDICTION_LINE: "predictions.jsonl has a line with missing or malformed fields",
-    BAD_OBSERVATION: "an observation image is missing, unreadable or not 256x256 RGB",
+    BAD_OBSERVATION: "an observation image is missing, unreadable, not RGB or not the size of the run's other images",
+    IMAGE_SIZE_MISMATCH: "the run's observation images are of another size than the dataset's (one size per dataset)",
     NO_SUCCESS_STEP: "environment_success is true but no action has terminated=true (the success step is unknown)",
     OBSERVATIONS_MISSING: "an action to export has no images (record with --record-observations all)",
     NO_TASK_LANGUAGE: "task.json has no task_language (the frames' task string)",
@@ -143,7 +148,8 @@ class Frame:
 
     Attributes:
         seq: the action's line index in ``actions.jsonl``.
-        main, wrist: record-relative PNG paths (uint8 256x256x3, VLA orientation).
+        main, wrist: record-relative PNG paths (uint8 [S,S,3], VLA orientation; S = the run's
+            image size, :attr:`RunSelection.image_shape`).
         state: float32 [8] (eef pos m, axis-angle rad, gripper qpos m).
         action: float32 [7], environment units.
         task: the VLA instruction (v1) or the task language (v2); non-empty.
@@ -173,6 +179,7 @@ class RunSelection:
         outcome: the run's outcome as the rules read it: ``{"label", "label_source",
             "environment_success", "verdict", "disagreement", "source"}`` (None without task.json).
         disagreement_included: exported although the operator rejected it (``include_disagreements``).
+        image_shape: (H, W, 3) of every kept frame's images (None when nothing is kept).
     """
 
     record_dir: Path
@@ -183,6 +190,7 @@ class RunSelection:
     n_actions: int = 0
     outcome: dict | None = None
     disagreement_included: bool = False
+    image_shape: tuple[int, int, int] | None = None
 
     @property
     def exported(self) -> bool:
@@ -257,22 +265,39 @@ def check_prediction_line(i: int, p: dict) -> str | None:
     return None
 
 
-def image_problem(record_dir: Path, rel: str | None) -> str | None:
-    """Why the record-relative image ``rel`` cannot be a 256x256 RGB frame (decoded fully), or None."""
+def image_shape_problem(record_dir: Path, rel: str | None,
+                        expected: tuple[int, int, int] | None = None) -> tuple[str | None, tuple[int, int, int] | None]:
+    """Decode the record-relative image ``rel`` fully and check it.
+
+    Args:
+        expected: the (H, W, 3) it must have (the run's other images); None accepts any square RGB size.
+
+    Returns:
+        ``(problem, shape)``: ``problem`` is None for a square RGB PNG of the expected shape;
+        ``shape`` is its (H, W, channels) when the header could be read, else None.
+    """
     if rel is None:
-        return "no image recorded (null reference)"
+        return "no image recorded (null reference)", None
+    size = None
     try:
         path = layout.resolve_artifact(record_dir, rel)
         with Image.open(path) as im:
             size = (im.height, im.width, len(im.getbands()))
             if im.format != "PNG":
-                return f"{rel} is {im.format}, not PNG"
-            if im.mode != "RGB" or size != IMAGE_SHAPE:
-                return f"{rel} is {im.mode} {size}, expected RGB {IMAGE_SHAPE}"
+                return f"{rel} is {im.format}, not PNG", size
+            if im.mode != "RGB" or im.height != im.width:
+                return f"{rel} is {im.mode} {size}, expected square RGB (S, S, 3)", size
+            if expected is not None and size != tuple(expected):
+                return f"{rel} is {size}, but the run's other images are {tuple(expected)}", size
             im.load()  # decode it all: a truncated or corrupt PNG fails here, not in the middle of the write
     except (OSError, ValueError, SyntaxError) as e:
-        return f"{rel}: {e}"
-    return None
+        return f"{rel}: {e}", size
+    return None, size
+
+
+def image_problem(record_dir: Path, rel: str | None, expected: tuple[int, int, int] | None = None) -> str | None:
+    """Why the record-relative image ``rel`` cannot be a training frame (see :func:`image_shape_problem`), or None."""
+    return image_shape_problem(record_dir, rel, expected)[0]
 
 
 def select_run(record: TrajectoryRecord, rules: str = RULES_V1, *, include_disagreements: bool = False) -> RunSelection:
@@ -364,13 +389,16 @@ def _run_level(record: TrajectoryRecord, sel: RunSelection) -> RunSelection | No
 
 
 def _check_images(rd: Path, sel: RunSelection, episodes: list[list[Frame]]) -> bool:
+    shape = None
     for ep in episodes:
         for fr in ep:
             for rel in (fr.main, fr.wrist):
-                problem = image_problem(rd, rel)
+                problem, seen = image_shape_problem(rd, rel, shape)
                 if problem:
                     sel.exclude_run(BAD_OBSERVATION, f"action seq {fr.seq}: {problem}")
                     return False
+                shape = shape or seen
+    sel.image_shape = shape
     return True
 
 

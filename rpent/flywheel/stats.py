@@ -13,9 +13,14 @@ of a 256x256 frame, 1/16 of the pixels, the same rows and columns in every frame
 is deterministic). Frame sampling, the statistics (``get_feature_stats``), their shapes, the
 ``/255`` normalisation to (3, 1, 1) per channel, ``count`` (= sampled frames) and the non-image
 features are lerobot's own, and lerobot aggregates the episodes (``aggregate_stats``) as
-always. Measured difference to lerobot's full-resolution figures: see
+always. Measured difference to the every-pixel figures: see
 ``tests/flywheel/test_flywheel_stats.py`` (mean/std/quantiles within 0.01 of the [0, 1] range
-on LIBERO-like frames; min/max can only be inside lerobot's range).
+on LIBERO-like frames; min/max can only be inside the every-pixel range).
+
+The frames go into the statistics as float64: lerobot 0.4.4 hands them over as uint8, and its
+running statistics square the batch (``batch**2``), which wraps around in uint8, so every camera's
+``std`` came out as 0 (a normaliser dividing by it blows the images up). ``--image-stats full``
+therefore also runs :func:`image_episode_stats`, with stride 1 (every pixel).
 
 :func:`sampled_image_stats` swaps it in for the duration of one ``save_episode`` call.
 """
@@ -23,6 +28,7 @@ on LIBERO-like frames; min/max can only be inside lerobot's range).
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Iterator
 
@@ -33,6 +39,7 @@ PIXEL_STRIDE = 4
 """Row and column stride of the pixel sample (256x256 -> 64x64)."""
 
 _PATCH_LOCK = threading.Lock()
+_PATCH_LOCK_VIDEO = threading.Lock()  # the video encoder patch of rpent.flywheel.dataset
 
 
 def image_episode_stats(paths: list[str], stride: int = PIXEL_STRIDE) -> dict[str, np.ndarray]:
@@ -63,11 +70,14 @@ def image_episode_stats(paths: list[str], stride: int = PIXEL_STRIDE) -> dict[st
         if frames is None:
             frames = np.empty((len(idx), *a.shape), dtype=np.uint8)
         frames[i] = a
-    st = get_feature_stats(frames, axis=(0, 2, 3), keepdims=True)
+    # float64, not uint8: lerobot's running statistics square the batch, which wraps around in uint8
+    # (std then comes out as 0)
+    st = get_feature_stats(frames.astype(np.float64), axis=(0, 2, 3), keepdims=True)
     return {k: v if k == "count" else np.squeeze(v / 255.0, axis=0) for k, v in st.items()}
 
 
-def episode_stats(episode_data: dict, features: dict, quantile_list: list[float] | None = None) -> dict:
+def episode_stats(episode_data: dict, features: dict, quantile_list: list[float] | None = None,
+                  stride: int = PIXEL_STRIDE) -> dict:
     """lerobot's ``compute_episode_stats`` with the camera features from :func:`image_episode_stats`.
 
     Args:
@@ -75,6 +85,7 @@ def episode_stats(episode_data: dict, features: dict, quantile_list: list[float]
         features: the dataset's features.
         quantile_list: passed to lerobot for the non-image features; the camera features use
             lerobot's default quantiles (1, 10, 50, 90, 99 %).
+        stride: pixel stride of the camera statistics (1: every pixel).
 
     Returns:
         ``{feature: stats}`` as lerobot's ``compute_episode_stats`` returns it.
@@ -84,13 +95,13 @@ def episode_stats(episode_data: dict, features: dict, quantile_list: list[float]
     cams = {k for k in episode_data if features.get(k, {}).get("dtype") in ("image", "video")}
     out = compute_episode_stats({k: v for k, v in episode_data.items() if k not in cams}, features, quantile_list)
     for k in cams:
-        out[k] = image_episode_stats(list(episode_data[k]))
+        out[k] = image_episode_stats(list(episode_data[k]), stride=stride)
     return out
 
 
 @contextlib.contextmanager
-def sampled_image_stats() -> Iterator[None]:
-    """Make ``LeRobotDataset.save_episode`` use :func:`episode_stats` while the block runs.
+def sampled_image_stats(stride: int = PIXEL_STRIDE) -> Iterator[None]:
+    """Make ``LeRobotDataset.save_episode`` use :func:`episode_stats` (with ``stride``) while the block runs.
 
     lerobot's writer calls the ``compute_episode_stats`` name of its ``lerobot_dataset`` module;
     that name is rebound for the block (under a lock, so two exports in one process take turns)
@@ -100,7 +111,7 @@ def sampled_image_stats() -> Iterator[None]:
 
     with _PATCH_LOCK:
         original = lds.compute_episode_stats
-        lds.compute_episode_stats = episode_stats
+        lds.compute_episode_stats = functools.partial(episode_stats, stride=stride)
         try:
             yield
         finally:

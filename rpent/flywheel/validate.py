@@ -12,7 +12,7 @@ the findings (``check``):
   listed as executed and claimed once, and the prediction's executed row equals the action;
   every prediction's ``n_executed`` equals the actions that claim it; every action's ``call_id``
   has a ``tool_call`` line in ``planners.jsonl``.
-- ``observations``: each image an action references exists and decodes as 256x256 RGB; with
+- ``observations``: each image an action references exists and decodes as square RGB of the record's one size; with
   ``capture.observations == "all"`` every action references both images.
 - ``success``: ``environment_success == true`` has a step with ``terminated == true`` (the
   evidence rule set v2 cuts at); ``false`` has none.
@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from rpent.flywheel import runcheck
-from rpent.flywheel.selection import check_action_line, check_prediction_line, image_problem
+from rpent.flywheel.selection import check_action_line, check_prediction_line, image_shape_problem
 from rpent.recording import layout
 from rpent.recording.jsonl import read_jsonl
 from rpent.recording.outcome import label_exclusion, trajectory_outcome
@@ -163,6 +163,7 @@ def validate_record(record_dir: str | Path) -> dict:
 
     # observations
     all_obs = ((task or {}).get("capture") or {}).get("observations") == layout.OBSERVATIONS_ALL
+    shape = None  # every image of a record has the size of its first one
     for a in good_actions:
         for cam in layout.CAMERAS:
             ref = a["obs"].get(cam)
@@ -170,7 +171,8 @@ def validate_record(record_dir: str | Path) -> dict:
                 if a["source"] == layout.SOURCE_VLA or all_obs:
                     add("observations", f"action seq {a['seq']}: no {cam} image")
                 continue
-            problem = image_problem(rd, ref)
+            problem, seen = image_shape_problem(rd, ref, shape)
+            shape = shape or (seen if problem is None else None)
             if problem:
                 add("observations", f"action seq {a['seq']}: {problem}")
 

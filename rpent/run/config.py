@@ -86,6 +86,9 @@ class RunConfig:
         record_observations: ``"vla"`` (default: only VLA actions carry their policy images) or
             ``"all"`` (every executed action, scripted too: what the flywheel's rule set v2 exports;
             costs one two-camera render per scripted step, see docs/results/flywheel.md).
+        policy_image_size: edge (pixels) of the square main/wrist policy images the LIBERO env
+            server renders (``--policy-image-size``): VLA queries and recorded observations (default
+            256, LIBERO's).
         require_operator_verdict: ``finish`` refused until an operator verdict exists.
         video: write ``episode.mp4``.
         step_images: when the LIBERO toolkit renders a step's camera images (``--step-images``):
@@ -125,6 +128,7 @@ class RunConfig:
     code_max_calls: int = 100
     record_trajectory: bool = False
     record_observations: str = "vla"
+    policy_image_size: int = 256
     require_operator_verdict: bool = False
     video: bool = True
     step_images: str = "auto"

@@ -215,3 +215,18 @@ def test_pipeline_stage_num_defaults_to_two_and_is_bounded_by_the_workers():
     plain = load_eval_config(DEFAULT_CONFIG_NAME, [ENDPOINT, "env.eval.total_num_envs=4", "env.num_workers=2"])
     del plain.cfg.rollout["pipeline_stage_num"]
     assert build_settings(plain, cpu_count=2).env.pipeline_stage_num == 1
+
+
+def test_lerobot_config_holds_out_init_states_and_needs_a_checkpoint(tmp_path):
+    s = settings(ENDPOINT, name="libero_object_lerobot_eval")
+    assert s.policy.backend == "endpoint"  # an endpoint serves the lerobot checkpoint
+    assert s.env.init_state_ids == tuple(range(40, 50)) and s.env.policy_image_size == 0
+    assert s.env.ignore_terminations is False and s.model.num_action_chunks == 10
+    with pytest.raises(EvalConfigError, match="policy.backend=lerobot needs policy.checkpoint"):
+        settings(name="libero_object_lerobot_eval")
+    with pytest.raises(CheckpointError, match="holds no lerobot checkpoint"):
+        settings(f"policy.checkpoint={tmp_path}", name="libero_object_lerobot_eval")
+    with pytest.raises(EvalConfigError, match="init_state_ids"):
+        settings(ENDPOINT, "env.eval.init_state_ids=abc", name="libero_object_lerobot_eval")
+    with pytest.raises(EvalConfigError, match="policy_image_size"):
+        settings(ENDPOINT, "env.eval.policy_image_size=8", name="libero_object_lerobot_eval")

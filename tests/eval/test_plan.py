@@ -65,3 +65,13 @@ def test_budget_errors():
         plan(10, 3, 1)
     with pytest.raises(ValueError, match="task languages"):
         build_plan("s", [1, 2], ["a"], total_num_envs=1, num_workers=1, rollout_epoch=1)
+
+
+def test_held_out_init_states_only():
+    p = build_plan("libero_object", [50] * 10, [f"task {i}" for i in range(10)], total_num_envs=10, num_workers=2,
+                   rollout_epoch=10, init_state_ids=range(40, 50))
+    assert p.num_trajectories == 100
+    assert {(s.task_id, s.init_state_id) for s in p.slots} == {(t, r) for t in range(10) for r in range(40, 50)}
+    assert interleaved_pool([50, 45], [40, 47]) == [(0, 40), (1, 40), (0, 47)]
+    with pytest.raises(ValueError, match="no task has init states"):
+        interleaved_pool([10, 10], [40, 41])

@@ -58,9 +58,9 @@ class TruthAction:
     index_in_chunk: int | None
 
 
-def make_obs(k: int) -> dict:
-    """Deterministic, frame-distinct, compressible observation number ``k``."""
-    yy, xx = np.indices((256, 256))
+def make_obs(k: int, size: int = 256) -> dict:
+    """Deterministic, frame-distinct, compressible observation number ``k`` (images ``size`` px square)."""
+    yy, xx = np.indices((size, size))
     main = np.stack([(xx * 3 + k * 7) % 256, (yy * 5 + k * 11) % 256, ((xx + yy) + k * 13) % 256], -1).astype(np.uint8)
     wrist = np.stack([(yy * 2 + k * 17) % 256, (xx * 7 + k) % 256, ((xx * yy) // 64 + k * 3) % 256], -1).astype(np.uint8)
     state = (np.arange(8, dtype=np.float32) * 0.1 + np.float32(k) * np.float32(0.0137)).astype(np.float32)
@@ -81,6 +81,8 @@ def record_run(
     observations: str = "vla",
     success_seq: int | None = None,
     outcome: dict | None = None,
+    image_size: int = 256,
+    task_language: str = "open the top drawer",
 ) -> tuple[Path, list[TruthAction]]:
     """Record ``plan`` (module docstring); ``success_seq``: the action whose env step reports
     ``terminated=True`` (the first success; None: no action does); ``outcome``: the run layer's
@@ -89,7 +91,7 @@ def record_run(
     rng = np.random.default_rng(seed * 1000 + task + obs_offset)
     rec = TrajectoryRecorder(
         output_dir,
-        TaskInfo(robot=robot, suite=suite, task=task, seed=seed, task_language="open the top drawer",
+        TaskInfo(robot=robot, suite=suite, task=task, seed=seed, task_language=task_language,
                  planner="scripted", model=None),
         action_capture="full",
         observations=observations,
@@ -106,7 +108,7 @@ def record_run(
             rec.begin_tool_call(call_id, "move_to", {"xyz": [0.1, 0.2, 0.3]})
             rec.record_planner_event("text", {"text": "moving"})
             for _ in range(item[1]):
-                obs = make_obs(k)
+                obs = make_obs(k, image_size)
                 a = rng.uniform(-1, 1, 7).astype(np.float32)
                 # scripted steps are recorded state-only (no renders), as the toolkit does by default
                 full = observations == "all"
@@ -125,7 +127,7 @@ def record_run(
                 chunk = rng.uniform(-1, 1, (CHUNK, 7)).astype(np.float32)
                 pid = rec.begin_prediction(instruction, call_id, "pi0_pick", chunk)
                 for i in range(n_exec):
-                    obs = make_obs(k)
+                    obs = make_obs(k, image_size)
                     term = len(truth) == success_seq
                     seq = rec.record_action(chunk[i], obs, call_id=call_id, source="vla", pred_id=pid,
                                             index_in_chunk=i, reward=float(term), terminated=term, truncated=False,

@@ -1,4 +1,4 @@
-"""Sampled camera statistics (``rpent.flywheel.stats``) against lerobot's own full-resolution figures.
+"""Sampled camera statistics (``rpent.flywheel.stats``) against the every-pixel figures and lerobot's own.
 
 Frames are real PNG files written by the real ``TrajectoryRecorder``; the reference is lerobot
 0.4.4's ``compute_episode_stats`` over the same files; the export's ``meta/stats.json`` is read
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from PIL import Image
 
 from rpent.flywheel import export_records
 from rpent.flywheel.lerobot_compat import import_lerobot_dataset
@@ -30,8 +31,22 @@ def test_sampled_image_stats_are_close_to_lerobots_full_resolution_stats(tmp_pat
                 "state": {"dtype": "float32", "shape": (8,), "names": None}}
     paths = _frame_paths(d, "main")
     state = np.random.default_rng(0).normal(size=(8, 8)).astype(np.float32)
-    full = compute_episode_stats({"image": paths, "state": state}, features)
+    lerobot_full = compute_episode_stats({"image": paths, "state": state}, features)
+    full = episode_stats({"image": paths, "state": state}, features, stride=1)
     ours = episode_stats({"image": paths, "state": state}, features)
+    # lerobot 0.4.4 squares the uint8 frames (wraps around): its std is 0, ours is the real spread
+    assert (lerobot_full["image"]["std"] == 0).all()
+    assert (full["image"]["std"] > 0.05).all() and (ours["image"]["std"] > 0.05).all()
+    # lerobot's algorithm on float frames gives our every-pixel figures
+    from lerobot.datasets.compute_stats import get_feature_stats, sample_indices
+
+    frames = np.stack([np.asarray(Image.open(paths[i]).convert("RGB")).transpose(2, 0, 1)
+                       for i in sample_indices(len(paths))]).astype(np.float64)
+    ref = get_feature_stats(frames, axis=(0, 2, 3), keepdims=True)
+    for k in ("mean", "std", "min", "max"):
+        np.testing.assert_allclose(full["image"][k], np.squeeze(ref[k] / 255.0, axis=0), rtol=0, atol=1e-9, err_msg=k)
+    for k in ("mean", "min", "max", "q50"):  # uint8-safe figures agree with lerobot's own
+        np.testing.assert_allclose(full["image"][k], lerobot_full["image"][k], rtol=0, atol=1e-3, err_msg=k)
 
     assert set(ours) == set(full) and set(ours["image"]) == set(full["image"])
     for k, v in full["image"].items():
@@ -43,7 +58,7 @@ def test_sampled_image_stats_are_close_to_lerobots_full_resolution_stats(tmp_pat
     assert (ours["image"]["min"] >= full["image"]["min"]).all() and (ours["image"]["max"] <= full["image"]["max"]).all()
     for k, v in full["state"].items():  # non-image features: lerobot's own computation, unchanged
         np.testing.assert_array_equal(ours["state"][k], v)
-    # stride 1 is lerobot's figure exactly
+    # stride 1 is the every-pixel figure exactly
     one = image_episode_stats(paths, stride=1)
     for k, v in full["image"].items():
         np.testing.assert_allclose(one[k], v, rtol=0, atol=1e-12, err_msg=k)
@@ -62,4 +77,5 @@ def test_export_stats_sampled_vs_full(tmp_path, record_run):
     for feat in ("image", "wrist_image"):
         for k in ("mean", "std"):
             np.testing.assert_allclose(stats["sampled"][feat][k], stats["full"][feat][k], atol=0.01)
+        assert min(np.ravel(stats["full"][feat]["std"])) > 0.01, stats["full"][feat]["std"]
         assert stats["sampled"][feat]["count"] == stats["full"][feat]["count"] == [12]

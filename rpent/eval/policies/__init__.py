@@ -1,4 +1,4 @@
-"""Policy backends of ``rpent-eval``: in-process Pi0.5, ApxInf, or any ``vla.predict`` endpoint.
+"""Policy backends of ``rpent-eval``: in-process Pi0.5, ApxInf, a lerobot checkpoint, or any ``vla.predict`` endpoint.
 
 :func:`open_policy` picks one from :class:`~rpent.eval.settings.PolicySettings` (imports are lazy:
 the endpoint backend needs no torch, ApxInf needs ``apxinf_robo``).
@@ -27,6 +27,11 @@ def open_policy(settings: EvalSettings, logger: logging.Logger | None = None) ->
         options = {"noise_source": "observation"} if settings.model.noise_source == "observation" else None
         return EndpointPolicy(settings.policy.endpoint or "", settings.policy.timeout_s, options,
                               send_episode_keys=settings.policy.episode_keys)
+    if backend == "lerobot":
+        from rpent.eval.policies.lerobot import InProcessLerobotPolicy
+
+        return InProcessLerobotPolicy(settings.policy.checkpoint or "", settings.policy.device,
+                                      settings.model.num_action_chunks, logger)
     if backend == "apxinf":
         from rpent.eval.policies.apxinf import ApxInfPolicy
 

@@ -16,7 +16,7 @@ from rpent.rpc import RpcClient
 __all__ = ["EnvClient", "EnvMetaMismatch", "META_KEYS"]
 
 #: Keys of ``env.get_env_meta`` that must match exactly between client and server.
-META_KEYS = ("suite", "task", "seed", "max_episode_steps")
+META_KEYS = ("suite", "task", "seed", "max_episode_steps", "policy_image_size")
 
 
 class EnvMetaMismatch(RuntimeError):
@@ -28,8 +28,8 @@ class EnvClient:
 
     Args:
         endpoint: ``[http|socket://]HOST:PORT`` of a running env server.
-        expected: the episode this run needs, ``{suite, task, seed, max_episode_steps}``;
-            None skips the check.
+        expected: the episode this run needs, ``{suite, task, seed, max_episode_steps}`` and
+            optionally ``policy_image_size`` (px); None skips the check.
         timeout: default per-call timeout (s).
 
     Raises:

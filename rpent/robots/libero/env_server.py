@@ -4,7 +4,7 @@ Run::
 
     python -m rpent.robots.libero.env_server --suite libero_object --task 0 --seed 0 \\
         --max-episode-steps 10000 [--libero-type standard|pro] [--cuda-device K] \\
-        --transport http|socket --host 127.0.0.1 --port 0
+        [--policy-image-size 256] --transport http|socket --host 127.0.0.1 --port 0
 
 The server is **bound to one task**: it serves exactly one (suite, task, seed,
 max_episode_steps); clients check this with ``env.get_env_meta`` on connect
@@ -26,7 +26,7 @@ Methods (``ro`` = read-only: never advances physics):
                                   ``LiberoSim.step`` (RPC overhead = client time - sim_step_s)
 ``env.success``             ro    the BDDL success predicate evaluated now (bool)
 ``env.robot_obs``           ro    eef pos/quat/axis-angle, gripper qpos, 8-D state
-``env.policy_obs``          ro    main/wrist 256x256x3 uint8 in VLA orientation + 8-D state
+``env.policy_obs``          ro    main/wrist SxSx3 uint8 in VLA orientation + 8-D state (S = --policy-image-size, 256)
 ``env.render_camera``       ro    one camera: rgb (+ metric depth, + instance segmentation)
 ``env.camera_meta``         ro    intrinsics K, cam2world extrinsics (OpenCV), near/far
 ``env.capture``             ro    everything a toolkit step record needs, in one round trip
@@ -223,6 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="EGL device for rendering, checked against the EGL devices that exist (pins "
                         "MUJOCO_EGL_DEVICE_ID, drops CUDA_VISIBLE_DEVICES); default: derived from "
                         "MUJOCO_EGL_DEVICE_ID / CUDA_VISIBLE_DEVICES")
+    p.add_argument("--policy-image-size", type=int, default=256, metavar="PX",
+                   help="edge of the square main/wrist policy images (env.policy_obs, recorded observations) "
+                        "in pixels (default 256, LIBERO's; a policy trained on smaller renders, e.g. 128)")
     add_server_args(p)
     return p
 
@@ -254,6 +257,10 @@ def main(argv: list[str] | None = None, *, server_cls: type[EnvServer] | None = 
     if args.max_episode_steps < 1 or args.seed < 0:
         print("env_server: --max-episode-steps must be >= 1 and --seed >= 0", file=sys.stderr, flush=True)
         raise SystemExit(2)
+    if not 1 <= args.policy_image_size <= 2048:
+        print(f"env_server: --policy-image-size must be in 1..2048 pixels, got {args.policy_image_size}",
+              file=sys.stderr, flush=True)
+        raise SystemExit(2)
     from rpent.robots.libero.sim import LiberoSim, configure_rendering
 
     try:  # before robosuite loads: a bad EGL device is one line and exit 2, not a traceback
@@ -264,7 +271,8 @@ def main(argv: list[str] | None = None, *, server_cls: type[EnvServer] | None = 
     print(f"env_server: EGL rendering device: {choice.device if choice.device is not None else 'default'} "
           f"({choice.reason})", file=sys.stderr, flush=True)
     sim_thread = SimThread(lambda: LiberoSim(args.suite, args.task, args.seed, args.max_episode_steps,
-                                             libero_type, cuda_device=args.cuda_device))
+                                             libero_type, cuda_device=args.cuda_device,
+                                             policy_image_size=args.policy_image_size))
     server = (server_cls or EnvServer)(sim_thread)
     try:
         serve_from_args(server, args)

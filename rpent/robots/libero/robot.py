@@ -59,6 +59,9 @@ class LiberoRobot:
             argv += ["--libero-type", cfg.libero_type]
         if cfg.cuda_device is not None:
             argv += ["--cuda-device", str(cfg.cuda_device)]
+        size = getattr(cfg, "policy_image_size", 256)
+        if size != 256:
+            argv += ["--policy-image-size", str(size)]
         return ServiceSpec(name="env_server", argv=argv, endpoint=cfg.env_endpoint, transport=cfg.transport,
                            env={"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}, ready_timeout_s=300.0)
 
@@ -67,7 +70,8 @@ class LiberoRobot:
         from rpent.robots.libero.env_client import EnvClient
 
         return EnvClient(endpoint, expected={"suite": cfg.suite, "task": cfg.task, "seed": cfg.seed,
-                                             "max_episode_steps": cfg.max_episode_steps})
+                                             "max_episode_steps": cfg.max_episode_steps,
+                                             "policy_image_size": getattr(cfg, "policy_image_size", 256)})
 
     def toolkit_class(self):
         """:class:`rpent.robots.libero.toolkit.LiberoToolkit`."""

@@ -209,6 +209,10 @@ class LiberoSim:
             holds (default, interactive runs). Batch evaluation passes False to run every episode
             for ``max_episode_steps``, so ``success_at_end`` can differ from ``success_once``
             (seed 003's protocol); ``success`` still reports the predicate.
+        policy_image_size: edge (pixels) of the square main/wrist images :meth:`policy_obs`
+            renders (default :data:`POLICY_IMAGE_SIZE`, 256, LIBERO's). A policy trained on
+            smaller renders (e.g. 128 px: cheaper to render on a CPU) is served and recorded at
+            its own size, rendered directly rather than resized from 256.
 
     Raises:
         ValueError: unknown suite, task out of range, missing resources, bad arguments.
@@ -227,11 +231,13 @@ class LiberoSim:
         settle_steps: int = 10,
         cuda_device: int | None = None,
         terminate_on_success: bool = True,
+        policy_image_size: int = POLICY_IMAGE_SIZE,
     ) -> None:
         if isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, (int, np.integer)) or max_episode_steps < 1:
             raise ValueError(f"max_episode_steps must be a positive integer, got {max_episode_steps!r}")
         if isinstance(settle_steps, bool) or not isinstance(settle_steps, (int, np.integer)) or settle_steps < 0:
             raise ValueError(f"settle_steps must be a non-negative integer, got {settle_steps!r}")
+        self.policy_image_size = _check_size(policy_image_size, policy_image_size)[0]
         self.libero_type = suites.check_libero_type(libero_type)
         self.task_info = suites.task_info(suite, task, self.libero_type)
         self.init_state_id, self.init_state_global_id = suites.init_state_ids(self.task_info, seed)
@@ -284,7 +290,7 @@ class LiberoSim:
         Returns:
             ``{suite, task, seed, max_episode_steps, libero_type, init_state_id,
             init_state_global_id, n_init_states, init_state_sha256, settle_steps, task_language,
-            task_name}``; ``init_state_sha256`` is :func:`suites.init_state_sha256` of the init
+            task_name, policy_image_size}``; ``init_state_sha256`` is :func:`suites.init_state_sha256` of the init
             state actually loaded.
         """
         return {
@@ -300,6 +306,7 @@ class LiberoSim:
             "settle_steps": self.settle_steps,
             "task_language": self.task_language,
             "task_name": self.task_info.name,
+            "policy_image_size": self.policy_image_size,
         }
 
     def object_names(self) -> dict:
@@ -413,7 +420,7 @@ class LiberoSim:
         Args:
             actions: (n, 7) actions, n >= 1 (see :meth:`step`).
             return_all_frames: also render :meth:`policy_obs` after every executed step
-                (two 256 px renders per step; costly on CPU).
+                (two renders per step; costly on CPU).
         Returns:
             ``{"obs", "reward": float32[k], "terminated": bool[k], "truncated": bool[k],
             "success", "steps", "n_executed": k}`` (k <= n actions executed) plus
@@ -658,12 +665,13 @@ class LiberoSim:
         """The observation LIBERO VLAs take.
 
         Returns:
-            ``{"main_image": uint8[256,256,3], "wrist_image": uint8[256,256,3], "state": float32[8]}``;
-            images in VLA orientation (:func:`geometry.natural_to_policy`: openpi's 180-degree
+            ``{"main_image": uint8[S,S,3], "wrist_image": uint8[S,S,3], "state": float32[8]}`` with
+            S = ``policy_image_size`` (default 256); images in VLA orientation (:func:`geometry.natural_to_policy`: openpi's 180-degree
             rotation of robosuite's OpenGL frames), agentview and ``robot0_eye_in_hand``.
         """
-        main = self.render_camera("agentview", POLICY_IMAGE_SIZE, POLICY_IMAGE_SIZE)["rgb"]
-        wrist = self.render_camera("wrist", POLICY_IMAGE_SIZE, POLICY_IMAGE_SIZE)["rgb"]
+        size = self.policy_image_size
+        main = self.render_camera("agentview", size, size)["rgb"]
+        wrist = self.render_camera("wrist", size, size)["rgb"]
         return {
             "main_image": geometry.natural_to_policy(main),
             "wrist_image": geometry.natural_to_policy(wrist),
