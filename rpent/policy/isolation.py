@@ -143,13 +143,18 @@ def _join_cgroup(report: Report, procs_files: list[str]) -> None:
     if not procs_files:
         report.set("cgroup", False, "the parent could not create a pids+memory cgroup (see its reason in run.log)")
         return
-    try:
-        for path in procs_files:
+    joined, failed = [], []
+    for path in procs_files:              # each on its own: a refused cpu group keeps pids+memory
+        try:
             with open(path, "w") as f:
                 f.write(str(os.getpid()))
-        report.set("cgroup", True, ", ".join(os.path.dirname(p) for p in procs_files))
-    except OSError as exc:
-        report.set("cgroup", False, f"cannot join {path}: {exc.strerror or exc}")
+            joined.append(os.path.dirname(path))
+        except OSError as exc:
+            failed.append(f"cannot join {path}: {exc.strerror or exc}")
+    if failed:
+        report.set("cgroup", False, "; ".join(failed) + (f" (joined {', '.join(joined)})" if joined else ""))
+    else:
+        report.set("cgroup", True, ", ".join(joined))
 
 
 def _set_rlimits(report: Report, limits: dict[str, int]) -> None:

@@ -167,8 +167,15 @@ class WorkerProcess:
             layer["detail"] = self.cgroup_reason or layer.get("detail", "")
             notes[:] = [n for n in notes if not n.startswith("cgroup:")]
             notes.insert(0, f"cgroup: off: {self.cgroup_reason}")
-        if self.cgroup is not None and self.cgroup.cpu_cores is not None:
+        joined = bool(layers.get("cgroup", {}).get("on"))
+        if self.cgroup is not None and self.cgroup.cpu_cores is not None and joined:
             cpu = {"on": True, "detail": self.cgroup.cpu_note}
+        elif self.cgroup is not None and self.cgroup.cpu_cores is not None:
+            # The quota is set on the group, but binds only if the worker is in it.
+            cpu = {"on": False, "detail": f"{self.cgroup.cpu_note} is set, but the worker is not in that group "
+                                          f"({layers.get('cgroup', {}).get('detail', '')}); RLIMIT_CPU bounds each "
+                                          "process's CPU seconds only"}
+            notes.append(f"cpu_quota: off: {cpu['detail']}")
         else:
             why = self.cgroup.cpu_note if self.cgroup is not None else f"no cgroup ({self.cgroup_reason})"
             cpu = {"on": False, "detail": f"{why}; RLIMIT_CPU bounds each process's CPU seconds only"}

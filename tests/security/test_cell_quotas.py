@@ -121,3 +121,18 @@ def test_the_cells_cpu_is_capped_by_its_quota(make_runner):
     assert cores_used < 0.35, f"two busy processes used {cores_used:.2f} cores under a 0.2-core quota"
     saved = json.loads((runner.output_dir / result["result_path"]).read_text())
     assert saved["sandbox"]["isolation"]["layers"]["cpu_quota"]["on"]
+
+
+def test_a_refused_cgroup_file_turns_the_layer_off_and_keeps_the_others(tmp_path):
+    from rpent.policy.isolation import Report, _join_cgroup
+
+    ok = tmp_path / "pids" / "cgroup.procs"
+    ok.parent.mkdir()
+    ok.write_text("")
+    refused = tmp_path / "cpu" / "cgroup.procs"          # its folder does not exist: open() fails
+    report = Report()
+    _join_cgroup(report, [str(ok), str(refused)])
+    layer = report.layers["cgroup"]
+    assert not layer["on"]
+    assert f"cannot join {refused}" in layer["detail"] and str(ok.parent) in layer["detail"]
+    assert ok.read_text() == str(os.getpid())

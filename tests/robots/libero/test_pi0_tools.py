@@ -53,11 +53,12 @@ def vla_endpoint(start_rpc_server, checkpoints):
 def make_toolkit(env_endpoint, vla, tmp_path, record_trajectory: bool, video: bool = False):
     env = EnvClient(env_endpoint)
     env.reset()
+    record = RunRecord(tmp_path / "run", "object_t0_s0")  # first, as the runner does: it refuses a used folder
     recorder = None
     if record_trajectory:
         recorder = TrajectoryRecorder(tmp_path / "run", TaskInfo("libero", "libero_object", 0, 0, env.call("env.get_task_language", timeout=30.0), "scripted"),
                                       action_capture="full", background=False)
-    tk = LiberoToolkit(env, RunRecord(tmp_path / "run", "object_t0_s0"), vla=vla, recorder=recorder, video=video)
+    tk = LiberoToolkit(env, record, vla=vla, recorder=recorder, video=video)
     return tk, env, recorder
 
 
