@@ -15,7 +15,6 @@ Pure text processing (no simulator). Supported forms (case-insensitive; articles
 * two sentences joined by "and": "put the X on the Y and put the Z on the W"
 
 * "push the X to the front/back/left/right of the Y" (:class:`PushGoal`)
-* "stack the X on the Y (and place them in the Z)": X on Y (after Y in Z)
 
 Not supported (yield :class:`Unsupported` with the reason): placing into named regions ("to the right of the plate",
 "in the back compartment of the caddy", "in the bottom drawer").
@@ -188,7 +187,7 @@ _PATTERNS = [
 _SPATIAL_WORDS = {"under", "below", "above", "beneath", "behind", "left", "right", "front", "back", "near",
                   "between", "beside", "next", "middle", "center", "centre", "corner", "edge"}
 _COLOURS = {"yellow", "white", "black", "red", "blue", "green", "brown", "grey", "gray", "pink", "orange", "purple"}
-_SIDES = {"left": "left", "right": "right", "front": "front", "back": "back", "rear": "back", "middle": "middle"}
+_SIDES = {"left": "left", "right": "right", "front": "front", "back": "back", "rear": "back"}
 
 
 def parse_object_phrase(phrase: str) -> tuple[str, Qualifier | None] | Unsupported:
@@ -208,11 +207,6 @@ def parse_object_phrase(phrase: str) -> tuple[str, Qualifier | None] | Unsupport
             return Unsupported(f"cannot read the negated qualifier in {phrase!r}", phrase)
         q = inner[1]
         return inner[0], Qualifier(q.relation, q.refs, f"not {q.text}", negated=True)
-    m = re.match(r"^(?P<head>.+?)\s+(?:that is\s+|which is\s+)?(?:at|on|in|to)\s+(?:the\s+)?(?P<side>left|right|front|back|rear|"
-                 r"middle)(?:\s+(?:hand\s+)?side)?$", p)
-    if m:  # "the butter at the back", "the bowl on the left", "the book in the middle"
-        side = _SIDES[m.group("side")]
-        return strip_articles(m.group("head")), Qualifier(side, (), f"{m.group('side')}")
     m = re.match(r"^(?P<head>.+?)\s+(?:that is\s+|which is\s+)?(?:to the\s+|on the\s+|in\s+)?(?P<side>left|right|front|back)\s+of\s+"
                  r"(?P<rest>.+)$", p) or re.match(r"^(?P<head>.+?)\s+(?P<side>behind)\s+(?P<rest>.+)$", p)
     if m:
@@ -301,7 +295,7 @@ def _single(text: str, instruction: str) -> PickPlaceGoal | Unsupported:
 _BESIDE = re.compile(
     r"^(?:(?:pick up|pick|grab|lift|take|get)\s+(?P<obj1>.+?)\s+and\s+(?:place|put|set|move)\s+(?:it\s+)?|"
     r"(?:put|place|move|set)\s+(?P<obj2>.+?)\s+)"
-    r"(?:(?:to|on|at)\s+(?:the\s+)?(?P<side>left|right|front|back|rear)\s+(?:hand\s+)?(?:side\s+)?of|in\s+front\s+of|behind)"
+    r"(?:(?:to|on|at)\s+(?:the\s+)?(?P<side>left|right)\s+(?:hand\s+)?(?:side\s+)?of|in\s+front\s+of|behind)"
     r"\s+(?P<tgt>.+)$")
 
 
@@ -311,7 +305,7 @@ def _beside(text: str, instruction: str) -> PickPlaceGoal | Unsupported | None:
     m = _BESIDE.match(text)
     if m is None:
         return None
-    side = {"rear": "back"}.get(m.group("side") or "", m.group("side")) or ("front" if " in front of " in f" {text} " else "back")
+    side = m.group("side") or ("front" if " in front of " in f" {text} " else "back")
     obj, tgt = parse_object_phrase(m.group("obj1") or m.group("obj2")), parse_object_phrase(m.group("tgt"))
     for part in (obj, tgt):
         if isinstance(part, Unsupported):
@@ -392,31 +386,6 @@ def _fixture_plan(text: str, instruction: str) -> TaskPlan | Unsupported | None:
     return TaskPlan(tuple(steps), instruction)
 
 
-_STACK = re.compile(r"^stack\s+(?P<a>.+?)\s+(?:on top of|onto|on|in|into)\s+(?P<b>.+?)"
-                    r"(?:\s+and\s+(?:place|put|move|set)\s+(?:them|both|the stack)\s+(?P<rel>in|into|inside|on|onto|on top of)\s+(?P<c>.+))?$")
-
-
-def _stack_plan(text: str, instruction: str) -> TaskPlan | Unsupported | None:
-    """"stack the X on the Y" -> put X on Y; "stack the X on the Y and place them in the Z" ->
-    put Y in Z, then X on Y (the same end state, without lifting a stack: a rim grasp on the
-    lower of two nested bowls would close on the upper one's rim). None when not a stack."""
-    m = _STACK.match(text)
-    if m is None:
-        return None
-    a, b = parse_object_phrase(m.group("a")), parse_object_phrase(m.group("b"))
-    for part in (a, b):
-        if isinstance(part, Unsupported):
-            return Unsupported(part.reason, instruction)
-    on_b = PickPlaceGoal(a[0], b[0], "on", instruction, a[1], b[1])
-    if m.group("c") is None:
-        return TaskPlan((on_b,), instruction)
-    c = parse_object_phrase(m.group("c"))
-    if isinstance(c, Unsupported):
-        return Unsupported(c.reason, instruction)
-    rel = "in" if m.group("rel") in ("in", "into", "inside") else "on"
-    return TaskPlan((PickPlaceGoal(b[0], c[0], rel, instruction, b[1], c[1]), on_b), instruction)
-
-
 def parse_task(instruction: str) -> TaskPlan | Unsupported:
     """Parse an instruction into a :class:`TaskPlan` (one or more pick-and-place steps).
 
@@ -429,9 +398,6 @@ def parse_task(instruction: str) -> TaskPlan | Unsupported:
     text = clean_text(instruction)
     if not text:
         return Unsupported("empty instruction", instruction)
-    stack = _stack_plan(text, instruction)
-    if stack is not None:
-        return stack
     fixture = _fixture_plan(text, instruction)
     if fixture is not None:
         return fixture

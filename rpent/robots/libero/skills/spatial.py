@@ -15,18 +15,14 @@ is around the origin). Rules (xy distances between estimate centres):
   For ``on``, those whose top stands ``ON_ABOVE`` above A's top come first (and a raised one
   lower than A's top is left out: it is in A, not on it).
 * ``left_of`` / ``right_of`` / ``front_of`` / ``behind`` A: the candidate nearest the point
-  ``SIDE_OFFSET`` m from A in that direction (-y / +y / +x / -x; see ``left`` below).
+  ``SIDE_OFFSET`` m from A in that direction (-y / +y / -x / +x; see ``left`` below).
 * ``center``: the candidate nearest the table centre (0, 0).
 * negated ("not between ..."): the first other candidate than the one designated.
 * ``left`` / ``right``: smallest / largest y. LIBERO's instructions speak from the agentview
   camera, which faces the robot: "left" is world -y (libero_10 task 4: the BDDL's
   ``plate_left_region`` holds the plate at y = -0.30, the other one is at y = +0.29).
-  ``front`` / ``back``: largest / smallest x: the front is the side nearer the agentview
-  camera, the back the robot's side (libero_90's kitchen scenes: ``akita_black_bowl_front_init_region``
-  at x 0.075-0.125 m, ``..._back_init_region`` at -0.175 to -0.125 m, ``porcelain_mug_front_region``
-  0.1 m further along +x than the mug it is in front of).
-* ``middle``: the candidate nearest the centroid of all candidates (libero_90's three bowls in
-  a row: front, middle and back init regions).
+  ``front`` / ``back``: smallest / largest x (the robot's side first; not checked against a
+  LIBERO task).
 """
 
 from __future__ import annotations
@@ -55,7 +51,7 @@ ON_FARTHER = 0.15
 ON_ABOVE = 0.01
 #: distance (m) from a reference at which "left of / right of / in front of / behind" looks for the object.
 SIDE_OFFSET = 0.10
-_SIDE_DIRS = {"left_of": (0.0, -1.0), "right_of": (0.0, 1.0), "front_of": (1.0, 0.0), "behind": (-1.0, 0.0)}
+_SIDE_DIRS = {"left_of": (0.0, -1.0), "right_of": (0.0, 1.0), "front_of": (-1.0, 0.0), "behind": (1.0, 0.0)}
 
 
 def _dxy(a: Sequence[float], b: Sequence[float]) -> float:
@@ -107,13 +103,9 @@ def resolve_qualifier(qualifier: Qualifier, candidates: Sequence[ObjectEstimate]
     if rel == "right":
         return max(idx, key=lambda i: c[i][1])
     if rel == "front":
-        return max(idx, key=lambda i: c[i][0])
-    if rel == "back":
         return min(idx, key=lambda i: c[i][0])
-    if rel == "middle":
-        cx = sum(p[0] for p in c) / len(c)
-        cy = sum(p[1] for p in c) / len(c)
-        return min(idx, key=lambda i: _dxy(c[i], (cx, cy)))
+    if rel == "back":
+        return max(idx, key=lambda i: c[i][0])
     if rel in _SIDE_DIRS:
         ref = refs[qualifier.refs[0]].center
         d = _SIDE_DIRS[rel]
