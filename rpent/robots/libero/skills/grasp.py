@@ -20,7 +20,7 @@ import numpy as np
 
 from rpent.robots.libero.skills.estimate import ObjectEstimate
 
-__all__ = ["StrategyParams", "plan_grasp", "needs_rim_grasp", "handle_point", "pan_handle", "GRIPPER_MAX_OPENING", "RIM_INSET", "RIM_DEPTH", "Box",
+__all__ = ["StrategyParams", "plan_grasp", "min_opening", "needs_rim_grasp", "handle_point", "pan_handle", "GRIPPER_MAX_OPENING", "RIM_INSET", "RIM_DEPTH", "Box",
            "box_from_part", "column_blocked"]
 
 #: Full opening of the Panda gripper (m), measured in LIBERO (``gripper_opening`` fully open).
@@ -91,6 +91,9 @@ class StrategyParams:
     #: bowl: 0.0079 m right after closing, 0.0035 m after the lift; empty grips read 0.0010-0.0014 m;
     #: whether 0.0035 m still held the bowl was not verified)
     grasped_min_opening_rim: float = 0.0022
+    #: the same for a flat grasp (a plate's lip: 0.0042-0.0059 m while held, measured on libero_goal's
+    #: plate; an empty grip that lost it read 0.0019 m while still closing)
+    grasped_min_opening_flat: float = 0.003
     #: opening (m) above which the fingers did not close at all (the widest grasp, a rim, is < 0.066 m;
     #: observed 0.0755 m after a close that met nothing at a descent that stopped 9 cm high)
     grasped_max_opening: float = 0.072
@@ -123,6 +126,13 @@ class StrategyParams:
     pan_grip_depth: float = 0.015
     pan_grip_min: float = 0.035
     pan_grip_fraction: float = 0.4
+
+
+def min_opening(kind: str, params: StrategyParams = StrategyParams()) -> float:
+    """Gripper opening (m) below which a grasp of ``kind`` (:func:`plan_grasp`) holds nothing."""
+    if kind == "flat":
+        return params.grasped_min_opening_flat
+    return params.grasped_min_opening_rim if kind == "rim" else params.grasped_min_opening
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import numpy as np
 
 from rpent.robots.libero import control
 from rpent.robots.libero.skills.estimate import PARTIAL_VIEW, ObjectEstimate, refine_estimate
-from rpent.robots.libero.skills.grasp import FLAT_PRESS_STEPS, Box, StrategyParams, column_blocked, plan_grasp
+from rpent.robots.libero.skills.grasp import FLAT_PRESS_STEPS, Box, StrategyParams, column_blocked, min_opening, plan_grasp
 
 __all__ = ["StrategyParams", "plan_grasp", "xy_waypoints", "Executor", "InProcessExecutor", "pick_and_place"]
 
@@ -272,7 +272,7 @@ def pick_and_place(
     if not travel("lift", [gx, gy, carry_z], control.GRIPPER_CLOSE, step_clip=0.02, max_steps=120):
         return finish("lift", _why(ex.current_state(), phases))
     opening = control.gripper_opening(control.robot_state(ex.current_state())["gripper_qpos"])
-    if opening < (params.grasped_min_opening_rim if grasp["kind"] in ("rim", "flat") else params.grasped_min_opening):
+    if opening < min_opening(grasp["kind"], params):
         return finish("lift", f"grasp came up empty (gripper opening {opening:.4f} m)")
     if opening > params.grasped_max_opening:
         return finish("lift", f"the gripper did not close (opening {opening:.4f} m): nothing between the fingers")
@@ -312,6 +312,11 @@ def pick_and_place(
             return finish("transport", _why(ex.current_state(), phases))
     if not travel("transport", [tx, ty, carry_z], control.GRIPPER_CLOSE, yaw=carry_yaw, max_steps=120):
         return finish("transport", _why(ex.current_state(), phases))
+    # the object may have slipped out on the way (a plate held by its lip): say so rather than
+    # lower and open an empty hand
+    opening = control.gripper_opening(control.robot_state(ex.current_state())["gripper_qpos"])
+    if opening < min_opening(grasp["kind"], params):
+        return finish("transport", f"the object slipped out of the gripper on the way (gripper opening {opening:.4f} m)")
     # 6. lower to the release height
     clearance = params.release_clearance_in if relation == "in" else params.release_clearance_on
     release_z = target.top_z + hang + clearance
