@@ -191,6 +191,7 @@ class ScriptedPlanner:
         import dataclasses
 
         from rpent.robots.libero.skills import layout
+        from rpent.robots.libero.skills.grasp import base_from_home
 
         placed: set[str] = set()
         placed_tops: dict[tuple, float] = {}  # target key -> top z (m) of what was put there
@@ -292,7 +293,8 @@ class ScriptedPlanner:
                                               carry_over=placed_tops.get(key),
                                               release_top=target.support[2] if (goal.target_part is not None
                                               or goal.target_compartment is not None)
-                                              and target.support is not None else None, align_yaw=align)
+                                              and target.support is not None else None, align_yaw=align,
+                                              base_xy=None if home is None else base_from_home(home))
             placed.add(picked.object_name)
             placed_tops[key] = max(placed_tops.get(key, -1e9), target.top_z + picked.obj.height)
             if toolkit.solved():

@@ -93,6 +93,7 @@ def pick_and_place(
     boxes: Sequence[Box] = (),
     align_yaw: float | None = None,
     clutter: np.ndarray | None = None,
+    base_xy: Sequence[float] | None = None,
 ) -> dict:
     """Run approach / (relocate) / descend / close / lift / transport / lower / release / retreat.
 
@@ -134,6 +135,10 @@ def pick_and_place(
             the route and height :func:`~rpent.robots.libero.skills.clutter.carry_route`
             chooses for the object's centre (an L-shaped detour round a tall neighbour,
             carried over a shorter one) instead of the straight line.
+        base_xy: optional world xy (m) of the robot's base
+            (:func:`~rpent.robots.libero.skills.grasp.base_from_home`): the grasp's yaw keeps the
+            wrist off its limit at the grasp and at the place
+            (:func:`~rpent.robots.libero.skills.grasp.wrist_fold`).
     Returns:
         ``{"success": bool (the env's predicate as last reported), "stage": last stage,
         "env_steps": int | None (steps taken, when the executor counts them), "phases":
@@ -180,7 +185,8 @@ def pick_and_place(
         return True
 
     s0 = control.robot_state(ex.current_state())
-    grasp = plan_grasp(obj, control.eef_yaw(s0["eef_quat"]), params, obstacles, boxes, target.center[:2], clutter)
+    grasp = plan_grasp(obj, control.eef_yaw(s0["eef_quat"]), params, obstacles, boxes, target.center[:2], clutter,
+                       base_xy)
     gx, gy, gz = (float(v) for v in grasp["xyz"])
     hang = gz - obj.bottom_z  # object bottom below the eef while carried
     carry_z = max(params.min_carry_z, target.top_z + hang + params.carry_clearance, grasp["approach_z"])
@@ -222,7 +228,7 @@ def pick_and_place(
                 obj = dataclasses.replace(obj, major_extent=max(obj.major_extent, coarse.major_extent),
                                           minor_extent=max(obj.minor_extent, coarse.minor_extent))
             grasp = plan_grasp(obj, control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"]), params,
-                               obstacles, boxes, target.center[:2], clutter)
+                               obstacles, boxes, target.center[:2], clutter, base_xy)
             gx, gy, gz = (float(v) for v in grasp["xyz"])
             hang = gz - obj.bottom_z
             carry_z = max(params.min_carry_z, target.top_z + hang + params.carry_clearance, grasp["approach_z"],
