@@ -56,6 +56,9 @@ LOOK_REACH_Z = 1.30
 LOOK_SKIP_EXTENT = 0.14
 
 
+#: what a cabinet stands on lies this far (m) under its lowest drawer's box (LIBERO's wooden
+#: cabinet: bottom drawer box from 0.913 m, the table at 0.90-0.905 m).
+FLOOR_BELOW_DRAWER = 0.01
 #: pick-and-place attempts a step makes again when the object was lost (the grasp came up empty,
 #: or the object slipped out on the way), from a new look at the scene.
 STEP_RETRIES = 2
@@ -510,8 +513,12 @@ class ScriptedPlanner:
         if goal.action in ("turn_on", "turn_off"):
             _, part, read = scene.find_fixture_part(call, goal.fixture_phrase, (), "hinge")
             return fixtures.turn_knob(ex, part, read, on=goal.action == "turn_on")
-        _, part, read = scene.find_fixture_part(call, goal.fixture_phrase, goal.part_words, "slide")
-        return (fixtures.open_drawer if goal.action == "open" else fixtures.close_drawer)(ex, part, read)
+        fx, part, read = scene.find_fixture_part(call, goal.fixture_phrase, goal.part_words, "slide")
+        if goal.action == "open":
+            # what the cabinet stands on: just under its lowest drawer's box
+            boxes = [p["min"][2] for p in (call("view_fixtures", {}).get("fixtures") or {}).get(fx, []) if p.get("min")]
+            return fixtures.open_drawer(ex, part, read, floor_z=min(boxes) - FLOOR_BELOW_DRAWER if boxes else None)
+        return fixtures.close_drawer(ex, part, read)
 
     @classmethod
     def _finish_or_give_up(cls, call, result: PlannerResult, status: str, summary: str) -> None:

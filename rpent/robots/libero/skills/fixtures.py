@@ -28,11 +28,11 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from rpent.robots.libero import control
-from rpent.robots.libero.skills.grasp import ROBOT_BASE_XY
+from rpent.robots.libero.skills.grasp import HAND_HALF_LENGTH, ROBOT_BASE_XY
 from rpent.robots.libero.skills.motion import Executor, xy_waypoints
 
 __all__ = ["KNOB_ON", "turn_knob", "knob_off_goal", "knob_push_verdict", "close_drawer", "drawer_push_plan", "open_drawer",
-           "open_direction", "open_amount", "open_goal", "pull_verdict", "next_hold", "hook_plan", "part_by_words"]
+           "open_direction", "open_amount", "open_goal", "handle_reachable", "pull_verdict", "next_hold", "hook_plan", "part_by_words"]
 
 #: qpos (rad) at which LIBERO's flat stove counts as on (``default_turnon_ranges`` minimum).
 KNOB_ON = 0.5
@@ -632,8 +632,21 @@ def _hook_pull(run, travel, ex: Executor, part: Mapping[str, Any], read_part, go
     return verdict, opening
 
 
+def handle_reachable(part: Mapping[str, Any], floor_z: float | None) -> bool:
+    """Whether the horizontal grip of :func:`open_drawer` fits under a closed drawer's handle: the
+    Panda hand, pointing at the drawer with its fingers closing vertically, reaches
+    :data:`~rpent.robots.libero.skills.grasp.HAND_HALF_LENGTH` below the grip, which must stay
+    above ``floor_z`` (m, what the fixture stands on; None: not known, assumed reachable). Measured:
+    libero_goal_task t0's bottom drawer, handle 4.6 cm above the table, stopped the hand 5.7 cm
+    above the handle on every pull (and from above, the drawer over it covers its handle); the
+    middle drawer's, 11 cm up, is gripped."""
+    if floor_z is None or part.get("handle") is None:
+        return True
+    return float(part["handle"][2]) - HAND_HALF_LENGTH >= floor_z
+
+
 def open_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Mapping[str, Any] | None],
-                tries: int = DRAWER_PULL_TRIES) -> dict:
+                tries: int = DRAWER_PULL_TRIES, floor_z: float | None = None) -> dict:
     """Pull a drawer open, closed-loop on its joint, until it stands within
     :data:`DRAWER_OPEN_MARGIN` of its range's open end (:func:`open_goal`).
 
@@ -652,6 +665,9 @@ def open_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], M
     its closing line, met the stove behind it at -0.124 m) hooks the closed fingers inside
     the drawer's front from above (:func:`hook_plan`) and pulls on.
 
+    A closed drawer whose handle the hand cannot reach (:func:`handle_reachable` with
+    ``floor_z``, m: what the fixture stands on) is not tried: the result says why.
+
     Returns:
         ``{"success", "done" (opening >= open_goal), "stage", "phases", "reason"?, "qpos",
         "pulls": [verdict, ...]}``.
@@ -660,6 +676,12 @@ def open_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], M
     run, travel = _runner(ex, phases)
     if part.get("handle") is None:
         return _result(ex, phases, "drawer approach", False, "the drawer has no handle to pull")
+    if open_amount(part) < DRAWER_HOOK_MIN_OPEN and not handle_reachable(part, floor_z):
+        return {**_result(ex, phases, "drawer approach", False,
+                          f"its handle is {float(part['handle'][2]) - floor_z:.3f} m above what the cabinet stands on: "
+                          f"the hand, {2 * HAND_HALF_LENGTH:.2f} m along its closing axis, cannot grip it pointing at "
+                          "the drawer, and the drawer above covers it from above"), "qpos": float(part["qpos"]),
+                "pulls": []}
     d_open = open_direction(part)
     if abs(d_open[1]) < 0.9:
         return _result(ex, phases, "drawer approach", False,
