@@ -193,7 +193,7 @@ class ScriptedPlanner:
 
         import dataclasses
 
-        from rpent.robots.libero.skills import layout
+        from rpent.robots.libero.skills import laying, layout
         from rpent.robots.libero.skills.grasp import base_from_home
 
         placed: set[str] = set()
@@ -280,6 +280,19 @@ class ScriptedPlanner:
             if goal.target_side is not None:  # on the table beside the target
                 target = layout.beside_target(picked.target, picked.obj, goal.target_side)
                 where = f"on the table {goal.target_side} of {picked.target_name}"
+            lay = None  # a drawer too low for it to stand in: set it upright at one end, then tip it over
+            if goal.target_part is not None and goal.relation == "in":
+                _, drawer, _ = scene.find_fixture_part(call, goal.target_phrase, goal.target_part, "slide")
+                if laying.needs_laying(picked.obj, drawer):
+                    spot = laying.lay_spot(drawer, picked.obj)
+                    if spot is None:
+                        why = (f"the {goal.object_phrase} ({picked.obj.height:.2f} m tall) stands taller than the drawer "
+                               f"({laying.free_height(drawer):.2f} m free) and does not fit lying in it")
+                        say(f"{tag}: {why}.")
+                        return "failure", f"{tag} stopped at place: {why}"
+                    target, lay = spot
+                    where = (f"upright at the end of {picked.target_name} ({picked.obj.height:.2f} m tall, "
+                             f"{laying.free_height(drawer):.2f} m free in the drawer), to be tipped over along it")
             key = ScriptedPlanner._target_key(goal)
             if k - 1 in slots:
                 slot, count = slots[k - 1]
@@ -298,6 +311,11 @@ class ScriptedPlanner:
                                               or goal.target_compartment is not None)
                                               and target.support is not None else None, align_yaw=align,
                                               base_xy=None if home is None else base_from_home(home))
+            if lay is not None and outcome.get("stage") == "retreat" and not toolkit.solved():
+                tip = laying.tip_over(_ToolExecutor(call), (target.center[0], target.center[1]),
+                                      target.support[2] + picked.obj.height, lay)
+                say(f"{tag}: pushed the {goal.object_phrase}'s top over along the drawer "
+                    f"({'reached' if tip['reached'] else 'the push stopped short'}).")
             placed.add(picked.object_name)
             placed_tops[key] = max(placed_tops.get(key, -1e9), target.top_z + picked.obj.height)
             if toolkit.solved():
