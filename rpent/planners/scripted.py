@@ -26,6 +26,9 @@ import uuid
 from typing import Any
 
 from rpent.planners.base import Finish, PlannerConfig, PlannerResult, PlannerStats
+from rpent.planners.scripted_executor import Latest as _Latest
+from rpent.planners.scripted_executor import ToolExecutor as _ToolExecutor
+from rpent.planners.scripted_executor import needless_motion  # noqa: F401 (re-exported: tests, the planner's API)
 
 __all__ = ["ScriptedPlanner"]
 
@@ -54,6 +57,21 @@ LOOK_MAX_SHIFT = 0.08
 LOOK_REACH = 0.70
 LOOK_REACH_Z = 1.30
 LOOK_SKIP_EXTENT = 0.14
+
+
+#: what a cabinet stands on lies this far (m) under its lowest drawer's box (LIBERO's wooden
+#: cabinet: bottom drawer box from 0.913 m, the table at 0.90-0.905 m).
+FLOOR_BELOW_DRAWER = 0.01
+#: pick-and-place attempts a step makes again when the object was lost (the grasp came up empty,
+#: or the object slipped out on the way), from a new look at the scene.
+STEP_RETRIES = 2
+
+
+def _lost(outcome: dict) -> bool:
+    """True when a pick-and-place outcome says the gripper lost (or never held) the object."""
+    reason = str(outcome.get("reason") or "")
+    return outcome.get("stage") in ("lift", "transport") and (
+        "came up empty" in reason or "did not close" in reason or "slipped out" in reason)
 
 
 class _Stop(Exception):
@@ -178,14 +196,20 @@ class ScriptedPlanner:
 
         import dataclasses
 
-        from rpent.robots.libero.skills import layout
+        from rpent.robots.libero.skills import laying, layout
+        from rpent.robots.libero.skills.grasp import base_from_home
 
         placed: set[str] = set()
         placed_tops: dict[tuple, float] = {}  # target key -> top z (m) of what was put there
         targets: dict[str, Any] = {}  # target instance name -> its estimate when first used
+        pins: dict[tuple, str] = {}  # (phrase, qualifier) -> the instance an earlier step settled
         slots = ScriptedPlanner._slots(plan)
         n = len(plan.steps)
-        for k, goal in enumerate(plan.steps, 1):
+        retries: dict[int, int] = {}  # step -> pick-and-place attempts made again after the object was lost
+        k = 0
+        while k < n:
+            k += 1
+            goal = plan.steps[k - 1]
             tag = f"step {k}/{n} ({goal.describe()})" if n > 1 else goal.describe()
             if k > 1 and home is not None:
                 ScriptedPlanner._go_home(call, home)
@@ -202,6 +226,8 @@ class ScriptedPlanner:
                 except scene.NotFound as exc:
                     say(f"{tag}: {exc}")
                     return None, f"{tag}: {exc}"
+                if outcome.get("done") and k == n and not toolkit.solved():
+                    ScriptedPlanner._settle(call)  # the goal held before any step: let the env judge it
                 if toolkit.solved():
                     say("The environment reports success.")
                     return "success", "did: " + "; ".join(g.describe() for g in plan.steps[:k])
@@ -213,7 +239,7 @@ class ScriptedPlanner:
                     say(f"{tag}: done (joint at {outcome.get('qpos', float('nan')):.3f}).")
                 continue
             try:
-                picked = scene.localise_step(call, goal, exclude=placed)
+                picked = scene.localise_step(call, goal, exclude=placed, pins=pins)
             except scene.NotFound as exc:
                 say(f"{tag}: {exc}")
                 return None, f"{tag}: {exc}"
@@ -237,6 +263,11 @@ class ScriptedPlanner:
                     call, say, goal, picked, why="has compartments the front camera sees only from the side",
                     look=max(LOOK_HEIGHT, LOOK_SPAN * picked.target.major_extent))
             targets[picked.target_name] = picked.target
+            # an instance a qualifier singled out stays that instance in later steps
+            if goal.object_qualifier is not None:
+                pins.setdefault((goal.object_phrase, goal.object_qualifier), picked.object_name)
+            if goal.target_qualifier is not None and goal.target_part is None:
+                pins.setdefault((goal.target_phrase, goal.target_qualifier), picked.target_name)
             target, where = picked.target, f"{goal.relation} {picked.target_name}"
             params = strategy.StrategyParams()
             if rack:  # set it down upright in the rack's cradle, carried just above it
@@ -252,6 +283,19 @@ class ScriptedPlanner:
             if goal.target_side is not None:  # on the table beside the target
                 target = layout.beside_target(picked.target, picked.obj, goal.target_side)
                 where = f"on the table {goal.target_side} of {picked.target_name}"
+            lay = None  # a drawer too low for it to stand in: set it upright at one end, then tip it over
+            if goal.target_part is not None and goal.relation == "in":
+                _, drawer, _ = scene.find_fixture_part(call, goal.target_phrase, goal.target_part, "slide")
+                if laying.needs_laying(picked.obj, drawer):
+                    spot = laying.lay_spot(drawer, picked.obj)
+                    if spot is None:
+                        why = (f"the {goal.object_phrase} ({picked.obj.height:.2f} m tall) stands taller than the drawer "
+                               f"({laying.free_height(drawer):.2f} m free) and does not fit lying in it")
+                        say(f"{tag}: {why}.")
+                        return "failure", f"{tag} stopped at place: {why}"
+                    target, lay = spot
+                    where = (f"upright at the end of {picked.target_name} ({picked.obj.height:.2f} m tall, "
+                             f"{laying.free_height(drawer):.2f} m free in the drawer), to be tipped over along it")
             key = ScriptedPlanner._target_key(goal)
             if k - 1 in slots:
                 slot, count = slots[k - 1]
@@ -268,7 +312,13 @@ class ScriptedPlanner:
                                               carry_over=placed_tops.get(key),
                                               release_top=target.support[2] if (goal.target_part is not None
                                               or goal.target_compartment is not None)
-                                              and target.support is not None else None, align_yaw=align)
+                                              and target.support is not None else None, align_yaw=align,
+                                              base_xy=None if home is None else base_from_home(home))
+            if lay is not None and outcome.get("stage") == "retreat" and not toolkit.solved():
+                tip = laying.tip_over(_ToolExecutor(call), (target.center[0], target.center[1]),
+                                      target.support[2] + picked.obj.height, lay)
+                say(f"{tag}: pushed the {goal.object_phrase}'s top over along the drawer "
+                    f"({'reached' if tip['reached'] else 'the push stopped short'}).")
             placed.add(picked.object_name)
             placed_tops[key] = max(placed_tops.get(key, -1e9), target.top_z + picked.obj.height)
             if toolkit.solved():
@@ -278,6 +328,15 @@ class ScriptedPlanner:
                         g.describe() if isinstance(g, strategy.FixtureGoal) else f"put the {g.describe()}"
                         for g in plan.steps[:k])
                 return "success", "placed the " + " and the ".join(g.describe() for g in plan.steps[:k])
+            if _lost(outcome) and retries.get(k, 0) < STEP_RETRIES:
+                retries[k] = retries.get(k, 0) + 1
+                say(f"{tag}: {outcome.get('reason')}; looking for the {goal.object_phrase} again "
+                    f"(retry {retries[k]} of {STEP_RETRIES}).")
+                placed.discard(picked.object_name)
+                if home is not None:
+                    ScriptedPlanner._go_home(call, home)
+                k -= 1
+                continue
             if outcome.get("stage") != "retreat" or k == n:
                 reason = outcome.get("reason") or "task predicate not satisfied"
                 say(f"{tag} ended at stage '{outcome.get('stage')}' without success: {reason}")
@@ -446,6 +505,15 @@ class ScriptedPlanner:
                                 max_legs=push.PUSH_MAX_LEGS + push.PUSH_VIA_LEGS * (len(route) - 1))
 
     @staticmethod
+    def _settle(call) -> None:
+        """One env step that moves nothing (the gripper held as last commanded): LIBERO judges its
+        goal only after a step, so a fixture already in its goal state (a joint read there before
+        any motion) is reported solved only then."""
+        latest = getattr(call, "latest", None)
+        g = latest.gripper if latest is not None and latest.gripper is not None else -1.0
+        call("set_gripper", {"gripper": g, "steps": 1})
+
+    @staticmethod
     def _go_home(call, home) -> None:
         """Rise 5 cm, then move (in <= 0.25 m legs) to ``home`` with the gripper open, pointing down."""
         from rpent.robots.libero import control
@@ -466,8 +534,12 @@ class ScriptedPlanner:
         if goal.action in ("turn_on", "turn_off"):
             _, part, read = scene.find_fixture_part(call, goal.fixture_phrase, (), "hinge")
             return fixtures.turn_knob(ex, part, read, on=goal.action == "turn_on")
-        _, part, read = scene.find_fixture_part(call, goal.fixture_phrase, goal.part_words, "slide")
-        return (fixtures.open_drawer if goal.action == "open" else fixtures.close_drawer)(ex, part, read)
+        fx, part, read = scene.find_fixture_part(call, goal.fixture_phrase, goal.part_words, "slide")
+        if goal.action == "open":
+            # what the cabinet stands on: just under its lowest drawer's box
+            boxes = [p["min"][2] for p in (call("view_fixtures", {}).get("fixtures") or {}).get(fx, []) if p.get("min")]
+            return fixtures.open_drawer(ex, part, read, floor_z=min(boxes) - FLOOR_BELOW_DRAWER if boxes else None)
+        return fixtures.close_drawer(ex, part, read)
 
     @classmethod
     def _finish_or_give_up(cls, call, result: PlannerResult, status: str, summary: str) -> None:
@@ -509,106 +581,3 @@ class ScriptedPlanner:
     def _done(result: PlannerResult, t0: float) -> PlannerResult:
         result.stats.elapsed_s = round(time.monotonic() - t0, 3)
         return result
-
-
-def _state_of(view: dict) -> dict:
-    """Flat state (robot obs + episode flags) of a ``view_env_state`` answer or a ``state_after``."""
-    return {**view["state"], "terminated": view["terminated"], "truncated": view["truncated"],
-            "success": view["success"]}
-
-
-#: the motion tools' default gripper command (:mod:`rpent.robots.libero.toolkit.motion`)
-_GRIPPER_DEFAULT = {"move_to": -1.0, "move_pose": -1.0, "rotate_wrist": 1.0, "rotate_pitch": 1.0, "set_gripper": -1.0}
-
-
-class _Latest:
-    """The latest robot state seen in any tool answer of this run (``state_after`` of a motion
-    tool, or ``view_env_state`` of the latest step) and the last gripper command sent, so the
-    planner need not call ``view_env_state`` again to know where the arm is, and can leave out
-    motion calls that would not move it."""
-
-    def __init__(self) -> None:
-        self.state: dict[str, Any] | None = None
-        self.gripper: float | None = None  #: last gripper command (-1 open, +1 close) of a motion call
-        self.skipped = 0  #: motion calls left out because the arm was already there
-
-    def note(self, name: str, args: dict, res: dict) -> None:
-        """Update from one tool call and its answer."""
-        after = res.get("state_after")
-        if after:
-            self.state = _state_of(after)
-        elif name == "view_env_state" and "state" in res and args.get("step", -1) == -1:
-            self.state = _state_of(res)
-        if name in ("move_to", "move_pose", "rotate_wrist", "rotate_pitch", "set_gripper") and "error" not in res:
-            self.gripper = float(args.get("gripper", _GRIPPER_DEFAULT[name]))
-        elif name == "release" and "error" not in res:
-            self.gripper = -1.0
-
-
-def needless_motion(tool: str, args: dict, state: dict | None, gripper: float | None) -> dict | None:
-    """The answer of a motion call that would not move the arm, or None when it must be made.
-
-    A ``move_to`` whose target is already within its ``tol`` (default 0.012 m) of the eef, with
-    the yaw within 0.02 rad of ``target_yaw`` (the loop's own stop test,
-    :func:`rpent.robots.libero.control.move_to`) and the same gripper command as the last call,
-    and a ``rotate_wrist`` to a ``target_yaw`` already within its ``tol`` (default 0.02 rad) with
-    that gripper command, take 0 env steps but still cost a full step capture (two cameras with
-    depth and segmentation, ~0.3-2 s here); the planner leaves them out. Every other call is made.
-
-    Args:
-        tool, args: the call; state: latest flat state (``robot0_eef_pos``, ``robot0_eef_quat``
-            xyzw) or None; gripper: last gripper command sent (None: unknown).
-    Returns:
-        ``{"steps_used": 0, "reached": True, "skipped": reason}`` or None.
-    """
-    from rpent.robots.libero import control
-
-    if state is None or gripper is None or tool not in ("move_to", "rotate_wrist"):
-        return None
-    g = float(args.get("gripper", _GRIPPER_DEFAULT[tool]))
-    if g != gripper:
-        return None
-    rs = control.robot_state(state)
-    yaw_now = control.eef_yaw(rs["eef_quat"])
-    if tool == "rotate_wrist":
-        if args.get("target_yaw") is None or not control.angle_reached(yaw_now, float(args["target_yaw"]),
-                                                                        float(args.get("tol", 0.02))):
-            return None
-        return {"steps_used": 0, "reached": True, "final_yaw": yaw_now, "skipped": "the wrist is already at this yaw"}
-    if not control.position_reached(rs["eef_pos"], args["xyz"], float(args.get("tol", 0.012))):
-        return None
-    if args.get("target_yaw") is not None and not control.angle_reached(yaw_now, float(args["target_yaw"]), 0.02):
-        return None
-    return {"steps_used": 0, "reached": True, "final_eef_pos": [float(v) for v in rs["eef_pos"]],
-            "skipped": "the eef is already there"}
-
-
-class _ToolExecutor:
-    """Adapts tool calls to the strategy's executor interface (``run(tool, args) -> result``,
-    ``current_state()``), over the planner's ``call`` and its :class:`_Latest` state; motion
-    calls that would not move the arm (:func:`needless_motion`) are left out."""
-
-    def __init__(self, call, latest: _Latest | None = None) -> None:
-        self._call = call
-        self.latest = latest if latest is not None else getattr(call, "latest", None) or _Latest()
-
-    @property
-    def state(self) -> dict[str, Any] | None:
-        return self.latest.state
-
-    def run(self, tool: str, args: dict) -> dict:
-        skip = needless_motion(tool, args, self.latest.state, self.latest.gripper)
-        if skip is not None:
-            self.latest.skipped += 1
-            return skip
-        res = self._call(tool, args)
-        if not hasattr(self._call, "latest"):
-            self.latest.note(tool, args, res)
-        return res
-
-    def current_state(self) -> dict:
-        if self.latest.state is None:
-            res = self._call("view_env_state", {})
-            if not hasattr(self._call, "latest"):
-                self.latest.note("view_env_state", {}, res)
-        return self.latest.state

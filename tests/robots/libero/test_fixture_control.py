@@ -124,3 +124,14 @@ def test_knob_push_verdicts_on_recorded_traces():
 def test_constants_keep_their_documented_relations():
     assert fixtures.DRAWER_HOOK_MIN_OPEN > DRAWER_FRONT_DEPTH - 0.032 + 0.04  # room for the fingers
     assert 0 < fixtures.DRAWER_OPEN_MARGIN < 0.1 and fixtures.DRAWER_PULL_TRIES >= 2
+
+
+def test_a_bottom_drawers_handle_too_near_the_table_is_not_pulled():
+    # libero_goal_task t0 s0: the wooden cabinet's bottom drawer (view_fixtures), handle 4.6 cm above
+    # its box's bottom; the middle drawer's (libero_goal_swap t0) is 11 cm higher
+    bottom = {**MIDDLE_CLOSED, "part": "cabinet_bottom", "handle": [0.0422, -0.1426, 0.9461],
+              "min": [-0.067, -0.349, 0.9133], "max": [0.139, -0.1438, 0.9841]}
+    floor = 0.9133 - 0.01
+    assert not fixtures.handle_reachable(bottom, floor)
+    assert fixtures.handle_reachable(MIDDLE_CLOSED, floor)
+    assert fixtures.handle_reachable(bottom, None)  # nothing known about the floor: try it

@@ -1,23 +1,15 @@
-"""Articulated fixtures: turn a stove knob, open and close a drawer (motion plans over the executor).
+"""Articulated fixtures: turn a stove knob (motion plans over the executor); drawers are in
+:mod:`~rpent.robots.libero.skills.drawers` (re-exported here).
 
 The fixture's parts come from the ``view_fixtures`` tool (joint type, qpos, range, world
 joint axis, part origin, handle centre, part box; :meth:`LiberoSim.fixture_parts
 <rpent.robots.libero.sim.LiberoSim.fixture_parts>`). Conventions measured in LIBERO:
 
 * ``flat_stove``: knob ``button`` is a hinge about world +z with range [-0.005, 2.1] rad;
-  the stove is on at qpos >= 0.5 (``FlatStove.turn_on``). Its fins stand ~6 cm above the
-  table. :func:`turn_knob` finds the grip plate by probing descents around the axis, then
-  pushes its side along an arc with the closed gripper (no grasp: the plate is thin),
+  the stove is on at qpos >= 0.5 (``FlatStove.turn_on``), off below 0. Its fins stand ~6 cm
+  above the table. :func:`turn_knob` finds the grip plate by probing descents around the axis,
+  then pushes its side along an arc with the closed gripper (no grasp: the plate is thin),
   re-reading the joint between short pushes.
-* ``wooden_cabinet`` drawers: slide joints whose open range is negative (open at qpos <=
-  -0.14 m), so opening moves the drawer along ``-axis``. :func:`close_drawer` pushes the
-  drawer's front face back along ``+axis`` with the closed gripper pointing down, its
-  fingers closing across the push;
-  :func:`open_drawer` grips the handle bar with the gripper pointing horizontally at the
-  drawer and pulls, closed-loop on the joint, to within :data:`DRAWER_OPEN_MARGIN` of its
-  range's open end; a pull held back goes on with the closed fingers hooked inside the drawer's
-  front from above, a hand that slipped grips the handle again (:func:`pull_verdict`,
-  :func:`next_hold`, :func:`hook_plan`).
 """
 
 from __future__ import annotations
@@ -28,89 +20,22 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from rpent.robots.libero import control
+from rpent.robots.libero.skills.articulated import PartsFn, open_direction, part_by_words  # noqa: F401 (re-exported)
+from rpent.robots.libero.skills.articulated import phase_result as _result
+from rpent.robots.libero.skills.articulated import phase_runner as _runner
+from rpent.robots.libero.skills.drawers import *  # noqa: F401,F403 (re-exported: the drawer skills)
+from rpent.robots.libero.skills.drawers import (  # noqa: F401 (re-exported, not in drawers.__all__)
+    DRAWER_CLOSED, DRAWER_EXTRA_PUSHES, DRAWER_HOOK_HEIGHT, DRAWER_OPEN_MARGIN, DRAWER_PULL_LEG, DRAWER_PULL_TRIES,
+    DRAWER_PUSH_EDGE, DRAWER_PUSH_HEIGHT, DRAWER_PUSH_PAST, DRAWER_PUSH_TILT, DRAWER_SLIP, DRAWER_STALL)
 from rpent.robots.libero.skills.grasp import ROBOT_BASE_XY
-from rpent.robots.libero.skills.motion import Executor, xy_waypoints
+from rpent.robots.libero.skills.motion import Executor
 
-__all__ = ["KNOB_ON", "turn_knob", "knob_push_verdict", "close_drawer", "drawer_push_plan", "open_drawer",
-           "open_direction", "open_amount", "open_goal", "pull_verdict", "next_hold", "hook_plan", "part_by_words"]
+__all__ = ["KNOB_ON", "turn_knob", "knob_off_goal", "knob_push_verdict", "close_drawer", "drawer_push_plan", "open_drawer",
+           "open_direction", "open_amount", "open_goal", "handle_reachable", "pull_verdict", "next_hold", "hook_plan",
+           "part_by_words"]
 
 #: qpos (rad) at which LIBERO's flat stove counts as on (``default_turnon_ranges`` minimum).
 KNOB_ON = 0.5
-#: fraction of the open range a drawer is pulled to / pushed back from.
-DRAWER_TRAVEL = 0.17
-#: grip-site height (m) above a drawer's lowest point when pushing it shut (finger pads ~1.3 cm
-#: lower, palm ~2.3 cm higher: libero_10 t3's bottom drawer is 7 cm tall, the table 8 mm below it).
-DRAWER_PUSH_HEIGHT = 0.022
-#: distance (m) of the push point from the end of the drawer front nearest the robot base
-#: (pushed at the front's centre, the forearm (``robot0_link5``) met the cabinet's body at
-#: qpos -0.066 m with the grip site 4 cm above the table, libero_10 t3, seeds 0 and 1).
-DRAWER_PUSH_EDGE = 0.04
-#: how far (m) past the closed position of the part box's front (the handle's outer face) a push
-#: aims: beside the handle the panel is ~3 cm deeper (the push stops early once the joint reads closed).
-DRAWER_PUSH_PAST = 0.05
-#: qpos (m) from which a cabinet drawer counts as closed (LIBERO ``default_close_ranges`` [0, 0.005]
-#: of ``WoodenCabinet`` / ``WhiteCabinet``; 2 mm of margin).
-DRAWER_CLOSED = 0.002
-#: further 3 cm pushes from where the eef stands when the legs end short of closed (a leg
-#: counts as reached 1.2 cm before its goal: libero_10 t3 seed 2 stopped at qpos -0.002 m).
-DRAWER_EXTRA_PUSHES = 2
-#: pitch (rad) by which the closed fingertips lean into a drawer push (the hand, upright, met the
-#: front of the drawer above once the pushed front was 5 cm from shut: libero_10 t3, seed 0).
-DRAWER_PUSH_TILT = 0.6
-
-PartsFn = Callable[[], Mapping[str, list]]
-
-
-def part_by_words(parts: Mapping[str, list], fixture_words: tuple[str, ...], part_words: tuple[str, ...] = (),
-                  joint_type: str | None = None) -> tuple[str, dict] | None:
-    """Find a fixture part: the fixture whose name contains any of ``fixture_words`` and its
-    part whose part/joint name contains all ``part_words`` (e.g. ``("top",)``), of
-    ``joint_type`` when given. Returns ``(fixture name, part dict)`` or None."""
-    for fx, plist in parts.items():
-        if not any(w in fx for w in fixture_words):
-            continue
-        for p in plist:
-            if joint_type is not None and p.get("type") != joint_type:
-                continue
-            name = f"{p.get('part', '')} {p.get('joint', '')}"
-            if all(w in name for w in part_words):
-                return fx, p
-    return None
-
-
-def open_direction(part: Mapping[str, Any]) -> np.ndarray:
-    """World unit vector (3,) along which a slide part opens: ``-axis`` when its range is
-    mostly negative (LIBERO cabinets), else ``+axis``."""
-    axis = np.asarray(part["axis"], dtype=np.float64)
-    lo, hi = part["range"]
-    return -axis if abs(lo) > abs(hi) else axis
-
-
-def _runner(ex: Executor, phases: list[dict]):
-    def run(phase: str, tool: str, **args: Any) -> dict:
-        r = ex.run(tool, args)
-        phases.append({"phase": phase, "tool": tool,
-                       **{k: v for k, v in r.items() if k not in ("_images", "state_after")}})
-        return r
-
-    def travel(phase: str, goal, gripper: float, **kw: Any) -> bool:
-        pos = control.robot_state(ex.current_state())["eef_pos"]
-        for wp in xy_waypoints(pos, goal, 0.25):
-            r = run(phase, "move_to", xyz=[float(v) for v in wp], gripper=gripper, **kw)
-            if "error" in r or control.episode_over(ex.current_state()):
-                return False
-        return True
-
-    run.phases = phases  # type: ignore[attr-defined]
-    return run, travel
-
-
-def _result(ex: Executor, phases: list[dict], stage: str, ok: bool, reason: str | None = None) -> dict:
-    s = ex.current_state()
-    out = {"success": bool(s.get("success")), "done": ok, "stage": stage, "phases": phases}
-    if reason:
-        out["reason"] = reason
-    return out
 
 
 def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Mapping[str, Any] | None],
@@ -130,7 +55,7 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
     closing line along the radius (their thin side leads); (3) push along the arc: aim 0.35 rad ahead of the gripper's
     own angle about the axis with 3 cm per-step clips (a saturated action), re-reading the
     joint (``read_part``) after each short push until it is past :data:`KNOB_ON` + 0.15
-    (on) or below 0.005 (off), and counts it on when it reads :data:`KNOB_ON` +
+    (on) or at :func:`knob_off_goal` (off), and counts it on when it reads :data:`KNOB_ON` +
     :data:`KNOB_SETTLED` after the hand has lifted off; a gripper that slid off the grip (3 cm outside the push
     radius), rides on it (:data:`KNOB_RIDE` above the push height) or no longer turns it
     (:func:`knob_push_verdict`) comes down again (the next attempt, from where the knob is
@@ -156,8 +81,10 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
     sign = 1.0 if on else -1.0  # hinge about +z: +qpos is counter-clockwise seen from above
     qpos = float(part["qpos"])
 
+    off = knob_off_goal(part)
+
     def reached(margin: float = 0.15) -> bool:
-        return (on and qpos >= KNOB_ON + margin) or (not on and qpos <= 0.005)
+        return (on and qpos >= KNOB_ON + margin) or (not on and qpos <= off)
 
     def at(angle: float, z: float) -> list[float]:
         return [float(c[0] + radius * math.cos(angle)), float(c[1] + radius * math.sin(angle)), z]
@@ -265,6 +192,19 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
             "qpos": qpos, "grip_angle": grip}
 
 
+def knob_off_goal(part: Mapping[str, Any]) -> float:
+    """The qpos (rad) at or below which a knob counts as off: turned back against the stop at the
+    low end of its range, ``KNOB_OFF_FRACTION`` of the way from 0 to that end (LIBERO's flat
+    stove, range [-0.005, 2.1] rad, is off only below 0: ``default_turnoff_ranges`` [-0.005, 0],
+    so a knob resting at exactly 0.0, as libero_goal_task t7 starts, must still be turned), or
+    0.002 rad above the low end of a range that does not reach below 0."""
+    lo = float(part["range"][0])
+    return KNOB_OFF_FRACTION * lo if lo < 0 else lo + 0.002
+
+
+#: fraction of the way from 0 to the low end of a knob's range at which it counts as off
+#: (:func:`knob_off_goal`).
+KNOB_OFF_FRACTION = 0.6
 #: margin (rad) past :data:`KNOB_ON` that counts as on once the hand has lifted off (pushes go on to
 #: 0.15 past it: lifting, the fingers dragged the knob back by up to 0.044 rad, libero_10 t2).
 KNOB_SETTLED = 0.05
@@ -315,362 +255,3 @@ def knob_push_verdict(trace: list[float], heights: list[float], radial_out: floa
         if max(sign * q for q in trace[-KNOB_STALL_PUSHES:]) < best_before + KNOB_STALL:
             return "stalled"
     return "pushing"
-
-
-def drawer_push_plan(part: Mapping[str, Any]) -> dict:
-    """Where :func:`close_drawer` pushes an open drawer (pure geometry, world frame, m, rad).
-
-    Args:
-        part: the drawer's slide part (``view_fixtures``: ``axis``, ``range``, ``qpos``,
-            ``min``/``max`` world box).
-    Returns:
-        ``{"d_open": (3,) opening direction, "start": (3,) point 5 cm in front of the
-        front, ``DRAWER_PUSH_EDGE`` in from its end nearest the robot base, at the box's
-        mid-height (the eef comes down to ``z`` there; the push legs run from it); "goal":
-        (3,) ``DRAWER_PUSH_PAST`` past the closed position of the box's front; "z": grip-site
-        height (``DRAWER_PUSH_HEIGHT`` above the box's bottom); "above_z": approach height
-        (8 cm above the box); "tilt": pitch about world x leaning the fingertips into the
-        push (``DRAWER_PUSH_TILT``, signed; 0 for a drawer not along world y)}``.
-    """
-    d_open = open_direction(part)
-    lo, hi = np.asarray(part["min"], dtype=np.float64), np.asarray(part["max"], dtype=np.float64)
-    centre = (lo + hi) / 2.0
-    half = float(np.abs((hi - lo) @ d_open)) / 2.0
-    front = centre + d_open * half  # world point on the drawer front (the side it opens toward)
-    across = np.array([-float(d_open[1]), float(d_open[0]), 0.0])  # along the front, horizontal
-    across /= max(float(np.linalg.norm(across)), 1e-9)
-    width = float(np.abs((hi - lo) @ across)) / 2.0
-    side = 1.0 if float((np.array([ROBOT_BASE_XY[0], ROBOT_BASE_XY[1], 0.0]) - centre) @ across) > 0 else -1.0
-    front = front + across * side * max(width - DRAWER_PUSH_EDGE, 0.0)
-    z = float(lo[2]) + DRAWER_PUSH_HEIGHT
-    start = front + d_open * 0.05  # at the box's mid-height: the push legs come down to z from there
-    # the part box's front is the handle's outer face; beside the handle the panel is ~3 cm deeper
-    goal = front - d_open * (abs(float(part["qpos"])) + DRAWER_PUSH_PAST)
-    goal[2] = z
-    # lean the fingertips into the push (pitch about world x, only for a drawer along world y):
-    # upright, the hand met the front of the drawer above once the pushed front was 5 cm from shut
-    tilt = 0.0 if abs(float(d_open[1])) < 0.9 else (DRAWER_PUSH_TILT if d_open[1] < 0 else -DRAWER_PUSH_TILT)
-    return {"d_open": d_open, "start": start, "goal": goal, "z": z, "above_z": float(hi[2]) + 0.08, "tilt": tilt}
-
-
-def close_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Mapping[str, Any] | None]) -> dict:
-    """Push an open drawer shut with the closed fingertips.
-
-    The gripper comes down pointing down, turned so its fingers close across the push (the
-    Panda hand is long along the closing line and reaches ~6 cm past the closed fingers
-    along it), ``DRAWER_PUSH_EDGE`` m in from the end of the front nearest the robot base
-    (:data:`rpent.robots.libero.skills.grasp.ROBOT_BASE_XY`; pushed at the front's centre,
-    the forearm met the cabinet's body), its grip site ``DRAWER_PUSH_HEIGHT`` above the
-    drawer's lowest point, 5 cm in front of the front; for a drawer along world y it then
-    leans the fingertips ``DRAWER_PUSH_TILT`` rad into the push (upright, the hand met the
-    front of the drawer above 5 cm before shut) and pushes along the closing direction in
-    5 cm legs to ``DRAWER_PUSH_PAST`` m past the closed position of the part box's front,
-    re-reading the joint after each leg (``read_part``) and stopping once it reads
-    ``DRAWER_CLOSED``; short of it, up to ``DRAWER_EXTRA_PUSHES`` further 3 cm pushes. Measured on libero_10 t3 (``white_cabinet``, bottom drawer with a
-    bowl inside). LIBERO counts a cabinet drawer closed only at qpos > 0 (``WoodenCabinet``
-    / ``WhiteCabinet`` ``default_close_ranges`` [0, 0.005]).
-
-    Args:
-        part: the drawer's slide part (``view_fixtures``; ``min``/``max`` world box, m).
-        read_part: returns the part's current dict (or None).
-    Returns:
-        ``{"success", "done" (joint at qpos >= 0, closed), "stage", "phases", "reason"?, "qpos"}``.
-    """
-    phases: list[dict] = []
-    run, travel = _runner(ex, phases)
-    plan = drawer_push_plan(part)
-    d_open, z, tilt = plan["d_open"], plan["z"], plan["tilt"]
-    start, goal = plan["start"], plan["goal"]
-    # fingers closing across the push: closing line (-sin yaw, cos yaw) perpendicular to d_open
-    cur = control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"])
-    want = math.atan2(float(d_open[1]), float(d_open[0]))
-    yaw = float(cur + (want - cur + math.pi / 2) % math.pi - math.pi / 2)
-    above = [float(start[0]), float(start[1]), plan["above_z"]]
-    if not travel("drawer approach", above, control.GRIPPER_CLOSE, max_steps=120):
-        return _result(ex, phases, "drawer approach", False, "approach failed")
-    run("drawer align", "rotate_wrist", target_yaw=yaw, gripper=control.GRIPPER_CLOSE, tol=0.03)
-    run("drawer descend", "move_to", xyz=[float(start[0]), float(start[1]), z], gripper=control.GRIPPER_CLOSE,
-        step_clip=0.015, max_steps=100, target_yaw=yaw)
-    if tilt:
-        run("drawer tilt", "move_pose", xyz=[float(start[0]), float(start[1]), z], target_pitch=tilt, target_yaw=yaw,
-            gripper=control.GRIPPER_CLOSE, step_clip=0.015, max_steps=60)
-    qpos = float(part["qpos"])
-    for wp in xy_waypoints(start, [float(goal[0]), float(goal[1]), z], 0.05):
-        r = run("drawer push", "move_pose", xyz=[float(v) for v in wp], target_pitch=tilt, target_yaw=yaw,
-                gripper=control.GRIPPER_CLOSE, step_clip=0.015, max_steps=40)
-        if "error" in r or control.episode_over(ex.current_state()):
-            break
-        now = read_part()
-        if now is not None and float(now["qpos"]) >= DRAWER_CLOSED:
-            break
-    for _ in range(DRAWER_EXTRA_PUSHES):  # a leg counts as reached 1.2 cm short (seed 2 stopped at -0.002 m)
-        now = read_part()
-        if now is None or float(now["qpos"]) >= DRAWER_CLOSED or control.episode_over(ex.current_state()):
-            break
-        pos = np.asarray(control.robot_state(ex.current_state())["eef_pos"], dtype=np.float64)
-        more = pos - d_open * 0.03
-        r = run("drawer push", "move_pose", xyz=[float(more[0]), float(more[1]), z], target_pitch=tilt, target_yaw=yaw,
-                gripper=control.GRIPPER_CLOSE, step_clip=0.015, tol=0.004, max_steps=25)
-        if "error" in r:
-            break
-    if not control.episode_over(ex.current_state()):
-        pos = control.robot_state(ex.current_state())["eef_pos"]
-        back = np.asarray(pos) + d_open * 0.05
-        run("drawer retreat", "move_pose", xyz=[float(back[0]), float(back[1]), float(pos[2])], target_pitch=tilt,
-            target_yaw=yaw, gripper=control.GRIPPER_CLOSE, max_steps=40)
-        if tilt:
-            run("drawer retreat", "move_pose", xyz=[float(back[0]), float(back[1]), float(pos[2]) + 0.08],
-                target_pitch=0.0, target_yaw=yaw, gripper=control.GRIPPER_CLOSE, max_steps=80)
-    now = read_part()
-    qpos = float(now["qpos"]) if now else qpos
-    ok = qpos >= 0.0 or bool(ex.current_state().get("success"))
-    return {**_result(ex, phases, "drawer push", ok, None if ok else f"drawer joint at {qpos:.3f} m after the push"),
-            "qpos": qpos}
-
-
-#: fraction of a slide joint's range, from its open end, within which a pull counts as done:
-#: LIBERO's cabinets ([-0.16, 0.01] m) then read <= -0.1498 m (their ``default_open_ranges``
-#: [-0.16, -0.14] count open below -0.14 m; the goal does not use that privileged number).
-DRAWER_OPEN_MARGIN = 0.06
-#: pulls (a grip on the handle, or a hook inside the drawer front) before giving up.
-DRAWER_PULL_TRIES = 3
-#: length (m) of one pull leg along the opening direction (the joint is re-read after each).
-DRAWER_PULL_LEG = 0.03
-#: joint progress (m) below which a pull leg counts as stalled (two in a row end the pull).
-DRAWER_STALL = 0.002
-#: how much farther (m) than the drawer the hand may move along the opening direction before
-#: the hold counts as slipped off the handle.
-DRAWER_SLIP = 0.025
-#: opening (m) from which the closed fingers fit between the cabinet and the inner face of the
-#: drawer's front (a hook pull); less, the handle is gripped again.
-DRAWER_HOOK_MIN_OPEN = 0.07
-#: depth (m) of a drawer front behind its handle's outer face (handle bar 1.6 cm, standoff 2.1 cm,
-#: front panel 0.5 cm, inner wall 0.7 cm: ``wooden_cabinet`` MJCF geoms, measured in the sim).
-DRAWER_FRONT_DEPTH = 0.045
-#: grip-site height (m) above the drawer part box's bottom for a hook pull (the floor is ~1.1 cm
-#: above the box bottom, the closed fingertips ~1.3 cm below the grip site).
-DRAWER_HOOK_HEIGHT = 0.04
-
-
-def open_amount(part: Mapping[str, Any], qpos: float | None = None) -> float:
-    """How far (m) a slide part stands open along :func:`open_direction`: ``qpos`` times the
-    joint axis' component along it (``qpos`` defaults to the part's own)."""
-    axis = np.asarray(part["axis"], dtype=np.float64)
-    q = float(part["qpos"] if qpos is None else qpos)
-    return q * float(axis @ open_direction(part))
-
-
-def open_goal(part: Mapping[str, Any], margin: float = DRAWER_OPEN_MARGIN) -> float:
-    """The opening (m, as :func:`open_amount`) a pull goes on to: the joint range's open end
-    less ``margin`` of the range's span (layout-independent: only the joint's own range)."""
-    lo, hi = (float(v) for v in part["range"])
-    ends = sorted(open_amount(part, v) for v in (lo, hi))
-    return ends[1] - margin * (ends[1] - ends[0])
-
-
-def pull_verdict(legs: list[tuple[float, float]], goal: float, slip: float = DRAWER_SLIP,
-                 stall: float = DRAWER_STALL) -> str:
-    """Judge a pull from its legs so far (pure logic; unit-tested on joint traces).
-
-    Args:
-        legs: ``[(hand, opening), ...]`` after each leg, the first entry before the pull: the
-            hand's position along the opening direction and :func:`open_amount` (both m).
-        goal: the opening to reach (:func:`open_goal`).
-    Returns:
-        ``"open"`` (opening >= goal), ``"slipped"`` (the hand ran more than ``slip`` m ahead
-        of the drawer since the first entry: it lost the handle), ``"stalled"`` (the last leg
-        opened it less than ``stall`` m: a leg is a full move of up to 30 env steps) or
-        ``"moving"``.
-    """
-    hand0, open0 = legs[0]
-    hand, opening = legs[-1]
-    if opening >= goal:
-        return "open"
-    if (hand - hand0) - (opening - open0) > slip:
-        return "slipped"
-    if len(legs) >= 2 and legs[-1][1] - legs[-2][1] < stall:
-        return "stalled"
-    return "moving"
-
-
-def next_hold(verdict: str, opening: float, hook_min: float = DRAWER_HOOK_MIN_OPEN) -> str:
-    """How the next pull holds the drawer after one that ended short (``verdict`` of
-    :func:`pull_verdict`, ``opening`` m): ``"hook"`` (the closed fingers inside the drawer's
-    front, the hand above the drawer) when the hand was stopped while holding (``stalled``:
-    something behind it, e.g. a stove under the horizontal hand) and the drawer stands at
-    least ``hook_min`` open; else ``"handle"`` (grip the handle again where it is now)."""
-    return "hook" if verdict == "stalled" and opening >= hook_min else "handle"
-
-
-def _pull_legs(run, ex: Executor, read_part, part: Mapping[str, Any], d_open: np.ndarray, goal: float,
-               phase: str, max_legs: int, **pose: Any) -> tuple[str, float]:
-    """Pull along ``d_open`` in :data:`DRAWER_PULL_LEG` legs (``move_pose`` with ``pose``),
-    re-reading the joint after each until :func:`pull_verdict` is not ``moving`` (after
-    ``max_legs``, ``stalled``); returns ``(verdict, opening)`` (``"error"`` when a move failed,
-    ``"ended"`` when the episode ended, e.g. on the task's success)."""
-    pos = np.asarray(control.robot_state(ex.current_state())["eef_pos"], dtype=np.float64)
-    now = read_part() or part
-    legs = [(float(pos @ d_open), open_amount(now))]
-    verdict = pull_verdict(legs, goal)
-    for _ in range(max_legs):
-        if verdict != "moving":
-            break
-        aim = pos + d_open * DRAWER_PULL_LEG
-        r = run(phase, "move_pose", xyz=[float(v) for v in aim], gripper=control.GRIPPER_CLOSE, max_steps=30, **pose)
-        if "error" in r or control.episode_over(ex.current_state()):
-            now = read_part() or now
-            return ("ended" if control.episode_over(ex.current_state()) else "error"), open_amount(now)
-        pos = np.asarray(control.robot_state(ex.current_state())["eef_pos"], dtype=np.float64)
-        now = read_part() or now
-        legs.append((float(pos @ d_open), open_amount(now)))
-        verdict = pull_verdict(legs, goal)
-    if verdict == "moving":
-        verdict = "stalled"  # out of legs short of the goal: held back as much as a stall
-    run.phases.append({"phase": phase, "legs": [[round(h, 4), round(o, 4)] for h, o in legs], "verdict": verdict})
-    return verdict, legs[-1][1]
-
-
-def _handle_pull(run, travel, ex: Executor, part: Mapping[str, Any], read_part, goal: float) -> tuple[str, float]:
-    """Grip the handle bar with the gripper pointing horizontally at the drawer (fingers
-    closing vertically) and pull; returns :func:`_pull_legs`' ``(verdict, opening)``, after
-    letting go and backing off, the hand pointing down again."""
-    d_open = open_direction(part)
-    pitch = -math.pi / 2 if d_open[1] > 0 else math.pi / 2  # gripper axis pointing along -d_open
-    h = np.asarray(part["handle"], dtype=np.float64)
-    lo, hi = np.asarray(part["min"]), np.asarray(part["max"])
-    front = float(max(lo @ d_open, hi @ d_open))
-    bar = h + d_open * (front - 0.008 - float(h @ d_open))
-    out = bar + d_open * 0.12
-    if not travel("drawer approach", [float(out[0]), float(out[1]), float(h[2]) + 0.06], control.GRIPPER_OPEN,
-                  target_yaw=0.0, max_steps=120):
-        return "error", open_amount(part)
-    r = run("drawer turn", "move_pose", xyz=[float(out[0]), float(out[1]), float(h[2])], target_pitch=pitch,
-            target_yaw=0.0, gripper=control.GRIPPER_OPEN, max_steps=150)
-    if "error" in r or control.episode_over(ex.current_state()):
-        return "error", open_amount(part)
-    run("drawer reach", "move_pose", xyz=[float(bar[0]), float(bar[1]), float(h[2])], target_pitch=pitch,
-        target_yaw=0.0, gripper=control.GRIPPER_OPEN, step_clip=0.01, max_steps=120)
-    run("drawer grip", "set_gripper", gripper=control.GRIPPER_CLOSE, steps=15)
-    verdict, opening = _pull_legs(run, ex, read_part, part, d_open, goal, "drawer pull",
-                                  max_legs=int(math.ceil(DRAWER_TRAVEL / DRAWER_PULL_LEG)) + 2,
-                                  target_pitch=pitch, target_yaw=0.0, step_clip=0.012)
-    if not control.episode_over(ex.current_state()):
-        run("drawer release", "release")
-        pos = np.asarray(control.robot_state(ex.current_state())["eef_pos"])
-        back = pos + d_open * 0.06
-        run("drawer retreat", "move_pose", xyz=[float(back[0]), float(back[1]), float(pos[2]) + 0.04],
-            target_pitch=pitch, target_yaw=0.0, gripper=control.GRIPPER_OPEN, max_steps=60)
-        run("drawer retreat", "move_pose", xyz=[float(back[0]), float(back[1]), float(pos[2]) + 0.12],
-            target_pitch=0.0, target_yaw=0.0, gripper=control.GRIPPER_OPEN, max_steps=150)
-    return verdict, opening
-
-
-def hook_plan(part: Mapping[str, Any]) -> dict:
-    """Where a hook pull puts the closed fingertips (pure geometry, world frame, m, rad).
-
-    Args:
-        part: the drawer's slide part now (``view_fixtures``: ``min``/``max`` box, ``handle``).
-    Returns:
-        ``{"d_open": (3,), "point": (3,) grip site inside the drawer, 2 cm behind the inner
-        face of its front (:data:`DRAWER_FRONT_DEPTH` behind the box's extreme along the
-        opening direction, i.e. the handle's outer face), across the drawer at the handle,
-        :data:`DRAWER_HOOK_HEIGHT` above the box's bottom; "above_z": approach height (8 cm
-        above the box); "yaw": hand yaw with the fingers' closing line along the front}``.
-    """
-    d_open = open_direction(part)
-    lo, hi = np.asarray(part["min"], dtype=np.float64), np.asarray(part["max"], dtype=np.float64)
-    h = np.asarray(part["handle"] if part.get("handle") is not None else (lo + hi) / 2.0, dtype=np.float64)
-    front = float(max(lo @ d_open, hi @ d_open))
-    point = h + d_open * (front - DRAWER_FRONT_DEPTH - 0.02 - float(h @ d_open))
-    point[2] = float(lo[2]) + DRAWER_HOOK_HEIGHT
-    # closing line (-sin yaw, cos yaw) across d_open: yaw = atan2(d_open) (mod pi, in [-pi/2, pi/2))
-    yaw = math.atan2(float(d_open[1]), float(d_open[0]))
-    yaw = (yaw + math.pi / 2) % math.pi - math.pi / 2
-    return {"d_open": d_open, "point": point, "above_z": float(hi[2]) + 0.08, "yaw": float(yaw)}
-
-
-def _hook_pull(run, travel, ex: Executor, part: Mapping[str, Any], read_part, goal: float) -> tuple[str, float]:
-    """Come down pointing down with closed fingers inside the open drawer just behind its
-    front (:func:`hook_plan`), pull the front along the opening direction, rise out;
-    returns ``(verdict, opening)`` (``"blocked"`` when the descent stopped on something)."""
-    plan = hook_plan(part)
-    p, yaw = plan["point"], plan["yaw"]
-    above = [float(p[0]), float(p[1]), plan["above_z"]]
-    if not travel("drawer hook approach", above, control.GRIPPER_CLOSE, max_steps=120):
-        return "error", open_amount(part)
-    run("drawer hook align", "move_pose", xyz=above, target_pitch=0.0, target_yaw=yaw, gripper=control.GRIPPER_CLOSE,
-        max_steps=80)
-    run("drawer hook descend", "move_pose", xyz=[float(v) for v in p], target_pitch=0.0, target_yaw=yaw,
-        gripper=control.GRIPPER_CLOSE, step_clip=0.015, max_steps=80)
-    if control.episode_over(ex.current_state()):
-        return "error", open_amount(part)
-    pos = np.asarray(control.robot_state(ex.current_state())["eef_pos"], dtype=np.float64)
-    if float(pos[2]) > float(p[2]) + 0.02:
-        verdict, opening = "blocked", open_amount(read_part() or part)
-    else:
-        verdict, opening = _pull_legs(run, ex, read_part, part, plan["d_open"], goal, "drawer hook pull",
-                                      max_legs=8, target_pitch=0.0, target_yaw=yaw, step_clip=0.015)
-    if not control.episode_over(ex.current_state()):
-        pos = control.robot_state(ex.current_state())["eef_pos"]
-        run("drawer hook retreat", "move_pose", xyz=[float(pos[0]), float(pos[1]), plan["above_z"]], target_pitch=0.0,
-            target_yaw=yaw, gripper=control.GRIPPER_CLOSE, max_steps=80)
-    return verdict, opening
-
-
-def open_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Mapping[str, Any] | None],
-                tries: int = DRAWER_PULL_TRIES) -> dict:
-    """Pull a drawer open, closed-loop on its joint, until it stands within
-    :data:`DRAWER_OPEN_MARGIN` of its range's open end (:func:`open_goal`).
-
-    First pull: grip the handle bar with the gripper pointing horizontally at the drawer. A
-    top-down grasp cannot reach a lower drawer's bar (measured: the fingers stop on the bar of
-    the drawer above, which sits at the same depth ~7 cm higher). So the open gripper turns to
-    point against the opening direction (pitch -/+pi/2 about world x for a drawer opening
-    along +/-y) in free space 12 cm in front of the bar, so its fingers close vertically; it
-    moves in until the grip site is at the bar (the bar's outer face is the part box's extreme
-    along the opening direction; the bar is ~1.6 cm deep, from the cabinet MJCF), closes on
-    the bar and pulls in :data:`DRAWER_PULL_LEG` legs, re-reading the joint (``read_part``)
-    after each (:func:`pull_verdict`), lets go, backs off and turns back to pointing down.
-    A pull that ends short is followed (up to ``tries`` pulls in all) by another
-    (:func:`next_hold`): a hand that slipped off the handle grips it again where it is now;
-    a hand stopped while holding (libero_goal_swap t0: the vertical Panda hand, 0.21 m along
-    its closing line, met the stove behind it at -0.124 m) hooks the closed fingers inside
-    the drawer's front from above (:func:`hook_plan`) and pulls on.
-
-    Returns:
-        ``{"success", "done" (opening >= open_goal), "stage", "phases", "reason"?, "qpos",
-        "pulls": [verdict, ...]}``.
-    """
-    phases: list[dict] = []
-    run, travel = _runner(ex, phases)
-    if part.get("handle") is None:
-        return _result(ex, phases, "drawer approach", False, "the drawer has no handle to pull")
-    d_open = open_direction(part)
-    if abs(d_open[1]) < 0.9:
-        return _result(ex, phases, "drawer approach", False,
-                       "this drawer does not open along world y; the horizontal grasp turns about world x only")
-    goal = open_goal(part)
-    pulls: list[str] = []
-    hold, stage, now = "handle", "drawer pull", part
-    for _ in range(tries):
-        now = read_part() or now
-        if open_amount(now) >= goal:
-            break
-        if hold == "hook":
-            stage = "drawer hook pull"
-            verdict, opening = _hook_pull(run, travel, ex, now, read_part, goal)
-        else:
-            stage = "drawer pull"
-            verdict, opening = _handle_pull(run, travel, ex, now, read_part, goal)
-        pulls.append(verdict)
-        if verdict in ("open", "error", "ended") or control.episode_over(ex.current_state()):
-            break
-        if verdict == "blocked":
-            break  # the hook's descent stopped on something: a handle grip would meet it too
-        hold = next_hold(verdict, opening)
-    now = read_part() or now
-    qpos = float(now["qpos"])
-    ok = open_amount(now) >= goal or bool(ex.current_state().get("success"))
-    reason = None if ok else (f"drawer joint at {qpos:.3f} m after {len(pulls)} pull(s) ({', '.join(pulls)}); "
-                              f"the goal was {open_goal(part):.3f} m open")
-    return {**_result(ex, phases, stage, ok, reason), "qpos": qpos, "pulls": pulls}

@@ -105,7 +105,21 @@ def choose_instance(call: Call, qualifier, instances: list[Instance], exclude: s
     return _choose(call, "", qualifier, instances, set(exclude), {})
 
 
-def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset()) -> Picked:
+def _pinned(instances: list[Instance], phrase: str, qualifier, pins: Mapping[tuple, str]) -> tuple[list[Instance], Instance | None]:
+    """``(candidates, pinned)``: the instance an earlier step settled for this phrase and qualifier
+    (or None), and the candidates left when the instances earlier steps settled for the same
+    phrase with another qualifier are taken out (when any is left): "stack the left bowl on the
+    right bowl and place them in the tray" moves the right bowl first, after which the left one
+    may no longer be the leftmost."""
+    name = pins.get((phrase, qualifier))
+    hit = next((i for i in instances if i.name == name), None) if name else None
+    others = {n for (ph, q), n in pins.items() if ph == phrase and q != qualifier}
+    rest = [i for i in instances if i.name not in others]
+    return (rest or instances), hit
+
+
+def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset(),
+                  pins: Mapping[tuple, str] | None = None) -> Picked:
     """Segment the object and target of ``goal``, resolving spatial qualifiers geometrically.
 
     Args:
@@ -113,12 +127,17 @@ def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset
         goal: the step.
         exclude: instance names already placed by earlier steps (not picked again when
             another instance matches, e.g. the second of "both moka pots").
+        pins: ``{(phrase, qualifier): instance name}`` settled by earlier steps: the same phrase
+            and qualifier means the same instance again, and another qualifier of that phrase
+            means none of those instances (:func:`_pinned`).
     Raises:
         NotFound: the object, the target or a reference was not found.
     """
+    pins = pins or {}
     known: dict[str, Instance] = {}
     objs = find_instances(call, goal.object_phrase)
-    obj = _choose(call, goal.object_phrase, goal.object_qualifier, objs, set(exclude), known)
+    cands, hit = _pinned(objs, goal.object_phrase, goal.object_qualifier, pins)
+    obj = hit or _choose(call, goal.object_phrase, goal.object_qualifier, cands, set(exclude), known)
     if goal.target_part is not None:  # into a drawer of a fixture: its box from view_fixtures
         fx, part, _ = find_fixture_part(call, goal.target_phrase, goal.target_part, "slide")
         tgts = [Instance(f"{fx}/{part.get('part')}", drawer_target(part))]
@@ -127,7 +146,8 @@ def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset
     else:
         tgts = find_instances(call, goal.target_phrase)
     tgts = [t for t in tgts if t.name != obj.name] or tgts
-    tgt = _choose(call, goal.target_phrase, goal.target_qualifier, tgts, set(), known)
+    cands, hit = _pinned(tgts, goal.target_phrase, goal.target_qualifier, pins)
+    tgt = hit or _choose(call, goal.target_phrase, goal.target_qualifier, cands, set(), known)
     target = tgt.est
     if goal.relation == "on" and target.support is not None and goal.target_part is None and not is_rack(goal.target_phrase):
         # (a rack keeps its whole estimate: its cradle is found from it, layout.rack_cradle)
