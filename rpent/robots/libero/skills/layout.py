@@ -2,8 +2,8 @@
 and a spot on the table beside a reference object (world frame, m).
 
 Pure geometry on :class:`~rpent.robots.libero.skills.estimate.ObjectEstimate` (no simulator).
-Conventions: world +y is "right" as LIBERO's agentview camera sees the table, +x "back"
-(away from the robot) (see :mod:`rpent.robots.libero.skills.spatial`).
+Conventions: world +y is "right" as LIBERO's agentview camera sees the table, +x "front"
+(toward the camera, away from the robot) (see :mod:`rpent.robots.libero.skills.spatial`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ BESIDE_GAP = 0.02
 #: smallest centre distance (m) of a spot beside a reference (a small or partly seen reference).
 BESIDE_MIN_OFFSET = 0.08
 #: unit xy directions of "left of / right of / in front of / behind" (as the agentview camera sees the table).
-SIDE_DIRS = {"left": (0.0, -1.0), "right": (0.0, 1.0), "front": (-1.0, 0.0), "back": (1.0, 0.0)}
+SIDE_DIRS = {"left": (0.0, -1.0), "right": (0.0, 1.0), "front": (1.0, 0.0), "back": (-1.0, 0.0)}
 
 
 def extent_along(est: ObjectEstimate, direction: tuple[float, float]) -> float:
