@@ -185,10 +185,16 @@ class ScriptedPlanner:
         targets: dict[str, Any] = {}  # target instance name -> its estimate when first used
         slots = ScriptedPlanner._slots(plan)
         n = len(plan.steps)
+        moves = [g for g in plan.steps if isinstance(g, strategy.PickPlaceGoal)]
+        # qualifiers describe the scene as the instruction found it: resolve them before anything moves
+        bound = scene.bind_qualified(call, moves) if len(moves) > 1 and any(
+            g.object_qualifier or g.target_qualifier for g in moves) else {}
         for k, goal in enumerate(plan.steps, 1):
             tag = f"step {k}/{n} ({goal.describe()})" if n > 1 else goal.describe()
             if k > 1 and home is not None:
                 ScriptedPlanner._go_home(call, home)
+            if isinstance(goal, strategy.PickPlaceGoal) and goal.target_side is not None:
+                goal = ScriptedPlanner._push_if_flat(call, say, goal)
             if isinstance(goal, (strategy.PushGoal, strategy.FixtureGoal)):
                 try:
                     if isinstance(goal, strategy.PushGoal):
@@ -213,7 +219,7 @@ class ScriptedPlanner:
                     say(f"{tag}: done (joint at {outcome.get('qpos', float('nan')):.3f}).")
                 continue
             try:
-                picked = scene.localise_step(call, goal, exclude=placed)
+                picked = scene.localise_step(call, goal, exclude=placed, bound=bound)
             except scene.NotFound as exc:
                 say(f"{tag}: {exc}")
                 return None, f"{tag}: {exc}"
@@ -446,6 +452,26 @@ class ScriptedPlanner:
                                 max_legs=push.PUSH_MAX_LEGS + push.PUSH_VIA_LEGS * (len(route) - 1))
 
     @staticmethod
+    def _push_if_flat(call, say, goal):
+        """A step putting an object beside a reference, as a push when the object is too flat
+        and wide to be gripped from above (:func:`~rpent.robots.libero.skills.push.needs_push`:
+        "move the plate to the stove's front"); ``goal`` itself otherwise, or when the object
+        is not seen (the step then says so)."""
+        from rpent.robots.libero import strategy
+        from rpent.robots.libero.skills import push, scene
+
+        try:
+            obj = scene.choose_instance(call, goal.object_qualifier, scene.find_instances(call, goal.object_phrase)).est
+        except scene.NotFound:
+            return goal
+        if not push.needs_push(obj):
+            return goal
+        say(f"The {goal.object_phrase} is {obj.height * 100:.1f} cm tall and {obj.minor_extent * 100:.0f} cm across: too "
+            "flat and wide to grip from above, so I push it there.")
+        return strategy.PushGoal(goal.object_phrase, goal.target_phrase, goal.target_side, goal.instruction,
+                                 goal.object_qualifier)
+
+    @staticmethod
     def _go_home(call, home) -> None:
         """Rise 5 cm, then move (in <= 0.25 m legs) to ``home`` with the gripper open, pointing down."""
         from rpent.robots.libero import control
@@ -466,7 +492,16 @@ class ScriptedPlanner:
         if goal.action in ("turn_on", "turn_off"):
             _, part, read = scene.find_fixture_part(call, goal.fixture_phrase, (), "hinge")
             return fixtures.turn_knob(ex, part, read, on=goal.action == "turn_on")
-        _, part, read = scene.find_fixture_part(call, goal.fixture_phrase, goal.part_words, "slide")
+        try:
+            _, part, read = scene.find_fixture_part(call, goal.fixture_phrase, goal.part_words, "slide")
+        except scene.NotFound:
+            if goal.part_words:
+                raise
+            from rpent.robots.libero.skills import doors
+
+            # no drawer: a hinged door ("open the microwave")
+            _, part, read = scene.find_fixture_part(call, goal.fixture_phrase, (), "hinge")
+            return (doors.open_door if goal.action == "open" else doors.close_door)(ex, part, read)
         return (fixtures.open_drawer if goal.action == "open" else fixtures.close_drawer)(ex, part, read)
 
     @classmethod

@@ -28,7 +28,12 @@ from rpent.robots.libero.skills.layout import extent_along
 from rpent.robots.libero.skills.motion import Executor
 
 __all__ = ["PUSH_SIDES", "PUSH_GAP", "push_goal", "push_object", "look_pose", "partial_view", "reference_box",
-           "push_route"]
+           "push_route", "needs_push", "FLAT_HEIGHT"]
+
+#: height (m) under which an object wider than the gripper opens is pushed, not gripped, when it
+#: must go beside something (LIBERO's plate: 1.7 cm tall, 10-16 cm across; a bowl's rim grasp
+#: needs 2 cm of wall, :func:`~rpent.robots.libero.skills.grasp.needs_rim_grasp`)
+FLAT_HEIGHT = 0.03
 
 #: unit xy direction of each side of a reference, for pushing (see the module docstring).
 PUSH_SIDES = {"front": (1.0, 0.0), "back": (-1.0, 0.0), "left": (0.0, -1.0), "right": (0.0, 1.0)}
@@ -102,6 +107,15 @@ PUSH_VIA_LEGS = 2
 #: that did not satisfy the task, says so: the object rides on something (a plate's top rose
 #: 3.3-4.3 cm where it lay tilted on the cream cheese, goal_swap t5 seed 1).
 PUSH_RIDE_UP = 0.012
+
+
+def needs_push(obj: ObjectEstimate) -> bool:
+    """True for an object that cannot be gripped from above and is pushed instead: lower than
+    :data:`FLAT_HEIGHT` and wider across its narrow side than the gripper opens (a plate), with
+    no rim to take (:func:`~rpent.robots.libero.skills.grasp.needs_rim_grasp`)."""
+    from rpent.robots.libero.skills.grasp import GRIPPER_MAX_OPENING, needs_rim_grasp
+
+    return obj.height < FLAT_HEIGHT and obj.minor_extent > GRIPPER_MAX_OPENING and not needs_rim_grasp(obj)
 
 
 def push_goal(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> tuple[float, float]:
