@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from rpent.robots.libero.skills.estimate import ObjectEstimate
+from rpent.robots.libero.skills.pans import pan_parts
 
 __all__ = ["StrategyParams", "plan_grasp", "needs_rim_grasp", "handle_point", "GRIPPER_MAX_OPENING", "RIM_INSET", "RIM_DEPTH", "Box",
            "box_from_part", "column_blocked"]
@@ -280,6 +281,9 @@ def plan_grasp(obj: ObjectEstimate, current_yaw: float, params: StrategyParams =
       ``min_grasp_height`` above the bottom). To close across the narrow side the yaw is the
       major-axis direction (mod pi); for a ridge-topped object the fingers close along the
       ridge (yaw = ridge direction - pi/2). Nearly round footprints keep the current yaw.
+    * Pan (:func:`~rpent.robots.libero.skills.pans.pan_parts`: a flat oblong object with a
+      handle): a rim grasp on its round body, across the handle's axis on the side nearer the
+      robot; ``offset`` puts the body's centre over the target; ``"pan": True`` in the answer.
     * Handle grasp (:func:`handle_point`: a tall pot): eef at the handle, ``handle_depth``
       below the top, fingers closing across the long axis; its ``offset`` puts the top
       surface's centre (the body) over the target.
@@ -300,6 +304,20 @@ def plan_grasp(obj: ObjectEstimate, current_yaw: float, params: StrategyParams =
         kept while carrying so the object's centre lands on the target's).
     """
     height = obj.height
+    pan = pan_parts(obj, params.rim_min_width)
+    if pan is not None:
+        # a pan: a rim grasp on its round body, across the handle's axis (the body's centre is
+        # least sure along that axis, and a wall point across it moves little with it), on the
+        # side nearer the robot
+        body, _ = pan
+        r = body.minor_extent / 2.0 - RIM_INSET
+        phi = min((obj.major_yaw + math.pi / 2, obj.major_yaw - math.pi / 2),
+                  key=lambda a: _reach(body.center[0] + r * math.cos(a), body.center[1] + r * math.sin(a)))
+        dx, dy = r * math.cos(phi), r * math.sin(phi)
+        return {"xyz": [body.center[0] + dx, body.center[1] + dy,
+                        max(obj.bottom_z + params.min_grasp_height, obj.top_z - RIM_DEPTH)],
+                "approach_z": obj.top_z + params.approach_clearance, "yaw": _fold(phi - math.pi / 2, current_yaw),
+                "kind": "rim", "pan": True, "offset": [dx, dy]}
     handle = handle_point(obj, params)
     if handle is not None:
         return {

@@ -196,8 +196,9 @@ def pick_and_place(
         if not travel("rise", [s0["eef_pos"][0], s0["eef_pos"][1], travel_z], control.GRIPPER_OPEN):
             return finish("rise", _why(ex.current_state(), phases))
     # with a second look coming, hover above the object's centre (the wrist camera sees all of it)
-    if grasp["kind"] == "handle":
-        relocate = None  # the wrist's top view of a pot hides which end is the handle: keep the front view's
+    if grasp["kind"] == "handle" or grasp.get("pan"):
+        # the wrist's top view of a pot hides which end is the handle, and a pan fills it: keep the front view's
+        relocate = None
     hx, hy = (float(obj.center[0]), float(obj.center[1])) if relocate is not None else (gx, gy)
     if column_blocked(hx, hy, float(grasp["approach_z"]), boxes, margin=0.06) is not None:
         hx, hy = gx, gy  # a drawer overhangs the centre: look from above the grasp point
