@@ -436,6 +436,10 @@ class ScriptedPlanner:
         if len(route) > 1:
             say(f"A straight push would run the {goal.object_phrase} into the {goal.target_phrase}: pushing it to "
                 f"({route[0][0]:.3f}, {route[0][1]:.3f}) first, then on to its goal.")
+        from rpent.robots.libero.skills import pathclear
+
+        # what stands in its way or where it ends is set aside first (it cannot be lifted over it)
+        pathclear.clear_push_path(call, say, _ToolExecutor(call), obj, [obj.center[:2], *route], [push.reference_box(ref)])
         def relook(predicted):
             """The instance nearest where the object should be now; the only instance of its
             kind wherever it is; None when several are and none lies within 0.12 m."""

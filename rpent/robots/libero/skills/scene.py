@@ -156,8 +156,13 @@ def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset
         tgts = [known[goal.target_phrase]]
     else:
         tgts = find_instances(call, goal.target_phrase)
-    tgts = [t for t in tgts if t.name != obj.name] or tgts
-    tgt = _choose(call, goal.target_phrase, goal.target_qualifier, tgts, set(), known, bound)
+    others = [t for t in tgts if t.name != obj.name] or tgts
+    tq = goal.target_qualifier
+    # a place among its kind ("the black bowl in the middle") counts the object too when it is of that kind
+    tgt = _choose(call, goal.target_phrase, tq, tgts, set(), known, bound) if tq is not None and not tq.refs else None
+    if tgt is None or tgt.name == obj.name:
+        tgt = _choose(call, goal.target_phrase, tq, others, set(), known, bound)
+    tgts = others
     target = tgt.est
     if goal.relation == "on" and target.support is not None and goal.target_part is None and not is_rack(goal.target_phrase):
         # (a rack keeps its whole estimate: its cradle is found from it, layout.rack_cradle)
