@@ -164,8 +164,11 @@ def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset
         tgt = _choose(call, goal.target_phrase, tq, others, set(), known, bound)
     tgts = others
     target = tgt.est
-    if goal.relation == "on" and target.support is not None and goal.target_part is None and not is_rack(goal.target_phrase):
-        # (a rack keeps its whole estimate: its cradle is found from it, layout.rack_cradle)
+    if goal.relation == "on" and target.support is not None and goal.target_part is None and not is_rack(goal.target_phrase) \
+            and goal.target_side is None:
+        # (a rack keeps its whole estimate: its cradle is found from it, layout.rack_cradle; a spot
+        # beside the target is measured from its footprint: a caddy's largest flat surface is one
+        # compartment's floor, 13 cm from its centre, libero_90 t76)
         # put it on the target's largest flat surface (a stove's burner, not its knob)
         sx, sy, sz = target.support
         target = dataclasses.replace(target, center=(sx, sy, target.center[2]), top_z=max(sz, target.bottom_z))
