@@ -78,6 +78,7 @@ def test_unsupported_reasons(text, why):
     (Qualifier("front_of", ("ramekin",)), 0),
     (Qualifier("front"), 0),                           # larger x: nearer the agentview camera
     (Qualifier("back"), 1),
+    (Qualifier("between", ("plate", "ramekin"), negated=True), 1),
 ])
 def test_resolver_on_recorded_scene(qualifier, expected):
     refs = {"plate": PLATE, "ramekin": RAMEKIN}
@@ -111,7 +112,15 @@ def test_grasp_choice_from_shape():
     box = est((0.0, 0.0, 0.93), 0.96, 0.90, 0.09, 0.04, yaw=0.3)
     g = plan_grasp(box, 0.0)
     assert g["kind"] == "centre" and g["offset"] == [0.0, 0.0] and g["yaw"] == pytest.approx(0.3)
-    assert not needs_rim_grasp(PLATE)  # flat
+    # a plate (1.7 cm tall, 0.10 m seen) is taken at its lip: the finger gap on its visible rim,
+    # pressed toward the table while the fingers close
+    assert needs_rim_grasp(PLATE)
+    g = plan_grasp(PLATE, 0.0, obstacles=[BOWL_1])
+    assert g["kind"] == "flat"
+    assert math.hypot(*g["offset"]) == pytest.approx((PLATE.major_extent + PLATE.minor_extent) / 4.0)
+    assert g["xyz"][2] == pytest.approx(PLATE.bottom_z + 0.018) and g["press_z"] < PLATE.bottom_z
+    # a flatter thing (a book lying flat, 1 cm) gets no rim grasp
+    assert not needs_rim_grasp(est((0.0, 0.0, 0.905), 0.91, 0.90, 0.15, 0.10))
 
 
 @pytest.mark.parametrize("text, steps", [
@@ -250,3 +259,56 @@ def test_on_qualifier_takes_the_instance_on_a_low_reference_over_a_far_raised_on
                              minor_extent=0.1526, support=(0.046, -0.2419, 1.127))
     beside = ObjectEstimate(center=(-0.05, -0.12, 0.925), top_z=0.95, bottom_z=0.901, major_extent=0.1, minor_extent=0.1)
     assert resolve_qualifier(Qualifier("on", ("cabinet",)), [beside, on_cabinet], {"cabinet": cabinet}) == 1
+
+
+def test_between_is_the_instance_nearest_the_segment_not_its_midpoint():
+    # libero_spatial_task t0 seed 0 (simulator poses): the bowl LIBERO places "between the plate and
+    # the ramekin" settled beyond the ramekin's end; the other stands beside the segment's middle
+    plate, ramekin = est((0.089, 0.201, 0.91), 0.918, 0.90, 0.13, 0.13), est((-0.2, 0.195, 0.92), 0.943, 0.90, 0.08, 0.07)
+    beyond = est((-0.276, 0.23, 0.925), 0.95, 0.90, 0.10, 0.10)
+    beside = est((-0.172, 0.324, 0.925), 0.95, 0.90, 0.10, 0.10)
+    refs = {"plate": plate, "ramekin": ramekin}
+    assert resolve_qualifier(Qualifier("between", ("plate", "ramekin")), [beside, beyond], refs) == 1
+    assert resolve_qualifier(Qualifier("between", ("plate", "ramekin"), negated=True), [beside, beyond], refs) == 0
+
+
+def test_on_takes_the_instance_above_the_references_top_not_one_inside_it():
+    # libero_spatial_task t4 seed 0 (recorded agentview estimates): one bowl in the open top drawer
+    # (raised, but below the cabinet's top), the one on the cabinet cut by the image border (its
+    # bottom seen on the table)
+    in_drawer = est((0.0873, -0.1294, 1.0928), 1.114, 1.071, 0.101, 0.096)
+    on_top = est((0.0322, -0.2709, 1.0398), 1.178, 0.901, 0.098, 0.074)
+    cabinet = ObjectEstimate(center=(0.0909, -0.1552, 1.0141), top_z=1.127, bottom_z=0.901, major_extent=0.262,
+                             minor_extent=0.249, support=(0.0775, -0.2236, 1.1269))
+    q = Qualifier("on", ("wooden cabinet",))
+    assert resolve_qualifier(q, [in_drawer, on_top], {"wooden cabinet": cabinet}) == 1
+    assert resolve_qualifier(Qualifier("in", ("wooden cabinet",)), [in_drawer, on_top], {"wooden cabinet": cabinet}) == 0
+
+
+def test_pan_is_taken_by_its_handle_with_the_body_carried_over_the_target():
+    # libero_10_task t2 s0, agentview: chefmate_8_frypan (body 0.18 m, handle toward +y; the
+    # simulator puts the body's centre at y -0.232 and the handle bar from y -0.106 to 0.027)
+    pan = ObjectEstimate(center=(-0.0547, -0.1794, 0.9255), top_z=0.95, bottom_z=0.901, major_yaw=1.569,
+                         major_extent=0.275, minor_extent=0.188, support=(-0.1036, -0.2492, 0.9093))
+    g = plan_grasp(pan, 0.0)
+    assert g["kind"] == "handle"
+    assert -0.106 < g["xyz"][1] < -0.05  # on the bar, 3.5-6 cm out from the body (measured to hold)
+    assert g["xyz"][2] == pytest.approx(0.95 - 0.015)
+    body_y = g["xyz"][1] - g["offset"][1]
+    assert body_y == pytest.approx(-0.232, abs=0.015)
+    # the fingers close across the bar (the eef y axis (-sin yaw, cos yaw) across the long axis)
+    assert abs(math.cos(g["yaw"] - pan.major_yaw)) == pytest.approx(1.0, abs=1e-6)
+    # a bowl is round: no handle
+    assert plan_grasp(BOWL_1, 0.0)["kind"] == "rim"
+
+
+def test_an_instance_a_qualifier_settled_stays_settled_in_later_steps():
+    from rpent.robots.libero.skills.scene import Instance, _pinned
+
+    left, right = Instance("akita_black_bowl_1", BOWL_1), Instance("akita_black_bowl_2", BOWL_2)
+    pins = {("bowl", Qualifier("right")): "akita_black_bowl_2"}
+    # the right bowl, moved into the tray, is still "the right bowl"
+    assert _pinned([left, right], "bowl", Qualifier("right"), pins)[1] == right
+    # and "the left bowl" is the other one, wherever the right one now stands
+    assert _pinned([left, right], "bowl", Qualifier("left"), pins) == ([left], None)
+    assert _pinned([left, right], "plate", None, pins) == ([left, right], None)

@@ -31,7 +31,7 @@ from rpent.robots.libero import control
 from rpent.robots.libero.skills.grasp import ROBOT_BASE_XY
 from rpent.robots.libero.skills.motion import Executor, xy_waypoints
 
-__all__ = ["KNOB_ON", "turn_knob", "knob_push_verdict", "close_drawer", "drawer_push_plan", "open_drawer",
+__all__ = ["KNOB_ON", "turn_knob", "knob_off_goal", "knob_push_verdict", "close_drawer", "drawer_push_plan", "open_drawer",
            "open_direction", "open_amount", "open_goal", "pull_verdict", "next_hold", "hook_plan", "part_by_words"]
 
 #: qpos (rad) at which LIBERO's flat stove counts as on (``default_turnon_ranges`` minimum).
@@ -130,7 +130,7 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
     closing line along the radius (their thin side leads); (3) push along the arc: aim 0.35 rad ahead of the gripper's
     own angle about the axis with 3 cm per-step clips (a saturated action), re-reading the
     joint (``read_part``) after each short push until it is past :data:`KNOB_ON` + 0.15
-    (on) or below 0.005 (off), and counts it on when it reads :data:`KNOB_ON` +
+    (on) or at :func:`knob_off_goal` (off), and counts it on when it reads :data:`KNOB_ON` +
     :data:`KNOB_SETTLED` after the hand has lifted off; a gripper that slid off the grip (3 cm outside the push
     radius), rides on it (:data:`KNOB_RIDE` above the push height) or no longer turns it
     (:func:`knob_push_verdict`) comes down again (the next attempt, from where the knob is
@@ -156,8 +156,10 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
     sign = 1.0 if on else -1.0  # hinge about +z: +qpos is counter-clockwise seen from above
     qpos = float(part["qpos"])
 
+    off = knob_off_goal(part)
+
     def reached(margin: float = 0.15) -> bool:
-        return (on and qpos >= KNOB_ON + margin) or (not on and qpos <= 0.005)
+        return (on and qpos >= KNOB_ON + margin) or (not on and qpos <= off)
 
     def at(angle: float, z: float) -> list[float]:
         return [float(c[0] + radius * math.cos(angle)), float(c[1] + radius * math.sin(angle)), z]
@@ -265,6 +267,19 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
             "qpos": qpos, "grip_angle": grip}
 
 
+def knob_off_goal(part: Mapping[str, Any]) -> float:
+    """The qpos (rad) at or below which a knob counts as off: turned back against the stop at the
+    low end of its range, ``KNOB_OFF_FRACTION`` of the way from 0 to that end (LIBERO's flat
+    stove, range [-0.005, 2.1] rad, is off only below 0: ``default_turnoff_ranges`` [-0.005, 0],
+    so a knob resting at exactly 0.0, as libero_goal_task t7 starts, must still be turned), or
+    0.002 rad above the low end of a range that does not reach below 0."""
+    lo = float(part["range"][0])
+    return KNOB_OFF_FRACTION * lo if lo < 0 else lo + 0.002
+
+
+#: fraction of the way from 0 to the low end of a knob's range at which it counts as off
+#: (:func:`knob_off_goal`).
+KNOB_OFF_FRACTION = 0.6
 #: margin (rad) past :data:`KNOB_ON` that counts as on once the hand has lifted off (pushes go on to
 #: 0.15 past it: lifting, the fingers dragged the knob back by up to 0.044 rad, libero_10 t2).
 KNOB_SETTLED = 0.05

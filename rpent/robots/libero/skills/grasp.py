@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
+
+import numpy as np
 
 from rpent.robots.libero.skills.estimate import ObjectEstimate
-from rpent.robots.libero.skills.pans import pan_parts
 
-__all__ = ["StrategyParams", "plan_grasp", "needs_rim_grasp", "handle_point", "GRIPPER_MAX_OPENING", "RIM_INSET", "RIM_DEPTH", "Box",
+__all__ = ["StrategyParams", "plan_grasp", "needs_rim_grasp", "handle_point", "pan_handle", "GRIPPER_MAX_OPENING", "RIM_INSET", "RIM_DEPTH", "Box",
            "box_from_part", "column_blocked"]
 
 #: Full opening of the Panda gripper (m), measured in LIBERO (``gripper_opening`` fully open).
@@ -42,6 +43,24 @@ HAND_BOTTOM = 0.024
 ROBOT_BASE_XY = (-0.66, 0.0)
 REACH_SOFT = 0.74
 REACH_PENALTY = 0.2
+#: clutter points (m) below / above a rim grasp's height that its outer finger must keep off
+#: (the fingertips reach ~1.3 cm below the grip site, the hand starts 2.4 cm above it).
+CLUTTER_FINGER_BELOW = 0.02
+CLUTTER_FINGER_ABOVE = 0.06
+#: A flat round object (a plate: its rim is a ring of tiles tilted ~20 degrees, 1.5 cm high at
+#: its lip) is taken at its lip: the finger gap centred on the visible rim (the estimate's
+#: radius: the 5-95th percentile footprint of a disc is ~0.8 of its diameter, so the gap sits
+#: just inside the true lip), the eef lowered to ``FLAT_HOVER`` above its bottom, then pushed
+#: toward ``FLAT_PRESS`` below it while the fingers close (``FLAT_PRESS_STEPS`` env steps): the
+#: fingertips stay on the table and the outer one closes under the lip as the lift starts.
+#: Measured in LIBERO on libero_goal's plate (11.5 g): pressed while closing, 9 of 10 sides
+#: and offsets (4.5-6.5 cm from the centre) lifted it; closed without pressing, with the grip
+#: site 5 mm higher (0.918 m), none did.
+FLAT_HOVER = 0.018
+FLAT_PRESS = 0.02
+FLAT_PRESS_STEPS = 25
+#: half the thickness (m) of an open finger, taken off a clutter point's distance to its centre.
+CLUTTER_FINGER_RADIUS = 0.01
 
 
 @dataclass(frozen=True)
@@ -78,6 +97,11 @@ class StrategyParams:
     max_xy_travel: float = 0.25  #: per move_to (the hard limit is 0.30 m, RPent reference §9)
     round_ratio: float = 1.25  #: major/minor extent ratio below which the yaw is left as is
     rim_min_width: float = 0.066  #: narrow side (m) from which a round object gets a rim grasp
+    #: height (m) from which a wide object has a rim to grasp (a plate seen 1.7 cm tall; a
+    #: flatter object is a mat or a book lying flat)
+    flat_min_height: float = 0.012
+    #: height (m) below which a rim-grasped object is flat (a plate, :data:`FLAT_HOVER`)
+    flat_max_height: float = 0.025
     #: a centre-grasp descent that stops this far (m) above the grasp height came down on something else
     blocked_descent: float = 0.03
     #: longest object (m) a blocked centre grasp retries across its other side (the gripper opens 0.079 m)
@@ -91,6 +115,14 @@ class StrategyParams:
     #: smallest offset (m) along the long axis between the top surface's centre and the
     #: footprint's centre that tells the handle's side (agentview: 1.1 cm on libero_10 t8's pots)
     handle_min_shift: float = 0.005
+    #: a pan (:func:`pan_handle`): at most this tall (m), its footprint at least ``pan_min_ratio``
+    #: times longer than wide, gripped ``pan_grip_depth`` below its top, ``pan_grip_min`` (m) or
+    #: ``pan_grip_fraction`` of its handle's length out from its body
+    pan_max_height: float = 0.08
+    pan_min_ratio: float = 1.3
+    pan_grip_depth: float = 0.015
+    pan_grip_min: float = 0.035
+    pan_grip_fraction: float = 0.4
 
 
 @dataclass(frozen=True)
@@ -167,14 +199,18 @@ def column_blocked(x: float, y: float, z: float, boxes: Sequence[Box], margin: f
 
 def needs_rim_grasp(obj: ObjectEstimate, params: StrategyParams = StrategyParams()) -> bool:
     """True for an object whose narrow side is at least ``rim_min_width`` (too wide to close on
-    across, with margin) and that is not flat (height >= 2 cm): bowls, ramekins, mugs (a mug's
-    handle makes its footprint oblong, its body stays round); also for one at least 9 cm
+    across, with margin) and at least ``flat_min_height`` tall: bowls, ramekins, mugs (a mug's
+    handle makes its footprint oblong, its body stays round) and plates (LIBERO's plate: 0.137 m
+    across, seen 1.7 cm tall; a centre grasp closes on nothing above its flat middle, its rim
+    wall stands ~1.5 cm at 4.8 cm from its centre); also for one at least 9 cm
     long, 4.5 cm across and 3 cm tall (a bowl partly hidden by the arm was measured 0.101 x
     0.062 m)."""
-    if obj.minor_extent <= 1e-6 or obj.height < 0.02:
+    if obj.minor_extent <= 1e-6 or obj.height < params.flat_min_height:
         return False
     if obj.minor_extent >= params.rim_min_width:
         return True
+    if obj.height < 0.02:
+        return False
     # a wide object seen partly hidden (e.g. a bowl behind the arm): its long side still tells
     return obj.major_extent >= 0.09 and obj.minor_extent >= 0.045 and obj.height >= 0.03
 
@@ -204,6 +240,38 @@ def handle_point(obj: ObjectEstimate, params: StrategyParams = StrategyParams())
     return (obj.center[0] + sgn * ux * obj.major_extent / 2.0, obj.center[1] + sgn * uy * obj.major_extent / 2.0)
 
 
+def pan_handle(obj: ObjectEstimate, params: StrategyParams = StrategyParams()) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """``(grip xy, body centre xy)`` (world, m) of a pan's handle, or None.
+
+    A low, wide object whose footprint is at least ``pan_min_ratio`` times longer than wide
+    (a round body ``minor_extent`` across with a handle sticking out along the long axis) and
+    whose top surface (``support``: the pan's floor, inside the body) lies ``handle_min_shift``
+    or more from the footprint's centre along the long axis has its handle at the other end:
+    the body's centre is half a width in from the body's end, the grip
+    ``max(pan_grip_min, pan_grip_fraction x the handle's length)`` out along the handle from
+    the body's edge. Measured on LIBERO's ``chefmate_8_frypan`` (libero_10_task t2): a 0.18 m
+    body whose walls slope ~30 degrees (a rim grasp squeezed them out of the fingers on the
+    lift) and a 13 cm handle bar 2.5 cm wide, 1.2 cm thick, 4 cm above the table; gripped
+    across the bar 3.5-6 cm from the body (the agentview estimate put the body's edge 1.3 cm
+    out), the 50 g pan was lifted and carried tilted by 4-10 degrees.
+    """
+    if obj.support is None or obj.height > params.pan_max_height or obj.minor_extent < params.rim_min_width:
+        return None
+    if obj.major_extent < params.pan_min_ratio * obj.minor_extent:
+        return None
+    ux, uy = math.cos(obj.major_yaw), math.sin(obj.major_yaw)
+    d = (obj.support[0] - obj.center[0]) * ux + (obj.support[1] - obj.center[1]) * uy
+    if abs(d) < params.handle_min_shift:
+        return None
+    sgn = -1.0 if d > 0 else 1.0  # toward the handle
+    ux, uy = sgn * ux, sgn * uy
+    body = obj.major_extent / 2.0 - obj.minor_extent / 2.0  # body centre, back from the footprint's centre
+    edge = obj.minor_extent - obj.major_extent / 2.0  # the body's edge on the handle's side
+    grip = edge + max(params.pan_grip_min, params.pan_grip_fraction * (obj.major_extent - obj.minor_extent))
+    return ((obj.center[0] + ux * grip, obj.center[1] + uy * grip),
+            (obj.center[0] - ux * body, obj.center[1] - uy * body))
+
+
 def _fold(yaw: float, current: float) -> float:
     while yaw - current > math.pi / 2:
         yaw -= math.pi
@@ -219,7 +287,7 @@ def _reach(x: float, y: float) -> float:
 
 def _rim_side(obj: ObjectEstimate, radius: float, obstacles: Sequence[ObjectEstimate],
               boxes: Sequence[Box] = (), grasp_z: float | None = None,
-              place_xy: Sequence[float] | None = None) -> float:
+              place_xy: Sequence[float] | None = None, clutter: Any = None) -> float:
     """Direction (rad) from the centre to the rim point to grasp: the one of +y, -y, -x, +x
     whose outer finger (``radius + 0.03`` m out) is farthest from the obstacles' footprints
     (centre distance minus half their major extent) and from the walls of ``boxes`` that reach
@@ -230,7 +298,12 @@ def _rim_side(obj: ObjectEstimate, radius: float, obstacles: Sequence[ObjectEsti
     centre will be put), stays within easy reach (:data:`REACH_SOFT`). With boxes near (a bowl in an open drawer), the
     diagonals and the boxes' own axes are candidates too, taken only when better by > 8 mm,
     and an obstacle whose round footprint contains the object's centre (the cabinet around
-    the drawer) gives way to the boxes' walls."""
+    the drawer) gives way to the boxes' walls. ``clutter`` (``float64[N, 3]`` world points of
+    what else stands on the table, :func:`~rpent.robots.libero.skills.clutter.clutter_points`)
+    counts as obstacles too where a point stands between :data:`CLUTTER_FINGER_BELOW` below the
+    grasp height and :data:`CLUTTER_FINGER_ABOVE` above it: objects no segmentation was asked
+    for (libero_goal_task t1: a plate's -x rim grasp, chosen for the cabinet 4.5 cm from its +y
+    hand, closed on the rim of the bowl standing against it)."""
     gz = obj.top_z if grasp_z is None else grasp_z
     walls = [b for b in boxes if b.z_hi > gz - 0.015 and b.signed_distance(obj.center[0], obj.center[1]) < radius + 0.1]
     cands = [(math.pi / 2, 0.0), (-math.pi / 2, 0.002), (math.pi, 0.004), (0.0, 0.006)]
@@ -243,6 +316,11 @@ def _rim_side(obj: ObjectEstimate, radius: float, obstacles: Sequence[ObjectEsti
         cands += [(b.yaw + k * math.pi / 2, 0.008) for b in walls for k in range(4)]
     # furniture reaching above the hand's underside (grip site + 0.024 m, + 1 cm of slack)
     tall = [b for b in boxes if b.z_hi > gz + HAND_BOTTOM + 0.01]
+    pts = None
+    if clutter is not None and len(clutter):
+        c = np.asarray(clutter, dtype=np.float64).reshape(-1, 3)
+        pts = c[(c[:, 2] >= gz - CLUTTER_FINGER_BELOW) & (c[:, 2] <= gz + CLUTTER_FINGER_ABOVE), :2]
+        pts = pts if len(pts) else None
     best, best_score = math.pi / 2, -math.inf
     for phi, penalty in cands:
         fx = obj.center[0] + math.cos(phi) * (radius + 0.03)
@@ -253,6 +331,8 @@ def _rim_side(obj: ObjectEstimate, radius: float, obstacles: Sequence[ObjectEsti
             clear = min(clear, d)
         for b in walls:
             clear = min(clear, b.clearance(fx, fy))
+        if pts is not None:
+            clear = min(clear, float(np.min(np.hypot(pts[:, 0] - fx, pts[:, 1] - fy))) - CLUTTER_FINGER_RADIUS)
         if tall:  # the hand itself: a bar along the closing (radial) axis through the grip point
             ex = obj.center[0] + math.cos(phi) * (radius - RIM_INSET)
             ey = obj.center[1] + math.sin(phi) * (radius - RIM_INSET)
@@ -274,19 +354,21 @@ def _rim_side(obj: ObjectEstimate, radius: float, obstacles: Sequence[ObjectEsti
 
 def plan_grasp(obj: ObjectEstimate, current_yaw: float, params: StrategyParams = StrategyParams(),
                obstacles: Sequence[ObjectEstimate] = (), boxes: Sequence[Box] = (),
-               place_xy: Sequence[float] | None = None) -> dict:
+               place_xy: Sequence[float] | None = None, clutter: Any = None) -> dict:
     """Grasp pose for an object, chosen from its shape.
 
     * Centre grasp (default): eef above the centre, ``grasp_depth`` below the top (at least
       ``min_grasp_height`` above the bottom). To close across the narrow side the yaw is the
       major-axis direction (mod pi); for a ridge-topped object the fingers close along the
       ridge (yaw = ridge direction - pi/2). Nearly round footprints keep the current yaw.
-    * Pan (:func:`~rpent.robots.libero.skills.pans.pan_parts`: a flat oblong object with a
-      handle): a rim grasp on its round body, across the handle's axis on the side nearer the
-      robot; ``offset`` puts the body's centre over the target; ``"pan": True`` in the answer.
+    * Handle grasp of a pan (:func:`pan_handle`): across its handle bar, the body's centre
+      carried over the target.
     * Handle grasp (:func:`handle_point`: a tall pot): eef at the handle, ``handle_depth``
       below the top, fingers closing across the long axis; its ``offset`` puts the top
       surface's centre (the body) over the target.
+    * Flat grasp (a rim-grasped object less than ``flat_max_height`` tall: a plate): at its lip,
+      pressed down while closing (:data:`FLAT_HOVER`; ``press_z``: the eef height the close
+      pushes toward).
     * Rim grasp (:func:`needs_rim_grasp`: bowls, wide mugs): eef ``RIM_INSET`` inside the
       rim (radius: mean half extent of a round footprint, half the narrow side of an oblong
       one, e.g. a mug with its handle) on the freest side (:func:`_rim_side`, away from ``obstacles``), ``RIM_DEPTH`` below
@@ -297,27 +379,25 @@ def plan_grasp(obj: ObjectEstimate, current_yaw: float, params: StrategyParams =
     Args:
         obj: the object; current_yaw: eef yaw now (rad); obstacles: other objects nearby;
         boxes: furniture boxes (:class:`Box`, e.g. drawers) whose walls the fingers avoid;
-        place_xy: where the object's centre will be put (world xy, m), for the reach check.
+        place_xy: where the object's centre will be put (world xy, m), for the reach check;
+        clutter: optional ``float64[N, 3]`` world points of other things on the table (the rim
+        grasp's outer finger keeps off them, :func:`_rim_side`).
     Returns:
         ``{"xyz": [x, y, z_grasp], "approach_z": float, "yaw": float, "kind": "centre" |
-        "rim" | "handle", "offset": [dx, dy]}`` (m, rad; ``offset`` = grasp xy minus object centre xy,
+        "rim" | "flat" | "handle", "offset": [dx, dy], "press_z"?: float}`` (m, rad; ``offset`` = grasp xy minus object centre xy,
         kept while carrying so the object's centre lands on the target's).
     """
     height = obj.height
-    pan = pan_parts(obj, params.rim_min_width)
+    pan = pan_handle(obj, params)
     if pan is not None:
-        # a pan: a rim grasp on its round body, across the handle's axis (the body's centre is
-        # least sure along that axis, and a wall point across it moves little with it), on the
-        # side nearer the robot
-        body, _ = pan
-        r = body.minor_extent / 2.0 - RIM_INSET
-        phi = min((obj.major_yaw + math.pi / 2, obj.major_yaw - math.pi / 2),
-                  key=lambda a: _reach(body.center[0] + r * math.cos(a), body.center[1] + r * math.sin(a)))
-        dx, dy = r * math.cos(phi), r * math.sin(phi)
-        return {"xyz": [body.center[0] + dx, body.center[1] + dy,
-                        max(obj.bottom_z + params.min_grasp_height, obj.top_z - RIM_DEPTH)],
-                "approach_z": obj.top_z + params.approach_clearance, "yaw": _fold(phi - math.pi / 2, current_yaw),
-                "kind": "rim", "pan": True, "offset": [dx, dy]}
+        (hx, hy), (bx, by) = pan
+        return {
+            "xyz": [hx, hy, max(obj.bottom_z + params.min_grasp_height, obj.top_z - params.pan_grip_depth)],
+            "approach_z": obj.top_z + params.approach_clearance,
+            "yaw": _fold(obj.major_yaw, current_yaw),  # fingers close across the handle bar
+            "kind": "handle",
+            "offset": [hx - bx, hy - by],  # the body, not the mask's centre, goes over the target
+        }
     handle = handle_point(obj, params)
     if handle is not None:
         return {
@@ -331,17 +411,21 @@ def plan_grasp(obj: ObjectEstimate, current_yaw: float, params: StrategyParams =
     if needs_rim_grasp(obj, params):
         round_ = obj.major_extent / obj.minor_extent < params.round_ratio
         radius = (obj.major_extent + obj.minor_extent) / 4.0 if round_ else obj.minor_extent / 2.0  # mug: body, not handle
-        grasp_z = max(obj.bottom_z + params.min_grasp_height, obj.top_z - RIM_DEPTH)
-        phi = _rim_side(obj, radius, obstacles, boxes, grasp_z, place_xy)
-        off = radius - RIM_INSET
+        flat = obj.height < params.flat_max_height
+        grasp_z = obj.bottom_z + FLAT_HOVER if flat else max(obj.bottom_z + params.min_grasp_height, obj.top_z - RIM_DEPTH)
+        phi = _rim_side(obj, radius, obstacles, boxes, grasp_z, place_xy, clutter)
+        off = radius if flat else radius - RIM_INSET
         dx, dy = math.cos(phi) * off, math.sin(phi) * off
-        return {
+        out = {
             "xyz": [obj.center[0] + dx, obj.center[1] + dy, grasp_z],
             "approach_z": obj.top_z + params.approach_clearance,
             "yaw": _fold(phi - math.pi / 2, current_yaw),
-            "kind": "rim",
+            "kind": "flat" if flat else "rim",
             "offset": [dx, dy],
         }
+        if flat:
+            out["press_z"] = obj.bottom_z - FLAT_PRESS
+        return out
     grasp_z = max(obj.bottom_z + params.min_grasp_height, obj.top_z - min(params.grasp_depth, height / 2.0))
     yaw = current_yaw
     if obj.ridge_yaw is not None or (obj.minor_extent > 1e-6 and obj.major_extent / obj.minor_extent >= params.round_ratio):

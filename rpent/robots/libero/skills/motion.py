@@ -13,7 +13,7 @@ import numpy as np
 
 from rpent.robots.libero import control
 from rpent.robots.libero.skills.estimate import PARTIAL_VIEW, ObjectEstimate, refine_estimate
-from rpent.robots.libero.skills.grasp import Box, StrategyParams, column_blocked, plan_grasp
+from rpent.robots.libero.skills.grasp import FLAT_PRESS_STEPS, Box, StrategyParams, column_blocked, plan_grasp
 
 __all__ = ["StrategyParams", "plan_grasp", "xy_waypoints", "Executor", "InProcessExecutor", "pick_and_place"]
 
@@ -180,7 +180,7 @@ def pick_and_place(
         return True
 
     s0 = control.robot_state(ex.current_state())
-    grasp = plan_grasp(obj, control.eef_yaw(s0["eef_quat"]), params, obstacles, boxes, target.center[:2])
+    grasp = plan_grasp(obj, control.eef_yaw(s0["eef_quat"]), params, obstacles, boxes, target.center[:2], clutter)
     gx, gy, gz = (float(v) for v in grasp["xyz"])
     hang = gz - obj.bottom_z  # object bottom below the eef while carried
     carry_z = max(params.min_carry_z, target.top_z + hang + params.carry_clearance, grasp["approach_z"])
@@ -196,9 +196,8 @@ def pick_and_place(
         if not travel("rise", [s0["eef_pos"][0], s0["eef_pos"][1], travel_z], control.GRIPPER_OPEN):
             return finish("rise", _why(ex.current_state(), phases))
     # with a second look coming, hover above the object's centre (the wrist camera sees all of it)
-    if grasp["kind"] == "handle" or grasp.get("pan"):
-        # the wrist's top view of a pot hides which end is the handle, and a pan fills it: keep the front view's
-        relocate = None
+    if grasp["kind"] == "handle":
+        relocate = None  # the wrist's top view of a pot hides which end is the handle: keep the front view's
     hx, hy = (float(obj.center[0]), float(obj.center[1])) if relocate is not None else (gx, gy)
     if column_blocked(hx, hy, float(grasp["approach_z"]), boxes, margin=0.06) is not None:
         hx, hy = gx, gy  # a drawer overhangs the centre: look from above the grasp point
@@ -213,7 +212,7 @@ def pick_and_place(
         closer = relocate(ex.current_state())
         if closer is not None:
             coarse, obj = obj, refine_estimate(obj, closer)
-            if grasp["kind"] == "rim":  # the top view of a wide rim is often cut by the image edge: keep it wide
+            if grasp["kind"] in ("rim", "flat"):  # the top view of a wide rim is often cut by the image edge: keep it wide
                 if closer.minor_extent < PARTIAL_VIEW * coarse.minor_extent:
                     # cut across too (the image edge, the arm or a drawer hid part of it): its
                     # centre is biased toward the visible part (observed 3.6 cm off on a bowl
@@ -223,7 +222,7 @@ def pick_and_place(
                 obj = dataclasses.replace(obj, major_extent=max(obj.major_extent, coarse.major_extent),
                                           minor_extent=max(obj.minor_extent, coarse.minor_extent))
             grasp = plan_grasp(obj, control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"]), params,
-                               obstacles, boxes, target.center[:2])
+                               obstacles, boxes, target.center[:2], clutter)
             gx, gy, gz = (float(v) for v in grasp["xyz"])
             hang = gz - obj.bottom_z
             carry_z = max(params.min_carry_z, target.top_z + hang + params.carry_clearance, grasp["approach_z"],
@@ -261,15 +260,19 @@ def pick_and_place(
             if "error" in r or over():
                 return finish(phase, _why(ex.current_state(), phases))
         grasp = {**grasp, "yaw": yaw2}
-    # 3. close
-    r = run("close", "set_gripper", gripper=control.GRIPPER_CLOSE, steps=params.close_steps)
+    # 3. close (a flat object: pressed down while closing, grasp.FLAT_HOVER)
+    if grasp["kind"] == "flat":
+        r = run("close", "move_to", xyz=[gx, gy, float(grasp["press_z"])], gripper=control.GRIPPER_CLOSE,
+                step_clip=0.015, tol=0.001, max_steps=FLAT_PRESS_STEPS, target_yaw=float(grasp["yaw"]))
+    else:
+        r = run("close", "set_gripper", gripper=control.GRIPPER_CLOSE, steps=params.close_steps)
     if "error" in r or over():
         return finish("close", _why(ex.current_state(), phases))
     # 4. lift straight up
     if not travel("lift", [gx, gy, carry_z], control.GRIPPER_CLOSE, step_clip=0.02, max_steps=120):
         return finish("lift", _why(ex.current_state(), phases))
     opening = control.gripper_opening(control.robot_state(ex.current_state())["gripper_qpos"])
-    if opening < (params.grasped_min_opening_rim if grasp["kind"] == "rim" else params.grasped_min_opening):
+    if opening < (params.grasped_min_opening_rim if grasp["kind"] in ("rim", "flat") else params.grasped_min_opening):
         return finish("lift", f"grasp came up empty (gripper opening {opening:.4f} m)")
     if opening > params.grasped_max_opening:
         return finish("lift", f"the gripper did not close (opening {opening:.4f} m): nothing between the fingers")

@@ -133,8 +133,21 @@ def bind_qualified(call: Call, goals) -> dict[tuple, str]:
     return out
 
 
+def _pinned(instances: list[Instance], phrase: str, qualifier, pins: Mapping[tuple, str]) -> tuple[list[Instance], Instance | None]:
+    """``(candidates, pinned)``: the instance an earlier step settled for this phrase and qualifier
+    (or None), and the candidates left when the instances earlier steps settled for the same
+    phrase with another qualifier are taken out (when any is left): "stack the left bowl on the
+    right bowl and place them in the tray" moves the right bowl first, after which the left one
+    may no longer be the leftmost."""
+    name = pins.get((phrase, qualifier))
+    hit = next((i for i in instances if i.name == name), None) if name else None
+    others = {n for (ph, q), n in pins.items() if ph == phrase and q != qualifier}
+    rest = [i for i in instances if i.name not in others]
+    return (rest or instances), hit
+
+
 def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset(),
-                  bound: Mapping[tuple, str] | None = None) -> Picked:
+                  pins: Mapping[tuple, str] | None = None, bound: Mapping[tuple, str] | None = None) -> Picked:
     """Segment the object and target of ``goal``, resolving spatial qualifiers geometrically.
 
     Args:
@@ -142,13 +155,19 @@ def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset
         goal: the step.
         exclude: instance names already placed by earlier steps (not picked again when
             another instance matches, e.g. the second of "both moka pots").
-        bound: qualified phrases resolved before the plan began (:func:`bind_qualified`).
+        pins: ``{(phrase, qualifier): instance name}`` settled by earlier steps: the same phrase
+            and qualifier means the same instance again, and another qualifier of that phrase
+            means none of those instances (:func:`_pinned`).
+        bound: qualified phrases resolved before the plan began (:func:`bind_qualified`); a
+            pinned instance comes first.
     Raises:
         NotFound: the object, the target or a reference was not found.
     """
+    pins = pins or {}
     known: dict[str, Instance] = {}
     objs = find_instances(call, goal.object_phrase)
-    obj = _choose(call, goal.object_phrase, goal.object_qualifier, objs, set(exclude), known, bound)
+    cands, hit = _pinned(objs, goal.object_phrase, goal.object_qualifier, pins)
+    obj = hit or _choose(call, goal.object_phrase, goal.object_qualifier, cands, set(exclude), known, bound)
     if goal.target_part is not None:  # into a drawer of a fixture: its box from view_fixtures
         fx, part, _ = find_fixture_part(call, goal.target_phrase, goal.target_part, "slide")
         tgts = [Instance(f"{fx}/{part.get('part')}", drawer_target(part))]
@@ -158,10 +177,14 @@ def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset
         tgts = find_instances(call, goal.target_phrase)
     others = [t for t in tgts if t.name != obj.name] or tgts
     tq = goal.target_qualifier
-    # a place among its kind ("the black bowl in the middle") counts the object too when it is of that kind
-    tgt = _choose(call, goal.target_phrase, tq, tgts, set(), known, bound) if tq is not None and not tq.refs else None
-    if tgt is None or tgt.name == obj.name:
-        tgt = _choose(call, goal.target_phrase, tq, others, set(), known, bound)
+    cands, tgt = _pinned(tgts, goal.target_phrase, tq, pins)
+    if tgt is None and tq is not None and not tq.refs:
+        # a place among its kind ("the black bowl in the middle") counts the object too when it is of that kind
+        tgt = _choose(call, goal.target_phrase, tq, cands, set(), known, bound)
+        tgt = None if tgt.name == obj.name else tgt
+    if tgt is None:
+        cands, _ = _pinned(others, goal.target_phrase, tq, pins)
+        tgt = _choose(call, goal.target_phrase, tq, cands, set(), known, bound)
     tgts = others
     target = tgt.est
     if goal.relation == "on" and target.support is not None and goal.target_part is None and not is_rack(goal.target_phrase) \

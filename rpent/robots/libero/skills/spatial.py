@@ -5,10 +5,15 @@ LIBERO's world frame (robosuite): +x points away from the robot base across the 
 (robosuite ``TableArena`` at ``table_offset (0, 0, 0.9)``; LIBERO's "table center" region
 is around the origin). Rules (xy distances between estimate centres):
 
-* ``between A and B``: the candidate nearest the midpoint of A and B.
+* ``between A and B``: the candidate nearest the segment from A to B (ties: nearest its
+  midpoint). On libero_spatial_task t0 seed 0 the bowl LIBERO places "between the plate and
+  the ramekin" settled 8 cm beyond the ramekin's end of that segment, the other bowl stood
+  0.13 m beside its middle: nearest the midpoint picked the wrong one.
 * ``next_to A``: the candidate nearest A among those not resting on it (see ``on``).
 * ``on A`` / ``in A``: the candidate nearest A in xy among those resting above the table
   (bottom >= ``ELEVATED`` above the lowest candidate bottom); if none is raised, nearest A.
+  For ``on``, those whose top stands ``ON_ABOVE`` above A's top come first (and a raised one
+  lower than A's top is left out: it is in A, not on it).
 * ``left_of`` / ``right_of`` / ``front_of`` / ``behind`` A: the candidate nearest the point
   ``SIDE_OFFSET`` m from A in that direction (-y / +y / -x / +x; see ``left`` below).
 * ``center``: the candidate nearest the table centre (0, 0).
@@ -45,6 +50,9 @@ ELEVATED = 0.02
 #: not count as raised (bottom seen at 0.90 m), the bowl on the cabinet top did, 0.47 m from the
 #: stove against 0.06 m, and was taken.
 ON_FARTHER = 0.15
+#: "on X": a candidate whose top is this much (m) above X's top rests on it (or one raised
+#: off the table whose top is no more than this below X's top).
+ON_ABOVE = 0.01
 #: distance (m) from a reference at which "left of / right of / in front of / behind" looks for the object.
 SIDE_OFFSET = 0.10
 _SIDE_DIRS = {"left_of": (0.0, -1.0), "right_of": (0.0, 1.0), "front_of": (1.0, 0.0), "behind": (-1.0, 0.0)}
@@ -52,6 +60,14 @@ _SIDE_DIRS = {"left_of": (0.0, -1.0), "right_of": (0.0, 1.0), "front_of": (1.0, 
 
 def _dxy(a: Sequence[float], b: Sequence[float]) -> float:
     return math.hypot(a[0] - b[0], a[1] - b[1])
+
+
+def _to_segment(p: Sequence[float], a: Sequence[float], b: Sequence[float]) -> float:
+    """xy distance (m) from ``p`` to the segment from ``a`` to ``b``."""
+    dx, dy = b[0] - a[0], b[1] - a[1]
+    n = dx * dx + dy * dy
+    t = 0.0 if n < 1e-12 else min(1.0, max(0.0, ((p[0] - a[0]) * dx + (p[1] - a[1]) * dy) / n))
+    return _dxy(p, (a[0] + t * dx, a[1] + t * dy))
 
 
 def resolve_qualifier(qualifier: Qualifier, candidates: Sequence[ObjectEstimate],
@@ -83,8 +99,7 @@ def resolve_qualifier(qualifier: Qualifier, candidates: Sequence[ObjectEstimate]
     rel = qualifier.relation
     if rel == "between":
         a, b = (refs[r].center for r in qualifier.refs)
-        mid = ((a[0] + b[0]) / 2.0, (a[1] + b[1]) / 2.0)
-        return min(idx, key=lambda i: _dxy(c[i], mid))
+        return min(idx, key=lambda i: (_to_segment(c[i], a, b), _dxy(c[i], ((a[0] + b[0]) / 2.0, (a[1] + b[1]) / 2.0))))
     if rel == "center":
         return min(idx, key=lambda i: _dxy(c[i], TABLE_CENTER_XY))
     if rel == "left":
@@ -115,7 +130,15 @@ def resolve_qualifier(qualifier: Qualifier, candidates: Sequence[ObjectEstimate]
             d = _dxy(c[i], ref.center)
             return min(d, _dxy(c[i], ref.support)) if ref.support is not None else d
 
-        best = min(raised or list(idx), key=near)
+        pool = raised
+        if rel == "on":
+            # resting on the reference: its top above the reference's top (one raised but lower
+            # than the reference's top is inside it: libero_spatial_task t4, a bowl in the open
+            # top drawer, 1.3 cm below the cabinet's top, against the one on the cabinet, whose
+            # mask the image border cut, so its bottom was seen on the table)
+            pool = [i for i in idx if candidates[i].top_z >= ref.top_z + ON_ABOVE
+                    or (i in raised and candidates[i].top_z >= ref.top_z - ON_ABOVE)] or raised
+        best = min(pool or list(idx), key=near)
         nearest = min(idx, key=near)
         return nearest if near(best) > near(nearest) + ON_FARTHER else best
     raise ValueError(f"unknown spatial relation {rel!r}")
