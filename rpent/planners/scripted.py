@@ -12,7 +12,9 @@ object's shape (rim grasp for bowls and mugs, :mod:`rpent.robots.libero.skills.g
 runs :func:`rpent.robots.libero.skills.motion.pick_and_place`, with a second look through
 ``segment(camera="wrist")`` while the gripper hovers above the object. Fixture steps read
 drawer and knob joints and handles from ``view_fixtures`` and run
-:mod:`rpent.robots.libero.skills.fixtures`. Instruction kinds it cannot do end with
+:mod:`rpent.robots.libero.skills.fixtures` (a hinged door, the microwave's:
+:mod:`rpent.robots.libero.skills.doors`). A push first sets aside what stands in its way
+(:mod:`rpent.robots.libero.skills.pathclear`). Instruction kinds it cannot do end with
 ``finish(status="unsupported")`` and the reason; a failed step ends with ``failure`` naming
 the step and the stage. It drives the toolkit only through ``toolkit.execute`` — the
 interface the LLM planners use — so its run record looks the same.
