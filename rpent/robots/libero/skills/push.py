@@ -110,12 +110,15 @@ PUSH_RIDE_UP = 0.012
 
 
 def needs_push(obj: ObjectEstimate) -> bool:
-    """True for an object that cannot be gripped from above and is pushed instead: lower than
-    :data:`FLAT_HEIGHT` and wider across its narrow side than the gripper opens (a plate), with
-    no rim to take (:func:`~rpent.robots.libero.skills.grasp.needs_rim_grasp`)."""
-    from rpent.robots.libero.skills.grasp import GRIPPER_MAX_OPENING, needs_rim_grasp
+    """True for an object that is pushed rather than carried when it must go beside something:
+    lower than :data:`FLAT_HEIGHT` and wider across its narrow side than the gripper opens (a
+    plate: gripped by its low lip it is carried at all, and the push aims from the reference's
+    largest flat surface, :func:`push_goal`, where a spot beside its front-camera footprint fell
+    short: libero_goal_lan t5 set the plate down 0.11 m from the stove's knob, outside the
+    region in front of it)."""
+    from rpent.robots.libero.skills.grasp import GRIPPER_MAX_OPENING
 
-    return obj.height < FLAT_HEIGHT and obj.minor_extent > GRIPPER_MAX_OPENING and not needs_rim_grasp(obj)
+    return obj.height < FLAT_HEIGHT and obj.minor_extent > GRIPPER_MAX_OPENING
 
 
 def push_goal(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> tuple[float, float]:
