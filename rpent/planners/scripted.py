@@ -58,6 +58,18 @@ LOOK_REACH_Z = 1.30
 LOOK_SKIP_EXTENT = 0.14
 
 
+#: pick-and-place attempts a step makes again when the object was lost (the grasp came up empty,
+#: or the object slipped out on the way), from a new look at the scene.
+STEP_RETRIES = 2
+
+
+def _lost(outcome: dict) -> bool:
+    """True when a pick-and-place outcome says the gripper lost (or never held) the object."""
+    reason = str(outcome.get("reason") or "")
+    return outcome.get("stage") in ("lift", "transport") and (
+        "came up empty" in reason or "did not close" in reason or "slipped out" in reason)
+
+
 class _Stop(Exception):
     """The run must end now (interrupt, timeout)."""
 
@@ -181,6 +193,7 @@ class ScriptedPlanner:
         import dataclasses
 
         from rpent.robots.libero.skills import layout
+        from rpent.robots.libero.skills.grasp import base_from_home
 
         placed: set[str] = set()
         placed_tops: dict[tuple, float] = {}  # target key -> top z (m) of what was put there
@@ -192,7 +205,11 @@ class ScriptedPlanner:
         # qualifiers describe the scene as the instruction found it: resolve them before anything moves
         bound = scene.bind_qualified(call, moves) if len(moves) > 1 and any(
             g.object_qualifier or g.target_qualifier for g in moves) else {}
-        for k, goal in enumerate(plan.steps, 1):
+        retries: dict[int, int] = {}  # step -> pick-and-place attempts made again after the object was lost
+        k = 0
+        while k < n:
+            k += 1
+            goal = plan.steps[k - 1]
             tag = f"step {k}/{n} ({goal.describe()})" if n > 1 else goal.describe()
             if k > 1 and home is not None:
                 ScriptedPlanner._go_home(call, home)
@@ -284,7 +301,8 @@ class ScriptedPlanner:
                                               carry_over=placed_tops.get(key),
                                               release_top=target.support[2] if (goal.target_part is not None
                                               or goal.target_compartment is not None)
-                                              and target.support is not None else None, align_yaw=align)
+                                              and target.support is not None else None, align_yaw=align,
+                                              base_xy=None if home is None else base_from_home(home))
             placed.add(picked.object_name)
             placed_tops[key] = max(placed_tops.get(key, -1e9), target.top_z + picked.obj.height)
             if toolkit.solved():
@@ -294,6 +312,15 @@ class ScriptedPlanner:
                         g.describe() if isinstance(g, strategy.FixtureGoal) else f"put the {g.describe()}"
                         for g in plan.steps[:k])
                 return "success", "placed the " + " and the ".join(g.describe() for g in plan.steps[:k])
+            if _lost(outcome) and retries.get(k, 0) < STEP_RETRIES:
+                retries[k] = retries.get(k, 0) + 1
+                say(f"{tag}: {outcome.get('reason')}; looking for the {goal.object_phrase} again "
+                    f"(retry {retries[k]} of {STEP_RETRIES}).")
+                placed.discard(picked.object_name)
+                if home is not None:
+                    ScriptedPlanner._go_home(call, home)
+                k -= 1
+                continue
             if outcome.get("stage") != "retreat" or k == n:
                 reason = outcome.get("reason") or "task predicate not satisfied"
                 say(f"{tag} ended at stage '{outcome.get('stage')}' without success: {reason}")

@@ -69,3 +69,14 @@ def test_executor_skips_and_tracks_state_from_answers():
     assert calls == ["view_env_state", "move_to"]
     # a second executor over the same call shares the state
     assert _ToolExecutor(tracked).current_state()["robot0_eef_pos"] == [0.3, 0.0, 1.1]
+
+
+def test_a_lost_object_is_looked_for_again_other_failures_are_not():
+    from rpent.planners.scripted import _lost
+
+    assert _lost({"stage": "lift", "reason": "grasp came up empty (gripper opening 0.0010 m)"})
+    assert _lost({"stage": "transport", "reason": "the object slipped out of the gripper on the way (gripper opening 0.0019 m)"})
+    assert _lost({"stage": "lift", "reason": "the gripper did not close (opening 0.0755 m): nothing between the fingers"})
+    assert not _lost({"stage": "retreat", "reason": "task predicate not satisfied"})
+    assert not _lost({"stage": "transport", "reason": "episode truncated (max_episode_steps reached)"})
+    assert not _lost({"stage": "descend", "reason": "grasp came up empty"})

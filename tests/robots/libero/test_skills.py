@@ -312,3 +312,18 @@ def test_an_instance_a_qualifier_settled_stays_settled_in_later_steps():
     # and "the left bowl" is the other one, wherever the right one now stands
     assert _pinned([left, right], "bowl", Qualifier("left"), pins) == ([left], None)
     assert _pinned([left, right], "plate", None, pins) == ([left, right], None)
+
+
+def test_grasp_yaw_turns_by_pi_where_the_wrist_would_reach_its_limit():
+    from rpent.robots.libero.skills.grasp import WRIST_LIMIT, base_from_home, wrist_angle, wrist_fold
+
+    # libero_10_task t4 s0 (living-room scene: the eef starts at x -0.058, its base at -0.51): the white
+    # mug grasped by its -x rim at yaw -pi/2 and carried to the right plate at y +0.29
+    base = base_from_home((-0.0585, 0.0))
+    assert base == pytest.approx((-0.5105, 0.0))
+    grasp_xy, place_xy = (-0.1221, -0.1763), (-0.0155, 0.2948)
+    assert abs(wrist_angle(-math.pi / 2, place_xy, base)) > WRIST_LIMIT - 0.01  # where the arm stalled
+    assert wrist_fold(-math.pi / 2, [grasp_xy, place_xy], base) == pytest.approx(math.pi / 2)
+    # a grasp well inside the limits keeps its yaw (the start pose: yaw 0, the wrist at 0.785 rad)
+    assert wrist_angle(0.0, (-0.0585, 0.0), base) == pytest.approx(0.785)
+    assert wrist_fold(-math.pi / 2, [grasp_xy], base) == -math.pi / 2

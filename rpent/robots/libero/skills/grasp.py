@@ -20,7 +20,7 @@ import numpy as np
 
 from rpent.robots.libero.skills.estimate import ObjectEstimate
 
-__all__ = ["StrategyParams", "plan_grasp", "needs_rim_grasp", "handle_point", "pan_handle", "GRIPPER_MAX_OPENING", "RIM_INSET", "RIM_DEPTH", "Box",
+__all__ = ["StrategyParams", "plan_grasp", "min_opening", "wrist_fold", "wrist_angle", "base_from_home", "needs_rim_grasp", "handle_point", "pan_handle", "GRIPPER_MAX_OPENING", "RIM_INSET", "RIM_DEPTH", "Box",
            "box_from_part", "column_blocked"]
 
 #: Full opening of the Panda gripper (m), measured in LIBERO (``gripper_opening`` fully open).
@@ -43,6 +43,15 @@ HAND_BOTTOM = 0.024
 ROBOT_BASE_XY = (-0.66, 0.0)
 REACH_SOFT = 0.74
 REACH_PENALTY = 0.2
+#: the eef's xy offset (m, world +x) from the robot base at the episode's start (measured in
+#: LIBERO's kitchen, living-room and study scenes: base at x -0.66, -0.51, -0.75 m, the eef 0.452 m
+#: ahead of it in each)
+HOME_FROM_BASE = 0.452
+#: the Panda's last joint: its angle (rad) at the start pose (gripper yaw 0, robosuite's init
+#: qpos), its limit (+/- rad, robosuite's Panda model) and the margin a grasp yaw keeps from it
+WRIST_NEUTRAL = 0.785
+WRIST_LIMIT = 2.8973
+WRIST_MARGIN = 0.35
 #: clutter points (m) below / above a rim grasp's height that its outer finger must keep off
 #: (the fingertips reach ~1.3 cm below the grip site, the hand starts 2.4 cm above it).
 CLUTTER_FINGER_BELOW = 0.02
@@ -91,6 +100,9 @@ class StrategyParams:
     #: bowl: 0.0079 m right after closing, 0.0035 m after the lift; empty grips read 0.0010-0.0014 m;
     #: whether 0.0035 m still held the bowl was not verified)
     grasped_min_opening_rim: float = 0.0022
+    #: the same for a flat grasp (a plate's lip: 0.0042-0.0059 m while held, measured on libero_goal's
+    #: plate; an empty grip that lost it read 0.0019 m while still closing)
+    grasped_min_opening_flat: float = 0.003
     #: opening (m) above which the fingers did not close at all (the widest grasp, a rim, is < 0.066 m;
     #: observed 0.0755 m after a close that met nothing at a descent that stopped 9 cm high)
     grasped_max_opening: float = 0.072
@@ -123,6 +135,13 @@ class StrategyParams:
     pan_grip_depth: float = 0.015
     pan_grip_min: float = 0.035
     pan_grip_fraction: float = 0.4
+
+
+def min_opening(kind: str, params: StrategyParams = StrategyParams()) -> float:
+    """Gripper opening (m) below which a grasp of ``kind`` (:func:`plan_grasp`) holds nothing."""
+    if kind == "flat":
+        return params.grasped_min_opening_flat
+    return params.grasped_min_opening_rim if kind == "rim" else params.grasped_min_opening
 
 
 @dataclass(frozen=True)
@@ -272,6 +291,37 @@ def pan_handle(obj: ObjectEstimate, params: StrategyParams = StrategyParams()) -
             (obj.center[0] - ux * body, obj.center[1] - uy * body))
 
 
+def base_from_home(home_xy: Sequence[float]) -> tuple[float, float]:
+    """The robot base's world xy (m) from the eef's xy at the episode's start (every LIBERO scene
+    starts the Panda in the same joint pose, the eef :data:`HOME_FROM_BASE` ahead of its base)."""
+    return float(home_xy[0]) - HOME_FROM_BASE, float(home_xy[1])
+
+
+def wrist_angle(yaw: float, xy: Sequence[float], base_xy: Sequence[float] = ROBOT_BASE_XY) -> float:
+    """The Panda's last joint (rad) holding the gripper at world ``yaw`` (rad) pointing down with
+    the eef at ``xy``: ``WRIST_NEUTRAL - (yaw - azimuth)``, the azimuth the eef's direction from
+    ``base_xy`` (the joint turns the hand about the vertical; the arm's other joints turn it with
+    the azimuth). ``yaw`` is taken mod 2 pi into (-pi, pi] as the motion tools servo it."""
+    az = math.atan2(float(xy[1]) - base_xy[1], float(xy[0]) - base_xy[0])
+    y = math.atan2(math.sin(yaw), math.cos(yaw))
+    return WRIST_NEUTRAL - (y - az)
+
+
+def wrist_fold(yaw: float, points: Sequence[Sequence[float]], base_xy: Sequence[float] = ROBOT_BASE_XY) -> float:
+    """``yaw`` or the same grasp turned by pi (the fingers are symmetric), whichever keeps the last
+    joint farther inside its limits at every eef xy of ``points`` (the grasp and the place):
+    ``yaw`` unless it leaves less than :data:`WRIST_MARGIN` there and the other leaves more. On
+    libero_10_task t4 (seed 0) a mug grasped at yaw -pi/2 and carried to the right plate stalled
+    2-3 cm short (the joint at 2.896 of its 2.8973 rad limit); at +pi/2 it got there."""
+    def margin(y: float) -> float:
+        return min(WRIST_LIMIT - abs(wrist_angle(y, p, base_xy)) for p in points)
+
+    other = yaw - math.pi if yaw > 0 else yaw + math.pi
+    if margin(yaw) >= WRIST_MARGIN or margin(other) <= margin(yaw):
+        return yaw
+    return other
+
+
 def _fold(yaw: float, current: float) -> float:
     while yaw - current > math.pi / 2:
         yaw -= math.pi
@@ -354,7 +404,22 @@ def _rim_side(obj: ObjectEstimate, radius: float, obstacles: Sequence[ObjectEsti
 
 def plan_grasp(obj: ObjectEstimate, current_yaw: float, params: StrategyParams = StrategyParams(),
                obstacles: Sequence[ObjectEstimate] = (), boxes: Sequence[Box] = (),
-               place_xy: Sequence[float] | None = None, clutter: Any = None) -> dict:
+               place_xy: Sequence[float] | None = None, clutter: Any = None,
+               base_xy: Sequence[float] | None = None) -> dict:
+    """Grasp pose for an object, chosen from its shape (:func:`_plan_grasp`), its yaw turned by pi
+    where that keeps the wrist farther from its limit at the grasp and, with ``place_xy``, at the
+    place (:func:`wrist_fold`; ``base_xy``: the robot base, default :data:`ROBOT_BASE_XY`)."""
+    g = _plan_grasp(obj, current_yaw, params, obstacles, boxes, place_xy, clutter)
+    points = [g["xyz"][:2]]
+    if place_xy is not None:
+        points.append((place_xy[0] + g["offset"][0], place_xy[1] + g["offset"][1]))
+    g["yaw"] = wrist_fold(g["yaw"], points, ROBOT_BASE_XY if base_xy is None else base_xy)
+    return g
+
+
+def _plan_grasp(obj: ObjectEstimate, current_yaw: float, params: StrategyParams = StrategyParams(),
+                obstacles: Sequence[ObjectEstimate] = (), boxes: Sequence[Box] = (),
+                place_xy: Sequence[float] | None = None, clutter: Any = None) -> dict:
     """Grasp pose for an object, chosen from its shape.
 
     * Centre grasp (default): eef above the centre, ``grasp_depth`` below the top (at least

@@ -13,7 +13,7 @@ import numpy as np
 
 from rpent.robots.libero import control
 from rpent.robots.libero.skills.estimate import PARTIAL_VIEW, ObjectEstimate, refine_estimate
-from rpent.robots.libero.skills.grasp import FLAT_PRESS_STEPS, Box, StrategyParams, column_blocked, plan_grasp
+from rpent.robots.libero.skills.grasp import FLAT_PRESS_STEPS, Box, StrategyParams, column_blocked, min_opening, plan_grasp
 
 __all__ = ["StrategyParams", "plan_grasp", "xy_waypoints", "Executor", "InProcessExecutor", "pick_and_place"]
 
@@ -93,6 +93,7 @@ def pick_and_place(
     boxes: Sequence[Box] = (),
     align_yaw: float | None = None,
     clutter: np.ndarray | None = None,
+    base_xy: Sequence[float] | None = None,
 ) -> dict:
     """Run approach / (relocate) / descend / close / lift / transport / lower / release / retreat.
 
@@ -134,6 +135,10 @@ def pick_and_place(
             the route and height :func:`~rpent.robots.libero.skills.clutter.carry_route`
             chooses for the object's centre (an L-shaped detour round a tall neighbour,
             carried over a shorter one) instead of the straight line.
+        base_xy: optional world xy (m) of the robot's base
+            (:func:`~rpent.robots.libero.skills.grasp.base_from_home`): the grasp's yaw keeps the
+            wrist off its limit at the grasp and at the place
+            (:func:`~rpent.robots.libero.skills.grasp.wrist_fold`).
     Returns:
         ``{"success": bool (the env's predicate as last reported), "stage": last stage,
         "env_steps": int | None (steps taken, when the executor counts them), "phases":
@@ -180,7 +185,8 @@ def pick_and_place(
         return True
 
     s0 = control.robot_state(ex.current_state())
-    grasp = plan_grasp(obj, control.eef_yaw(s0["eef_quat"]), params, obstacles, boxes, target.center[:2], clutter)
+    grasp = plan_grasp(obj, control.eef_yaw(s0["eef_quat"]), params, obstacles, boxes, target.center[:2], clutter,
+                       base_xy)
     gx, gy, gz = (float(v) for v in grasp["xyz"])
     hang = gz - obj.bottom_z  # object bottom below the eef while carried
     carry_z = max(params.min_carry_z, target.top_z + hang + params.carry_clearance, grasp["approach_z"])
@@ -222,7 +228,7 @@ def pick_and_place(
                 obj = dataclasses.replace(obj, major_extent=max(obj.major_extent, coarse.major_extent),
                                           minor_extent=max(obj.minor_extent, coarse.minor_extent))
             grasp = plan_grasp(obj, control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"]), params,
-                               obstacles, boxes, target.center[:2], clutter)
+                               obstacles, boxes, target.center[:2], clutter, base_xy)
             gx, gy, gz = (float(v) for v in grasp["xyz"])
             hang = gz - obj.bottom_z
             carry_z = max(params.min_carry_z, target.top_z + hang + params.carry_clearance, grasp["approach_z"],
@@ -272,7 +278,7 @@ def pick_and_place(
     if not travel("lift", [gx, gy, carry_z], control.GRIPPER_CLOSE, step_clip=0.02, max_steps=120):
         return finish("lift", _why(ex.current_state(), phases))
     opening = control.gripper_opening(control.robot_state(ex.current_state())["gripper_qpos"])
-    if opening < (params.grasped_min_opening_rim if grasp["kind"] in ("rim", "flat") else params.grasped_min_opening):
+    if opening < min_opening(grasp["kind"], params):
         return finish("lift", f"grasp came up empty (gripper opening {opening:.4f} m)")
     if opening > params.grasped_max_opening:
         return finish("lift", f"the gripper did not close (opening {opening:.4f} m): nothing between the fingers")
@@ -312,6 +318,11 @@ def pick_and_place(
             return finish("transport", _why(ex.current_state(), phases))
     if not travel("transport", [tx, ty, carry_z], control.GRIPPER_CLOSE, yaw=carry_yaw, max_steps=120):
         return finish("transport", _why(ex.current_state(), phases))
+    # the object may have slipped out on the way (a plate held by its lip): say so rather than
+    # lower and open an empty hand
+    opening = control.gripper_opening(control.robot_state(ex.current_state())["gripper_qpos"])
+    if opening < min_opening(grasp["kind"], params):
+        return finish("transport", f"the object slipped out of the gripper on the way (gripper opening {opening:.4f} m)")
     # 6. lower to the release height
     clearance = params.release_clearance_in if relation == "in" else params.release_clearance_on
     release_z = target.top_z + hang + clearance
