@@ -12,7 +12,9 @@ object's shape (rim grasp for bowls and mugs, :mod:`rpent.robots.libero.skills.g
 runs :func:`rpent.robots.libero.skills.motion.pick_and_place`, with a second look through
 ``segment(camera="wrist")`` while the gripper hovers above the object. Fixture steps read
 drawer and knob joints and handles from ``view_fixtures`` and run
-:mod:`rpent.robots.libero.skills.fixtures`. Instruction kinds it cannot do end with
+:mod:`rpent.robots.libero.skills.fixtures` (a hinged door, the microwave's:
+:mod:`rpent.robots.libero.skills.doors`). A push first sets aside what stands in its way
+(:mod:`rpent.robots.libero.skills.pathclear`). Instruction kinds it cannot do end with
 ``finish(status="unsupported")`` and the reason; a failed step ends with ``failure`` naming
 the step and the stage. It drives the toolkit only through ``toolkit.execute`` — the
 interface the LLM planners use — so its run record looks the same.
@@ -205,6 +207,10 @@ class ScriptedPlanner:
         pins: dict[tuple, str] = {}  # (phrase, qualifier) -> the instance an earlier step settled
         slots = ScriptedPlanner._slots(plan)
         n = len(plan.steps)
+        moves = [g for g in plan.steps if isinstance(g, strategy.PickPlaceGoal)]
+        # qualifiers describe the scene as the instruction found it: resolve them before anything moves
+        bound = scene.bind_qualified(call, moves) if len(moves) > 1 and any(
+            g.object_qualifier or g.target_qualifier for g in moves) else {}
         retries: dict[int, int] = {}  # step -> pick-and-place attempts made again after the object was lost
         k = 0
         while k < n:
@@ -213,6 +219,8 @@ class ScriptedPlanner:
             tag = f"step {k}/{n} ({goal.describe()})" if n > 1 else goal.describe()
             if k > 1 and home is not None:
                 ScriptedPlanner._go_home(call, home)
+            if isinstance(goal, strategy.PickPlaceGoal) and goal.target_side is not None:
+                goal = ScriptedPlanner._push_if_flat(call, say, goal)
             if isinstance(goal, (strategy.PushGoal, strategy.FixtureGoal)):
                 try:
                     if isinstance(goal, strategy.PushGoal):
@@ -239,7 +247,7 @@ class ScriptedPlanner:
                     say(f"{tag}: done (joint at {outcome.get('qpos', float('nan')):.3f}).")
                 continue
             try:
-                picked = scene.localise_step(call, goal, exclude=placed, pins=pins)
+                picked = scene.localise_step(call, goal, exclude=placed, pins=pins, bound=bound)
             except scene.NotFound as exc:
                 say(f"{tag}: {exc}")
                 return None, f"{tag}: {exc}"
@@ -489,6 +497,10 @@ class ScriptedPlanner:
         if len(route) > 1:
             say(f"A straight push would run the {goal.object_phrase} into the {goal.target_phrase}: pushing it to "
                 f"({route[0][0]:.3f}, {route[0][1]:.3f}) first, then on to its goal.")
+        from rpent.robots.libero.skills import pathclear
+
+        # what stands in its way or where it ends is set aside first (it cannot be lifted over it)
+        pathclear.clear_push_path(call, say, _ToolExecutor(call), obj, [obj.center[:2], *route], [push.reference_box(ref)])
         def relook(predicted):
             """The instance nearest where the object should be now; the only instance of its
             kind wherever it is; None when several are and none lies within 0.12 m."""
@@ -503,6 +515,26 @@ class ScriptedPlanner:
 
         return push.push_object(_ToolExecutor(call), obj, (gx, gy), relook=relook, via=route[:-1],
                                 max_legs=push.PUSH_MAX_LEGS + push.PUSH_VIA_LEGS * (len(route) - 1))
+
+    @staticmethod
+    def _push_if_flat(call, say, goal):
+        """A step putting an object beside a reference, as a push when the object is too flat
+        and wide to be gripped from above (:func:`~rpent.robots.libero.skills.push.needs_push`:
+        "move the plate to the stove's front"); ``goal`` itself otherwise, or when the object
+        is not seen (the step then says so)."""
+        from rpent.robots.libero import strategy
+        from rpent.robots.libero.skills import push, scene
+
+        try:
+            obj = scene.choose_instance(call, goal.object_qualifier, scene.find_instances(call, goal.object_phrase)).est
+        except scene.NotFound:
+            return goal
+        if not push.needs_push(obj):
+            return goal
+        say(f"The {goal.object_phrase} is {obj.height * 100:.1f} cm tall and {obj.minor_extent * 100:.0f} cm across: too "
+            "flat and wide to grip from above, so I push it there.")
+        return strategy.PushGoal(goal.object_phrase, goal.target_phrase, goal.target_side, goal.instruction,
+                                 goal.object_qualifier)
 
     @staticmethod
     def _settle(call) -> None:
@@ -534,7 +566,16 @@ class ScriptedPlanner:
         if goal.action in ("turn_on", "turn_off"):
             _, part, read = scene.find_fixture_part(call, goal.fixture_phrase, (), "hinge")
             return fixtures.turn_knob(ex, part, read, on=goal.action == "turn_on")
-        fx, part, read = scene.find_fixture_part(call, goal.fixture_phrase, goal.part_words, "slide")
+        try:
+            fx, part, read = scene.find_fixture_part(call, goal.fixture_phrase, goal.part_words, "slide")
+        except scene.NotFound:
+            if goal.part_words:
+                raise
+            from rpent.robots.libero.skills import doors
+
+            # no drawer: a hinged door ("open the microwave")
+            _, part, read = scene.find_fixture_part(call, goal.fixture_phrase, (), "hinge")
+            return (doors.open_door if goal.action == "open" else doors.close_door)(ex, part, read)
         if goal.action == "open":
             # what the cabinet stands on: just under its lowest drawer's box
             boxes = [p["min"][2] for p in (call("view_fixtures", {}).get("fixtures") or {}).get(fx, []) if p.get("min")]

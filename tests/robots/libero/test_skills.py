@@ -56,10 +56,11 @@ def test_target_qualifiers_and_two_sentences():
 
 
 @pytest.mark.parametrize("text, why", [
-    ("put the yellow and white mug in the microwave and close it", "cannot close"),
+    ("put the yellow and white mug in the microwave and close it", "through the door from the side"),
     ("pick up the book and place it in the middle compartment of the caddy", "region or a drawer"),
-    ("pick up the book and place in back compartment", "region or a drawer"),  # _lan: no container named
     ("pick up the black bowl under the ramekin and place it on the plate", "spatial qualifier"),
+    ("put the frying pan under the cabinet shelf", "placing under the cabinet shelf"),
+    ("stack the bowl on the middle", "spatial qualifier"),
 ])
 def test_unsupported_reasons(text, why):
     plan = parse_task(text)
@@ -73,7 +74,10 @@ def test_unsupported_reasons(text, why):
     (Qualifier("left"), 0),                            # smaller y: left as the agentview camera sees it
     (Qualifier("right"), 1),
     (Qualifier("center"), 0),
-    (Qualifier("behind", ("ramekin",)), 0),
+    (Qualifier("behind", ("ramekin",)), 1),            # behind = world -x (the robot's side): BOWL_2
+    (Qualifier("front_of", ("ramekin",)), 0),
+    (Qualifier("front"), 0),                           # larger x: nearer the agentview camera
+    (Qualifier("back"), 1),
     (Qualifier("between", ("plate", "ramekin"), negated=True), 1),
 ])
 def test_resolver_on_recorded_scene(qualifier, expected):

@@ -96,7 +96,9 @@ def test_beside_target_is_on_the_table_clear_of_the_reference():
     assert d >= BESIDE_MIN_OFFSET and d >= extent_along(PLATE, (0, 1)) / 2 + extent_along(CREAM_CHEESE, (0, 1)) / 2
     left = beside_target(PLATE, CREAM_CHEESE, "left")
     assert left.center[1] == pytest.approx(PLATE.center[1] - d)
-    assert beside_target(PLATE, CREAM_CHEESE, "back").center[0] > PLATE.center[0]
+    # behind = world -x (LIBERO's back regions lie toward the robot, front ones toward the camera)
+    assert beside_target(PLATE, CREAM_CHEESE, "back").center[0] < PLATE.center[0]
+    assert beside_target(PLATE, CREAM_CHEESE, "front").center[0] > PLATE.center[0]
     with pytest.raises(ValueError, match="side must be"):
         beside_target(PLATE, CREAM_CHEESE, "above")
 

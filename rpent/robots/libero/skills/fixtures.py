@@ -93,10 +93,16 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
         """Yaw that puts the fingers' closing line along the radius at ``angle`` (the
         closed fingers are ~4 cm across that line and ~2 cm along the other; robosuite's
         Panda closes along the eef y axis), the one of the two nearest ``near`` (default:
-        the current yaw)."""
+        the current yaw); of two about as near (within :data:`KNOB_YAW_TIE`), the one nearer the
+        wrist's neutral 0 (libero_90 t44: from -1.571 rad the turn to -3.142 rather than 0 swung
+        the arm 16 cm off and the other turn from there did not come back)."""
         cur = control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"]) if near is None else near
         want = angle - math.pi / 2
-        return float(cur + (want - cur + math.pi / 2) % math.pi - math.pi / 2)
+        best = cur + (want - cur + math.pi / 2) % math.pi - math.pi / 2
+        alt = best - math.pi if best > cur else best + math.pi
+        if abs(abs(alt - cur) - abs(best - cur)) < KNOB_YAW_TIE and abs(alt) < abs(best):
+            best = alt
+        return float(best)
 
     far = math.hypot(float(c[0]) - ROBOT_BASE_XY[0], float(c[1]) - ROBOT_BASE_XY[1]) > KNOB_FAR
 
@@ -214,6 +220,9 @@ KNOB_SETTLED = 0.05
 #: to 0.1 rad turned the knob on at seeds 0-2; at 0.33 m and 0.51 m, libero_goal t7 and libero_10
 #: t2, the turn to -3.04 rad is made and the one to 0.1 rad met the grip with the hand).
 KNOB_FAR = 0.56
+#: two radial yaws whose turns from the current yaw differ by less than this (rad) count as a tie
+#: (broken toward the wrist's neutral 0).
+KNOB_YAW_TIE = 0.05
 #: how far (m, xy) from its goal a turn of the wrist may leave the gripper before the turn counts as
 #: one the wrist cannot make (the arm swung 24 cm away: libero_goal_swap t7, -3.04 rad from -1.55).
 KNOB_SWING = 0.04

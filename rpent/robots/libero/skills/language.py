@@ -16,8 +16,13 @@ Pure text processing (no simulator). Supported forms (case-insensitive; articles
 
 * "push the X to the front/back/left/right of the Y" (:class:`PushGoal`)
 
-Not supported (yield :class:`Unsupported` with the reason): placing into named regions ("to the right of the plate",
-"in the back compartment of the caddy", "in the bottom drawer").
+* place qualifiers among instances of one kind ("the butter at the back", "the middle black
+  bowl", "the book on the right"), possessive sides ("the stove's front"), "stack the X on the
+  Y (and place them in the Z)" (:mod:`rpent.robots.libero.skills.qualifiers`)
+* "open / close the microwave (door)" (a hinged door, :mod:`rpent.robots.libero.skills.doors`)
+
+Not supported (yield :class:`Unsupported` with the reason): placing into a microwave (from the
+side, through its door) or under a shelf, a compartment other than back / front / left / right.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import re
 from dataclasses import dataclass
 
 from rpent.robots.libero.skills.naming import clean_text, strip_articles
+from rpent.robots.libero.skills.qualifiers import COMPARTMENT_CONTAINERS, normalise, read_place_qualifier, stack_and_place
 
 __all__ = ["Qualifier", "PickPlaceGoal", "FixtureGoal", "PushGoal", "TaskPlan", "Unsupported", "parse_task", "parse_instruction",
            "parse_object_phrase"]
@@ -42,7 +48,9 @@ class Qualifier:
         relation: ``"between"`` (two refs), ``"next_to"``, ``"on"``, ``"in"``, ``"left_of"``,
             ``"right_of"``, ``"front_of"``, ``"behind"`` (one ref),
             ``"center"`` (no ref: the table center), ``"left"``, ``"right"``, ``"front"``,
-            ``"back"`` (no ref: the extreme instance along that direction, robot's view).
+            ``"back"`` (no ref: the extreme instance along that direction, as the agentview
+            camera sees the table: the front faces it), ``"middle"`` (no ref: the one between
+            the others; :mod:`rpent.robots.libero.skills.qualifiers`).
         refs: reference object phrases, e.g. ``("plate", "ramekin")``.
         text: the qualifier as written.
         negated: the phrase says "not ..." (LIBERO-PRO ``_task``): the instance it does not designate.
@@ -207,6 +215,9 @@ def parse_object_phrase(phrase: str) -> tuple[str, Qualifier | None] | Unsupport
             return Unsupported(f"cannot read the negated qualifier in {phrase!r}", phrase)
         q = inner[1]
         return inner[0], Qualifier(q.relation, q.refs, f"not {q.text}", negated=True)
+    place = read_place_qualifier(p)  # "the butter at the back", "the middle black bowl", "the book on the right"
+    if place is not None:
+        return strip_articles(place[0]), Qualifier(place[1], (), place[2])
     m = re.match(r"^(?P<head>.+?)\s+(?:that is\s+|which is\s+)?(?:to the\s+|on the\s+|in\s+)?(?P<side>left|right|front|back)\s+of\s+"
                  r"(?P<rest>.+)$", p) or re.match(r"^(?P<head>.+?)\s+(?P<side>behind)\s+(?P<rest>.+)$", p)
     if m:
@@ -248,6 +259,7 @@ def parse_object_phrase(phrase: str) -> tuple[str, Qualifier | None] | Unsupport
 
 
 def _single(text: str, instruction: str) -> PickPlaceGoal | Unsupported:
+    unread: Unsupported | None = None  # the first split whose phrases could not be read (a later one may be)
     for pattern in _PATTERNS:
         m = pattern.match(text)
         if not m:
@@ -270,17 +282,26 @@ def _single(text: str, instruction: str) -> PickPlaceGoal | Unsupported:
                 side = "back" if comp.group("side") == "rear" else comp.group("side")
                 return PickPlaceGoal(parsed_obj[0], parsed_c[0], "in", instruction, parsed_obj[1],
                                      target_compartment=side)
+        bare = re.match(r"^(?:the\s+)?(?P<side>back|rear|front|left|right)\s+compartment$", tgt)
+        if bare and rel == "in":  # "place in back compartment": the compartment of the container kind that has them
+            parsed_obj = parse_object_phrase(obj_raw)
+            if isinstance(parsed_obj, Unsupported):
+                return Unsupported(parsed_obj.reason, instruction)
+            return PickPlaceGoal(parsed_obj[0], COMPARTMENT_CONTAINERS[0], "in", instruction, parsed_obj[1],
+                                 target_compartment="back" if bare.group("side") == "rear" else bare.group("side"))
         if re.search(r"\b(compartment|drawer|region)\b", tgt):
             return Unsupported(f"target phrase {strip_articles(tgt)!r} names a region or a drawer; the scripted planner "
                                "places in or on objects", instruction)
-        parsed_obj = parse_object_phrase(obj_raw)
-        if isinstance(parsed_obj, Unsupported):
-            return Unsupported(parsed_obj.reason, instruction)
-        parsed_tgt = parse_object_phrase(tgt)
-        if isinstance(parsed_tgt, Unsupported):
-            return Unsupported(parsed_tgt.reason, instruction)
+        parsed_obj, parsed_tgt = parse_object_phrase(obj_raw), parse_object_phrase(tgt)
+        bad = next((x for x in (parsed_obj, parsed_tgt) if isinstance(x, Unsupported)), None)
+        if bad is not None:  # e.g. the greedy split of "put the bowl at the front on the bowl in the middle"
+            unread = unread or Unsupported(bad.reason, instruction)
+            continue
         (obj, oq), (tgt_name, tq) = parsed_obj, parsed_tgt
-        if tq is not None and tq.relation not in ("left", "right", "front", "back"):
+        if rel == "in" and re.fullmatch(_DOOR_FIXTURES, tgt_name):
+            return Unsupported(f"placing into the {tgt_name} means carrying it in through the door from the side; "
+                               "the scripted planner places from above", instruction)
+        if tq is not None and tq.relation not in ("left", "right", "front", "back", "middle"):
             return Unsupported(f"target phrase {tgt!r} uses a qualifier the scripted planner cannot read", instruction)
         if not obj or not tgt_name:
             break
@@ -288,6 +309,12 @@ def _single(text: str, instruction: str) -> PickPlaceGoal | Unsupported:
     beside = _beside(text, instruction)
     if beside is not None:
         return beside
+    if unread is not None:
+        return unread
+    under = re.search(r"\b(?:under|below|beneath|underneath)\s+(?P<tgt>.+)$", text)
+    if under:
+        return Unsupported(f"placing under the {strip_articles(under.group('tgt'))} means carrying the object in from "
+                           "the side; the scripted planner places from above", instruction)
     return Unsupported("not a pick-and-place instruction ('pick up the X and place it in the Y' / 'put the X on the Y')",
                        instruction)
 
@@ -295,7 +322,7 @@ def _single(text: str, instruction: str) -> PickPlaceGoal | Unsupported:
 _BESIDE = re.compile(
     r"^(?:(?:pick up|pick|grab|lift|take|get)\s+(?P<obj1>.+?)\s+and\s+(?:place|put|set|move)\s+(?:it\s+)?|"
     r"(?:put|place|move|set)\s+(?P<obj2>.+?)\s+)"
-    r"(?:(?:to|on|at)\s+(?:the\s+)?(?P<side>left|right)\s+(?:hand\s+)?(?:side\s+)?of|in\s+front\s+of|behind)"
+    r"(?:(?:to|on|at)\s+(?:the\s+)?(?P<side>left|right|front|back|rear)\s+(?:hand\s+)?(?:side\s+)?of|in\s+front\s+of|behind)"
     r"\s+(?P<tgt>.+)$")
 
 
@@ -305,7 +332,7 @@ def _beside(text: str, instruction: str) -> PickPlaceGoal | Unsupported | None:
     m = _BESIDE.match(text)
     if m is None:
         return None
-    side = m.group("side") or ("front" if " in front of " in f" {text} " else "back")
+    side = {"rear": "back"}.get(m.group("side"), m.group("side")) or ("front" if " in front of " in f" {text} " else "back")
     obj, tgt = parse_object_phrase(m.group("obj1") or m.group("obj2")), parse_object_phrase(m.group("tgt"))
     for part in (obj, tgt):
         if isinstance(part, Unsupported):
@@ -320,6 +347,11 @@ _DRAWER = (r"(?:the\s+)?(?:(?P<fx0>\w+)\s+s\s+)?(?:(?P<part>top|middle|bottom|up
            r"(?:\s+of\s+(?:the\s+)?(?:drawer|cabinet)s?)?(?:\s+of\s+(?P<fx>.+?))?")
 
 
+#: fixtures whose front is a hinged door (LIBERO's ``microwave``), opened and closed by
+#: :mod:`rpent.robots.libero.skills.doors`
+_DOOR_FIXTURES = r"microwave|microwave oven|oven"
+
+
 def _fixture_step(text: str, instruction: str) -> FixtureGoal | None:
     text = re.sub(r"^(?:slide|pull)\s+open\b", "open", re.sub(r"^(?:push|slide)\s+(?:shut|closed?)\b", "close", text))
     m = re.match(r"^" + _FIXTURE_ACTION + r"\s+" + _DRAWER + r"$", text)
@@ -327,6 +359,10 @@ def _fixture_step(text: str, instruction: str) -> FixtureGoal | None:
         part = {"upper": "top", "lower": "bottom"}.get(m.group("part") or "", m.group("part") or "")
         return FixtureGoal(m.group("act"), strip_articles(m.group("fx") or m.group("fx0") or "cabinet"), (part,) if part else (),
                            instruction)
+    m = re.match(r"^(?P<act>open|close|shut)\s+(?:the\s+)?(?:door\s+of\s+(?:the\s+)?)?(?P<fx>" + _DOOR_FIXTURES
+                 + r")(?:\s+door)?$", text)
+    if m:  # a hinged door: "open the microwave", "close the microwave door"
+        return FixtureGoal("close" if m.group("act") in ("close", "shut") else "open", m.group("fx"), (), instruction)
     m = re.match(r"^(?P<act>turn on|turn off|switch on|switch off)\s+(?P<fx>.+)$", text) or \
         re.match(r"^(?:turn|switch)\s+(?P<fx>.+?)\s+(?P<act>on|off)$", text)
     if m and re.search(r"\b(stove|burner|cooktop)\b", m.group("fx")):
@@ -337,18 +373,21 @@ def _fixture_step(text: str, instruction: str) -> FixtureGoal | None:
 
 def _fixture_plan(text: str, instruction: str) -> TaskPlan | Unsupported | None:
     """Plans with fixture steps; None when the instruction has none."""
-    parts = re.split(r"\s+and\s+(?=(?:open|close|turn|switch|slide|put|place|pick)\b)", text)
+    parts = re.split(r"\s+and\s+(?=(?:open|close|shut|turn|switch|slide|put|place|pick)\b)", text)
     into_drawer = r"^(?:put|place|move|set|drop)\s+.+?\s+(?:in|into|inside)\s+" + _DRAWER + r"$"
-    if not any(re.match(r"^(?:open|close|turn|switch|slide open|pull open)\b", p) or re.match(into_drawer, p)
+    if not any(re.match(r"^(?:open|close|shut|turn|switch|slide open|pull open)\b", p) or re.match(into_drawer, p)
                for p in parts):
         return None
     steps: list = []
     last_fixture: FixtureGoal | None = None
     last_target: PickPlaceGoal | None = None
     for p in parts:
-        if p in ("close it", "close the drawer", "shut it", "close the door", "close door"):
+        if p in ("close it", "close the drawer", "shut it", "close the door", "close door", "shut the door"):
             if last_target is not None and last_target.target_part is not None:
                 steps.append(FixtureGoal("close", last_target.target_phrase, last_target.target_part, instruction))
+                continue
+            if last_target is not None and re.fullmatch(_DOOR_FIXTURES, last_target.target_phrase):
+                steps.append(FixtureGoal("close", last_target.target_phrase, (), instruction))
                 continue
             return Unsupported(f"'{p}' refers to a door the scripted planner cannot close (it closes cabinet drawers)",
                                instruction)
@@ -395,9 +434,14 @@ def parse_task(instruction: str) -> TaskPlan | Unsupported:
         :class:`TaskPlan` (phrases without articles; "the top of the cabinet" -> target
         "cabinet", relation "on") or :class:`Unsupported` with a reason.
     """
-    text = clean_text(instruction)
+    text = normalise(clean_text(instruction))
     if not text:
         return Unsupported("empty instruction", instruction)
+    stacked = stack_and_place(text)
+    if stacked is not None:  # "stack the X on the Y and place them in the Z": the Y in, then the X on it
+        goals = [_single(t, instruction) for t in stacked]
+        bad = next((g for g in goals if isinstance(g, Unsupported)), None)
+        return bad if bad is not None else TaskPlan(tuple(goals), instruction)
     fixture = _fixture_plan(text, instruction)
     if fixture is not None:
         return fixture

@@ -2,8 +2,8 @@
 and a spot on the table beside a reference object (world frame, m).
 
 Pure geometry on :class:`~rpent.robots.libero.skills.estimate.ObjectEstimate` (no simulator).
-Conventions: world +y is "right" as LIBERO's agentview camera sees the table, +x "back"
-(away from the robot) (see :mod:`rpent.robots.libero.skills.spatial`).
+Conventions: world +y is "right" as LIBERO's agentview camera sees the table, +x "front"
+(toward the camera, away from the robot) (see :mod:`rpent.robots.libero.skills.spatial`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ BESIDE_GAP = 0.02
 #: smallest centre distance (m) of a spot beside a reference (a small or partly seen reference).
 BESIDE_MIN_OFFSET = 0.08
 #: unit xy directions of "left of / right of / in front of / behind" (as the agentview camera sees the table).
-SIDE_DIRS = {"left": (0.0, -1.0), "right": (0.0, 1.0), "front": (-1.0, 0.0), "back": (1.0, 0.0)}
+SIDE_DIRS = {"left": (0.0, -1.0), "right": (0.0, 1.0), "front": (1.0, 0.0), "back": (-1.0, 0.0)}
 
 
 def extent_along(est: ObjectEstimate, direction: tuple[float, float]) -> float:
@@ -128,8 +128,11 @@ def compartment_target(container: ObjectEstimate, side: str) -> ObjectEstimate:
     on the container's narrow axis a quarter of its narrow extent from the centre toward
     ``side`` (``back``/``front``: a caddy is split lengthwise into a back and a front row), or
     on its long axis a third of its long extent from the centre (``left``/``right``: the end
-    compartments), its ``major_yaw`` the compartment's long side (the container's long axis
-    for back and front), its top the container's top and its ``support`` the container's
+    compartments), its ``major_yaw`` the container's long axis (the long side of the back and
+    front rows; an end compartment is about square, and across the caddy the object would have
+    only ~7 mm to spare at each wall while the caddy's estimated centre lies ~2 cm toward its
+    tall back: a book lowered across the right compartment stopped on its rim, libero_90 t75,
+    t80, t83), its top the container's top and its ``support`` the container's
     bottom (the object is lowered until it stops, :func:`~rpent.robots.libero.skills.motion.pick_and_place`
     ``release_top``). Measured on LIBERO's ``desk_caddy`` (``desk_caddy.xml`` sites): 0.134 m
     across, 0.43 m long; the back compartment 3.4 cm from the centre across (0.134/4), 5.5
@@ -146,7 +149,7 @@ def compartment_target(container: ObjectEstimate, side: str) -> ObjectEstimate:
     if side in ("back", "front"):
         axis, dist, yaw = minor, container.minor_extent / 4.0, container.major_yaw
     else:
-        axis, dist, yaw = major, container.major_extent / 3.0, container.major_yaw + math.pi / 2
+        axis, dist, yaw = major, container.major_extent / 3.0, container.major_yaw
     sgn = 1.0 if d[0] * axis[0] + d[1] * axis[1] >= 0 else -1.0
     cx = container.center[0] + sgn * axis[0] * dist
     cy = container.center[1] + sgn * axis[1] * dist

@@ -22,6 +22,9 @@ _SYNONYMS = {
     "cookies": {"cookie", "cookies"},
     "cookie": {"cookie", "cookies"},
     "porcelain": {"porcelain", "white"},  # LIBERO's porcelain_mug is "the white mug" (libero_10 task 4)
+    # LIBERO's wooden_two_layer_shelf is "the cabinet" / "the cabinet shelf" (libero_90 KITCHEN_SCENE9,
+    # STUDY_SCENE4); a scene's wooden_cabinet still wins "cabinet" (fewer unnamed tokens)
+    "shelf": {"shelf", "shelves", "cabinet"},
 }
 
 

@@ -28,7 +28,12 @@ from rpent.robots.libero.skills.layout import extent_along
 from rpent.robots.libero.skills.motion import Executor
 
 __all__ = ["PUSH_SIDES", "PUSH_GAP", "push_goal", "push_object", "look_pose", "partial_view", "reference_box",
-           "push_route"]
+           "push_route", "needs_push", "FLAT_HEIGHT"]
+
+#: height (m) under which an object wider than the gripper opens is pushed, not gripped, when it
+#: must go beside something (LIBERO's plate: 1.7 cm tall, 10-16 cm across; a bowl's rim grasp
+#: needs 2 cm of wall, :func:`~rpent.robots.libero.skills.grasp.needs_rim_grasp`)
+FLAT_HEIGHT = 0.03
 
 #: unit xy direction of each side of a reference, for pushing (see the module docstring).
 PUSH_SIDES = {"front": (1.0, 0.0), "back": (-1.0, 0.0), "left": (0.0, -1.0), "right": (0.0, 1.0)}
@@ -102,6 +107,18 @@ PUSH_VIA_LEGS = 2
 #: that did not satisfy the task, says so: the object rides on something (a plate's top rose
 #: 3.3-4.3 cm where it lay tilted on the cream cheese, goal_swap t5 seed 1).
 PUSH_RIDE_UP = 0.012
+
+
+def needs_push(obj: ObjectEstimate) -> bool:
+    """True for an object that is pushed rather than carried when it must go beside something:
+    lower than :data:`FLAT_HEIGHT` and wider across its narrow side than the gripper opens (a
+    plate: gripped by its low lip it is carried at all, and the push aims from the reference's
+    largest flat surface, :func:`push_goal`, where a spot beside its front-camera footprint fell
+    short: libero_goal_lan t5 set the plate down 0.11 m from the stove's knob, outside the
+    region in front of it)."""
+    from rpent.robots.libero.skills.grasp import GRIPPER_MAX_OPENING
+
+    return obj.height < FLAT_HEIGHT and obj.minor_extent > GRIPPER_MAX_OPENING
 
 
 def push_goal(ref: ObjectEstimate, obj: ObjectEstimate, side: str) -> tuple[float, float]:

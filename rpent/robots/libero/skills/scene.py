@@ -19,7 +19,7 @@ from rpent.robots.libero.skills.language import PickPlaceGoal
 from rpent.robots.libero.skills.layout import is_rack
 from rpent.robots.libero.skills.spatial import resolve_qualifier
 
-__all__ = ["NotFound", "Instance", "Picked", "find_instances", "choose_instance", "localise_step", "wrist_relocator",
+__all__ = ["NotFound", "Instance", "Picked", "find_instances", "choose_instance", "bind_qualified", "localise_step", "wrist_relocator",
            "target_relocator", "find_fixture_part", "drawer_target", "furniture_boxes"]
 
 Call = Callable[[str, dict], Mapping[str, Any]]
@@ -84,7 +84,11 @@ def find_instances(call: Call, phrase: str, camera: str = "agentview") -> list[I
 
 
 def _choose(call: Call, phrase: str, qualifier, instances: list[Instance], exclude: set[str],
-            known: dict[str, Instance]) -> Instance:
+            known: dict[str, Instance], bound: Mapping[tuple, str] | None = None) -> Instance:
+    name = (bound or {}).get((phrase, qualifier)) if qualifier is not None else None
+    hit = next((i for i in instances if i.name == name), None) if name is not None else None
+    if hit is not None:  # resolved on the scene as it was before the plan moved anything
+        return hit
     if qualifier is None or len(instances) == 1:
         fresh = [i for i in instances if i.name not in exclude]
         return (fresh or instances)[0]
@@ -105,6 +109,30 @@ def choose_instance(call: Call, qualifier, instances: list[Instance], exclude: s
     return _choose(call, "", qualifier, instances, set(exclude), {})
 
 
+def bind_qualified(call: Call, goals) -> dict[tuple, str]:
+    """Resolve every qualified object and target phrase of ``goals`` (pick-and-place steps) on
+    the scene as it is now, before any step moves anything: ``{(phrase, qualifier): instance
+    name}``. A qualifier describes the scene the instruction was given in ("stack the right
+    bowl on the left bowl and place them in the tray": once the left bowl is in the tray, on
+    the right, "the left bowl" would designate the other one). Phrases that cannot be
+    localised now are left out (their step resolves them itself and says why)."""
+    out: dict[tuple, str] = {}
+    known: dict[str, Instance] = {}
+    for g in goals:
+        pairs = [(g.object_phrase, g.object_qualifier)] + ([(g.target_phrase, g.target_qualifier)]
+                                                            if g.target_part is None else [])
+        for phrase, q in pairs:
+            if q is None or (phrase, q) in out:
+                continue
+            try:
+                insts = find_instances(call, phrase)
+                if len(insts) > 1:
+                    out[(phrase, q)] = _choose(call, phrase, q, insts, set(), known).name
+            except (NotFound, ValueError):
+                continue
+    return out
+
+
 def _pinned(instances: list[Instance], phrase: str, qualifier, pins: Mapping[tuple, str]) -> tuple[list[Instance], Instance | None]:
     """``(candidates, pinned)``: the instance an earlier step settled for this phrase and qualifier
     (or None), and the candidates left when the instances earlier steps settled for the same
@@ -119,7 +147,7 @@ def _pinned(instances: list[Instance], phrase: str, qualifier, pins: Mapping[tup
 
 
 def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset(),
-                  pins: Mapping[tuple, str] | None = None) -> Picked:
+                  pins: Mapping[tuple, str] | None = None, bound: Mapping[tuple, str] | None = None) -> Picked:
     """Segment the object and target of ``goal``, resolving spatial qualifiers geometrically.
 
     Args:
@@ -130,6 +158,8 @@ def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset
         pins: ``{(phrase, qualifier): instance name}`` settled by earlier steps: the same phrase
             and qualifier means the same instance again, and another qualifier of that phrase
             means none of those instances (:func:`_pinned`).
+        bound: qualified phrases resolved before the plan began (:func:`bind_qualified`); a
+            pinned instance comes first.
     Raises:
         NotFound: the object, the target or a reference was not found.
     """
@@ -137,7 +167,7 @@ def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset
     known: dict[str, Instance] = {}
     objs = find_instances(call, goal.object_phrase)
     cands, hit = _pinned(objs, goal.object_phrase, goal.object_qualifier, pins)
-    obj = hit or _choose(call, goal.object_phrase, goal.object_qualifier, cands, set(exclude), known)
+    obj = hit or _choose(call, goal.object_phrase, goal.object_qualifier, cands, set(exclude), known, bound)
     if goal.target_part is not None:  # into a drawer of a fixture: its box from view_fixtures
         fx, part, _ = find_fixture_part(call, goal.target_phrase, goal.target_part, "slide")
         tgts = [Instance(f"{fx}/{part.get('part')}", drawer_target(part))]
@@ -145,12 +175,23 @@ def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset
         tgts = [known[goal.target_phrase]]
     else:
         tgts = find_instances(call, goal.target_phrase)
-    tgts = [t for t in tgts if t.name != obj.name] or tgts
-    cands, hit = _pinned(tgts, goal.target_phrase, goal.target_qualifier, pins)
-    tgt = hit or _choose(call, goal.target_phrase, goal.target_qualifier, cands, set(), known)
+    others = [t for t in tgts if t.name != obj.name] or tgts
+    tq = goal.target_qualifier
+    cands, tgt = _pinned(tgts, goal.target_phrase, tq, pins)
+    if tgt is None and tq is not None and not tq.refs:
+        # a place among its kind ("the black bowl in the middle") counts the object too when it is of that kind
+        tgt = _choose(call, goal.target_phrase, tq, cands, set(), known, bound)
+        tgt = None if tgt.name == obj.name else tgt
+    if tgt is None:
+        cands, _ = _pinned(others, goal.target_phrase, tq, pins)
+        tgt = _choose(call, goal.target_phrase, tq, cands, set(), known, bound)
+    tgts = others
     target = tgt.est
-    if goal.relation == "on" and target.support is not None and goal.target_part is None and not is_rack(goal.target_phrase):
-        # (a rack keeps its whole estimate: its cradle is found from it, layout.rack_cradle)
+    if goal.relation == "on" and target.support is not None and goal.target_part is None and not is_rack(goal.target_phrase) \
+            and goal.target_side is None:
+        # (a rack keeps its whole estimate: its cradle is found from it, layout.rack_cradle; a spot
+        # beside the target is measured from its footprint: a caddy's largest flat surface is one
+        # compartment's floor, 13 cm from its centre, libero_90 t76)
         # put it on the target's largest flat surface (a stove's burner, not its knob)
         sx, sy, sz = target.support
         target = dataclasses.replace(target, center=(sx, sy, target.center[2]), top_z=max(sz, target.bottom_z))

@@ -21,8 +21,12 @@ is around the origin). Rules (xy distances between estimate centres):
 * ``left`` / ``right``: smallest / largest y. LIBERO's instructions speak from the agentview
   camera, which faces the robot: "left" is world -y (libero_10 task 4: the BDDL's
   ``plate_left_region`` holds the plate at y = -0.30, the other one is at y = +0.29).
-  ``front`` / ``back``: smallest / largest x (the robot's side first; not checked against a
-  LIBERO task).
+  ``front`` / ``back``: largest / smallest x: the front faces the camera, the back is the
+  robot's side (libero_90 ``KITCHEN_SCENE10``: ``butter_front_init_region`` at table x 0,
+  ``butter_back_init_region`` at x -0.1; ``KITCHEN_SCENE2``'s front, middle and back bowls at x
+  +0.1, -0.05, -0.15; ``KITCHEN_SCENE6``'s ``porcelain_mug_front_region`` 0.1 m to +x of the mug).
+* ``middle``: the candidate nearest the mean of all candidates (of three in a row, the one
+  between the others; ``KITCHEN_SCENE2``'s middle bowl, ``STUDY_SCENE4``'s middle book).
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ ON_FARTHER = 0.15
 ON_ABOVE = 0.01
 #: distance (m) from a reference at which "left of / right of / in front of / behind" looks for the object.
 SIDE_OFFSET = 0.10
-_SIDE_DIRS = {"left_of": (0.0, -1.0), "right_of": (0.0, 1.0), "front_of": (-1.0, 0.0), "behind": (1.0, 0.0)}
+_SIDE_DIRS = {"left_of": (0.0, -1.0), "right_of": (0.0, 1.0), "front_of": (1.0, 0.0), "behind": (-1.0, 0.0)}
 
 
 def _dxy(a: Sequence[float], b: Sequence[float]) -> float:
@@ -103,9 +107,12 @@ def resolve_qualifier(qualifier: Qualifier, candidates: Sequence[ObjectEstimate]
     if rel == "right":
         return max(idx, key=lambda i: c[i][1])
     if rel == "front":
-        return min(idx, key=lambda i: c[i][0])
-    if rel == "back":
         return max(idx, key=lambda i: c[i][0])
+    if rel == "back":
+        return min(idx, key=lambda i: c[i][0])
+    if rel == "middle":
+        mx, my = sum(p[0] for p in c) / len(c), sum(p[1] for p in c) / len(c)
+        return min(idx, key=lambda i: _dxy(c[i], (mx, my)))
     if rel in _SIDE_DIRS:
         ref = refs[qualifier.refs[0]].center
         d = _SIDE_DIRS[rel]

@@ -1,0 +1,95 @@
+"""Pure tests of place qualifiers, paraphrases, stacking and door steps in instruction plans.
+
+The instructions are LIBERO's own (libero_90 and the LIBERO-PRO ``_lan`` paraphrases, as their
+BDDL files give them) and a few written like them; the expected instances follow the BDDL
+init regions of those tasks (front = world +x, toward the agentview camera; left = world -y).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rpent.robots.libero.skills.estimate import ObjectEstimate
+from rpent.robots.libero.skills.language import FixtureGoal, Qualifier, TaskPlan, Unsupported, parse_object_phrase, parse_task
+from rpent.robots.libero.skills.qualifiers import normalise, read_place_qualifier, stack_and_place
+from rpent.robots.libero.skills.spatial import resolve_qualifier
+
+
+def est(x, y, size=0.1):
+    return ObjectEstimate(center=(x, y, 0.93), top_z=0.95, bottom_z=0.90, major_yaw=0.0, major_extent=size,
+                          minor_extent=size, source="test")
+
+
+@pytest.mark.parametrize("phrase, head, relation", [
+    ("the butter at the back", "butter", "back"),
+    ("the black bowl at the front", "black bowl", "front"),
+    ("the black bowl on the left", "black bowl", "left"),
+    ("the book on the right", "book", "right"),
+    ("the book in the middle", "book", "middle"),
+    ("the middle black bowl", "black bowl", "middle"),
+    ("the back black bowl", "black bowl", "back"),
+    ("the left plate", "plate", "left"),
+    ("the bowl on the left side", "bowl", "left"),
+])
+def test_place_qualifiers(phrase, head, relation):
+    name, q = parse_object_phrase(phrase)
+    assert (name, q.relation, q.refs) == (head, relation, ())
+
+
+def test_place_qualifier_reader_leaves_other_phrases():
+    assert read_place_qualifier("black bowl on the plate") is None
+    assert read_place_qualifier("the middle") is None  # no head: not an object phrase
+    assert read_place_qualifier("black bowl from table center") is None
+
+
+@pytest.mark.parametrize("text, steps", [
+    ("put the butter at the back in the top drawer of the cabinet and close it",
+     ["butter (at the back) in top drawer of the cabinet", "close the top drawer of the cabinet"]),
+    ("put the black bowl at the front on the plate", ["black bowl (at the front) on plate"]),
+    ("put the middle black bowl on top of the cabinet", ["black bowl (middle) on cabinet"]),
+    ("stack the black bowl at the front on the black bowl in the middle",
+     ["black bowl (at the front) on black bowl (in the middle)"]),
+    ("stack the middle black bowl on the back black bowl", ["black bowl (middle) on black bowl (back)"]),
+    ("stack the left bowl on the right bowl and place them in the tray",
+     ["bowl (right) in tray", "bowl (left) on bowl (right)"]),
+    ("pick up the book in the middle and place it on the cabinet shelf", ["book (in the middle) on cabinet shelf"]),
+    ("put the yellow and white mug to the front of the white mug", ["yellow and white mug in front of white mug"]),
+    ("move the plate to the stove\u2019s front", ["plate in front of stove"]),
+    ("pick up the book and place in back compartment", ["book in back compartment of the caddy"]),
+    ("close the microwave", ["close the microwave"]),
+    ("open the microwave door", ["open the microwave"]),
+])
+def test_plans(text, steps):
+    plan = parse_task(text)
+    assert isinstance(plan, TaskPlan), plan
+    assert [g.describe() for g in plan.steps] == steps
+
+
+def test_door_step_is_a_fixture_goal_without_a_drawer():
+    plan = parse_task("shut the microwave")
+    assert isinstance(plan, TaskPlan)
+    (g,) = plan.steps
+    assert isinstance(g, FixtureGoal) and (g.action, g.fixture_phrase, g.part_words) == ("close", "microwave", ())
+
+
+def test_normalise_and_stack_and_place():
+    assert normalise("move the plate to the stove s front") == "move the plate to the front of the stove"
+    assert normalise("stack the middle black bowl on the back black bowl") == "put the middle black bowl on the back black bowl"
+    assert normalise("put the bowl on the plate") == "put the bowl on the plate"
+    assert stack_and_place("stack the right bowl on the left bowl and place them in the tray") == (
+        "put the left bowl in the tray", "put the right bowl on the left bowl")
+    assert stack_and_place("stack the right bowl on the left bowl") is None
+
+
+def test_place_qualifiers_resolve_like_the_bddl_regions():
+    # KITCHEN_SCENE2: front bowl (0.1, 0.15), middle (-0.05, 0.2), back (-0.15, 0.05) (table frame, m)
+    bowls = [est(-0.05, 0.2), est(0.1, 0.15), est(-0.15, 0.05)]
+    assert resolve_qualifier(Qualifier("front"), bowls, {}) == 1
+    assert resolve_qualifier(Qualifier("back"), bowls, {}) == 2
+    assert resolve_qualifier(Qualifier("middle"), bowls, {}) == 0
+    # STUDY_SCENE4: yellow books at y 0 (right) and -0.25 (left), the black book between them at y -0.15
+    books = [est(0.0, 0.0), est(-0.05, -0.25), est(0.05, -0.15)]
+    assert resolve_qualifier(Qualifier("right"), books, {}) == 0
+    assert resolve_qualifier(Qualifier("left"), books, {}) == 1
+    assert resolve_qualifier(Qualifier("middle"), books, {}) == 2
+
