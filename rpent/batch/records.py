@@ -79,8 +79,7 @@ class AttemptResult:
         cost_usd: cost reported by the planner backend (claude_code), else None.
         stop_reason, finish_status: from the transcript.
         label: the run's label (``succeeded|failed|aborted|cancelled|error``) where the record has one.
-        operator_verdict: the operator's final answer (``success|failure|abort``), None without one.
-        verdict_required: whether the run required an operator verdict.
+        verdict: the operator's final verdict (``success|failure|abort``), None without one.
         not_run: decided by the runner without a run (``not_run.json``).
     """
 
@@ -101,8 +100,7 @@ class AttemptResult:
     stop_reason: str | None = None
     finish_status: str | None = None
     label: str | None = None
-    operator_verdict: str | None = None
-    verdict_required: bool | None = None
+    verdict: str | None = None
     not_run: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,16 +112,13 @@ def outcome_fields(doc: dict) -> dict[str, Any]:
     """The run's label and operator verdict from its transcript (the one place that reads them).
 
     Returns:
-        ``{"label": str | None, "operator_verdict": "success"|"failure"|"abort"|None,
-        "verdict_required": bool | None}`` (None where the record has no such field).
+        ``{"label": str | None, "verdict": "success"|"failure"|"abort"|None}`` (None where the
+        record has no such field; ``verdict`` is the answer of its ``operator_verdict``).
     """
     label = doc.get("label")
     verdict = doc.get("operator_verdict")
     answer = verdict.get("answer") if isinstance(verdict, dict) else None
-    required = doc.get("verdict_required")
-    return {"label": label if isinstance(label, str) else None,
-            "operator_verdict": answer if isinstance(answer, str) else None,
-            "verdict_required": required if isinstance(required, bool) else None}
+    return {"label": label if isinstance(label, str) else None, "verdict": answer if isinstance(answer, str) else None}
 
 
 @dataclass

@@ -90,10 +90,10 @@ def _label_stats(states: list[CellState]) -> dict[str, Any] | None:
     """Environment-predicate vs label success over the decided cells whose record has a label; None
     when no record of ``states`` carries an operator verdict."""
     decided = [s.decided for s in states if s.decided is not None]
-    if not any(a.operator_verdict or a.verdict_required for a in decided):
+    if not any(a.verdict is not None for a in decided):
         return None
     labelled = [a for a in decided if a.label is not None]
-    with_verdict = [a for a in labelled if a.operator_verdict is not None]
+    with_verdict = [a for a in labelled if a.verdict is not None]
     return {"n": len(labelled), "label_k": sum(a.label == "succeeded" for a in labelled),
             "env_k": sum(a.status == "success" for a in labelled), "verdicts": len(with_verdict),
             "disagreements": sum((a.label == "succeeded") != (a.status == "success") for a in labelled)}
