@@ -21,7 +21,7 @@ Every arm runs the same cells. The matrix comes from ``rpent-batch`` flags (one 
         vla_checkpoint: /ckpt/pi05-after
         flags: [--reasoning-effort, low]
 
-An arm may run a subset of the seeds (``seeds: 1-9``), replay flash plans made from another arm's
+An arm may run a subset of the seeds (``seeds: 1-9``: those of them the matrix has), replay flash plans made from another arm's
 solved runs (``planner: flash`` with ``flash_from: <arm>``: before its cells run, the runner turns
 the source arm's solved ``flash_seed`` run of each task into a plan with ``rpent-flash generate``,
 see ``rpent.batch.flash_plans``), and be ``optional``: it runs only when enabled
@@ -120,7 +120,8 @@ class Arm:
         price_in_usd_per_mtok, price_out_usd_per_mtok: planner token prices (USD per million
             input / output tokens) for the report's cost column; None: cost only where the
             planner reports it (claude_code).
-        seeds: the seeds this arm runs (a subset of the matrix's); None: all of them.
+        seeds: the seeds this arm runs, of the matrix's (a matrix narrowed with ``--seeds`` keeps the
+            arm's seeds that are in it); None: all of the matrix's.
         flash_from: name of an earlier arm whose solved ``flash_seed`` runs become this arm's flash
             plans (``planner`` must be ``flash``); None: a normal arm.
         flash_seed: the source arm's seed whose runs are turned into plans (default 0).
@@ -257,10 +258,9 @@ class Matrix:
         if bad:
             raise ValueError(f"{bad[0]} is set by rpent-batch itself per cell or arm; remove it from the run flags")
         for i, a in enumerate(self.arms):
-            extra = sorted(set(a.seeds or ()) - set(self.seeds))
-            if extra:
-                raise ValueError(f"arm {a.name}: seeds {', '.join(map(str, extra))} are not in the matrix's seeds "
-                                 f"({format_index_list(self.seeds)}); an arm runs a subset of them")
+            if a.seeds is not None and not set(a.seeds) & set(self.seeds):
+                raise ValueError(f"arm {a.name} runs none of the matrix's seeds ({format_index_list(self.seeds)}): its "
+                                 f"seeds are {format_index_list(a.seeds)}")
             if a.flash_from is not None:
                 earlier = [b.name for b in self.arms[:i]]
                 if a.flash_from not in earlier:
@@ -272,15 +272,15 @@ class Matrix:
                                      f"({format_index_list(self.arm_seeds(src.name))})")
 
     def arm_seeds(self, name: str) -> tuple[int, ...]:
-        """The seeds arm ``name`` runs (its own subset, else the matrix's)."""
+        """The seeds arm ``name`` runs: the matrix's, or those of them in the arm's own ``seeds``."""
         a = self.arm(name)
-        return tuple(sorted(a.seeds)) if a.seeds is not None else self.seeds
+        return tuple(s for s in self.seeds if a.seeds is None or s in a.seeds)
 
     def cells(self, arm: str | None = None) -> list[Cell]:
         """Every cell (of one arm, or of all arms), in arm, suite, task, seed, repeat order."""
         return [Cell(a.name, s, t, sd, r) for a in self.arms if arm is None or a.name == arm
                 for s in self.suites for t in self.tasks
-                for sd in (sorted(a.seeds) if a.seeds is not None else self.seeds) for r in range(self.repeats)]
+                for sd in self.arm_seeds(a.name) for r in range(self.repeats)]
 
     def arm(self, name: str) -> Arm:
         """The arm called ``name``. Raises KeyError with the known names."""

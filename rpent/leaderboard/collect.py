@@ -10,8 +10,8 @@ is counted next to it (``label success``), read by :func:`rpent.batch.records.ou
 Document (``build_board``; JSON-able, embedded in the HTML page)::
 
     {"schema": "rpent.leaderboard/1", "generated_at", "confidence", "suites": [...],
-     "roots": [{"root", "name", "suites", "tasks", "seeds", "invocations": [{"started", "ended",
-                "argv", "host", "cpus", "commit"}]}],
+     "roots": [{"root", "root_rel" (relative to the page), "name", "suites", "tasks", "seeds",
+                "invocations": [{"started", "ended", "argv", "host", "cpus", "commit"}]}],
      "rows": [row, ...],        # run rows (kind "run") then published rows (kind "published")
      "pairs": {"<id A>|<id B>": comparison}}
 
@@ -135,7 +135,7 @@ def load_root_rows(root: str | Path, page_dir: Path, confidence: float = 0.95) -
     rr = ResultsRoot(root)
     matrix = _read_matrix(rr)
     states = rr.cell_states(matrix.cells())
-    info = {"root": str(rr.root), "name": rr.root.name, "suites": list(matrix.suites), "tasks": format_index_list(matrix.tasks),
+    info = {"root": str(rr.root), "root_rel": _rel(rr.root, page_dir), "name": rr.root.name, "suites": list(matrix.suites), "tasks": format_index_list(matrix.tasks),
             "seeds": format_index_list(matrix.seeds), "repeats": matrix.repeats, "invocations": _invocations(rr)}
     rows = []
     for arm in matrix.arms:
@@ -158,7 +158,8 @@ def load_root_rows(root: str | Path, page_dir: Path, confidence: float = 0.95) -
                 tasks.append({"suite": s, "task": t, "k": sum(c["status"] == "success" for c in out_cells),
                               "n": sum(c["status"] in ("success", "failure") for c in out_cells), "cells": out_cells})
         decided = [s.decided for s in arm_states if s.decided is not None]
-        rows.append({"kind": "run", "arm": arm.name, "root": str(rr.root), "root_name": rr.root.name,
+        rows.append({"kind": "run", "arm": arm.name, "root": str(rr.root), "root_rel": info["root_rel"],
+                     "root_name": rr.root.name,
                      "planner": arm.planner, "model": arm.model, "note": arm.note, "flash_from": arm.flash_from,
                      "seeds": format_index_list(matrix.arm_seeds(arm.name)), "overall": overall, "suites": suites,
                      "p90_wall_s": _p90([a.wall_s for a in decided if not a.not_run]),

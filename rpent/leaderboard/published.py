@@ -53,7 +53,7 @@ def load_published(path: str | Path) -> dict[str, Any]:
     """Read and check a published-rows file.
 
     Returns:
-        ``{"path", "benchmark", "source", "url", "rows": [{"name", "n", "k" | None, "rate" (fraction),
+        ``{"path" (as given), "benchmark", "source", "url", "rows": [{"name", "n", "k" | None, "rate" (fraction),
         "rate_published", "k_derived", "wall_s_per_episode", "tokens_out_per_episode",
         "tokens_per_episode", "cost_usd_per_episode", "note", "source", "url", "planner", "model"}]}``.
     Raises:
@@ -109,5 +109,5 @@ def load_published(path: str | Path) -> dict[str, Any]:
         if not row["source"]:
             raise PublishedError(f"{where}: no source (give 'source:' in the row or at the top of the file)")
         rows.append(row)
-    return {"path": str(p.resolve()), "benchmark": doc.get("benchmark"), "source": doc.get("source"),
+    return {"path": str(p), "benchmark": doc.get("benchmark"), "source": doc.get("source"),
             "url": doc.get("url"), "rows": rows}
