@@ -8,7 +8,8 @@ arm on every seed and a flash arm replaying its seed-0 plans on the other seeds)
 * **TARGET FIGURE** (target <= 3 %): the runner's overhead, ``(batch wall - sum of the runs' own
   wall times) / sum of the runs' own wall times``. The batch wall is ``rpent-batch`` from launch to
   exit; the runs' own wall times (the baseline, from the same invocation) are each run process's
-  start to end as the executor measured it (``attempts.jsonl``). With one run at a time everything
+  start to end as the executor measured it (``attempts.jsonl``: an ``rpent`` run per cell, or one
+  ``rpent-flash replay`` per task for an arm with ``share_env``, its ``replay_group`` line). With one run at a time everything
   else in the batch's wall time is the runner's: start-up, matrix and flag checks, ledger, lock,
   manifest, flash plan generation, progress, report. It is split by the ledger's timestamps
   (``head``: launch to the first run; ``between``: gaps between runs, flash plans included;
@@ -94,10 +95,19 @@ def _outcomes(root: Path) -> dict:
 
 
 def _split(ledger: list[dict], t_launch: float, t_exit: float) -> dict:
-    """head / between / tail of the batch's wall time outside its runs (one run at a time)."""
-    starts = {(e["key"], e["attempt"]): e["t"] for e in ledger if e.get("event") == "start" and not e.get("not_run")}
+    """head / between / tail of the batch's wall time outside its run processes (one at a time): an
+    ``rpent`` run per cell, or for a ``share_env`` arm one ``rpent-flash replay`` per task."""
+    starts = {(e["key"], e["attempt"]): e for e in ledger if e.get("event") == "start" and not e.get("not_run")}
     ends = {(e["key"], e["attempt"]): e for e in ledger if e.get("event") == "end" and not e.get("not_run")}
-    runs = sorted((starts[k], ends[k]["t"], ends[k].get("wall_s") or 0.0) for k in starts if k in ends)
+    runs = [(starts[k]["t"], ends[k]["t"], ends[k].get("wall_s") or 0.0) for k in starts
+            if k in ends and not starts[k].get("group")]
+    group_start: dict[str, float] = {}
+    for e in starts.values():
+        if e.get("group"):
+            group_start[e["group"]] = min(group_start.get(e["group"], e["t"]), e["t"])
+    runs += [(group_start[e["group"]], e["t"], e.get("wall_s") or 0.0) for e in ledger
+             if e.get("event") == "replay_group" and e.get("group") in group_start]
+    runs.sort()
     if not runs:
         return {"runs": 0, "sum_wall_s": 0.0}
     between = sum(max(0.0, b[0] - a[1]) for a, b in zip(runs, runs[1:]))

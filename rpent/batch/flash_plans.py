@@ -19,6 +19,14 @@ A task without a plan is a task the flash method cannot do: its cells are decide
 without a run (``not_run.json`` with reason ``flash_plan_missing``, see rpent.batch.records), as
 a flash replay without a plan fails. The plans live in the results root, so every node of a Ray
 cluster that runs flash cells must see the results root (``results: shared``).
+
+An arm with ``share_env: true`` runs the cells of one task (and repeat) as one job:
+``rpent-flash replay`` (:mod:`rpent.flash.batch`) on one env server, every episode its own run
+record in its cell's attempt directory (``--run-dir SEED=DIR``); the replay's own files
+(``replay.jsonl``, ``env_server.log``, its output) go to ``runs/<arm>/_replay/<suite>_t<task>_r<repeat>/
+replay-<N>/``. :func:`replay_argv` builds its command line (the rpent flags it understands are passed
+on, :data:`REPLAY_FLAGS`; others are refused); :func:`replay_walls` reads each episode's wall time
+with its share of the env server's start from ``replay.jsonl``.
 """
 
 from __future__ import annotations
@@ -30,7 +38,8 @@ from rpent.batch.matrix import Arm, Cell, Matrix
 from rpent.batch.records import CellState, ResultsRoot
 from rpent.flash.files import anchors_path, cell_tag, plan_path
 
-__all__ = ["FlashPreparation", "TaskPlan", "prepare_flash_arm", "NO_PLAN"]
+__all__ = ["FlashPreparation", "TaskPlan", "prepare_flash_arm", "NO_PLAN", "REPLAY_FLAGS", "replay_flags",
+           "replay_argv", "replay_walls"]
 
 #: ``not_run.json`` reason of a flash cell whose task has no plan
 NO_PLAN = "flash_plan_missing"
@@ -121,3 +130,81 @@ def prepare_flash_arm(root: ResultsRoot, matrix: Matrix, arm: Arm, states: dict[
                 continue
             tp.state, tp.plan, tp.generated = "plan", str(written), True
     return prep
+
+
+#: rpent flags that ``rpent-flash replay`` takes too (each with a value); ``--no-video`` is accepted and
+#: dropped (a replay writes no video). Any other flag of a ``share_env`` arm is refused.
+REPLAY_FLAGS = ("--max-episode-steps", "--libero-type", "--transport", "--cuda-device", "--planner-timeout-s",
+                "--flash-dir")
+
+
+def replay_flags(flags: list[str] | tuple[str, ...], arm: str) -> list[str]:
+    """The ``rpent-flash replay`` flags of a ``share_env`` arm's rpent flags (matrix + arm flags).
+
+    Raises:
+        ValueError: a flag ``rpent-flash replay`` does not take (names it and the arm).
+    """
+    out: list[str] = []
+    i = 0
+    flags = list(flags)
+    while i < len(flags):
+        f = flags[i]
+        name, eq, value = f.partition("=")
+        if name == "--no-video":
+            i += 1
+            continue
+        if name not in REPLAY_FLAGS:
+            raise ValueError(f"arm {arm}: share_env runs rpent-flash replay, which has no {name}; remove it from the "
+                             f"flags or set share_env: false (it takes {', '.join(REPLAY_FLAGS)}, --no-video)")
+        if eq:
+            out += [name, value]
+            i += 1
+        else:
+            if i + 1 >= len(flags):
+                raise ValueError(f"arm {arm}: {name} needs a value")
+            out += [name, flags[i + 1]]
+            i += 2
+    return out
+
+
+def replay_argv(arm: Arm, flags: list[str], suite: str, task: int, run_dirs: dict[int, Path], output_root: Path,
+                flash_dir: Path | None) -> list[str]:
+    """The command line of one ``share_env`` job: ``rpent-flash replay`` of ``suite``/``task`` on the
+    seeds of ``run_dirs`` (seed -> the cell's attempt directory), its own files in ``output_root``.
+
+    Raises:
+        ValueError: see :func:`replay_flags`; no flash directory (neither ``flash_from`` nor ``--flash-dir``).
+    """
+    import sys
+
+    extra = replay_flags(flags, arm.name)
+    if flash_dir is not None:
+        extra = ["--flash-dir", str(flash_dir)] + extra
+    if "--flash-dir" not in extra:
+        raise ValueError(f"arm {arm.name}: share_env needs its plans: flash_from (plans made by the batch) or "
+                         "--flash-dir DIR in the arm's flags")
+    argv = [sys.executable, "-m", "rpent.cli.flash", "replay", "--suite", suite, "--task", str(task),
+            "--seeds", *[str(s) for s in run_dirs], "--output-root", str(output_root), *extra]
+    for seed, d in run_dirs.items():
+        argv += ["--run-dir", f"{seed}={d}"]
+    return argv
+
+
+def replay_walls(output_root: Path) -> dict[int, float]:
+    """Each replayed episode's wall time (s) with an equal share of the env server starts of the
+    replay (from ``replay.jsonl``; seeds without an episode line are absent)."""
+    import json
+
+    rows = []
+    try:
+        for line in (Path(output_root) / "replay.jsonl").read_text(encoding="utf-8").splitlines():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                continue
+    except OSError:
+        return {}
+    episodes = [r for r in rows if r.get("kind") == "episode" and isinstance(r.get("wall_s"), (int, float))]
+    starts = sum(r.get("wall_s") or 0.0 for r in rows if r.get("kind") == "env_server_start")
+    share = starts / len(episodes) if episodes else 0.0
+    return {int(r["seed"]): round(float(r["wall_s"]) + share, 3) for r in episodes}

@@ -24,7 +24,8 @@ Every arm runs the same cells. The matrix comes from ``rpent-batch`` flags (one 
 An arm may run a subset of the seeds (``seeds: 1-9``: those of them the matrix has), replay flash plans made from another arm's
 solved runs (``planner: flash`` with ``flash_from: <arm>``: before its cells run, the runner turns
 the source arm's solved ``flash_seed`` run of each task into a plan with ``rpent-flash generate``,
-see ``rpent.batch.flash_plans``), and be ``optional``: it runs only when enabled
+see ``rpent.batch.flash_plans``; ``share_env: true`` replays a task's cells on one env server),
+and be ``optional``: it runs only when enabled
 (``rpent-batch --enable-arm NAME``), e.g. an LLM planner that needs an API key. ``note`` is free
 text shown next to the arm in reports and on the leaderboard page.
 
@@ -49,7 +50,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 #: Arm fields accepted in a YAML matrix file.
 ARM_KEYS = ("name", "planner", "model", "policy_mode", "code_file", "vla_checkpoint", "vla_endpoint",
             "sam3_checkpoint", "sam3_endpoint", "flags", "price_in_usd_per_mtok", "price_out_usd_per_mtok",
-            "seeds", "flash_from", "flash_seed", "optional", "note")
+            "seeds", "flash_from", "flash_seed", "share_env", "optional", "note")
 
 #: ``rpent`` flags the batch sets itself per cell / per arm; refused in pass-through flags.
 RESERVED_RUN_FLAGS = ("--suite", "--task", "--seed", "--output-dir", "--env-endpoint", "--vla-endpoint",
@@ -125,6 +126,10 @@ class Arm:
         flash_from: name of an earlier arm whose solved ``flash_seed`` runs become this arm's flash
             plans (``planner`` must be ``flash``); None: a normal arm.
         flash_seed: the source arm's seed whose runs are turned into plans (default 0).
+        share_env: (``planner: flash`` only) the arm's cells of one task run as one ``rpent-flash
+            replay`` process on one env server, each episode still its own run record in its
+            cell's attempt directory: the LIBERO environment is built once per task instead of
+            once per episode (``rpent.batch.flash_plans``).
         optional: run only when enabled (``rpent-batch --enable-arm NAME``).
         note: free text about the arm (shown in reports), e.g. what its planner may read.
     """
@@ -144,6 +149,7 @@ class Arm:
     seeds: tuple[int, ...] | None = None
     flash_from: str | None = None
     flash_seed: int = 0
+    share_env: bool = False
     optional: bool = False
     note: str | None = None
 
@@ -171,6 +177,9 @@ class Arm:
             if any(f.split("=", 1)[0] == "--flash-dir" for f in self.flags):
                 raise ValueError(f"arm {self.name}: --flash-dir is set by rpent-batch for a flash_from arm (its "
                                  "plans go to <results root>/flash/<arm>); remove it from the arm's flags")
+        if self.share_env and self.planner != "flash":
+            raise ValueError(f"arm {self.name}: share_env is for planner: flash (rpent-flash replay); got planner "
+                             f"{self.planner!r}")
         if isinstance(self.flash_seed, bool) or not isinstance(self.flash_seed, int) or self.flash_seed < 0:
             raise ValueError(f"arm {self.name}: flash_seed must be a seed >= 0, got {self.flash_seed!r}")
 
@@ -391,8 +400,9 @@ def _arm_from_yaml(raw: Any, i: int, base: Path) -> Arm:
             kw[key] = float(kw[key])
     if kw.get("seeds") is not None:
         kw["seeds"] = tuple(parse_index_list(kw["seeds"], f"arm {kw['name']}: seeds"))
-    if "optional" in kw and not isinstance(kw["optional"], bool):
-        raise ValueError(f"arm {kw['name']}: optional must be true or false, got {kw['optional']!r}")
+    for key in ("optional", "share_env"):
+        if key in kw and not isinstance(kw[key], bool):
+            raise ValueError(f"arm {kw['name']}: {key} must be true or false, got {kw[key]!r}")
     for key in ("flash_from", "note"):
         if kw.get(key) is not None:
             kw[key] = str(kw[key])

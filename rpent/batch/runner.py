@@ -12,7 +12,8 @@ Per invocation, for each arm (optional arms only when enabled: ``run_arms``):
    (``rpent.batch.flash_plans``): cells of a task without a plan are decided as failures
    without a run, cells whose source is not decided yet wait for a later invocation;
 3. start the arm's shared services once (``rpent.batch.services``), unless every cell is done;
-4. keep ``executor.slots`` runs going; each attempt gets its own run directory
+4. keep ``executor.slots`` jobs going (a job is one cell's run, or for an arm with ``share_env`` one
+   ``rpent-flash replay`` of a task's cells, each episode still its own attempt); each attempt gets its own run directory
    ``runs/<arm>/<cell>/attempt-<N>`` and a "start" / "end" line in ``attempts.jsonl``; an attempt
    that ends in an infrastructure error is queued again until it has had ``1 + max_retries``
    attempts in this invocation; before each start, a shared service that died is restarted;
@@ -211,7 +212,7 @@ class BatchRunner:
             if last is not None and last.status == "invalid":
                 progress.line(f"rpent-batch: re-running {c.key}: the record of attempt {last.attempt} is unreadable "
                               f"({last.reason})")
-        queue = collections.deque(cells)
+        queue = collections.deque(self._units(arm, cells))
         tries: dict[str, int] = collections.Counter()
         next_attempt = {c.key: states[c.key].next_attempt() for c in cells}
         services = ArmServices(arm, self.root.services_dir(arm.name), cuda_device=self.opts.cuda_device,
@@ -226,7 +227,7 @@ class BatchRunner:
             self.on_event({"kind": "note", "arm": arm.name, "text": str(exc)})
             return
         self.on_event({"kind": "arm_started", "arm": arm.name, "endpoints": endpoints, "cells": len(cells)})
-        running: dict[str, tuple[Cell, int]] = {}
+        running: dict[str, tuple[list[tuple[Cell, int]], Path | None]] = {}  # job key -> its cells, replay dir
         try:
             while queue or running:
                 submitted = bool(queue) and len(running) < self.executor.slots
@@ -235,53 +236,129 @@ class BatchRunner:
                         self.root.append_ledger({"event": "service_restart", "key": arm.name, "attempt": 0,
                                                  "note": note})
                         progress.line(f"rpent-batch: arm {arm.name}: {note}")
-                    cell = queue.popleft()
-                    n = next_attempt[cell.key]
-                    next_attempt[cell.key] = n + 1
-                    tries[cell.key] += 1
-                    job = self._job(arm, cell, n, services.endpoints, flash_dir)
-                    self.root.append_ledger({"event": "start", "key": cell.key, "attempt": n, "run_dir": job.run_dir,
-                                             "argv": job.argv})
-                    self.attempts_started += 1
+                    members = []
+                    for cell in queue.popleft():
+                        n = next_attempt[cell.key]
+                        next_attempt[cell.key] = n + 1
+                        tries[cell.key] += 1
+                        members.append((cell, n))
+                    job, group = self._unit_job(arm, members, services.endpoints, flash_dir)
+                    for cell, n in members:
+                        run_dir = str(self.root.run_dir(cell, n))
+                        self.root.append_ledger({"event": "start", "key": cell.key, "attempt": n, "run_dir": run_dir,
+                                                 "argv": job.argv, **({"group": str(group)} if group else {})})
+                        self.attempts_started += 1
+                        progress.attempt_started(cell.key, n)
+                        self.on_event({"kind": "attempt_started", "key": cell.key, "attempt": n, "run_dir": run_dir})
                     self.executor.submit(job)
-                    running[cell.key] = (cell, n)
-                    progress.attempt_started(cell.key, n)
-                    self.on_event({"kind": "attempt_started", "key": cell.key, "attempt": n, "run_dir": job.run_dir})
+                    running[job.key] = (members, group)
                 if submitted:
                     progress.write()
+                retry_cells: list[Cell] = []
                 for out in self.executor.wait(timeout=1.0):
-                    cell, n = running.pop(out.key)
-                    end = {"event": "end", "key": out.key, "attempt": n, "exit_code": out.exit_code,
-                           "infra_error": out.infra_error, "wall_s": out.wall_s, "where": out.where}
-                    if out.node_load:
-                        end["node_load"] = out.node_load
-                    res = classify_attempt(cell, n, Path(out.run_dir), end, self.root.log_path(cell, n))
-                    end["status"], end["reason"] = res.status, res.reason
-                    self.root.append_ledger(end)
-                    st = states[cell.key]
-                    self._count(counts, st, -1)
-                    st.attempts.append(res)
-                    self._count(counts, st, +1)
-                    progress.attempt_ended(cell.key, out.wall_s, out.node_load, out.where)
-                    retry = st.decided is None and tries[cell.key] <= self.opts.max_retries
-                    what = res.status + (f" ({res.reason})" if res.reason and res.status != "success" else "")
-                    if res.status in ("success", "failure"):
-                        progress.advance()
-                    elif retry:
-                        queue.append(cell)
-                        what += f"; retrying ({tries[cell.key]}/{self.opts.max_retries} retries used)"
-                    else:
-                        progress.advance()
-                        what += "; no retries left (re-run the command to try again)"
-                    progress.line(f"{cell.key} attempt {n}: {what} [{out.wall_s:.1f} s] · {progress.summary()}")
-                    progress.refresh()
-                    self.on_event({"kind": "attempt_ended", "key": cell.key, "attempt": n, "status": res.status,
-                                   "reason": res.reason, "retry": retry})
+                    members, group = running.pop(out.key)
+                    walls: dict[int, float] = {}
+                    if group is not None:
+                        from rpent.batch.flash_plans import replay_walls
+
+                        walls = replay_walls(group)
+                        self.root.append_ledger({"event": "replay_group", "key": out.key, "attempt": 0,
+                                                 "group": str(group), "exit_code": out.exit_code,
+                                                 "infra_error": out.infra_error, "wall_s": out.wall_s,
+                                                 "where": out.where, "cells": [c.key for c, _ in members]})
+                    for cell, n in members:
+                        if self._end_attempt(arm, cell, n, out, group, walls, states, counts, progress,
+                                             tries[cell.key]):
+                            retry_cells.append(cell)
+                queue.extend(self._units(arm, retry_cells))
         finally:
             if running:  # interrupted: stop the runs before the services they use
                 self.executor.shutdown(cancel=True)
             services.stop()
             self.on_event({"kind": "arm_ended", "arm": arm.name})
+
+    def _end_attempt(self, arm: Arm, cell: Cell, n: int, out, group: Path | None, walls: dict[int, float],
+                     states: dict[str, CellState], counts, progress: Progress, tries: int) -> bool:
+        """Record how attempt ``n`` of ``cell`` ended (its job's outcome, its run record); True when
+        the cell is to be retried in this invocation."""
+        from rpent.run.record import run_tag
+
+        run_dir = self.root.run_dir(cell, n)
+        infra, wall, log = out.infra_error, out.wall_s, self.root.log_path(cell, n)
+        if group is not None:  # one episode of a shared-env replay: its own record decides it
+            log = group.parent / f"{group.name}.log"
+            wall = walls.get(cell.seed)
+            if (run_dir / f"transcript_{run_tag(cell.suite, cell.task, cell.seed)}.json").exists():
+                infra = None
+            elif infra is None:
+                infra = (f"the replay process exited with code {out.exit_code} before this seed's episode wrote its "
+                         f"record; see {log}")
+        end = {"event": "end", "key": cell.key, "attempt": n, "exit_code": out.exit_code, "infra_error": infra,
+               "wall_s": wall, "where": out.where}
+        if group is not None:
+            end["group"] = str(group)
+        if out.node_load:
+            end["node_load"] = out.node_load
+        res = classify_attempt(cell, n, run_dir, end, log)
+        end["status"], end["reason"] = res.status, res.reason
+        self.root.append_ledger(end)
+        st = states[cell.key]
+        self._count(counts, st, -1)
+        st.attempts.append(res)
+        self._count(counts, st, +1)
+        progress.attempt_ended(cell.key, wall, out.node_load, out.where)
+        retry = st.decided is None and tries <= self.opts.max_retries
+        what = res.status + (f" ({res.reason})" if res.reason and res.status != "success" else "")
+        if res.status in ("success", "failure"):
+            progress.advance()
+        elif retry:
+            what += f"; retrying ({tries}/{self.opts.max_retries} retries used)"
+        else:
+            progress.advance()
+            what += "; no retries left (re-run the command to try again)"
+        shown = "-" if wall is None else f"{wall:.1f}"
+        progress.line(f"{cell.key} attempt {n}: {what} [{shown} s] · {progress.summary()}")
+        progress.refresh()
+        self.on_event({"kind": "attempt_ended", "key": cell.key, "attempt": n, "status": res.status,
+                       "reason": res.reason, "retry": retry})
+        return retry
+
+    @staticmethod
+    def _units(arm: Arm, cells: list[Cell]) -> list[list[Cell]]:
+        """What runs as one job: each cell alone, or (``share_env``) the cells of one task and repeat."""
+        if not arm.share_env:
+            return [[c] for c in cells]
+        groups: dict[tuple[str, int, int], list[Cell]] = {}
+        for c in cells:
+            groups.setdefault((c.suite, c.task, c.repeat), []).append(c)
+        return list(groups.values())
+
+    def _unit_job(self, arm: Arm, members: list[tuple[Cell, int]], endpoints: dict[str, str],
+                  flash_dir: Path | None) -> tuple[CellJob, Path | None]:
+        """The job of one unit: an ``rpent`` run of one cell, or (``share_env``) one ``rpent-flash replay``
+        of a task's cells (its own files in a new ``runs/<arm>/_replay/<suite>_t<task>_r<repeat>/replay-<K>/``)."""
+        if not arm.share_env:
+            cell, n = members[0]
+            return self._job(arm, cell, n, endpoints, flash_dir), None
+        import re
+
+        from rpent.batch.flash_plans import replay_argv
+
+        first = members[0][0]
+        base = self.root.root / "runs" / arm.name / "_replay" / f"{first.suite}_t{first.task}_r{first.repeat}"
+        used = [int(m.group(1)) for p in (base.iterdir() if base.is_dir() else ())
+                if (m := re.fullmatch(r"replay-(\d+)(?:\.log)?", p.name))]
+        k = max(used, default=0) + 1
+        group = base / f"replay-{k}"
+        base.mkdir(parents=True, exist_ok=True)
+        argv = replay_argv(arm, list(self.matrix.flags) + list(arm.flags), first.suite, first.task,
+                           {c.seed: self.root.run_dir(c, n) for c, n in members}, group, flash_dir)
+        limit = None if self.opts.cell_timeout_s is None else self.opts.cell_timeout_s * len(members)
+        env = {**self.opts.env, "PI05_CHECKPOINT_PATH": "", "SAM3_CHECKPOINT_PATH": ""}
+        job = CellJob(key=f"{arm.name}/{first.suite}/t{first.task}/r{first.repeat}/replay-{k}", argv=argv,
+                      run_dir=str(group), env=env, log_path=str(base / f"replay-{k}.log"), attempt=k, arm=arm.name,
+                      timeout_s=limit)
+        return job, group
 
     def _prepare_flash(self, arm: Arm, cells: list[Cell], states: dict[str, CellState], counts,
                        progress: Progress) -> tuple[list[Cell], Path]:

@@ -203,6 +203,18 @@ def _check_runs(matrix) -> tuple[int | None, str]:
             msg = err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else "bad run flags"
             raise ValueError(f"arm {arm.name}: the runs' flags are refused by rpent: {msg.replace('rpent: ', '')}") \
                 from None
+        if arm.share_env:  # its cells run as rpent-flash replay: its flags must be ones replay takes
+            from rpent.batch.flash_plans import replay_argv
+            from rpent.cli.flash import build_parser as flash_parser
+
+            replay = replay_argv(arm, list(matrix.flags) + list(arm.flags), cell.suite, cell.task,
+                                 {cell.seed: Path("/nonexistent-check/run")}, Path("/nonexistent-check/replay"), flash)
+            try:
+                with contextlib.redirect_stderr(io.StringIO()):
+                    flash_parser().parse_args(replay[3:])
+            except SystemExit:
+                raise ValueError(f"arm {arm.name}: rpent-flash replay refuses its flags: {' '.join(replay[3:])}") \
+                    from None
         try:
             config_from_args(ns)
             from rpent.robots.registry import get_robot

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from rpent.batch.flash_plans import prepare_flash_arm
 from rpent.batch.matrix import Arm, Cell, Matrix
 from rpent.batch.records import NOT_RUN, ResultsRoot
@@ -125,3 +127,53 @@ def test_tasks_without_a_plan_fail_without_a_run_and_a_new_arm_keeps_finished_ce
     assert {p: p.read_bytes() for p in (root.root / "runs").rglob("*") if p.is_file() and p in before} == before
     manifest = json.loads((root.root / "manifest.json").read_text())
     assert manifest["invocations"][-1]["arms_added"] == ["flash-b"]
+
+
+def test_shared_env_arm_runs_a_task_as_one_replay_with_its_flags():
+    from rpent.batch.flash_plans import replay_argv, replay_flags
+
+    arm = Arm("f", planner="flash", flash_from="s", share_env=True)
+    assert replay_flags(["--no-video", "--max-episode-steps", "600", "--transport=http"], "f") == \
+        ["--max-episode-steps", "600", "--transport", "http"]
+    with pytest.raises(ValueError, match="arm f: share_env runs rpent-flash replay, which has no --max-turns"):
+        replay_flags(["--max-turns", "5"], "f")
+    argv = replay_argv(arm, ["--no-video"], SUITE, 3, {1: Path("/r/a1"), 2: Path("/r/a2")}, Path("/r/g"),
+                       Path("/r/flash"))
+    assert argv[3:] == ["replay", "--suite", SUITE, "--task", "3", "--seeds", "1", "2", "--output-root", "/r/g",
+                        "--flash-dir", "/r/flash", "--run-dir", "1=/r/a1", "--run-dir", "2=/r/a2"]
+    with pytest.raises(ValueError, match="share_env needs its plans"):
+        replay_argv(Arm("g", planner="flash", share_env=True), [], SUITE, 3, {1: Path("/x")}, Path("/g"), None)
+    with pytest.raises(ValueError, match="share_env is for planner: flash"):
+        Arm("h", share_env=True)
+
+
+def test_replay_walls_share_the_env_server_start(tmp_path):
+    from rpent.batch.flash_plans import replay_walls
+
+    rows = [{"kind": "env_server_start", "wall_s": 9.0}, {"kind": "episode", "seed": 1, "wall_s": 7.0},
+            {"kind": "episode", "seed": 2, "wall_s": 8.0}, {"kind": "env_server_start", "wall_s": 3.0}]
+    (tmp_path / "replay.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n{torn")
+    assert replay_walls(tmp_path) == {1: 13.0, 2: 14.0}
+    assert replay_walls(tmp_path / "missing") == {}
+
+
+def test_replay_run_dirs_are_checked_before_anything_starts(tmp_path):
+    from rpent.cli.flash import main as flash_main
+    from rpent.flash.batch import ReplayOptions, check_options
+
+    def opts(run_dirs):
+        return ReplayOptions(flash_dir=str(tmp_path / "fd"), suite=SUITE, task=0, seeds=[1, 2],
+                             output_root=str(tmp_path / "out"), run_dirs=run_dirs)
+
+    with pytest.raises(ValueError, match="give one SEED=DIR for every seed"):
+        check_options(opts({1: str(tmp_path / "a")}))
+    with pytest.raises(ValueError, match="every seed needs its own directory"):
+        check_options(opts({1: str(tmp_path / "a"), 2: str(tmp_path / "a")}))
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "states.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"--run-dir .*b already holds files"):
+        check_options(opts({1: str(tmp_path / "a"), 2: str(tmp_path / "b")}))
+    assert opts({1: "/x/one", 2: "/x/two"}).run_dir(2) == Path("/x/two")
+    assert opts(None).run_dir(2) == tmp_path / "out" / "object_swap_t0_s2"
+    assert flash_main(["replay", "--flash-dir", "d", "--suite", SUITE, "--task", "0", "--seeds", "1",
+                       "--output-root", str(tmp_path / "o"), "--run-dir", "one=/x"]) == 2

@@ -107,6 +107,7 @@ def test_the_checked_in_leaderboard_experiment():
                                       for k in ("task", "swap"))
     assert len(m.cells("scripted")) == 800 and len(m.cells("flash")) == 720
     assert m.arm("flash").flash_from == "scripted" and m.arm_seeds("flash") == tuple(range(1, 10))
+    assert m.arm("flash").share_env
     sel, left = select_arms(m, [])
     assert [a.name for a in sel.arms] == ["scripted", "flash"]
     assert left and all(m.arm(n).planner == "api" for n in left)

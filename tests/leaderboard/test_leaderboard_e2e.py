@@ -1,12 +1,13 @@
 """The leaderboard experiment end to end on a small grid of real LIBERO episodes (2 suites x 2 tasks x
-2 seeds; an offline-planner arm and a flash arm replaying its seed-0 plans on seed 1), run twice at the
+2 seeds; an offline-planner arm, a flash arm replaying its seed-0 plans on seed 1 one run per cell, and
+one replaying them on seeds 0-1 with a task's seeds on one env server), run twice at the
 same time: once straight, once with its runner SIGKILLed at random points (after a random number of
 finished attempts plus a random delay; the seed is printed) and re-run with the same command after
 each kill. Both must end with the same report (every cell's status, per arm and per task k/N,
 Wilson intervals) and the same leaderboard figures; the killed root decides every cell once and
 keeps its flash plans across the kills. ``rpent-batch status`` answers while the straight one runs.
 
-Slow: 24 real episodes, two at a time (~10 min on an idle 2-core machine, much more under load).
+Slow: 40 real episodes, two at a time (~15 min on an idle 2-core machine, much more under load).
 """
 
 import json
@@ -28,6 +29,7 @@ seeds: 0-1
 arms:
   - {name: scripted, planner: scripted}
   - {name: flash, planner: flash, seeds: 1, flash_from: scripted}
+  - {name: flash-shared, planner: flash, seeds: 0-1, flash_from: scripted, share_env: true}
 """
 
 
@@ -108,7 +110,7 @@ def test_killed_at_random_points_and_resumed_ends_with_the_uninterrupted_report(
         klog.close()
     assert kills >= 1 and status_seen
     a, b = _outcomes(straight), _outcomes(killed)
-    assert len(a["cells"]) == 12 and all(s in ("success", "failure") for s in a["cells"].values())
+    assert len(a["cells"]) == 20 and all(s in ("success", "failure") for s in a["cells"].values())
     assert a == b
     assert _board(straight, tmp_path / "pa") == _board(killed, tmp_path / "pb")
     # the killed root: every cell has exactly one attempt with a task outcome (never re-run once decided)
@@ -125,6 +127,9 @@ def test_killed_at_random_points_and_resumed_ends_with_the_uninterrupted_report(
     # flash plans: one per task whose seed-0 run was solved, generated once across the kills
     plans = [e for e in ledger if e.get("event") == "flash_plan"]
     solved0 = [k for k, s in a["cells"].items() if k.startswith("scripted/") and "/s0/" in k and s == "success"]
-    assert len(plans) == len(solved0) == len(list((killed / "flash" / "flash").glob("*_plan.json")))
+    assert len(plans) == 2 * len(solved0)
+    assert len(list((killed / "flash" / "flash").glob("*_plan.json"))) == len(solved0)
+    groups = [e for e in ledger if e.get("event") == "replay_group"]
+    assert groups and all(e["key"].startswith("flash-shared/") for e in groups)
     manifest = json.loads((killed / "manifest.json").read_text())
     assert len(manifest["invocations"]) == kills + 1
