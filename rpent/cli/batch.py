@@ -362,6 +362,14 @@ def _run_checked(argv: list[str], parser, args, extra, root, early) -> int:
         cuda, transport = _check_runs(selected)
     except ValueError as exc:
         parser.error(str(exc))
+    if args.executor == "ray":
+        from rpent.batch.ray_executor import ray_section_of_matrix_file
+
+        flash = [a.name for a in selected.arms if a.flash_from or a.share_env]
+        if flash and (ray_section_of_matrix_file(args.matrix) or {}).get("results") == "copy":
+            parser.error(f"arm {flash[0]} reads its flash plans from (and a shared-env replay writes into) the results "
+                         "root, which 'results: copy' keeps from the nodes; use 'results: shared' with the root on a "
+                         "filesystem every node mounts")
     try:
         root.ensure()
     except OSError as exc:

@@ -177,3 +177,12 @@ def test_replay_run_dirs_are_checked_before_anything_starts(tmp_path):
     assert opts(None).run_dir(2) == tmp_path / "out" / "object_swap_t0_s2"
     assert flash_main(["replay", "--flash-dir", "d", "--suite", SUITE, "--task", "0", "--seeds", "1",
                        "--output-root", str(tmp_path / "o"), "--run-dir", "one=/x"]) == 2
+
+
+def test_flash_arms_on_ray_need_the_results_root_on_every_node(tmp_path):
+    (tmp_path / "m.yaml").write_text(f"suites: [{SUITE}]\ntasks: 0\nseeds: 0-1\narms:\n  - {{name: s}}\n"
+                                     "  - {name: f, planner: flash, seeds: 1, flash_from: s}\n"
+                                     "ray: {results: copy, address: '127.0.0.1:1'}\n")
+    done = _batch(tmp_path / "r", "--matrix", str(tmp_path / "m.yaml"))
+    assert done.returncode == 2 and "arm f reads its flash plans from" in done.stderr
+    assert "use 'results: shared'" in done.stderr and not (tmp_path / "r").exists()
