@@ -68,6 +68,8 @@ class LeaderboardScreen(LiveScreen):
     ]
     DEFAULT_CSS = """
     #lb-form { height: auto; }
+    #lb-inputs { height: auto; }
+    #lb-inputs > Vertical { height: auto; }
     #lb-form Label { color: $text-muted; padding: 0 1; }
     #lb-state { height: auto; padding: 0 1; }
     #lb-board { height: 1fr; }

@@ -16,8 +16,13 @@ from board_records import prepare_board_root  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_leaderboard_screen_shows_arms_drill_down_and_writes_the_page(tmp_path):
+def test_leaderboard_screen_shows_arms_drill_down_and_writes_the_page(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # relative paths in the form (and in the screenshot)
     root = prepare_board_root(tmp_path / "lb")
+    published = tmp_path / "experiments" / "published"
+    published.mkdir(parents=True)
+    (published / "rpent_libero_pro.yaml").write_text(
+        (REPO / "experiments" / "published" / "rpent_libero_pro.yaml").read_text())
     app = make_app(tmp_path, StandInRun(), shared=(), start_mode="batch")
 
     async def main():
@@ -25,11 +30,12 @@ def test_leaderboard_screen_shows_arms_drill_down_and_writes_the_page(tmp_path):
             await pilot.press("shift+f7")
             screen = app.screen
             assert type(screen).__name__ == "LeaderboardScreen"
-            screen.query_one("#lb-roots").value = str(root.root)
-            screen.query_one("#lb-published").value = str(REPO / "experiments" / "published" / "rpent_libero_pro.yaml")
+            screen.query_one("#lb-roots").value = "lb"
+            screen.query_one("#lb-published").value = "experiments/published/rpent_libero_pro.yaml"
             await pilot.press("ctrl+r")
             board = screen.query_one("#lb-board")
             await wait_for(pilot, lambda: board.row_count == 9, what="the leaderboard rows")
+            assert board.region.height >= 8 and screen.query_one("#lb-suites").region.height >= 5  # both on screen
             first = [str(c) for c in board.get_row_at(0)]
             assert first[:5] == ["1", "GPT-6 Astra (low reasoning) (published)", "741/800", "92.63 %", "[90.6, 94.2]"]
             rows = {str(board.get_row_at(i)[1]): [str(c) for c in board.get_row_at(i)] for i in range(9)}
