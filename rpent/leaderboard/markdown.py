@@ -100,8 +100,9 @@ def render_markdown(board: dict[str, Any], *, title: str | None = "Leaderboard")
         cells.append(note)
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", f"k/N: episodes solved (the environment's success predicate) over episodes with a task outcome; "
-                  f"Wilson {conf}% interval. Wall: seconds per episode (the run process, start to end). "
-                  "Infrastructure errors and pending cells are not in N."]
+                  f"Wilson {conf}% interval. Wall: seconds per episode (the run process, start to end; a shared-env "
+                  "flash arm: the episode plus its share of its replay's env server start). Infrastructure errors and "
+                  "pending cells are not in N."]
     if show_label:
         lines.append("Label success: cells whose run label is `succeeded` over the decided cells with a label "
                      "(records with operator verdicts), next to the environment predicate on the same cells.")
