@@ -124,11 +124,14 @@ class LeaderboardScreen(LiveScreen):
 
     @work(thread=True, exclusive=True, group="leaderboard-read", exit_on_error=False)
     def _read(self, roots: str, published: str) -> None:
+        from textual.worker import get_current_worker
+
         try:
             board, error = read_board(roots, published), None
         except (ValueError, OSError) as exc:
             board, error = None, str(exc)
-        self.app.call_from_thread(self.show_board, board, error)
+        if not get_current_worker().is_cancelled:  # a newer read replaced it, or the app is closing
+            self.app.call_from_thread(self.show_board, board, error)
 
     # -- rendering ---------------------------------------------------------------------------------------
     def show_board(self, board: dict[str, Any] | None, error: str | None = None) -> None:
