@@ -9,7 +9,8 @@ Architecture:
   the same way (``install_exit_signals``).
 * The service layer reports through one thread-safe sink -> ``ServiceEvent`` messages; the app
   forwards each to every live screen's ``handle_service_event`` and opens the operator modal.
-* Screens are modes: F2 Services, F3 Run, F4 Code editor, F5 Trajectories, F6 Flywheel export, F7 Batch, F9 Explore.
+* Screens are modes: F2 Services, F3 Run, F4 Code editor, F5 Trajectories, F6 Flywheel export, F7 Batch,
+  shift+F7 Leaderboard, F9 Explore.
   F1/``?`` help, ctrl+p palette, ctrl+o jump overlay, ctrl+t themes, ctrl+q quit; every binding
   has an id, remappable with ``--keymap`` (``App.set_keymap``).
 """
@@ -38,6 +39,7 @@ from .screens.explore import ExploreScreen
 from .screens.flywheel import FlywheelScreen
 from .screens.help import HelpScreen
 from .screens.jump import JumpScreen
+from .screens.leaderboard import LeaderboardScreen
 from .screens.operator import FRAME_HISTORY, OperatorModal
 from .screens.run import RunScreen
 from .screens.services import ServicesScreen
@@ -61,7 +63,7 @@ GC_QUIET_S = 1.0
 SCREEN_MODES = {"services": ("f2", ServicesScreen, "Services"), "run": ("f3", RunScreen, "Run"),
          "editor": ("f4", EditorScreen, "Code editor"), "trajectories": ("f5", TrajectoriesScreen, "Trajectories"),
          "flywheel": ("f6", FlywheelScreen, "Flywheel export"), "batch": ("f7", BatchScreen, "Batch"),
-         "explore": ("f9", ExploreScreen, "Explore")}
+         "leaderboard": ("shift+f7", LeaderboardScreen, "Leaderboard"), "explore": ("f9", ExploreScreen, "Explore")}
 
 
 @dataclass

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, runtime_checkable
 
 __all__ = ["CellJob", "CellOutcome", "Executor", "LocalExecutor", "register_executor", "create_executor",
-           "executor_names"]
+           "executor_names", "node_load"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,7 @@ class CellOutcome:
         attempt: the job's attempt number.
         arm: the job's arm.
         where: where it ran (host name; an executor may add a worker id), for the record.
+        node_load: the load of the node it ran on when it ended (:func:`node_load`), or None.
     """
 
     key: str
@@ -99,10 +100,21 @@ class CellOutcome:
     attempt: int = 1
     arm: str = ""
     where: str = ""
+    node_load: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict."""
         return asdict(self)
+
+
+def node_load() -> dict[str, Any]:
+    """This machine's load: ``{"host", "load": [1, 5, 15-minute load averages], "cpus": CPU count}``
+    (``os.getloadavg``, ``os.cpu_count``); the runner shows it per node while a batch runs."""
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = None
+    return {"host": os.uname().nodename, "load": load, "cpus": os.cpu_count()}
 
 
 @runtime_checkable
@@ -275,7 +287,7 @@ class LocalExecutor:
                 log.close()
             del self._procs[key]
             self._done.append(CellOutcome(key, rc, job.run_dir, infra, round(now - t0, 3), job.attempt, job.arm,
-                                          self._host))
+                                          self._host, node_load()))
 
     def wait(self, timeout: float | None = None) -> list[CellOutcome]:
         """See :class:`Executor`; returns [] on timeout or when nothing runs and nothing ended."""

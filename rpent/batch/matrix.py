@@ -21,6 +21,14 @@ Every arm runs the same cells. The matrix comes from ``rpent-batch`` flags (one 
         vla_checkpoint: /ckpt/pi05-after
         flags: [--reasoning-effort, low]
 
+An arm may run a subset of the seeds (``seeds: 1-9``: those of them the matrix has), replay flash plans made from another arm's
+solved runs (``planner: flash`` with ``flash_from: <arm>``: before its cells run, the runner turns
+the source arm's solved ``flash_seed`` run of each task into a plan with ``rpent-flash generate``,
+see ``rpent.batch.flash_plans``; ``share_env: true`` replays a task's cells on one env server),
+and be ``optional``: it runs only when enabled
+(``rpent-batch --enable-arm NAME``), e.g. an LLM planner that needs an API key. ``note`` is free
+text shown next to the arm in reports and on the leaderboard page.
+
 Cell key: ``<arm>/<suite>/t<task>/s<seed>/r<repeat>`` (stable; used in the ledger, the report
 and the executor). A results root is frozen to its matrix (``matrix.json``): resuming with a
 different matrix is refused.
@@ -35,13 +43,16 @@ from typing import Any
 
 from rpent.run.config import SEED_MAX
 
-__all__ = ["Arm", "Cell", "Matrix", "parse_index_list", "load_matrix_file", "ARM_KEYS", "RESERVED_RUN_FLAGS"]
+__all__ = ["Arm", "Cell", "Matrix", "parse_index_list", "format_index_list", "load_matrix_file", "select_arms",
+           "extend_matrix",
+           "ARM_KEYS", "RESERVED_RUN_FLAGS"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 #: Arm fields accepted in a YAML matrix file.
 ARM_KEYS = ("name", "planner", "model", "policy_mode", "code_file", "vla_checkpoint", "vla_endpoint",
-            "sam3_checkpoint", "sam3_endpoint", "flags", "price_in_usd_per_mtok", "price_out_usd_per_mtok")
+            "sam3_checkpoint", "sam3_endpoint", "flags", "price_in_usd_per_mtok", "price_out_usd_per_mtok",
+            "seeds", "flash_from", "flash_seed", "share_env", "optional", "note")
 
 #: ``rpent`` flags the batch sets itself per cell / per arm; refused in pass-through flags.
 RESERVED_RUN_FLAGS = ("--suite", "--task", "--seed", "--output-dir", "--env-endpoint", "--vla-endpoint",
@@ -51,6 +62,19 @@ RESERVED_RUN_FLAGS = ("--suite", "--task", "--seed", "--output-dir", "--env-endp
 
 #: Most indices one --tasks / --seeds list may name (a guard against a typo like 0-99999999999).
 MAX_INDICES = 1_000_000
+
+
+def format_index_list(values) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2,5"``."""
+    vals = sorted(set(values))
+    out, i = [], 0
+    while i < len(vals):
+        j = i
+        while j + 1 < len(vals) and vals[j + 1] == vals[j] + 1:
+            j += 1
+        out.append(str(vals[i]) if i == j else f"{vals[i]}-{vals[j]}")
+        i = j + 1
+    return ",".join(out)
 
 
 def parse_index_list(value: Any, what: str) -> list[int]:
@@ -110,6 +134,17 @@ class Arm:
         price_in_usd_per_mtok, price_out_usd_per_mtok: planner token prices (USD per million
             input / output tokens) for the report's cost column; None: cost only where the
             planner reports it (claude_code).
+        seeds: the seeds this arm runs, of the matrix's (a matrix narrowed with ``--seeds`` keeps the
+            arm's seeds that are in it); None: all of the matrix's.
+        flash_from: name of an earlier arm whose solved ``flash_seed`` runs become this arm's flash
+            plans (``planner`` must be ``flash``); None: a normal arm.
+        flash_seed: the source arm's seed whose runs are turned into plans (default 0).
+        share_env: (``planner: flash`` only) the arm's cells of one task run as one ``rpent-flash
+            replay`` process on one env server, each episode still its own run record in its
+            cell's attempt directory: the LIBERO environment is built once per task instead of
+            once per episode (``rpent.batch.flash_plans``).
+        optional: run only when enabled (``rpent-batch --enable-arm NAME``).
+        note: free text about the arm (shown in reports), e.g. what its planner may read.
     """
 
     name: str = "default"
@@ -124,6 +159,12 @@ class Arm:
     flags: tuple[str, ...] = ()
     price_in_usd_per_mtok: float | None = None
     price_out_usd_per_mtok: float | None = None
+    seeds: tuple[int, ...] | None = None
+    flash_from: str | None = None
+    flash_seed: int = 0
+    share_env: bool = False
+    optional: bool = False
+    note: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
@@ -138,12 +179,36 @@ class Arm:
         if bad:
             raise ValueError(f"arm {self.name}: {bad[0]} is set by rpent-batch itself; use the arm's own keys "
                              "(planner, model, policy_mode, code_file, vla_*, sam3_*) instead")
+        if self.seeds is not None and (not self.seeds or not all(isinstance(s, int) and s >= 0 for s in self.seeds)):
+            raise ValueError(f"arm {self.name}: seeds must be a non-empty list of seeds >= 0, e.g. 1-9")
+        if self.flash_from is not None:
+            if self.planner != "flash":
+                raise ValueError(f"arm {self.name}: flash_from needs planner: flash (got planner {self.planner!r})")
+            if self.flash_from == self.name:
+                raise ValueError(f"arm {self.name}: flash_from names the arm itself; name the arm whose runs "
+                                 "become the plans")
+            if any(f.split("=", 1)[0] == "--flash-dir" for f in self.flags):
+                raise ValueError(f"arm {self.name}: --flash-dir is set by rpent-batch for a flash_from arm (its "
+                                 "plans go to <results root>/flash/<arm>); remove it from the arm's flags")
+        if self.share_env and self.planner != "flash":
+            raise ValueError(f"arm {self.name}: share_env is for planner: flash (rpent-flash replay); got planner "
+                             f"{self.planner!r}")
+        if isinstance(self.flash_seed, bool) or not isinstance(self.flash_seed, int) or self.flash_seed < 0:
+            raise ValueError(f"arm {self.name}: flash_seed must be a seed >= 0, got {self.flash_seed!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able dict (flags as a list)."""
+        """JSON-able dict (flags and seeds as lists)."""
         d = asdict(self)
         d["flags"] = list(self.flags)
+        d["seeds"] = None if self.seeds is None else list(self.seeds)
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Arm":
+        """Inverse of :meth:`to_dict` (keys missing in older ``matrix.json`` files take their defaults)."""
+        seeds = d.get("seeds")
+        return cls(**{**d, "flags": tuple(d.get("flags") or ()),
+                      "seeds": None if seeds is None else tuple(int(s) for s in seeds)})
 
 
 @dataclass(frozen=True)
@@ -214,11 +279,30 @@ class Matrix:
         bad = [f for f in self.flags if f.split("=", 1)[0] in RESERVED_RUN_FLAGS]
         if bad:
             raise ValueError(f"{bad[0]} is set by rpent-batch itself per cell or arm; remove it from the run flags")
+        for i, a in enumerate(self.arms):
+            if a.seeds is not None and not set(a.seeds) & set(self.seeds):
+                raise ValueError(f"arm {a.name} runs none of the matrix's seeds ({format_index_list(self.seeds)}): its "
+                                 f"seeds are {format_index_list(a.seeds)}")
+            if a.flash_from is not None:
+                earlier = [b.name for b in self.arms[:i]]
+                if a.flash_from not in earlier:
+                    raise ValueError(f"arm {a.name}: flash_from {a.flash_from!r} is not an arm listed before it "
+                                     f"(arms before it: {', '.join(earlier) or 'none'})")
+                src = self.arm(a.flash_from)
+                if a.flash_seed not in self.arm_seeds(src.name):
+                    raise ValueError(f"arm {a.name}: flash_seed {a.flash_seed} is not a seed of arm {src.name} "
+                                     f"({format_index_list(self.arm_seeds(src.name))})")
+
+    def arm_seeds(self, name: str) -> tuple[int, ...]:
+        """The seeds arm ``name`` runs: the matrix's, or those of them in the arm's own ``seeds``."""
+        a = self.arm(name)
+        return tuple(s for s in self.seeds if a.seeds is None or s in a.seeds)
 
     def cells(self, arm: str | None = None) -> list[Cell]:
         """Every cell (of one arm, or of all arms), in arm, suite, task, seed, repeat order."""
         return [Cell(a.name, s, t, sd, r) for a in self.arms if arm is None or a.name == arm
-                for s in self.suites for t in self.tasks for sd in self.seeds for r in range(self.repeats)]
+                for s in self.suites for t in self.tasks
+                for sd in self.arm_seeds(a.name) for r in range(self.repeats)]
 
     def arm(self, name: str) -> Arm:
         """The arm called ``name``. Raises KeyError with the known names."""
@@ -236,9 +320,74 @@ class Matrix:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Matrix":
         """Inverse of :meth:`to_dict`. Raises ValueError/KeyError on a malformed document."""
-        arms = tuple(Arm(**{**a, "flags": tuple(a.get("flags") or ())}) for a in d["arms"])
+        arms = tuple(Arm.from_dict(a) for a in d["arms"])
         return cls(tuple(d["suites"]), tuple(d["tasks"]), tuple(d["seeds"]), int(d["repeats"]), arms,
                    tuple(d.get("flags") or ()))
+
+
+def select_arms(matrix: Matrix, enable: list[str] | tuple[str, ...] = ()) -> tuple[Matrix, list[str]]:
+    """The matrix without the optional arms that are not enabled.
+
+    Args:
+        matrix: every arm of the experiment.
+        enable: names of optional arms to run (``all``: every optional arm).
+    Returns:
+        ``(matrix of the selected arms, names of the optional arms left out)``.
+    Raises:
+        ValueError: an enabled name that is no arm, or a selected arm whose ``flash_from`` source
+            is left out (the message names the fix).
+    """
+    names = [a.name for a in matrix.arms]
+    wanted = set(enable)
+    if "all" in wanted:
+        wanted = {a.name for a in matrix.arms if a.optional}
+    unknown = sorted(wanted - set(names))
+    if unknown:
+        optional = [a.name for a in matrix.arms if a.optional]
+        raise ValueError(f"--enable-arm: no arm {', '.join(unknown)}; optional arms: {', '.join(optional) or 'none'}")
+    keep = [a for a in matrix.arms if not a.optional or a.name in wanted]
+    kept = {a.name for a in keep}
+    for a in keep:
+        if a.flash_from and a.flash_from not in kept:
+            raise ValueError(f"arm {a.name} replays plans of arm {a.flash_from}, which is optional and not enabled; "
+                             f"add --enable-arm {a.flash_from}")
+    left_out = [a.name for a in matrix.arms if a.name not in kept]
+    return Matrix(matrix.suites, matrix.tasks, matrix.seeds, matrix.repeats, tuple(keep), matrix.flags), left_out
+
+
+def _arm_difference(a: Arm, b: Arm) -> str:
+    da, db = a.to_dict(), b.to_dict()
+    return ", ".join(f"{k}: {da[k]!r} -> {db[k]!r}" for k in da if da[k] != db.get(k))
+
+
+def extend_matrix(stored: Matrix, new: Matrix) -> tuple[Matrix, list[str]]:
+    """A results root's stored matrix extended by the new matrix's arms that it does not hold yet.
+
+    The cells of the stored arms never change: suites, tasks, seeds, repeats and common flags
+    must be equal and every arm of both must be identical. Stored arms the new matrix lacks stay
+    (an optional arm not enabled this time keeps its finished cells).
+
+    Returns:
+        ``(merged matrix: the stored arms in their order, then the new ones; names of the arms added)``.
+    Raises:
+        ValueError: the grid or an arm differs (one line naming the difference and the fix).
+    """
+    for key in ("suites", "tasks", "seeds", "repeats", "flags"):
+        if getattr(stored, key) != getattr(new, key):
+            raise ValueError(f"the results root holds a different matrix ({key}: {list(getattr(stored, key))} there, "
+                             f"{list(getattr(new, key))} now); re-run with the same {key}, or choose a new --results-root")
+    old = {a.name: a for a in stored.arms}
+    added = []
+    for a in new.arms:
+        if a.name in old:
+            if old[a.name] != a:
+                raise ValueError(f"arm {a.name} differs from the one in the results root ({_arm_difference(old[a.name], a)}); "
+                                 "an arm's finished cells belong to its definition: give the changed arm a new name")
+        else:
+            added.append(a.name)
+    merged = Matrix(stored.suites, stored.tasks, stored.seeds, stored.repeats,
+                    stored.arms + tuple(a for a in new.arms if a.name in added), stored.flags)
+    return merged, added
 
 
 def _arm_from_yaml(raw: Any, i: int, base: Path) -> Arm:
@@ -262,6 +411,14 @@ def _arm_from_yaml(raw: Any, i: int, base: Path) -> Arm:
     for key in ("price_in_usd_per_mtok", "price_out_usd_per_mtok"):
         if kw.get(key) is not None:
             kw[key] = float(kw[key])
+    if kw.get("seeds") is not None:
+        kw["seeds"] = tuple(parse_index_list(kw["seeds"], f"arm {kw['name']}: seeds"))
+    for key in ("optional", "share_env"):
+        if key in kw and not isinstance(kw[key], bool):
+            raise ValueError(f"arm {kw['name']}: {key} must be true or false, got {kw[key]!r}")
+    for key in ("flash_from", "note"):
+        if kw.get(key) is not None:
+            kw[key] = str(kw[key])
     return Arm(**kw)
 
 

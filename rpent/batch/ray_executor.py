@@ -52,7 +52,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rpent.batch.executor import CellJob, CellOutcome, _die_with_parent, register_executor, stop_process_group
+from rpent.batch.executor import CellJob, CellOutcome, _die_with_parent, node_load, register_executor, \
+    stop_process_group
 from rpent.cluster.errors import ClusterConfigError, ClusterError
 from rpent.cluster.settings import RaySettings, parse_ray_section
 
@@ -109,7 +110,8 @@ def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop
             (polled every :data:`CANCEL_POLL_S` s); None: only ``ray.cancel`` stops it.
 
     Returns:
-        ``{"exit_code", "infra_error", "wall_s", "where", "archive"?: bytes (tar of run_dir + log)}``;
+        ``{"exit_code", "infra_error", "wall_s", "where", "node_load" (:func:`rpent.batch.executor.node_load`),
+        "archive"?: bytes (tar of run_dir + log)}``;
         a cancelled run ends with ``infra_error`` "cancelled: ..." (its record says cancelled).
     """
     import ray
@@ -168,7 +170,7 @@ def run_cell_on_node(job: dict[str, Any], marker: str | None, results: str, stop
     if infra is None and rc is not None and rc < 0:
         infra = f"run process killed by signal {signal.Signals(-rc).name}"
     result: dict[str, Any] = {"exit_code": rc, "infra_error": infra, "wall_s": round(time.monotonic() - t0, 3),
-                              "where": f"{where}, nice {run_nice}"}
+                              "where": f"{where}, nice {run_nice}", "node_load": node_load()}
     if scratch is not None:
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -399,7 +401,7 @@ class RayExecutor:
         if archive is not None:
             _unpack(archive, job)
         return CellOutcome(job.key, res["exit_code"], job.run_dir, res["infra_error"], res["wall_s"], job.attempt,
-                           job.arm, res["where"])
+                           job.arm, res["where"], res.get("node_load"))
 
     def wait(self, timeout: float | None = None) -> list[CellOutcome]:
         """Block until >= 1 job ended or ``timeout`` s passed; the ended jobs' outcomes, each once.

@@ -9,6 +9,7 @@ Layout of a results root::
       attempts.jsonl              append-only ledger: one "start" and one "end" line per attempt
       runs/<arm>/<suite>_t<task>_s<seed>_r<repeat>/attempt-<N>/    a normal rpent run directory
       runs/<arm>/<suite>_t<task>_s<seed>_r<repeat>/attempt-<N>.log the run process's stdout/stderr
+      flash/<arm>/                flash plans of an arm with ``flash_from`` (rpent.batch.flash_plans)
       services/<arm>/             logs of the arm's shared VLA / SAM3 servers
       report.json, report.md      written after every invocation (rpent.batch.report)
 
@@ -30,7 +31,14 @@ interrupted    stopped with the runner (cancelled record, also one cancelled whi
 invalid        a record that is present but unreadable or inconsistent: re-run
 =============  ======================================================================
 
+A cell the runner decides without starting a run has ``not_run.json`` in its attempt directory
+instead of a run record (``{"schema": "rpent.batch.not_run/1", "key", "status": "failure",
+"reason", "detail", "source_run"}``): a flash arm's cell whose task has no plan because the source
+arm's run of that task was not solved. It counts as a failure with that reason, never as a run.
+
 A cell's outcome is that of its first success/failure attempt; a cell is never counted twice.
+The run's label and operator verdict (where the record has them) are read by
+:func:`rpent.recording.outcome.outcome_from_doc`, the one place that reads them.
 """
 
 from __future__ import annotations
@@ -46,9 +54,13 @@ from rpent.batch.matrix import Cell
 from rpent.recording.outcome import outcome_from_doc
 from rpent.run.record import run_tag
 
-__all__ = ["ResultsRoot", "AttemptResult", "CellState", "classify_attempt", "TASK_STATUSES", "LEDGER"]
+__all__ = ["ResultsRoot", "AttemptResult", "CellState", "classify_attempt", "TASK_STATUSES",
+           "LEDGER", "NOT_RUN", "NOT_RUN_SCHEMA"]
 
 LEDGER = "attempts.jsonl"
+#: file of an attempt the runner decided without a run (see the module docstring)
+NOT_RUN = "not_run.json"
+NOT_RUN_SCHEMA = "rpent.batch.not_run/1"
 #: statuses that decide a cell (counted once in the report)
 TASK_STATUSES = ("success", "failure")
 
@@ -73,6 +85,7 @@ class AttemptResult:
         label: the run's label (:mod:`rpent.recording.outcome`; derived for older records), or None.
         verdict: the operator's final verdict (``success`` / ``failure`` / ``abort``) or None.
         disagreement: the record's verdict/predicate disagreement note, or None.
+        not_run: decided by the runner without a run (``not_run.json``).
     """
 
     key: str
@@ -95,6 +108,7 @@ class AttemptResult:
     label: str | None = None
     verdict: str | None = None
     disagreement: str | None = None
+    not_run: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict."""
@@ -168,6 +182,8 @@ def classify_attempt(cell: Cell, attempt: int, run_dir: Path, end: dict | None,
         res.wall_s = end.get("wall_s")
     transcript = run_dir / f"transcript_{run_tag(cell.suite, cell.task, cell.seed)}.json"
     executor_error = end.get("infra_error") if end else None
+    if not transcript.exists() and (run_dir / NOT_RUN).exists():
+        return _classify_not_run(cell, res, run_dir / NOT_RUN)
     if not transcript.exists():
         if end is None:
             res.reason = "no run record and no end in the ledger: stopped with the runner"
@@ -216,6 +232,22 @@ def classify_attempt(cell: Cell, attempt: int, run_dir: Path, end: dict | None,
     else:
         res.status = "failure"
         res.reason = res.finish_status or doc.get("stop_reason")
+    return res
+
+
+def _classify_not_run(cell: Cell, res: AttemptResult, path: Path) -> AttemptResult:
+    """An attempt the runner decided without a run: a failure with the file's reason, or invalid."""
+    try:
+        doc = _read_json(path)
+    except (OSError, ValueError) as exc:
+        res.status, res.reason = "invalid", f"unreadable {path}: {type(exc).__name__}: {exc}"
+        return res
+    if not isinstance(doc, dict) or doc.get("schema") != NOT_RUN_SCHEMA or doc.get("key") != cell.key \
+            or doc.get("status") != "failure" or not isinstance(doc.get("reason"), str):
+        res.status, res.reason = "invalid", f"{path} is not a {NOT_RUN_SCHEMA} record of {cell.key}"
+        return res
+    res.status, res.not_run = "failure", True
+    res.reason = doc["reason"] + (f": {doc['detail']}" if doc.get("detail") else "")
     return res
 
 
@@ -288,6 +320,23 @@ class ResultsRoot:
 
     def services_dir(self, arm: str) -> Path:
         return self.root / "services" / arm
+
+    def flash_dir(self, arm: str) -> Path:
+        """``flash/<arm>``: the flash plans of an arm with ``flash_from``."""
+        return self.root / "flash" / arm
+
+    def write_not_run(self, cell: Cell, attempt: int, reason: str, detail: str | None = None,
+                      source_run: str | None = None) -> Path:
+        """Decide ``cell`` as a failure without a run: write ``not_run.json`` (atomically) into
+        the attempt's directory and return that directory (see the module docstring)."""
+        from rpent.recording.atomic import write_bytes_atomic
+
+        run_dir = self.run_dir(cell, attempt)
+        run_dir.mkdir(parents=True, exist_ok=False)
+        doc = {"schema": NOT_RUN_SCHEMA, "key": cell.key, "status": "failure", "reason": reason, "detail": detail,
+               "source_run": source_run, "t": round(time.time(), 3)}
+        write_bytes_atomic(run_dir / NOT_RUN, (json.dumps(doc, indent=1) + "\n").encode("utf-8"))
+        return run_dir
 
     def ensure(self) -> None:
         """Create the root directory."""

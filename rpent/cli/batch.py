@@ -8,16 +8,21 @@ Examples (offline: scripted planner)::
         --results-root /shared/results/obj                                    # cells as Ray tasks on a cluster
     rpent-batch --results-root results/obj                                    # resume with the stored matrix
     rpent-batch --robot metaworld --suites mt10 --tasks 0-9 --seeds 0 --results-root results/mt10 --no-video
+    rpent-batch --matrix experiments/libero_pro_leaderboard.yaml --parallel 2 --results-root results/lb
+    rpent-batch --matrix experiments/libero_pro_leaderboard.yaml --enable-arm gpt-5.5 --results-root results/lb
     rpent-batch report results/obj
+    rpent-batch status results/lb                                             # while it runs, from the files
+    rpent-batch leaderboard results/lb --published experiments/published/rpent_libero_pro.yaml
     rpent-batch compare results/before results/after --fail-on-regression
     rpent-batch compare results/ab --arms before after
     rpent-batch compare results/before results/after --by label   # operator-verdict (label) success
 
 Unknown flags are passed to every ``rpent`` run (``--max-episode-steps 600``, ``--no-video``,
 ``--max-turns 50``, ...). Exit codes of a batch: 0 every cell has a task outcome; 1 some cells
-have none (infrastructure errors after the retries, interrupted, a shared service failed: re-run
-the same command to resume); 2 bad input or the results root is in use. ``compare``: 0, or 1
-with ``--fail-on-regression`` when B is significantly worse than A overall or on a task; 2 bad input.
+have none (infrastructure errors after the retries, interrupted, a shared service failed, flash
+cells waiting for their source run: re-run the same command to resume); 2 bad input or the results
+root is in use. ``compare``: 0, or 1 with ``--fail-on-regression`` when B is significantly worse than
+A overall or on a task; 2 bad input. ``leaderboard`` and ``status``: see ``rpent.cli.leaderboard``.
 """
 
 from __future__ import annotations
@@ -40,8 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rpent-batch", allow_abbrev=False,
         description="Run a task x seed x arm matrix of rpent runs on shared services, resume it, and report "
-                    "success rates with Wilson intervals. Subcommands: 'rpent-batch compare A [B]' and "
-                    "'rpent-batch report ROOT' (see their --help). Unknown flags are passed to every rpent run.",
+                    "success rates with Wilson intervals. Subcommands: 'rpent-batch compare A [B]', "
+                    "'rpent-batch report ROOT', 'rpent-batch status ROOT' and 'rpent-batch leaderboard ROOT...' "
+                    "(see their --help). Unknown flags are passed to every rpent run.",
         epilog="Exit codes: 0 every cell has a task outcome; 1 some cells have none (re-run the same command to "
                "resume); 2 bad input or results root in use.")
     g = p.add_argument_group("matrix")
@@ -53,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--robot", default=None,
                    help="robot of every run (rpent --robot; default libero); its offline planner becomes the default "
                         "--planner (metaworld: expert)")
+    g.add_argument("--enable-arm", action="append", default=[], metavar="ARM",
+                   help="also run this optional arm of the matrix (repeatable; 'all': every optional arm), e.g. an "
+                        "LLM planner arm that needs its API key; a results root gains a new arm without touching the "
+                        "finished cells of the others")
     g = p.add_argument_group("single arm (without --matrix arms)")
     g.add_argument("--arm-name", default="default", help="name of the arm (default 'default')")
     g.add_argument("--planner", default=None, help="rpent --planner (default scripted)")
@@ -189,7 +199,8 @@ def _check_runs(matrix) -> tuple[int | None, str]:
                                  "directory); fix the path in the matrix")
         cell = matrix.cells(arm.name)[0]
         eps = {k: "127.0.0.1:1" for k, v in (("vla", arm.vla_endpoint), ("sam3", arm.sam3_endpoint)) if v}
-        argv = run_argv(matrix, arm, cell, Path("/nonexistent-check"), eps)[3:]
+        flash = Path("/nonexistent-check/flash") if arm.flash_from else None
+        argv = run_argv(matrix, arm, cell, Path("/nonexistent-check"), eps, flash)[3:]
         err = io.StringIO()
         try:
             with contextlib.redirect_stderr(err):
@@ -198,6 +209,18 @@ def _check_runs(matrix) -> tuple[int | None, str]:
             msg = err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else "bad run flags"
             raise ValueError(f"arm {arm.name}: the runs' flags are refused by rpent: {msg.replace('rpent: ', '')}") \
                 from None
+        if arm.share_env:  # its cells run as rpent-flash replay: its flags must be ones replay takes
+            from rpent.batch.flash_plans import replay_argv
+            from rpent.cli.flash import build_parser as flash_parser
+
+            replay = replay_argv(arm, list(matrix.flags) + list(arm.flags), cell.suite, cell.task,
+                                 {cell.seed: Path("/nonexistent-check/run")}, Path("/nonexistent-check/replay"), flash)
+            try:
+                with contextlib.redirect_stderr(io.StringIO()):
+                    flash_parser().parse_args(replay[3:])
+            except SystemExit:
+                raise ValueError(f"arm {arm.name}: rpent-flash replay refuses its flags: {' '.join(replay[3:])}") \
+                    from None
         try:
             config_from_args(ns)
             from rpent.robots.registry import get_robot
@@ -336,7 +359,7 @@ def _run_checked(argv: list[str], parser, args, extra, root, early) -> int:
     from rpent.batch.executor import create_executor
     from rpent.batch.lock import RootLock, RootLockedError
     from rpent.batch.manifest import Manifest, hash_checkpoint
-    from rpent.batch.matrix import Matrix
+    from rpent.batch.matrix import Matrix, extend_matrix, select_arms
     from rpent.batch.report import render_markdown
     from rpent.batch.runner import EXIT_USAGE, BatchOptions, BatchRunner
 
@@ -347,13 +370,25 @@ def _run_checked(argv: list[str], parser, args, extra, root, early) -> int:
         except ValueError as exc:
             parser.error(f"{root.matrix_path} is unreadable ({exc}); move it away or choose a new --results-root")
     try:
-        matrix = matrix_from_args(args, extra, stored)
-        cuda, transport = _check_runs(matrix)
+        selected, _left_out = select_arms(matrix_from_args(args, extra, stored), args.enable_arm)
+        if stored is not None:
+            try:
+                matrix, added = extend_matrix(Matrix.from_dict(stored), selected)
+            except ValueError as exc:
+                raise ValueError(f"{root.root}: {exc}") from None
+        else:
+            matrix, added = selected, [a.name for a in selected.arms]
+        cuda, transport = _check_runs(selected)
     except ValueError as exc:
         parser.error(str(exc))
-    if stored is not None and Matrix.from_dict(stored).to_dict() != matrix.to_dict():
-        parser.error(f"{root.root} holds a different matrix (matrix.json); re-run with the same flags, "
-                     "or only --results-root to resume it, or choose a new --results-root")
+    if args.executor == "ray":
+        from rpent.batch.ray_executor import ray_section_of_matrix_file
+
+        flash = [a.name for a in selected.arms if a.flash_from or a.share_env]
+        if flash and (ray_section_of_matrix_file(args.matrix) or {}).get("results") == "copy":
+            parser.error(f"arm {flash[0]} reads its flash plans from (and a shared-env replay writes into) the results "
+                         "root, which 'results: copy' keeps from the nodes; use 'results: shared' with the root on a "
+                         "filesystem every node mounts")
     try:
         root.ensure()
     except OSError as exc:
@@ -372,10 +407,13 @@ def _run_checked(argv: list[str], parser, args, extra, root, early) -> int:
         except ValueError as exc:
             print(f"rpent-batch: --executor: {exc}", file=sys.stderr)
             return EXIT_USAGE
-        if stored is None:
+        if stored is None or added:
             write_bytes_atomic(root.matrix_path, (json.dumps(matrix.to_dict(), indent=1) + "\n").encode("utf-8"))
+            if stored is not None:
+                print(f"rpent-batch: added arm(s) {', '.join(added)} to {root.root}; the other arms' cells are kept",
+                      file=sys.stderr)
         checkpoints = {}
-        for arm in matrix.arms:
+        for arm in selected.arms:
             for kind, path, ep in (("vla", arm.vla_checkpoint or os.environ.get("PI05_CHECKPOINT_PATH"),
                                     arm.vla_endpoint),
                                    ("sam3", arm.sam3_checkpoint or os.environ.get("SAM3_CHECKPOINT_PATH"),
@@ -387,9 +425,12 @@ def _run_checked(argv: list[str], parser, args, extra, root, early) -> int:
         manifest = Manifest(root.manifest_path)
         inv = manifest.begin(argv=["rpent-batch", *argv], matrix=matrix.to_dict(), executor=args.executor,
                              parallel=args.parallel, max_retries=args.max_retries, checkpoints=checkpoints)
+        inv["arms_run"] = [a.name for a in selected.arms]
+        if stored is not None and added:
+            inv["arms_added"] = added
         opts = BatchOptions(max_retries=args.max_retries, cell_timeout_s=args.cell_timeout_s, cuda_device=cuda,
                             transport=transport, progress=not args.no_progress and sys.stderr.isatty())
-        runner = BatchRunner(matrix, root, executor, opts)
+        runner = BatchRunner(matrix, root, executor, opts, run_arms={a.name for a in selected.arms})
         code = 130
         try:
             code, report = runner.run()
@@ -458,6 +499,10 @@ def main(argv: list[str] | None = None) -> int:
         code = _compare(argv[1:])
     elif argv and argv[0] == "report":
         code = _report(argv[1:])
+    elif argv and argv[0] in ("leaderboard", "status"):
+        from rpent.cli.leaderboard import leaderboard_main, status_main
+
+        code = (leaderboard_main if argv[0] == "leaderboard" else status_main)(argv[1:])
     else:
         if argv and argv[0] == "run":
             argv = argv[1:]

@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--transport", choices=("http", "socket"), default="socket")
     r.add_argument("--cuda-device", type=int, default=None)
     r.add_argument("--planner-timeout-s", type=float, default=None, help="per-episode limit (s)")
+    r.add_argument("--run-dir", action="append", default=[], metavar="SEED=DIR",
+                   help="write the episode of SEED into DIR (new or empty) instead of <output-root>/<tag>/; "
+                        "repeat for every seed")
     r.add_argument("--fresh-env-per-seed", action="store_true",
                    help="start a new env server for every seed (as plain rpent runs do) instead of sharing one")
     return p
@@ -62,11 +65,20 @@ def _replay(args) -> int:
     from rpent.flash.batch import ReplayOptions, check_options, replay_seeds
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s", stream=sys.stderr)
+    run_dirs = None
+    if args.run_dir:
+        run_dirs = {}
+        for item in args.run_dir:
+            seed, sep, path = item.partition("=")
+            if not sep or not seed.strip().isdigit() or not path:
+                print(f"rpent-flash: error: --run-dir {item!r}: write it SEED=DIR, e.g. 3=runs/t0_s3", file=sys.stderr)
+                return 2
+            run_dirs[int(seed)] = path
     opts = ReplayOptions(flash_dir=args.flash_dir, suite=args.suite, task=args.task, seeds=list(args.seeds),
                          output_root=args.output_root, libero_type=args.libero_type,
                          max_episode_steps=args.max_episode_steps, transport=args.transport,
                          cuda_device=args.cuda_device, timeout_s=args.planner_timeout_s,
-                         fresh_env=args.fresh_env_per_seed)
+                         fresh_env=args.fresh_env_per_seed, run_dirs=run_dirs)
     if args.max_episode_steps < 1:
         print("rpent-flash: error: --max-episode-steps must be >= 1", file=sys.stderr)
         return 2

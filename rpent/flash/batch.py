@@ -6,7 +6,8 @@
    the first seed, under a :class:`~rpent.services.Supervisor` whose log is ``R/env_server.log``;
 2. for each seed: move the server to that seed (``env.select_seed``; not for the first), then run
    :func:`rpent.run.runner.run_task` with ``--planner flash`` attached to the server
-   (``env_endpoint``): a complete, separate run record in ``R/<tag>/`` (``states.json``,
+   (``env_endpoint``): a complete, separate run record in ``R/<tag>/`` (or the seed's ``--run-dir``;
+   ``states.json``,
    transcript, recipe when solved, ``flash_replay.json`` naming the shared server's pid and how
    often it switched seed), exactly what ``rpent --planner flash`` writes;
 3. append one line per episode to ``R/replay.jsonl`` (and print it): seed, run directory,
@@ -53,6 +54,8 @@ class ReplayOptions:
         libero_type, max_episode_steps, transport, cuda_device: as for ``rpent``.
         timeout_s: per-episode planner limit (s); None = the ``rpent`` default chain.
         fresh_env: one env server per seed instead of one shared server.
+        run_dirs: seed -> the run directory of its episode (absolute; new or empty), instead of
+            ``<output_root>/<tag>/`` (``rpent-batch`` puts each episode in its cell's attempt directory).
     """
 
     flash_dir: str
@@ -67,6 +70,15 @@ class ReplayOptions:
     timeout_s: float | None = None
     fresh_env: bool = False
     extra_env: dict[str, str] = field(default_factory=dict)
+    run_dirs: dict[int, str] | None = None
+
+    def run_dir(self, seed: int) -> Path:
+        """Where the episode of ``seed`` writes its record."""
+        from rpent.run.record import run_tag
+
+        if self.run_dirs:
+            return Path(self.run_dirs[seed])
+        return Path(self.output_root) / run_tag(self.suite, self.task, seed)
 
 
 def _proc_cpu_s(pid: int | None) -> float | None:
@@ -131,6 +143,18 @@ def check_options(opts: ReplayOptions) -> None:
     if root.is_dir() and any(root.iterdir()):
         raise ValueError(f"--output-root {root} already holds files (an earlier replay?); a replay never "
                          "writes into another's records: choose a new --output-root")
+    if opts.run_dirs is not None:
+        missing = [s for s in opts.seeds if s not in opts.run_dirs]
+        if missing or set(opts.run_dirs) - set(opts.seeds):
+            raise ValueError(f"--run-dir: give one SEED=DIR for every seed of --seeds and no other (seeds {opts.seeds}, "
+                             f"run dirs for {sorted(opts.run_dirs)})")
+        dirs = [Path(d) for d in opts.run_dirs.values()]
+        if len({d.resolve() for d in dirs}) != len(dirs):
+            raise ValueError("--run-dir: every seed needs its own directory")
+        for d in dirs:
+            if d.exists() and (not d.is_dir() or any(d.iterdir())):
+                raise ValueError(f"--run-dir {d} already holds files or is a file; a replay never writes into "
+                                 "another run's record: give a new directory")
     flash_dir = Path(opts.flash_dir)
     if flash_dir.exists() and not flash_dir.is_dir():
         raise ValueError(f"--flash-dir {flash_dir} is a file; give the directory that holds <cell>_plan.json")
@@ -203,7 +227,6 @@ async def _replay_all(opts: ReplayOptions, root: Path, timeout: float | None, em
     from rpent.rpc import RpcClient
     from rpent.run import run_task
     from rpent.run.config import RunConfig
-    from rpent.run.record import run_tag
     from rpent.services import Supervisor
 
     async with Supervisor(log_dir=root) as sup:
@@ -229,7 +252,7 @@ async def _replay_all(opts: ReplayOptions, root: Path, timeout: float | None, em
                 emit({"kind": "stopped", "suite": opts.suite, "task": opts.task, "reason": stop["why"],
                       "seeds_not_started": list(opts.seeds[i:])})
                 break
-            out = root / run_tag(opts.suite, opts.task, seed)
+            out = opts.run_dir(seed)
             w0, c0 = time.monotonic(), _self_cpu_s()
             switch_error = None
             if svc is None or opts.fresh_env or svc.returncode is not None:

@@ -31,8 +31,8 @@ __all__ = ["BatchScreen"]
 POLL_S = 2.0
 #: theme variables per cell state (never hard-coded colours: themes switch with ctrl+t)
 STATE_STYLE = {"success": "$success", "failure": "$error", "infra": "$warning", "running": "$accent",
-               "pending": "$text-muted"}
-STATE_MARK = {"success": "✓", "failure": "✗", "infra": "!", "running": "▶", "pending": "·"}
+               "pending": "$text-muted", "absent": "$text-muted"}
+STATE_MARK = {"success": "✓", "failure": "✗", "infra": "!", "running": "▶", "pending": "·", "absent": " "}
 DEFAULT_FLAGS = "--suites libero_object --tasks 0-1 --seeds 0-1 --parallel 2 --no-video"
 
 

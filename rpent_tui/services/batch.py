@@ -175,6 +175,9 @@ def read_snapshot(root: str | Path) -> MatrixSnapshot | None:
                 for seed in matrix.seeds:
                     for r in range(matrix.repeats):
                         key = f"{arm.name}/{suite}/t{task}/s{seed}/r{r}"
+                        if key not in states:  # a seed this arm does not run (its own subset of the seeds)
+                            line.append("absent")
+                            continue
                         st = states[key].status
                         if st in ("pending", "infra") and key in running:
                             st = "running"

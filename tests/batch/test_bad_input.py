@@ -116,7 +116,8 @@ def test_unreadable_records_are_listed_and_resume_says_why_it_reruns(tmp_path, c
     r = runner_mod.BatchRunner(matrix, root, executor=None, options=runner_mod.BatchOptions(progress=False))
     states = r.states()
     capsys.readouterr()
-    r._run_arm(matrix.arms[0], states, {"default": [0, 0, 0]}, runner_mod._Progress(4, 2, False, {}))
+    counts = {"default": [0, 0, 0]}
+    r._run_arm(matrix.arms[0], states, counts, runner_mod.Progress(None, {"default": 4}, counts, 2, 2, bar=False))
     err = [ln for ln in capsys.readouterr().err.splitlines() if "re-running" in ln]
     assert len(err) == 2 and "transcript_" in err[0] and "states.json" in err[1], err
 

@@ -1,5 +1,6 @@
 """The local executor runs real child processes: exit codes, time limits, signals, slots."""
 
+import os
 import sys
 import time
 
@@ -35,6 +36,9 @@ def test_local_executor_exit_codes_and_logs(tmp_path):
     assert got["b"].exit_code == 1 and got["b"].infra_error is None
     assert got["c"].exit_code == -9 and "SIGKILL" in got["c"].infra_error
     assert ex.running() == []
+    # the node's load when each job ended, for the runner's per-node progress
+    load = got["a"].node_load
+    assert load["host"] == os.uname().nodename and load["cpus"] == os.cpu_count() and len(load["load"]) == 3
 
 
 def test_local_executor_time_limit_and_start_failure(tmp_path):

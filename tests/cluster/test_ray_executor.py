@@ -76,6 +76,7 @@ def test_runs_land_under_the_driver_root_with_exit_codes(ray_cluster, tmp_path, 
         assert (tmp_path / "runs" / key / "attempt-1" / "record.json").read_text() == '{"ok": true}'
         assert "hello from" in (tmp_path / "runs" / key / "attempt-1.log").read_text()
         assert ("results copied back" in outs[key].where) == (results == "copy")
+        assert outs[key].node_load["cpus"] >= 1 and len(outs[key].node_load["load"]) == 3  # the node's, for progress
         # no signal blocked in the run (a Ray worker runs tasks with SIGINT blocked; the mask survives exec)
         assert int((tmp_path / "runs" / key / "attempt-1" / "sigblk.txt").read_text(), 16) == 0
         # the run gets the driver's niceness back from Ray's worker niceness (+15) where permitted
