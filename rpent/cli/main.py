@@ -365,32 +365,39 @@ def main(argv: list[str] | None = None) -> int:
 
     async def go():
         result = []
+        run_scope = trio.CancelScope()
         async with trio.open_nursery() as nursery:
             async def on_signal() -> None:
-                # SIGTERM/SIGHUP (e.g. an SSH drop): cancel the run; the record is still written
+                # SIGTERM/SIGHUP (e.g. an SSH drop): cancel the run; the record is still written. The
+                # receiver stays open until the run has written its record: a second signal (timeout(1)
+                # signals the command and then its process group; an SSH drop may bring SIGHUP after
+                # SIGTERM) must not find the default handler and kill rpent before the record exists.
                 with trio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
                     async for signum in signals:
                         name = signal.Signals(signum).name
+                        if run_scope.cancel_called:
+                            print(f"rpent: received {name} again; still stopping the run and writing its record",
+                                  file=sys.stderr)
+                            continue
                         print(f"rpent: received {name}; stopping the run", file=sys.stderr)
                         steering.interrupt(stop=True, reason=f"received {name}")  # the record names the signal
-                        nursery.cancel_scope.cancel()
-                        return
+                        run_scope.cancel()
 
             async def run() -> None:
-                if args.explore:
-                    from rpent.explore import ExploreOptions, run_explore
+                with run_scope:
+                    if args.explore:
+                        from rpent.explore import ExploreOptions, run_explore
 
-                    opts = ExploreOptions(sessions=args.explore_sessions,
-                                          attempts_per_session=args.explore_attempts_per_session,
-                                          auto_merge=args.auto_merge_memory)
-                    result.append(await run_explore(cfg, opts, operator=operator, steering=steering,
-                                                    verbose=args.verbose))
-                    nursery.cancel_scope.cancel()
-                    return
-                async with Supervisor(log_dir=cfg.output_dir) as sup:
-                    result.append(await run_task(cfg, sup, operator=operator, steering=steering,
-                                                 on_event=progress.on_event, verbose=args.verbose))
-                nursery.cancel_scope.cancel()
+                        opts = ExploreOptions(sessions=args.explore_sessions,
+                                              attempts_per_session=args.explore_attempts_per_session,
+                                              auto_merge=args.auto_merge_memory)
+                        result.append(await run_explore(cfg, opts, operator=operator, steering=steering,
+                                                        verbose=args.verbose))
+                    else:
+                        async with Supervisor(log_dir=cfg.output_dir) as sup:
+                            result.append(await run_task(cfg, sup, operator=operator, steering=steering,
+                                                         on_event=progress.on_event, verbose=args.verbose))
+                nursery.cancel_scope.cancel()  # the run and its record are done: stop listening for signals
 
             nursery.start_soon(on_signal)
             nursery.start_soon(run)

@@ -127,6 +127,9 @@ def _read_yaml(path: Path, chain: tuple[Path, ...]) -> DictConfig:
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise EvalConfigError(f"config {path} is not valid YAML{where}: {problem}; fix the file") from exc
+    except UnicodeDecodeError as exc:
+        raise EvalConfigError(f"config {path} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as "
+                              "UTF-8 YAML") from None
     except (OSError, OmegaConfBaseException, ValueError) as exc:
         raise EvalConfigError(f"cannot read config {path}: {exc}") from exc
     if not isinstance(node, DictConfig):

@@ -19,7 +19,9 @@ env per epoch, every epoch starting from a fresh reset).
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,12 +35,25 @@ NOISE_SOURCES = ("apxinf", "torch", "observation")
 PRECISIONS = ("bf16", "fp16", "fp32", "fp8")
 BACKENDS = ("pi05", "apxinf", "endpoint", "lerobot")
 LIBERO_TYPES = ("standard", "pro")
+MAX_TRAJECTORIES = 1_000_000
+"""Most planned trajectories (``total_num_envs x rollout_epoch``) of one evaluation: the plan is built
+in memory before anything starts (``rpent-batch`` caps its indices the same way)."""
 CHECKPOINT_FILES = ("config.json", "model.safetensors", "norm_stats.json")
 """Files a Pi0.5 checkpoint directory must hold (seed step 2; tokenizer.model is optional)."""
 
 
 def _get(cfg: Any, key: str) -> Any:
     return resolved(cfg, key)
+
+
+def _float(cfg: Any, key: str, *, positive: bool = False) -> float:
+    """A finite number (``> 0`` with ``positive``); a string, a bool, ``nan`` or ``inf`` is refused."""
+    value = _get(cfg, key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise EvalConfigError(f"{key} must be a finite number, got {value!r}; e.g. {key}=1.0")
+    if positive and value <= 0:
+        raise EvalConfigError(f"{key} must be > 0, got {value}")
+    return float(value)
 
 
 def _int(cfg: Any, key: str, *, minimum: int = 1) -> int:
@@ -142,7 +157,13 @@ def resolve_num_workers(value: Any, total_num_envs: int, cpu_count: int | None =
 
 
 def resolve_device(value: str, cuda_device: int | None) -> str:
-    """Resolve ``policy.device``: ``auto`` -> ``cuda:<cuda_device or 0>`` when CUDA works, else ``cpu``."""
+    """Resolve ``policy.device``: ``auto`` -> ``cuda:<cuda_device or 0>`` when CUDA works, else ``cpu``.
+
+    Raises:
+        EvalConfigError: ``value`` is not ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
+    """
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", value):
+        raise EvalConfigError(f"policy.device must be auto, cpu, cuda or cuda:N, got {value!r}; e.g. policy.device=cpu")
     if value != "auto":
         if value == "cuda" and cuda_device is not None:
             return f"cuda:{cuda_device}"
@@ -235,15 +256,19 @@ def build_settings(
         num_workers=resolve_num_workers(num_workers_raw, total_num_envs, cpu_count),
         max_episode_steps=max_episode_steps,
         ignore_terminations=_bool(cfg, "env.eval.ignore_terminations"),
-        reward_coef=float(_get(cfg, "env.eval.reward_coef")),
+        reward_coef=_float(cfg, "env.eval.reward_coef"),
         seed=_int(cfg, "env.eval.seed", minimum=0),
         save_video=_bool(cfg, "env.eval.save_video"),
-        video_fps=float(_get(cfg, "env.eval.video_fps")),
+        video_fps=_float(cfg, "env.eval.video_fps", positive=True),
         init_state_ids=init_state_ids,
         policy_image_size=image_size,
     )
-    if env.video_fps <= 0:
-        raise EvalConfigError(f"env.eval.video_fps must be > 0, got {env.video_fps}")
+    if env.total_num_envs * env.rollout_epoch > MAX_TRAJECTORIES:
+        raise EvalConfigError(
+            f"env.eval.total_num_envs x env.eval.rollout_epoch = {env.total_num_envs} x {env.rollout_epoch} "
+            f"trajectories is more than one evaluation plans ({MAX_TRAJECTORIES:,}); lower them, or split the "
+            "evaluation into several runs"
+        )
     stages = _int(cfg, "rollout.pipeline_stage_num") if has_key(cfg, "rollout.pipeline_stage_num") else 1
     env = replace(env, pipeline_stage_num=min(stages, env.num_workers))  # a stage needs at least one worker
 
@@ -271,9 +296,7 @@ def build_settings(
         raise EvalConfigError(
             f"policy.endpoint is set but policy.backend={backend}; drop policy.endpoint or set policy.backend=endpoint"
         )
-    timeout_s = float(_get(cfg, "policy.timeout_s"))
-    if timeout_s <= 0:
-        raise EvalConfigError(f"policy.timeout_s must be > 0 s, got {timeout_s}")
+    timeout_s = _float(cfg, "policy.timeout_s", positive=True)
 
     checkpoint = None
     if backend == "lerobot":

@@ -145,6 +145,9 @@ def check_run_record(run_dir: Path, task: dict | None, actions: list[dict]) -> l
                     problems.append(("transcript", f"{path.name}: env_steps {steps} but the record's last action "
                                                    f"(seq {last['seq']}) is env step {last['step']} (expected "
                                                    f"{last['step'] + 1}): actions missing from the record or from the run"))
+            elif isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
+                problems.append(("transcript", f"{path.name}: env_steps {steps} but the record has no readable action: "
+                                               "actions missing from the record (actions.jsonl emptied or unreadable)"))
 
     # states.json
     spath = run_dir / STATES_JSON

@@ -181,6 +181,9 @@ def validate_record(record_dir: str | Path) -> dict:
     first = next((a["seq"] for a in good_actions if a.get("terminated") is True), None)
     if success is True and first is None and good_actions:
         add("success", "environment_success is true but no action has terminated=true (success step unknown)")
+    elif success is True and not good_actions:
+        add("success", "environment_success is true but the record has no readable action (actions.jsonl emptied "
+                       "or unreadable): nothing shows how the task was solved")
     if success is False and first is not None:
         add("success", f"environment_success is false but action seq {first} has terminated=true")
 

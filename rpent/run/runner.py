@@ -251,6 +251,8 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
         await _run_policy(cfg, toolkit, info, record, steering, emit, recorder, holder, system_prompt)
         result = holder.get("result")
         _take_result(outcome, result)
+        if outcome.error:  # the planner ended on an error (a dead service's, too): say where the run was
+            outcome.stopped_during = where[0]
         if result is not None and result.error:
             dead = _dead_services(supervisor)
             if dead:

@@ -230,3 +230,47 @@ def test_lerobot_config_holds_out_init_states_and_needs_a_checkpoint(tmp_path):
         settings(ENDPOINT, "env.eval.init_state_ids=abc", name="libero_object_lerobot_eval")
     with pytest.raises(EvalConfigError, match="policy_image_size"):
         settings(ENDPOINT, "env.eval.policy_image_size=8", name="libero_object_lerobot_eval")
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["env.eval.reward_coef=abc"], r"env.eval.reward_coef must be a finite number, got 'abc'"),
+        (["env.eval.video_fps=abc"], r"env.eval.video_fps must be a finite number, got 'abc'"),
+        (["env.eval.video_fps=nan"], r"env.eval.video_fps must be a finite number, got '?nan'?"),
+        (["env.eval.video_fps=0"], r"env.eval.video_fps must be > 0, got 0"),
+        (["policy.timeout_s=inf"], r"policy.timeout_s must be a finite number, got '?inf'?"),
+        (["policy.timeout_s=-1"], r"policy.timeout_s must be > 0, got -1"),
+        (["env.eval.total_num_envs=100000000"], r"100000000 x 10 trajectories is more than one evaluation plans"),
+        (["env.eval.rollout_epoch=1000000000"], r"10 x 1000000000 trajectories is more than one evaluation plans"),
+    ],
+)
+def test_numbers_that_are_not_numbers_or_absurd_are_one_line_errors(overrides, message):
+    with pytest.raises(EvalConfigError, match=message):
+        settings(ENDPOINT, *overrides)
+
+
+def test_an_unknown_policy_device_is_refused_before_loading_a_model(tmp_path, monkeypatch):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    for name in ("config.json", "model.safetensors", "norm_stats.json"):
+        (ckpt / name).write_text("{}")
+    monkeypatch.setenv("APXINF_PI05_MODEL_DIR", str(ckpt))
+    with pytest.raises(EvalConfigError, match="policy.device must be auto, cpu, cuda or cuda:N, got 'quantum'"):
+        settings("policy.device=quantum")
+    assert settings("policy.device=cpu").policy.device == "cpu"
+
+
+def test_a_config_file_that_is_not_utf8_or_a_bad_number_is_one_line_without_traceback(tmp_path):
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"\xff\xfe\x00runner: 1\n")
+    run = subprocess.run([sys.executable, "-m", "rpent.cli.eval", "--config", str(binary)], capture_output=True,
+                         text=True, cwd=REPO, timeout=120)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.strip().splitlines() == [
+        f"rpent-eval: config error: config {binary} is not UTF-8 text (invalid start byte at byte 0); "
+        "save it as UTF-8 YAML"]
+    run = subprocess.run([sys.executable, "-m", "rpent.cli.eval", "--show-plan", ENDPOINT, "env.eval.reward_coef=abc"],
+                         capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert "env.eval.reward_coef must be a finite number, got 'abc'" in run.stderr

@@ -166,3 +166,20 @@ def test_validate_json_into_a_closed_pipe_ends_without_a_traceback(tmp_path):
         os.close(w)
     assert "Traceback" not in p.stderr and "BrokenPipeError" not in p.stderr, p.stderr
     assert p.returncode == 1
+
+
+def test_a_successful_record_whose_actions_were_emptied_is_not_ok(tmp_path, record_run, capsys):
+    """An ``actions.jsonl`` emptied after the run (truncated to 0 bytes) left a record that claimed
+    success with no action at all; it validated as ok because every action check had nothing to check."""
+    root = tmp_path / "runs"
+    d, _ = record_run(root / "emptied", PLAN, observations="all", success_seq=4)
+    write_run_record(root / "emptied", d)
+    (d / "actions.jsonl").write_text("")
+    (rec,) = validate_root(root)["records"]
+    assert not rec["ok"]
+    details = [(p["check"], p["detail"]) for p in rec["problems"]]
+    assert ("success", "environment_success is true but the record has no readable action (actions.jsonl emptied "
+                       "or unreadable): nothing shows how the task was solved") in details, details
+    assert any(c == "transcript" and "env_steps 5 but the record has no readable action" in t for c, t in details)
+    assert flywheel_main(["validate", str(root)]) == 1
+    assert "1 record(s): 0 ok, 1 with problems" in capsys.readouterr().out

@@ -186,3 +186,22 @@ def test_a_non_utf8_or_directory_script_is_a_script_error_naming_it(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "rpent.planners.provider_endpoint", "--script", str(garbled)],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "is not UTF-8 text" in bad.stderr
+
+
+def test_a_bad_or_taken_port_is_one_line_without_traceback(tmp_path):
+    import socket
+
+    script = tmp_path / "conv.json"
+    script.write_text(json.dumps({"turns": [{"text": "hi"}]}))
+    cmd = [sys.executable, "-m", "rpent.planners.provider_endpoint", "--script", str(script)]
+    bad = subprocess.run(cmd + ["--port", "99999"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
+    assert "argument --port: 99999 is not a TCP port; give 0-65535 (0 picks a free one)" in bad.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        busy = subprocess.run(cmd + ["--port", str(port)], capture_output=True, text=True, timeout=60)
+    assert busy.returncode == 2 and "Traceback" not in busy.stderr, busy.stderr
+    assert busy.stderr.strip() == (f"error: cannot listen on 127.0.0.1:{port}: Address already in use; "
+                                   "choose another --port (0 picks a free one) or --host")

@@ -197,6 +197,8 @@ def test_killed_env_server_keeps_record_and_leaves_no_orphans(tmp_path):
     assert reason.startswith("could not read the environment's success at the end of the run (")
     assert "the env last reported success=False after" in reason and "\n" not in reason
     assert outcome.environment_success_unknown == reason and tr["error"]
+    assert tr["stopped_during"] == "running the planner" and tr["stop_reason"] == "error"
+    assert "env_server exited with code -9 during the run; see env_server.log" in tr["error"]
     (task_json,) = out.glob("trajectories/*/task.json")  # the trajectory record says the same
     task = json.loads(task_json.read_text())
     assert task["environment_success"] is None and task["status"] == "error" and reason in task["error"]
