@@ -84,11 +84,11 @@ def test_scripted_episode_succeeds_and_leaves_full_record(tmp_path):
 
 def test_unsupported_instruction_finishes_with_reason(tmp_path):
     out = tmp_path / "l90"
-    p = _rpent("--suite", "libero_90", "--task", "16", "--planner", "scripted", "--output-dir", str(out),
-               "--no-video")  # "stack the black bowl at the front on the black bowl in the middle"
+    p = _rpent("--suite", "libero_90", "--task", "42", "--planner", "scripted", "--output-dir", str(out),
+               "--no-video")  # "put the frying pan under the cabinet shelf"
     assert p.returncode == 1, p.stdout + p.stderr
-    tr = json.loads((out / "transcript_90_t16_s0.json").read_text())
-    assert tr["finish"]["status"] == "unsupported" and "stack" in tr["finish"]["summary"]
+    tr = json.loads((out / "transcript_90_t42_s0.json").read_text())
+    assert tr["finish"]["status"] == "unsupported" and "under the cabinet shelf" in tr["finish"]["summary"]
     assert tr["environment_success"] is False
 
 
