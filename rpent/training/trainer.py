@@ -20,7 +20,7 @@ Output directory::
 Each checkpoint is written under a temporary name and renamed when complete, and ``last`` is
 switched only then: a killed run resumes (``resume=True``) from the last complete checkpoint with
 the same optimizer state, learning-rate schedule position, step count and sampling generator, so a
-run of N steps can be cut into slices of a few minutes (``time_budget_s``) on a lent GPU.
+run of N steps can be cut into slices of a few minutes (``time_budget_s``) on a GPU lent for a limited time.
 """
 
 from __future__ import annotations

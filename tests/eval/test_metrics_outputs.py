@@ -72,7 +72,7 @@ def test_log_dir_files(tmp_path):
     metrics, table = aggregate(results), per_task_table(results)
     write_metrics(run, metrics, table, {"complete": True})
     text = (run / "metrics.log").read_text()
-    # issue 14: k/N and the Wilson 95% interval next to every rate (scipy: 1/2 -> [0.0945, 0.9055])
+    # k/N and the Wilson 95% interval next to every rate (scipy: 1/2 -> [0.0945, 0.9055])
     assert re.search(r"^eval/success_once\t0\.5\t1/2 \[Wilson 95% 0\.0945, 0\.9055\]$", text, re.M), text
     assert re.search(r"^eval/num_trajectories\t2$", text, re.M) and "INCOMPLETE" not in text
     # what the rates count: the environment predicate (an evaluation has no operator verdicts)
@@ -110,7 +110,7 @@ def test_wilson_interval_matches_scipy_and_hand_values():
 
 
 def test_incomplete_run_is_marked_in_every_output(tmp_path):
-    """Issue 22 item 5: 2 of 4 trajectories finished; every output says INCOMPLETE with k, N, expected N."""
+    """2 of 4 trajectories finished; every output says INCOMPLETE with k, N, expected N."""
     run = make_run_dir(tmp_path, "cfg")
     results = [episode(0, 10, 20, True), episode(0, None, 20, False)]
     metrics, table = aggregate(results), per_task_table(results)

@@ -121,7 +121,7 @@ def test_a_dead_worker_aborts_the_run_and_keeps_finished_episodes(tmp_path):
             "policy.endpoint=http://127.0.0.1:9", "env.eval.task_ids=[2]", "env.eval.total_num_envs=2",
             "env.num_workers=2", "env.eval.rollout_epoch=2", "env.eval.max_episode_steps=10",
         ], policy=policy)
-    # issue 22 item 5: the error names the lost episode (task, init state, epoch) of the dead worker
+    # the error names the lost episode (task, init state, epoch) of the dead worker
     assert "its unfinished episodes: (task 2, init state 3, epoch 1)" in str(info.value), str(info.value)
     (run_dir,) = (tmp_path / "logs").glob("*-libero_object_pi05_eval")
     kept = read_episodes(run_dir)

@@ -1,4 +1,4 @@
-"""The data flywheel end to end on real LIBERO, offline (issue 6's real-simulator test).
+"""The data flywheel end to end on real LIBERO, offline.
 
 1. ``rpent --planner scripted --record-trajectory`` solves libero_object task 0 seed 0: a
    successful record whose actions are all scripted.

@@ -1,4 +1,4 @@
-"""Issue 22 item 3: the normalisation mode a checkpoint's config.json declares is the one served.
+"""The normalisation mode a checkpoint's config.json declares is the one served.
 
 lerobot 0.4.4 declares it in ``normalization_mapping`` ({"STATE": "MEAN_STD", "ACTION": "MEAN_STD"},
 ``NormalizationMode`` values) and openpi in ``use_quantile_norm``. Expected values are written out

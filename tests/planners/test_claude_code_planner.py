@@ -147,7 +147,7 @@ def test_interactive_session_continues_after_end_turn(endpoint, toolkit):
 
 
 def test_large_image_tool_results_do_not_end_the_run(endpoint):
-    """Issue 22 item 1: three noisy 700 px frames in one tool-result message (> 1 MiB per line)."""
+    """Three noisy 700 px frames in one tool-result message (> 1 MiB per line)."""
     toolkit = FixtureToolkit(image_size=700, noisy_images=True)
     three = Turn(tool_calls=tuple(ToolCall("view_env_state") for _ in range(3)))
     ep = endpoint(Script([three, FINISH]))

@@ -134,7 +134,7 @@ def test_interactive_session_continues_with_a_new_turn(endpoint, toolkit):
 
 
 def test_custom_provider_without_model_is_refused_by_name(endpoint):
-    """Issue 19 item 9: the README's offline example without --model sent no tools and ended silently."""
+    """The README's offline example without --model sent no tools and ended silently."""
     import pytest
 
     from rpent.planners.base import PlannerConfigError
@@ -154,7 +154,7 @@ def test_a_turn_without_any_tool_call_is_a_named_error(endpoint, toolkit):
 
 
 def test_toolkit_mcp_server_exiting_mid_run_is_a_named_error(endpoint, toolkit, monkeypatch):
-    """Issue 22 item 2: the MCP server dies at the start of the second tool call. The run ends with a
+    """The MCP server dies at the start of the second tool call. The run ends with a
     named error (not end_turn / None), keeps its record, and no server thread outlives the run."""
     import rpent.planners.codex as codex_mod
     from rpent.planners.mcp_http import McpHttpToolServer

@@ -1,4 +1,4 @@
-"""Issue 22 item 8: an MCP client that disconnects during a slow tool.
+"""An MCP client that disconnects during a slow tool.
 
 The action completes (a motion is never abandoned half-way) but its result never reaches the
 agent: the transcript entry says ``delivered: false`` and the toolkit's record is marked. A real

@@ -1,4 +1,4 @@
-"""Issue 12: a plain interrupt (Esc, ``/interrupt``) cancels only the running tool of an MCP planner.
+"""A plain interrupt (Esc, ``/interrupt``) cancels only the running tool of an MCP planner.
 
 The claude_code and codex planners reach the toolkit through ``ToolBridge``; the run's interrupt
 listener calls ``toolkit.cancel()``. Before the fix nothing cleared that flag after a plain

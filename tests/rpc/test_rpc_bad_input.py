@@ -198,7 +198,7 @@ def test_wrong_transport_is_reported(server):
 
 
 def test_foreign_packed_array_is_refused_by_the_server_with_its_key_path(server):
-    """Issue 22 item 6: a request carrying an openpi-client-packed array names the key and the fix."""
+    """A request carrying an openpi-client-packed array names the key and the fix."""
     import msgpack
 
     a = np.zeros((1, 4, 4, 3), np.uint8)

@@ -149,7 +149,7 @@ def test_corrupt_array_metadata_raises():
         decode(msg)
 
 
-# --- issue 22 item 6: errors name the key path and the accepted encoding; void dtypes refused -----
+# --- errors name the key path and the accepted encoding; void dtypes refused -----
 
 def _openpi_packed(a):
     """openpi-client msgpack_numpy's pack_array output for ``a`` (its documented wire form)."""

@@ -1,4 +1,4 @@
-"""The transports' own HTTP/1.1 and socket code paths (issue 20): real sockets, a real echo-server
+"""The transports' own HTTP/1.1 and socket code paths: real sockets, a real echo-server
 subprocess, and small in-test TCP peers that misbehave on purpose (malformed heads, oversized length
 claims, non-rpent answers, idle keep-alive connections closed by the server)."""
 

@@ -207,7 +207,7 @@ def test_killed_env_server_keeps_record_and_leaves_no_orphans(tmp_path):
     assert errors and any("env_server" in e or "127.0.0.1" in e for e in errors), errors
     states = json.loads((out / "states.json").read_text())
     assert states["steps"][0]["step_idx"] == 0
-    # issue 19 item 10: the failed call and its error are in states.json too, not only the transcript
+    # the failed call and its error are in states.json too, not only the transcript
     failed = states["failed_calls"]
     assert failed and failed[0]["tool"] == "move_to" and failed[0]["after_step"] == len(states["steps"]) - 1
     assert any(e.startswith(failed[0]["error"][:60]) or failed[0]["error"] in e for e in errors), (failed, errors)
@@ -241,7 +241,7 @@ def test_cancelled_run_keeps_its_transcript(tmp_path):
 
 
 def test_planner_ending_without_finish_records_stop_reason_and_error(tmp_path):
-    """Issue 19 item 9: a planner that ends its turn without calling finish is not silent."""
+    """A planner that ends its turn without calling finish is not silent."""
     from rpent.planners.provider_endpoint import ProviderEndpoint, Script, Turn
 
     out = tmp_path / "nofinish"

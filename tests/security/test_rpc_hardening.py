@@ -1,4 +1,4 @@
-"""RPC servers that cannot be made to allocate or to hold threads (issue 19, items 6-7), both
+"""RPC servers that cannot be made to allocate or to hold threads, both
 transports, against a real echo-server subprocess: header floods with an RSS bound, 1,000 fuzzed
 frames per transport, timeouts for stalled frames and idle connections, a connection limit, the
 token checked before any large read, and protocol mismatches that name the fix."""

@@ -1,4 +1,4 @@
-"""Attacks on the code-policy sandbox (issue 19, items 1-5), each bounded so that a sandbox
+"""Attacks on the code-policy sandbox, each bounded so that a sandbox
 that fails cannot hurt the machine: fork counts are capped in the attack itself (a real
 fork bomb runs only after the cap was seen to hold), memory attacks allocate a few hundred
 MB, and every process of a cell is checked gone at teardown (conftest.make_runner)."""

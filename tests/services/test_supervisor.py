@@ -378,7 +378,7 @@ trio.run(main)
 
 
 def test_a_server_still_starting_dies_with_its_killed_parent(tmp_path):
-    """Issue 13: the parent is SIGKILLed while the server is still starting (it binds only after 60 s,
+    """The parent is SIGKILLed while the server is still starting (it binds only after 60 s,
     so its --parent-watch thread is not running yet); the kernel's death signal ends it at once."""
     parent = subprocess.Popen([sys.executable, "-c", PARENT_STARTING, str(tmp_path), CHILD],
                               stdout=subprocess.PIPE, text=True)

@@ -126,7 +126,7 @@ def test_attached_app_runs_answers_detaches_reattaches_and_stops(short_tmp, png_
 
 
 def test_flywheel_export_runs_in_the_session_and_survives_a_detach(short_tmp):
-    """Issue 13: an export started from an attached client runs in the session process; the client
+    """An export started from an attached client runs in the session process; the client
     detaches (F10) while it runs, a re-attached client sees it finish, and the dataset is complete
     (read back with lerobot's own ``LeRobotDataset``)."""
     import json
@@ -207,7 +207,7 @@ def test_flywheel_export_runs_in_the_session_and_survives_a_detach(short_tmp):
 
 
 def test_attached_metaworld_session_offers_its_own_suites_not_liberos(short_tmp):
-    """Issue 12: a client attached to a Meta-World session scans and offers Meta-World's suites (the
+    """A client attached to a Meta-World session scans and offers Meta-World's suites (the
     hint before a TaskRun, ``/rpent-task`` completion), never LIBERO's suite list."""
     from tui_helpers import StandInRun, plain_run_config, wait_for
 

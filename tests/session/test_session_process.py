@@ -143,7 +143,7 @@ def _wait_env_starting(paths, name: str, timeout: float = 120) -> int:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_session_killed_or_stopped_during_env_server_startup(short_tmp):
-    """Issue 13, real LIBERO env server (~30-45 s to start): (1) SIGKILL the session while its
+    """Real LIBERO env server (~30-45 s to start): (1) SIGKILL the session while its
     TaskRun's env server is still starting: every process it started ends at once (the server dies
     before its readiness line), and the next session in the directory marks the orphaned TaskRun's
     record as ended (``error``, with the reason); (2) stop the next session (SIGTERM) during the same

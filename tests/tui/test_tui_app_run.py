@@ -157,7 +157,7 @@ def test_resize_rewraps_the_transcript_and_keeps_following(tmp_path):
 
 def assert_pane_shows_only_its_text(app, view):
     """Every row of the transcript pane on screen (the composited screen, inside the border) is the
-    pane's own wrapped text padded with blanks: nothing else is drawn in it (issue 12: after a resize
+    pane's own wrapped text padded with blanks: nothing else is drawn in it (after a resize
     a lone block glyph, the end of a scrollbar thumb, appeared at the pane's right edge)."""
     strips = app.screen._compositor.render_strips()
     region = view.region
@@ -170,7 +170,7 @@ def assert_pane_shows_only_its_text(app, view):
 
 
 def test_screen_switch_draws_at_once_waits_while_hidden_and_relayouts_after_a_hidden_resize(tmp_path):
-    """F2/F3 switches (issue 20: p90 <= 50 ms): a screen shown before is not held back by Textual's
+    """F2/F3 switches (p90 <= 50 ms): a screen shown before is not held back by Textual's
     50 ms ``delay_update``; a hidden Run screen applies no run events (they wait and are caught up when
     it is shown); a terminal resized while the Run screen was hidden lays it out for the new size."""
     from rpent.session.model import RunEvents

@@ -67,7 +67,7 @@ def test_service_layer_imports_no_textual():
 
 
 def test_redirected_stderr_is_refused_with_one_line(tmp_path):
-    """Issue 12 defect 5: ``rpent-tui ... 2> err.log`` drew a blank screen (Textual draws on stderr)."""
+    """``rpent-tui ... 2> err.log`` drew a blank screen (Textual draws on stderr)."""
     with open(tmp_path / "err.log", "w") as err:
         proc = subprocess.run([sys.executable, "-m", "rpent_tui", "--planner", "scripted", "--shared", "none",
                                "--images", "none", "--output-dir", str(tmp_path / "s")],

@@ -1,4 +1,4 @@
-"""``QuietCollector``: full garbage collections only at quiet moments (issue 12, keystroke latency)."""
+"""``QuietCollector``: full garbage collections only at quiet moments (keystroke latency)."""
 
 from __future__ import annotations
 

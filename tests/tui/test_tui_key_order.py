@@ -1,5 +1,5 @@
 """Keys typed right after a focus-moving key reach the new focus, in order, however fast they come
-(issue 12: keys typed after ``i`` were lost in tmux; keys typed right after Enter in the input line or
+(keys typed after ``i`` were lost in tmux; keys typed right after Enter in the input line or
 after a verdict were typed into the input line instead of acting as the screen's keys).
 
 A terminal delivers a burst of keys (a paste-like ``tmux send-keys``, a fast typist, a slow
@@ -104,7 +104,7 @@ def test_notes_typed_right_after_n_never_answer_the_verdict(tmp_path, png_bytes)
 
 
 def test_help_key_shows_first_on_every_screen_at_80x24(tmp_path):
-    """Issue #12 item 6: at 80x24 the footer still shows help. Textual lays footer keys out in binding order
+    """At 80x24 the footer still shows help. Textual lays footer keys out in binding order
     (screen's, then the app's), which cut the app's F1 Help off the right edge of wide footers."""
     app = make_app(tmp_path, StandInRun(), shared=())
 

@@ -1,4 +1,4 @@
-"""Operator workflows of the TUI Session on the record files (issue 12 defects 1 and 3).
+"""Operator workflows of the TUI Session on the record files.
 
 Real components: the real ``rpent.run.run_task`` and LIBERO toolkit on one real env-server
 subprocess (libero_object task 0 seed 0; every TaskRun resets its episode), the real ``api``

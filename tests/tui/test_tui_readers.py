@@ -51,7 +51,7 @@ def test_report_summary_lists_counts_and_exclusion_reasons():
 
 
 def test_scripted_actions_without_images_show_the_run_frames(tmp_path):
-    """Issue 12: a scripted run's trajectory records ``obs.main``/``obs.wrist`` as null; the
+    """A scripted run's trajectory records ``obs.main``/``obs.wrist`` as null; the
     Trajectories view must still show frames (the run's camera at the last tool boundary)."""
     import numpy as np
 

@@ -206,7 +206,7 @@ def _one_run(session, command):
 
 
 def test_reused_output_dir_never_overwrites_an_earlier_taskrun(tmp_path):
-    """Issue 12 defect 2: ids restarted at 0001 in each session, so a second session in the same
+    """Ids restarted at 0001 in each session, so a second session in the same
     --output-dir wrote into the first session's TaskRun directory."""
     first = _one_run(make_session(tmp_path, StandInRun(), shared=())[0], TaskCommand("libero_object", 0, 0))
     before = (first.output_dir / "taskrun.json").read_bytes()

@@ -1,4 +1,4 @@
-"""Smaller operator items of issue 12: tool results as the fields an operator reads, the transcript
+"""Smaller operator items: tool results as the fields an operator reads, the transcript
 at step 0, and the run list's outcome column."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The one terminal query before the app starts (issue 12 item 7): a real pseudo-terminal whose
+"""The one terminal query before the app starts: a real pseudo-terminal whose
 "terminal" side answers late, as over SSH; every reply is consumed before the app would read keys."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Keys typed right after ``i`` in a real terminal reach the Run screen's input line, in order
-(issue 12: a fresh user and the tmux acceptance tests lost the keys typed right after ``i``).
+(a fresh user and the tmux acceptance tests lost the keys typed right after ``i``).
 
 ``rpent-tui`` runs in tmux at 100x30; each round sends ``i`` and a line in one ``send-keys`` (one
 write, so the app reads them together, as from a fast typist or a paste), then reads the input
@@ -67,7 +67,7 @@ def test_keys_right_after_i_reach_the_input_line_in_order(tmux, tmp_path):
 
 def test_keys_right_after_enter_are_the_screens_keys_in_a_real_terminal(tmux, tmp_path):
     """Enter and the keys behind it in one ``send-keys``: ``t`` right behind Enter is the screen's key
-    (it prefills ``/rpent-task ``), never text of the line just sent (issue 12, item 6). Without a
+    (it prefills ``/rpent-task ``), never text of the line just sent. Without a
     TaskRun the steering line is refused: it stays in the line until ``t`` replaces it."""
     tmux.start("enter", tmp_path / "session")
     tmux.wait("enter", "session ready", 90)

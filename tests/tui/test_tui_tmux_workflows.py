@@ -1,5 +1,5 @@
 """Operator workflows of the real ``rpent-tui`` in tmux at 100x30, keyboard only, asserted on the
-run record files as well as on the screen (issue 12). Each TaskRun is real: the scripted planner
+run record files as well as on the screen. Each TaskRun is real: the scripted planner
 on LIBERO libero_object task 0 seed 0 with a fresh env server.
 
 Default run: Esc interrupts the scripted planner's motion (record: ``cancelled``, the cancelled

@@ -1,4 +1,4 @@
-"""Issue 12: the Run screen's transcript pane (a line view that renders only the rows on screen):
+"""The Run screen's transcript pane (a line view that renders only the rows on screen):
 tool results show the fields an operator reads and their raw JSON on expand; the oldest lines are
 dropped past the cap while the pane keeps following the end; a narrower pane re-wraps."""
 

@@ -1,4 +1,4 @@
-"""Issue 22 item 10: the EGL device is derived from what is visible, or refused with one line.
+"""The EGL device is derived from what is visible, or refused with one line.
 
 This machine has no GPU (one EGL device, Mesa); the rule is tested on parsed values with the
 device count given, and the real env server / rpent-eval are run against this host's one device.

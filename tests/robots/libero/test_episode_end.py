@@ -1,4 +1,4 @@
-"""Issue 22 items 4 and 9 against a real LIBERO env server.
+"""How episodes end and what their records say, against a real LIBERO env server.
 
 * 9: with ``--max-episode-steps 5`` a ``move_to`` that runs out the episode returns
   ``truncated: true``; every later stateful tool (and any after ``finish``) is refused with a
@@ -78,7 +78,7 @@ def test_stateful_tools_after_the_episode_ended_are_refused_without_a_step(short
 
 
 def test_episode_video_is_in_the_orientation_of_agentview_png(short_env, tmp_path):
-    """Issue 19 item 11 (scripted steps): episode.mp4 is for people, like agentview.png."""
+    """Scripted steps: episode.mp4 is for people, like agentview.png."""
     env = EnvClient(short_env)
     tk = LiberoToolkit(env, RunRecord(tmp_path / "run", "object_t0_s53"), video=True)
     try:
@@ -112,7 +112,7 @@ def test_init_state_in_transcript_states_and_task_json(tmp_path):
 
 
 def test_undelivered_result_is_marked_in_states_json(short_env, tmp_path):
-    """Issue 22 item 8, the LIBERO record side: the bridge's note reaches states.json."""
+    """The LIBERO record side of an MCP disconnect: the bridge's note reaches states.json."""
     env = EnvClient(short_env)
     tk = LiberoToolkit(env, RunRecord(tmp_path / "run", "object_t0_s53"), video=False)
     try:

@@ -1,4 +1,4 @@
-"""Pure tests of the closed-loop control of articulated fixtures (issue #16): the drawer pull's
+"""Pure tests of the closed-loop control of articulated fixtures: the drawer pull's
 verdicts and its next hold, the hook pull's geometry, and the stove knob push's verdicts.
 
 The traces are recorded from real runs at seed 0 on libero_goal_swap: task 0 ("open the middle

@@ -95,7 +95,7 @@ def test_pi0_pick_executes_recorded_chunks(env_endpoint, vla_endpoint, tmp_path)
         acts = np.array([a["action"] for a in actions])
         assert np.isfinite(acts).all() and acts.std(axis=0).max() > 0  # real, varying VLA output
         assert all(a["obs"]["main"] and a["obs"]["wrist"] for a in actions)
-        # issue 19 item 11: the video (VLA-step frames) is in the orientation of agentview.png
+        # the video (VLA-step frames) is in the orientation of agentview.png
         tk.close()
         assert_video_in_agentview_orientation(tmp_path / "run", tk.record)
     finally:

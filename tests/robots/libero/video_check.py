@@ -1,4 +1,4 @@
-"""Shared check: episode.mp4 is in the orientation of agentview.png (issue 19 item 11)."""
+"""Shared check: episode.mp4 is in the orientation of agentview.png."""
 
 from __future__ import annotations
 
