@@ -247,17 +247,22 @@ class RolloutDriver:
         return choice.device
 
     def close(self) -> None:
-        """Ask every worker to exit; terminate any that does not within 10 s (idempotent)."""
+        """Ask every worker to exit; terminate those still running after 10 s, kill those still
+        running 5 s later (one deadline for all workers, so closing takes at most ~15 s; idempotent)."""
         for conn in self._conns:
             try:
                 wire.send(conn, {"op": "close"})
             except (OSError, ValueError):
                 pass
+        for grace, stop in ((10.0, "terminate"), (5.0, "kill")):
+            deadline = time.monotonic() + grace
+            for proc in self._procs:
+                proc.join(timeout=max(0.0, deadline - time.monotonic()))
+            for proc in self._procs:
+                if proc.is_alive():
+                    getattr(proc, stop)()
         for proc in self._procs:
-            proc.join(timeout=10.0)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(timeout=5.0)
+            proc.join(timeout=5.0)
         for conn in self._conns:
             conn.close()
         self._procs, self._conns = [], []
