@@ -266,6 +266,7 @@ def read_status(root: str | Path, confidence: float = 0.95) -> dict[str, Any]:
     running_keys = {r["key"] for r in running}
     counts = {s: 0 for s in ("success", "failure", "infra", "running", "pending")}
     arms, walls = [], []
+    still_running: set[str] = set()
     for arm in matrix.arms:
         c = [0, 0, 0]
         n_running = 0
@@ -282,8 +283,12 @@ def read_status(root: str | Path, confidence: float = 0.95) -> dict[str, Any]:
             if status not in TASK_STATUSES and cell.key in running_keys:
                 n_running += 1
                 status = "running"
+                still_running.add(cell.key)
             counts[status] += 1
         arms.append({**_arm_row(arm.name, c, len(cells), confidence), "running": n_running})
+    # a cell whose record is complete is decided even before its attempt's end line (a shared-env
+    # replay writes each episode's record as it ends): it is not listed as running
+    running = [r for r in running if r["key"] in still_running]
     progress = None
     if holder:
         try:
