@@ -167,8 +167,12 @@ def test_object_estimates_and_grasp_plan():
     grasp = strategy.plan_grasp(est, current_yaw=0.0)
     assert grasp["yaw"] == pytest.approx(0.6)  # fingers close across the 4 cm side
     assert grasp["xyz"][2] == pytest.approx(0.012)  # short object: fingertips just above the table
-    # the same box turned by pi is the same grasp, folded near the current yaw
-    assert strategy.plan_grasp(est, current_yaw=2.5)["yaw"] == pytest.approx(0.6 + math.pi)
+    # the same box turned by pi is the same grasp: folded near the current yaw (0.6 + pi from 2.5), then
+    # turned back where that would leave the wrist's last joint less than WRIST_MARGIN from its limit
+    from rpent.robots.libero.skills.grasp import _plan_grasp
+
+    assert _plan_grasp(est, current_yaw=2.5)["yaw"] == pytest.approx(0.6 + math.pi)
+    assert strategy.plan_grasp(est, current_yaw=2.5)["yaw"] == pytest.approx(0.6)
     # a round footprint keeps the current yaw
     can = strategy.ObjectEstimate.from_box([0, 0, 0.04], np.eye(3), [0.03, 0.031, 0.04])
     assert strategy.plan_grasp(can, current_yaw=0.2)["yaw"] == pytest.approx(0.2)
