@@ -99,11 +99,21 @@ class CellCgroup:
     notes: list[str] = field(default_factory=list)
     cpu_cores: float | None = None
     cpu_note: str = ""
+    cpu_dir: Path | None = None
 
     @property
     def procs_files(self) -> list[str]:
-        """The ``cgroup.procs`` files a process writes its pid to, to join the group."""
-        return [str(d / "cgroup.procs") for d in self.dirs]
+        """The ``cgroup.procs`` files a process writes its pid to, to join the pids + memory group
+        (v2: the one group, its CPU limit included)."""
+        return [str(d / "cgroup.procs") for d in self.dirs if d != self.cpu_dir]
+
+    @property
+    def cpu_procs_file(self) -> str | None:
+        """v1: the ``cgroup.procs`` file of the separate cpu group with the quota (joined on its own:
+        a kernel may refuse it while the pids + memory groups take the process); None otherwise."""
+        if self.cpu_dir is None or self.cpu_cores is None:
+            return None
+        return str(self.cpu_dir / "cgroup.procs")
 
     def pids(self) -> set[int]:
         """Pids now in the group (empty when it is gone)."""
@@ -224,7 +234,8 @@ def create_cell_cgroup(pids_max: int, memory_bytes: int,
                     cpu_note = "no cgroup v1 cpu hierarchy this process is in: no CPU limit"
                 else:
                     cores, cpu_note = _cpu_v1(cpu_v1, name, cpu_cores, created)
-            return CellCgroup(1, created, pids_max, memory_bytes, notes, cores, cpu_note), None
+            cpu_dir = cpu_v1 / name if cpu_v1 is not None and cpu_v1 / name in created else None
+            return CellCgroup(1, created, pids_max, memory_bytes, notes, cores, cpu_note, cpu_dir), None
         unified = next((Path(p) for p, t, _ in mounts if t == "cgroup2"), None)
         if unified is None or "" not in own:
             return None, "no cgroup v1 pids+memory hierarchies and no cgroup v2 mount"

@@ -144,7 +144,7 @@ def _join_cgroup(report: Report, procs_files: list[str]) -> None:
         report.set("cgroup", False, "the parent could not create a pids+memory cgroup (see its reason in run.log)")
         return
     joined, failed = [], []
-    for path in procs_files:              # each on its own: a refused cpu group keeps pids+memory
+    for path in procs_files:
         try:
             with open(path, "w") as f:
                 f.write(str(os.getpid()))
@@ -155,6 +155,19 @@ def _join_cgroup(report: Report, procs_files: list[str]) -> None:
         report.set("cgroup", False, "; ".join(failed) + (f" (joined {', '.join(joined)})" if joined else ""))
     else:
         report.set("cgroup", True, ", ".join(joined))
+
+
+def _join_cpu_cgroup(report: Report, procs_file: str | None) -> None:
+    """Join the separate v1 cpu group (its CFS quota); reported as layer ``cpu_quota``. The parent
+    counts the quota as on only when this succeeded."""
+    if not procs_file:
+        return
+    try:
+        with open(procs_file, "w") as f:
+            f.write(str(os.getpid()))
+        report.set("cpu_quota", True, os.path.dirname(procs_file))
+    except OSError as exc:
+        report.set("cpu_quota", False, f"cannot join {procs_file}: {exc.strerror or exc}")
 
 
 def _set_rlimits(report: Report, limits: dict[str, int]) -> None:
@@ -352,7 +365,7 @@ def _run_init(libc: Any, worker: int, close_fds: tuple[int, ...]) -> None:
 
 
 def isolate_self(*, namespaces: bool = True, scratch: str | None = None, scratch_bytes: int | None = None,
-                 cgroup_procs: list[str] | None = None,
+                 cgroup_procs: list[str] | None = None, cgroup_cpu_procs: str | None = None,
                  limits: dict[str, int] | None = None, max_processes: int = 64,
                  read_paths: list[str] | None = None, keep_fds: tuple[int, ...] = ()) -> dict[str, Any]:
     """Apply the layers of the module docstring; returns in the worker proper (PID 2 of the
@@ -364,6 +377,7 @@ def isolate_self(*, namespaces: bool = True, scratch: str | None = None, scratch
         scratch: the one writable directory (absolute path), also the worker's cwd.
         scratch_bytes: size of the tmpfs mounted there (layer 4b; None: a bind mount, no quota).
         cgroup_procs: ``cgroup.procs`` files to join (layer 1).
+        cgroup_cpu_procs: the separate v1 cpu group's ``cgroup.procs`` (layer ``cpu_quota``), or None.
         limits: ``{"RLIMIT_AS": bytes, ...}`` to set soft = hard (layer 2).
         max_processes: processes + threads of the cell, worker included (layer 6).
         read_paths: paths readable besides :data:`SYSTEM_READ_PATHS` (layer 8).
@@ -388,6 +402,7 @@ def isolate_self(*, namespaces: bool = True, scratch: str | None = None, scratch
         return {**report.as_dict(), "limits": {}}
 
     _join_cgroup(report, list(cgroup_procs or []))
+    _join_cpu_cgroup(report, cgroup_cpu_procs)
     _set_rlimits(report, dict(limits or {}))
     in_ns = False
     if namespaces:

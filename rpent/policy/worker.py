@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-namespaces", action="store_true",
                         help="skip the user/mount/pid/network namespaces (the other layers still apply)")
     parser.add_argument("--sandbox", default="{}",
-                        help="JSON: {scratch, scratch_bytes, cgroup_procs, limits, max_processes, read_paths} "
+                        help="JSON: {scratch, scratch_bytes, cgroup_procs, cgroup_cpu_procs, limits, max_processes, read_paths} "
                              "(see rpent.policy.isolation.isolate_self)")
     args = parser.parse_args(argv)
     config = json.loads(args.sandbox)
@@ -320,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     # first, while single-threaded (see rpent.policy.isolation); returns in the worker proper
     isolation = isolate_self(
         namespaces=not args.no_namespaces, scratch=config.get("scratch"), scratch_bytes=config.get("scratch_bytes"),
-        cgroup_procs=config.get("cgroup_procs"), limits=config.get("limits"),
+        cgroup_procs=config.get("cgroup_procs"), cgroup_cpu_procs=config.get("cgroup_cpu_procs"),
+        limits=config.get("limits"),
         max_processes=int(config.get("max_processes", 64)), read_paths=config.get("read_paths"),
         keep_fds=(args.in_fd, args.out_fd))
     global _SCRATCH_QUOTA

@@ -118,6 +118,7 @@ class WorkerProcess:
             "scratch": str(self.cwd.resolve()),
             "scratch_bytes": self.limits.scratch_bytes,
             "cgroup_procs": self.cgroup.procs_files if self.cgroup else [],
+            "cgroup_cpu_procs": self.cgroup.cpu_procs_file if self.cgroup else None,
             "limits": rlimits(self.limits),
             "max_processes": self.limits.max_processes,
             "read_paths": read_paths(self.python, self.read_paths),
@@ -167,14 +168,19 @@ class WorkerProcess:
             layer["detail"] = self.cgroup_reason or layer.get("detail", "")
             notes[:] = [n for n in notes if not n.startswith("cgroup:")]
             notes.insert(0, f"cgroup: off: {self.cgroup_reason}")
-        joined = bool(layers.get("cgroup", {}).get("on"))
+        # The quota binds only if the worker is in its group: v1's separate cpu group (the worker's
+        # own cpu_quota report), or v2's one group.
+        worker_cpu = layers.pop("cpu_quota", None)
+        notes[:] = [n for n in notes if not n.startswith("cpu_quota:")]
+        if self.cgroup is not None and self.cgroup.cpu_procs_file:
+            joined, why_not = bool(worker_cpu and worker_cpu.get("on")), (worker_cpu or {}).get("detail", "")
+        else:
+            joined, why_not = bool(layers.get("cgroup", {}).get("on")), layers.get("cgroup", {}).get("detail", "")
         if self.cgroup is not None and self.cgroup.cpu_cores is not None and joined:
             cpu = {"on": True, "detail": self.cgroup.cpu_note}
         elif self.cgroup is not None and self.cgroup.cpu_cores is not None:
-            # The quota is set on the group, but binds only if the worker is in it.
             cpu = {"on": False, "detail": f"{self.cgroup.cpu_note} is set, but the worker is not in that group "
-                                          f"({layers.get('cgroup', {}).get('detail', '')}); RLIMIT_CPU bounds each "
-                                          "process's CPU seconds only"}
+                                          f"({why_not}); RLIMIT_CPU bounds each process's CPU seconds only"}
             notes.append(f"cpu_quota: off: {cpu['detail']}")
         else:
             why = self.cgroup.cpu_note if self.cgroup is not None else f"no cgroup ({self.cgroup_reason})"

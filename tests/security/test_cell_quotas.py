@@ -136,3 +136,12 @@ def test_a_refused_cgroup_file_turns_the_layer_off_and_keeps_the_others(tmp_path
     assert not layer["on"]
     assert f"cannot join {refused}" in layer["detail"] and str(ok.parent) in layer["detail"]
     assert ok.read_text() == str(os.getpid())
+
+
+def test_a_refused_cpu_group_turns_only_the_cpu_quota_off(tmp_path):
+    from rpent.policy.isolation import Report, _join_cpu_cgroup
+
+    report = Report()
+    _join_cpu_cgroup(report, str(tmp_path / "cpu" / "cgroup.procs"))
+    assert not report.layers["cpu_quota"]["on"] and "cannot join" in report.layers["cpu_quota"]["detail"]
+    assert "cgroup" not in report.layers
