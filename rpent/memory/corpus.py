@@ -8,13 +8,13 @@ before anything is read. Writers (merge, build-index) rewrite it with :func:`wri
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 from rpent.memory.layout import INDEX, INTERNAL, MANIFEST, TIERS
 from rpent.memory.leaf import Leaf, LeafError, parse_leaf, read_leaf_file
 from rpent.recording.atomic import write_bytes_atomic
+from rpent.recording.provenance import file_sha256
 
 __all__ = ["MemoryCorpusError", "corpus_files", "write_manifest", "verify_manifest", "load_leaves",
            "build_index", "validate_corpus", "MANIFEST_SCHEMA"]
@@ -40,17 +40,9 @@ def corpus_files(corpus: Path) -> list[str]:
     return out
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def write_manifest(corpus: Path) -> Path:
     """(Re)write ``manifest.json`` from the files on disk; returns its path."""
-    files = {rel: _sha256(corpus / rel) for rel in corpus_files(corpus)}
+    files = {rel: file_sha256(corpus / rel) for rel in corpus_files(corpus)}
     doc = {"schema": MANIFEST_SCHEMA, "files": files}
     path = corpus / MANIFEST
     write_bytes_atomic(path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("utf-8"))
@@ -83,7 +75,7 @@ def verify_manifest(corpus: Path) -> dict[str, str]:
         p = corpus / rel
         if not p.is_file():
             raise MemoryCorpusError(f"memory corpus {corpus}: file {rel} listed in {MANIFEST} is missing")
-        if _sha256(p) != digest:
+        if file_sha256(p) != digest:
             raise MemoryCorpusError(f"memory corpus {corpus}: file {rel} was changed after publishing (sha256 "
                                     f"differs from {MANIFEST}); restore it or republish with `rpent-memory build-index`")
     return files

@@ -36,7 +36,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PACKAGES", "RUN_PACKAGES", "SMALL_FILE_BYTES", "git_info", "package_versions", "hash_checkpoint",
+__all__ = ["PACKAGES", "file_sha256", "RUN_PACKAGES", "SMALL_FILE_BYTES", "git_info", "package_versions", "hash_checkpoint",
            "checkpoint_fingerprint", "machine_info", "libero_version", "run_versions", "model_identity",
            "run_provenance", "utc_now_iso", "provenance_summary"]
 
@@ -125,11 +125,16 @@ def hash_checkpoint(path: str | Path) -> dict[str, Any]:
     files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file())
     out = {}
     for f in files:
-        out[str(f.relative_to(p)) if f != p else f.name] = {"sha256": _sha256(f), "bytes": f.stat().st_size}
+        out[str(f.relative_to(p)) if f != p else f.name] = {"sha256": file_sha256(f), "bytes": f.stat().st_size}
     return {"path": str(p.resolve()), "files": out}
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 hex digest of one file's bytes (read in 4 MiB blocks).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 22), b""):
@@ -162,7 +167,7 @@ def checkpoint_fingerprint(path: str | Path) -> dict[str, Any]:
             total += st.st_size
             h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
             if st.st_size <= SMALL_FILE_BYTES:
-                small[rel] = _sha256(f)
+                small[rel] = file_sha256(f)
                 h.update(small[rel].encode())
             h.update(b"\n")
     except OSError as exc:

@@ -31,6 +31,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from rpent.recording.provenance import file_sha256
+
 MAIN_KEY = "observation.images.image"
 """lerobot key of the main (agentview) camera: the dataset feature ``image``."""
 WRIST_KEY = "observation.images.wrist_image"
@@ -124,15 +126,6 @@ def infer_rpent_policy(config: dict) -> dict:
         "image_size": int(shape[-1]), "state_dim": 8, "action_dim": 7, "fps": 20,
         "n_exec": int(config.get("n_action_steps") or 1),
     }
-
-
-def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
-    """SHA-256 hex digest of one file."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def tree_sha256(root: str | Path, exclude: tuple[str, ...] = ()) -> str:
