@@ -49,13 +49,11 @@ class ServerThread:
             self.thread.join(30)
 
 
-def test_attached_app_runs_answers_detaches_reattaches_and_stops(short_tmp, png_bytes):
-    from tui_helpers import StandInRun, plain_run_config, type_text, wait_for
+def _stand_in_session_server(short_tmp, png_bytes):
+    """A session server over the TUI tests' stand-in run (it asks for a verdict; real PNG frames):
+    ``(root, paths, token, run, server)``."""
+    from tui_helpers import StandInRun, plain_run_config
 
-    from rpent_tui.app import AppOptions
-    from rpent_tui.attached import AttachedApp, QuitSessionScreen
-    from rpent_tui.screens.operator import OperatorModal
-    from rpent_tui.screens.run import RunScreen
     from rpent.session.code_cells import CodeCellService
     from rpent.session.core import Session
     from rpent.session.model import SessionConfig
@@ -69,7 +67,18 @@ def test_attached_app_runs_answers_detaches_reattaches_and_stops(short_tmp, png_
         return Session(SessionConfig(output_dir=root, planner="scripted", shared_services=()), sink, run_task=run,
                        shared_specs=[], make_run_config=plain_run_config, batch_interval_s=0.02)
 
-    server = SessionServer(paths, make, token, make_cells=CodeCellService)
+    return root, paths, token, run, SessionServer(paths, make, token, make_cells=CodeCellService)
+
+
+def test_attached_app_runs_answers_detaches_reattaches_and_stops(short_tmp, png_bytes):
+    from tui_helpers import type_text, wait_for
+
+    from rpent_tui.app import AppOptions
+    from rpent_tui.attached import AttachedApp, QuitSessionScreen
+    from rpent_tui.screens.operator import OperatorModal
+    from rpent_tui.screens.run import RunScreen
+
+    root, paths, token, run, server = _stand_in_session_server(short_tmp, png_bytes)
 
     async def first() -> AttachedApp:
         app = AttachedApp(RemoteSession(paths, lambda e: None), AppOptions(image_mode="halfblock"))
@@ -264,25 +273,13 @@ def test_attached_keys_do_not_shadow_a_screen_key():
 def test_every_screens_keys_fit_80_columns_in_an_attached_client(short_tmp, png_bytes):
     """At 80x24 the footer of every screen, the verdict window and the quit question shows all its keys
     (an attached client adds F10 Detach) inside the 80 columns; F1 (the rest of the keys) comes first."""
-    from tui_helpers import StandInRun, plain_run_config, type_text, wait_for
+    from tui_helpers import type_text, wait_for
 
     from rpent_tui.app import AppOptions
     from rpent_tui.attached import AttachedApp, QuitSessionScreen
     from rpent_tui.screens.operator import OperatorModal
-    from rpent.session.code_cells import CodeCellService
-    from rpent.session.core import Session
-    from rpent.session.model import SessionConfig
 
-    root = short_tmp / "s"
-    paths = SessionPaths(root)
-    token = paths.make_token()
-    run = StandInRun(ask=True, png=png_bytes)
-
-    def make(sink):
-        return Session(SessionConfig(output_dir=root, planner="scripted", shared_services=()), sink, run_task=run,
-                       shared_specs=[], make_run_config=plain_run_config, batch_interval_s=0.02)
-
-    server = SessionServer(paths, make, token, make_cells=CodeCellService)
+    root, paths, token, run, server = _stand_in_session_server(short_tmp, png_bytes)
     seen = {}
 
     def check(app, label):
