@@ -139,6 +139,12 @@ class Report:
         }
 
 
+def _write_own_pid(procs_file: str) -> None:
+    """Move this process into a cgroup (write its pid to the group's ``cgroup.procs``)."""
+    with open(procs_file, "w") as f:
+        f.write(str(os.getpid()))
+
+
 def _join_cgroup(report: Report, procs_files: list[str]) -> None:
     if not procs_files:
         report.set("cgroup", False, "the parent could not create a pids+memory cgroup (see its reason in run.log)")
@@ -146,8 +152,7 @@ def _join_cgroup(report: Report, procs_files: list[str]) -> None:
     joined, failed = [], []
     for path in procs_files:
         try:
-            with open(path, "w") as f:
-                f.write(str(os.getpid()))
+            _write_own_pid(path)
             joined.append(os.path.dirname(path))
         except OSError as exc:
             failed.append(f"cannot join {path}: {exc.strerror or exc}")
@@ -163,8 +168,7 @@ def _join_cpu_cgroup(report: Report, procs_file: str | None) -> None:
     if not procs_file:
         return
     try:
-        with open(procs_file, "w") as f:
-            f.write(str(os.getpid()))
+        _write_own_pid(procs_file)
         report.set("cpu_quota", True, os.path.dirname(procs_file))
     except OSError as exc:
         report.set("cpu_quota", False, f"cannot join {procs_file}: {exc.strerror or exc}")
