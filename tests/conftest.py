@@ -41,6 +41,21 @@ class ServerProcess:
                 f.close()
 
 
+def close_parent_watched(proc: subprocess.Popen, timeout: float = 15.0) -> None:
+    """Stop a server started with ``--parent-watch``: close its stdin (it exits on EOF), wait up to
+    ``timeout`` seconds, then kill it; close its pipes."""
+    if proc.stdin is not None:
+        proc.stdin.close()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    for f in (proc.stdout, proc.stderr):
+        if f is not None:
+            f.close()
+
+
 def start_server_process(argv: list[str], env: dict | None = None, timeout: float = 120.0) -> ServerProcess:
     """Spawn ``argv`` (a server using rpent.rpc.cli) and wait for its readiness line.
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import close_parent_watched
+
 os.environ.setdefault("MUJOCO_GL", "egl")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -34,14 +36,7 @@ def policy_server(*args: str, transport: str = "socket") -> Iterator[str]:
             raise RuntimeError(f"replay server did not start: {line!r} {proc.stderr.read()}")
         yield line[len(READY_PREFIX):].strip()
     finally:
-        proc.stdin.close()  # --parent-watch: the server exits when its stdin closes
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+        close_parent_watched(proc, timeout=15)
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from rpent.flywheel import export_records
+from tests.conftest import close_parent_watched
 
 def _helpers():
     """The record builders of this folder's conftest (module-scoped fixtures cannot take its fixtures)."""
@@ -204,14 +205,7 @@ def test_policy_server_answers_predict_over_rpc_and_batches_clients(trained):
             stats = client.call("vla.stats")
             assert stats["batches_run"] >= 2
     finally:
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+        close_parent_watched(proc, timeout=20)
 
 
 def test_export_keeps_one_image_size_per_dataset(tmp_path, record_run):

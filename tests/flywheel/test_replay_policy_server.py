@@ -19,6 +19,7 @@ from rpent.robots.components.replay_policy_server import (
 )
 from rpent.rpc import RemoteError, RpcClient
 from rpent.rpc.protocol import READY_PREFIX
+from tests.conftest import close_parent_watched
 
 
 @contextmanager
@@ -34,14 +35,7 @@ def replay_server(*args: str, transport: str = "socket"):
         with RpcClient(line[len(READY_PREFIX):].strip(), timeout=30) as client:
             yield client
     finally:
-        proc.stdin.close()  # parent-watch: the server exits when its stdin closes
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+        close_parent_watched(proc, timeout=10)
 
 
 def observation(states: list[np.ndarray], descriptions: list[str]) -> dict:
