@@ -321,7 +321,8 @@ class ScriptedPlanner:
                                               release_top=target.support[2] if (goal.target_part is not None
                                               or goal.target_compartment is not None)
                                               and target.support is not None else None, align_yaw=align,
-                                              base_xy=None if home is None else base_from_home(home))
+                                              base_xy=None if home is None else base_from_home(home),
+                                              carried_bottom=scene.carried_looker(call, goal.object_phrase))
             if lay is not None and outcome.get("stage") == "retreat" and not toolkit.solved():
                 tip = laying.tip_over(_ToolExecutor(call), (target.center[0], target.center[1]),
                                       target.support[2] + picked.obj.height, lay)
