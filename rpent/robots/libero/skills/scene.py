@@ -252,6 +252,17 @@ def target_relocator(call: Call, phrase: str, chosen: ObjectEstimate, max_shift:
     return relocate
 
 
+def vanished_note(last: tuple[str, tuple] | None) -> str:
+    """What to add to a failed look for an object an earlier look found (``last``: its instance
+    name and estimated centre, world m): it is gone from the images, not misnamed ("" when it
+    was never seen)."""
+    if last is None:
+        return ""
+    name, c = last
+    return (f" ({name} was seen at ({c[0]:.3f}, {c[1]:.3f}, {c[2]:.3f}) m by an earlier look; "
+            "it is no longer in the camera images)")
+
+
 def carried_looker(call: Call, phrase: str, max_shift: float = 0.15):
     """A ``carried_bottom(state)`` callback for :func:`~rpent.robots.libero.skills.motion.pick_and_place`:
     segments ``phrase`` on the front camera and returns the lowest seen point (``lowest_z``, world
