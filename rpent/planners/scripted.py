@@ -212,6 +212,7 @@ class ScriptedPlanner:
         bound = scene.bind_qualified(call, moves) if len(moves) > 1 and any(
             g.object_qualifier or g.target_qualifier for g in moves) else {}
         retries: dict[int, int] = {}  # step -> pick-and-place attempts made again after the object was lost
+        seen: dict[str, tuple[str, tuple]] = {}  # object phrase -> (instance name, centre) of its last look
         k = 0
         while k < n:
             k += 1
@@ -249,8 +250,10 @@ class ScriptedPlanner:
             try:
                 picked = scene.localise_step(call, goal, exclude=placed, pins=pins, bound=bound)
             except scene.NotFound as exc:
-                say(f"{tag}: {exc}")
-                return None, f"{tag}: {exc}"
+                why = f"{exc}{scene.vanished_note(seen.get(goal.object_phrase))}"
+                say(f"{tag}: {why}")
+                return None, f"{tag}: {why}"
+            seen[goal.object_phrase] = (picked.object_name, tuple(picked.obj.center))
             if picked.target_name in targets and picked.target_name not in placed and goal.target_part is None:
                 # a target seen before (not moved since): what an earlier step put on it now hides part of it
                 picked = dataclasses.replace(picked, target=targets[picked.target_name], target_cut=False)
@@ -321,7 +324,8 @@ class ScriptedPlanner:
                                               release_top=target.support[2] if (goal.target_part is not None
                                               or goal.target_compartment is not None)
                                               and target.support is not None else None, align_yaw=align,
-                                              base_xy=None if home is None else base_from_home(home))
+                                              base_xy=None if home is None else base_from_home(home),
+                                              carried_bottom=scene.carried_looker(call, goal.object_phrase))
             if lay is not None and outcome.get("stage") == "retreat" and not toolkit.solved():
                 tip = laying.tip_over(_ToolExecutor(call), (target.center[0], target.center[1]),
                                       target.support[2] + picked.obj.height, lay)

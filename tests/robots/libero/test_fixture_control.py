@@ -126,7 +126,7 @@ def test_constants_keep_their_documented_relations():
     assert 0 < fixtures.DRAWER_OPEN_MARGIN < 0.1 and fixtures.DRAWER_PULL_TRIES >= 2
 
 
-def test_a_bottom_drawers_handle_too_near_the_table_is_not_pulled():
+def test_a_bottom_drawers_handle_too_near_the_table_cannot_be_gripped():
     # libero_goal_task t0 s0: the wooden cabinet's bottom drawer (view_fixtures), handle 4.6 cm above
     # its box's bottom; the middle drawer's (libero_goal_swap t0) is 11 cm higher
     bottom = {**MIDDLE_CLOSED, "part": "cabinet_bottom", "handle": [0.0422, -0.1426, 0.9461],

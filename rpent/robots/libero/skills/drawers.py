@@ -8,7 +8,8 @@ closed gripper pointing down, its fingers closing across the push; :func:`open_d
 the handle bar with the gripper pointing horizontally at the drawer and pulls, closed-loop on
 the joint, to within :data:`DRAWER_OPEN_MARGIN` of its range's open end; a pull held back goes
 on with the closed fingers hooked inside the drawer's front from above, a hand that slipped
-grips the handle again (:func:`pull_verdict`, :func:`next_hold`, :func:`hook_plan`).
+grips the handle again (:func:`pull_verdict`, :func:`next_hold`, :func:`hook_plan`); a handle too
+low to grip is dragged by its bar (:mod:`rpent.robots.libero.skills.drawer_hook`).
 """
 
 from __future__ import annotations
@@ -237,8 +238,9 @@ def next_hold(verdict: str, opening: float, hook_min: float = DRAWER_HOOK_MIN_OP
 
 
 def _pull_legs(run, ex: Executor, read_part, part: Mapping[str, Any], d_open: np.ndarray, goal: float,
-               phase: str, max_legs: int, **pose: Any) -> tuple[str, float]:
-    """Pull along ``d_open`` in :data:`DRAWER_PULL_LEG` legs (``move_pose`` with ``pose``),
+               phase: str, max_legs: int, leg: float = DRAWER_PULL_LEG, down: float = 0.0,
+               **pose: Any) -> tuple[str, float]:
+    """Pull along ``d_open`` in ``leg`` m legs, each aimed ``down`` m lower too (``move_pose`` with ``pose``),
     re-reading the joint after each until :func:`pull_verdict` is not ``moving`` (after
     ``max_legs``, ``stalled``); returns ``(verdict, opening)`` (``"error"`` when a move failed,
     ``"ended"`` when the episode ended, e.g. on the task's success)."""
@@ -249,8 +251,8 @@ def _pull_legs(run, ex: Executor, read_part, part: Mapping[str, Any], d_open: np
     for _ in range(max_legs):
         if verdict != "moving":
             break
-        aim = pos + d_open * DRAWER_PULL_LEG
-        r = run(phase, "move_pose", xyz=[float(v) for v in aim], gripper=control.GRIPPER_CLOSE, max_steps=30, **pose)
+        aim = pos + d_open * leg - np.array([0.0, 0.0, down])
+        r = run(phase, "move_pose", xyz=[float(v) for v in aim], gripper=control.GRIPPER_CLOSE, **{"max_steps": 30, **pose})
         if "error" in r or control.episode_over(ex.current_state()):
             now = read_part() or now
             return ("ended" if control.episode_over(ex.current_state()) else "error"), open_amount(now)
@@ -384,8 +386,10 @@ def open_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], M
     its closing line, met the stove behind it at -0.124 m) hooks the closed fingers inside
     the drawer's front from above (:func:`hook_plan`) and pulls on.
 
-    A closed drawer whose handle the hand cannot reach (:func:`handle_reachable` with
-    ``floor_z``, m: what the fixture stands on) is not tried: the result says why.
+    A closed drawer whose handle the hand cannot grip (:func:`handle_reachable` with
+    ``floor_z``, m: what the fixture stands on) is dragged open instead by its bar, the closed
+    fingertips hooked over the bar's inner top edge from in front
+    (:func:`rpent.robots.libero.skills.drawer_hook.front_hook_pull`), up to ``tries`` times.
 
     Returns:
         ``{"success", "done" (opening >= open_goal), "stage", "phases", "reason"?, "qpos",
@@ -395,24 +399,25 @@ def open_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], M
     run, travel = _runner(ex, phases)
     if part.get("handle") is None:
         return _result(ex, phases, "drawer approach", False, "the drawer has no handle to pull")
-    if open_amount(part) < DRAWER_HOOK_MIN_OPEN and not handle_reachable(part, floor_z):
-        return {**_result(ex, phases, "drawer approach", False,
-                          f"its handle is {float(part['handle'][2]) - floor_z:.3f} m above what the cabinet stands on: "
-                          f"the hand, {2 * HAND_HALF_LENGTH:.2f} m along its closing axis, cannot grip it pointing at "
-                          "the drawer, and the drawer above covers it from above"), "qpos": float(part["qpos"]),
-                "pulls": []}
+    # a handle too low to grip (the hand meets what the cabinet stands on): drag it by its bar
+    front = open_amount(part) < DRAWER_HOOK_MIN_OPEN and not handle_reachable(part, floor_z)
     d_open = open_direction(part)
     if abs(d_open[1]) < 0.9:
         return _result(ex, phases, "drawer approach", False,
                        "this drawer does not open along world y; the horizontal grasp turns about world x only")
     goal = open_goal(part)
     pulls: list[str] = []
-    hold, stage, now = "handle", "drawer pull", part
+    hold, stage, now = ("front hook" if front else "handle"), "drawer pull", part
     for _ in range(tries):
         now = read_part() or now
         if open_amount(now) >= goal:
             break
-        if hold == "hook":
+        if hold == "front hook":
+            from rpent.robots.libero.skills.drawer_hook import front_hook_pull
+
+            stage = "drawer hook drag"
+            verdict, opening = front_hook_pull(run, travel, ex, now, read_part, goal)
+        elif hold == "hook":
             stage = "drawer hook pull"
             verdict, opening = _hook_pull(run, travel, ex, now, read_part, goal)
         else:
@@ -423,7 +428,8 @@ def open_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], M
             break
         if verdict == "blocked":
             break  # the hook's descent stopped on something: a handle grip would meet it too
-        hold = next_hold(verdict, opening)
+        if hold != "front hook":  # a drag that ended short drags again from where the bar is now
+            hold = next_hold(verdict, opening)
     now = read_part() or now
     qpos = float(now["qpos"])
     ok = open_amount(now) >= goal or bool(ex.current_state().get("success"))

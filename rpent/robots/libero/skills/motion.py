@@ -15,7 +15,32 @@ from rpent.robots.libero import control
 from rpent.robots.libero.skills.estimate import PARTIAL_VIEW, ObjectEstimate, refine_estimate
 from rpent.robots.libero.skills.grasp import FLAT_PRESS_STEPS, Box, StrategyParams, column_blocked, min_opening, plan_grasp
 
-__all__ = ["StrategyParams", "plan_grasp", "xy_waypoints", "Executor", "InProcessExecutor", "pick_and_place"]
+__all__ = ["StrategyParams", "plan_grasp", "xy_waypoints", "Executor", "InProcessExecutor", "pick_and_place",
+           "FLAT_CARRY_TILT", "flat_tilt_drop", "release_hang"]
+
+#: how far (rad) a flat object held by its lip may swing down about the pinch while carried:
+#: libero_goal's plate (11.5 g), pinched 5.4 cm from its centre, hung ~45-60 degrees after a
+#: 0.2 m carry toward the cabinet and its low side met the cabinet top as it was lowered.
+FLAT_CARRY_TILT = math.radians(55.0)
+
+
+def flat_tilt_drop(offset: Sequence[float], tilt: float = FLAT_CARRY_TILT) -> float:
+    """How much lower (m) than when level the far side of a flat object held at its lip hangs
+    when it swings ``tilt`` rad about the pinch (pure geometry): the lip-to-lip span, twice the
+    grasp's ``offset`` (grasp xy minus object centre xy, m), times ``sin(tilt)``."""
+    return 2.0 * math.hypot(float(offset[0]), float(offset[1])) * math.sin(tilt)
+
+
+def release_hang(hang: float, eef_z: float, seen_bottom: float | None, tolerance: float = 0.01) -> float:
+    """The carried object's depth (m) below the eef to plan the release with: the planned
+    ``hang`` (eef height minus the object's bottom at the grasp), or ``eef_z - seen_bottom``
+    when a look at the carried object (``seen_bottom``: its lowest point, world z, m) finds it
+    hanging more than ``tolerance`` lower (it swung in the grip). A higher reading is not
+    trusted (the fingers hide the pinched side)."""
+    if seen_bottom is None:
+        return hang
+    seen = float(eef_z) - float(seen_bottom)
+    return seen if seen > hang + tolerance else hang
 
 
 def xy_waypoints(start: Any, goal: Any, max_xy: float) -> list[np.ndarray]:
@@ -94,6 +119,7 @@ def pick_and_place(
     align_yaw: float | None = None,
     clutter: np.ndarray | None = None,
     base_xy: Sequence[float] | None = None,
+    carried_bottom: Callable[[Mapping[str, Any]], float | None] | None = None,
 ) -> dict:
     """Run approach / (relocate) / descend / close / lift / transport / lower / release / retreat.
 
@@ -139,6 +165,11 @@ def pick_and_place(
             (:func:`~rpent.robots.libero.skills.grasp.base_from_home`): the grasp's yaw keeps the
             wrist off its limit at the grasp and at the place
             (:func:`~rpent.robots.libero.skills.grasp.wrist_fold`).
+        carried_bottom: optional ``carried_bottom(state) -> z | None``: the carried object's
+            lowest point (world z, m) as seen now (e.g. segmented on the front camera). For a
+            flat grasp (a plate pinched at its lip, which swings in the grip) the transport goes
+            :func:`flat_tilt_drop` higher, and after it this look sets the release height
+            (:func:`release_hang`).
     Returns:
         ``{"success": bool (the env's predicate as last reported), "stage": last stage,
         "env_steps": int | None (steps taken, when the executor counts them), "phases":
@@ -282,6 +313,16 @@ def pick_and_place(
         return finish("lift", f"grasp came up empty (gripper opening {opening:.4f} m)")
     if opening > params.grasped_max_opening:
         return finish("lift", f"the gripper did not close (opening {opening:.4f} m): nothing between the fingers")
+    if grasp["kind"] == "flat":  # a lip pinch lets the object swing down on the way: carry it higher
+        swing = flat_tilt_drop(grasp["offset"])
+        carry_z = _reachable_carry(max(carry_z, target.top_z + hang + swing + params.carry_clearance),
+                                   target.top_z + hang + swing, params)
+        pos = control.robot_state(ex.current_state())["eef_pos"]
+        if carry_z > float(pos[2]) + 0.01:
+            r = run("lift", "move_to", xyz=[float(pos[0]), float(pos[1]), float(carry_z)], gripper=control.GRIPPER_CLOSE,
+                    step_clip=0.02, max_steps=80)
+            if "error" in r or over():
+                return finish("lift", _why(ex.current_state(), phases))
     # 5. transport above the target (turned first when asked: the offset turns with the object)
     ox, oy = float(grasp["offset"][0]), float(grasp["offset"][1])
     carry_yaw = None
@@ -323,7 +364,13 @@ def pick_and_place(
     opening = control.gripper_opening(control.robot_state(ex.current_state())["gripper_qpos"])
     if opening < min_opening(grasp["kind"], params):
         return finish("transport", f"the object slipped out of the gripper on the way (gripper opening {opening:.4f} m)")
-    # 6. lower to the release height
+    # 6. lower to the release height (a flat object's swing in the grip measured first)
+    if grasp["kind"] == "flat" and carried_bottom is not None:
+        eef_z = float(control.robot_state(ex.current_state())["eef_pos"][2])
+        seen = carried_bottom(ex.current_state())
+        new_hang = release_hang(hang, eef_z, seen)
+        phases.append({"phase": "carried look", "seen_bottom": seen, "hang": hang, "release_hang": new_hang})
+        hang = new_hang
     clearance = params.release_clearance_in if relation == "in" else params.release_clearance_on
     release_z = target.top_z + hang + clearance
     if release_top is not None:  # set it down on this surface (a drawer's floor), not dropped from the rim

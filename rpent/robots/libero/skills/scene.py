@@ -252,6 +252,41 @@ def target_relocator(call: Call, phrase: str, chosen: ObjectEstimate, max_shift:
     return relocate
 
 
+def vanished_note(last: tuple[str, tuple] | None) -> str:
+    """What to add to a failed look for an object an earlier look found (``last``: its instance
+    name and estimated centre, world m): it is gone from the images, not misnamed ("" when it
+    was never seen)."""
+    if last is None:
+        return ""
+    name, c = last
+    return (f" ({name} was seen at ({c[0]:.3f}, {c[1]:.3f}, {c[2]:.3f}) m by an earlier look; "
+            "it is no longer in the camera images)")
+
+
+def carried_looker(call: Call, phrase: str, max_shift: float = 0.15):
+    """A ``carried_bottom(state)`` callback for :func:`~rpent.robots.libero.skills.motion.pick_and_place`:
+    segments ``phrase`` on the front camera and returns the lowest seen point (``lowest_z``, world
+    z, m) of the instance nearest the eef (xy), or None when none lies within ``max_shift`` m of
+    it or nothing was found."""
+
+    def look(state: Mapping[str, Any]) -> float | None:
+        from rpent.robots.libero import control
+
+        eef = control.robot_state(state)["eef_pos"]
+        seg = call("segment", {"prompt": phrase, "camera": "agentview", "all_instances": True})
+        best, dist = None, max_shift
+        for item in (seg.get("instances") or []) if seg.get("found") else []:
+            est, low = item.get("object_estimate"), item.get("lowest_z")
+            if not est or low is None:
+                continue
+            d = math.hypot(float(est["center"][0]) - float(eef[0]), float(est["center"][1]) - float(eef[1]))
+            if d <= dist:
+                best, dist = float(low), d
+        return best
+
+    return look
+
+
 # ---------------------------------------------------------------------- fixtures (view_fixtures)
 def _fixture_words(phrase: str) -> tuple[str, ...]:
     from rpent.robots.libero.skills.naming import phrase_tokens

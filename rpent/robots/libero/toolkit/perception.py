@@ -147,10 +147,11 @@ class PerceptionTools:
                 all_instances: Annotated[bool, Field(description="also list every matching instance (e.g. both black bowls) with its own box and object_estimate")] = False) -> dict:
         """Segment an object in a recorded camera image (text or point prompt) and return
         found, score, box [x0, y0, x1, y1] (px), world_xyz (median of the mask's world points,
-        m), world_extent, object_estimate (center, top_z, bottom_z, major_yaw (rad), major/minor
+        m), world_extent, lowest_z (2nd percentile of the mask's world z, m: the low side of a held
+        object), object_estimate (center, top_z, bottom_z, major_yaw (rad), major/minor
         extent (m) of the visible points: for planning grasps), pixel_count, source (sam3 or
         sim_oracle), image_size [width, height] (px), and the overlay image. With all_instances, ``instances`` lists every
-        matching instance ({object, box, pixel_count, object_estimate}; SAM3 gives its best one)."""
+        matching instance ({object, box, pixel_count, object_estimate, lowest_z}; SAM3 gives its best one)."""
         if (prompt is None) == (point is None):
             raise ValueError("segment needs exactly one of prompt or point")
         idx = self.record.resolve_step(step)
@@ -187,6 +188,7 @@ class PerceptionTools:
             result["world_xyz"] = [round(float(v), 4) for v in np.median(pts, axis=0)]
             lo, hi = np.percentile(pts, 5, axis=0), np.percentile(pts, 95, axis=0)
             result["world_extent"] = [round(float(v), 4) for v in (hi - lo)]  # 5-95th percentile size (m)
+            result["lowest_z"] = round(float(np.percentile(pts[:, 2], 2)), 4)  # seen points only, no floor
             floor_z = support_height(mask, world, seg_ids)
             est = ObjectEstimate.from_points(pts, floor_z=floor_z, source=f"{source}_{camera}_mask")
             result["object_estimate"] = _estimate_dict(est)
@@ -241,7 +243,8 @@ class PerceptionTools:
 
     @staticmethod
     def _instances(masks: dict, world: np.ndarray, seg_ids, source: str) -> list[dict]:
-        """Per-instance {object, box, pixel_count, object_estimate} for ``segment(all_instances=True)``."""
+        """Per-instance {object, box, pixel_count, object_estimate, lowest_z} for ``segment(all_instances=True)``
+        (``lowest_z``: 2nd percentile of the seen points' world z, m: an object held in the air has no floor)."""
         from rpent.robots.libero.strategy import ObjectEstimate, erode_mask, support_height
 
         out = []
@@ -258,6 +261,7 @@ class PerceptionTools:
             if len(pts) >= MIN_SEGMENT_POINTS:
                 est = ObjectEstimate.from_points(pts, floor_z=support_height(m, world, seg_ids), source=source)
                 item["object_estimate"] = _estimate_dict(est)
+                item["lowest_z"] = round(float(np.percentile(pts[:, 2], 2)), 4)
             out.append(item)
         return out
 
