@@ -13,7 +13,9 @@ import numpy as np
 
 from rpent.robots.libero import control
 from rpent.robots.libero.skills.estimate import PARTIAL_VIEW, ObjectEstimate, refine_estimate
-from rpent.robots.libero.skills.grasp import FLAT_PRESS_STEPS, Box, StrategyParams, column_blocked, min_opening, plan_grasp
+from rpent.robots.libero.skills.grasp import (FLAT_PRESS_STEPS, ROBOT_BASE_XY, Box, StrategyParams, column_blocked, min_opening,
+                                              plan_grasp, wrist_fold)
+from rpent.robots.libero.skills.handroom import ReleasePlan, release_plan
 
 __all__ = ["StrategyParams", "plan_grasp", "xy_waypoints", "Executor", "InProcessExecutor", "pick_and_place"]
 
@@ -288,6 +290,20 @@ def pick_and_place(
     turn = 0.0
     if align_yaw is not None:
         turn = (align_yaw - obj.major_yaw + math.pi / 2) % math.pi - math.pi / 2
+    clearance = params.release_clearance_in if relation == "in" else params.release_clearance_on
+    release_z = target.top_z + hang + clearance
+    if release_top is not None:  # set it down on this surface (a drawer's floor), not dropped from the rim
+        release_z = release_top + hang + params.release_clearance_on
+    room = _hand_room(clutter, grasp, (float(target.center[0] + ox), float(target.center[1] + oy)), release_z,
+                      may_turn=align_yaw is None and grasp["kind"] == "centre") \
+        if relation == "on" and release_top is None else None
+    if room is not None and (room.turn or room.rise):
+        if room.turn:
+            folded = wrist_fold(float(grasp["yaw"]) + room.turn, [(float(target.center[0]), float(target.center[1]))],
+                                ROBOT_BASE_XY if base_xy is None else base_xy)
+            turn = float(control.wrap_angle(folded - float(grasp["yaw"])))
+        release_z += room.rise
+        phases.append({"phase": "hand room", "turn": turn, "rise": room.rise, "neighbour_top": room.top})
     if turn:
         carry_yaw = float(control.wrap_angle(grasp["yaw"] + turn))
         r = run("turn", "rotate_wrist", target_yaw=carry_yaw, gripper=control.GRIPPER_CLOSE, tol=0.03, max_steps=80)
@@ -324,10 +340,6 @@ def pick_and_place(
     if opening < min_opening(grasp["kind"], params):
         return finish("transport", f"the object slipped out of the gripper on the way (gripper opening {opening:.4f} m)")
     # 6. lower to the release height
-    clearance = params.release_clearance_in if relation == "in" else params.release_clearance_on
-    release_z = target.top_z + hang + clearance
-    if release_top is not None:  # set it down on this surface (a drawer's floor), not dropped from the rim
-        release_z = release_top + hang + params.release_clearance_on
     if release_z < carry_z:
         r = run("lower", "move_to", xyz=[tx, ty, float(release_z)], gripper=control.GRIPPER_CLOSE,
                 step_clip=0.015, tol=0.008, max_steps=100, **({"target_yaw": carry_yaw} if carry_yaw is not None else {}))
@@ -347,6 +359,15 @@ def pick_and_place(
             max_steps=80)
     s = ex.current_state()
     return finish("retreat", None if s.get("success") else _why(s, phases))
+
+
+def _hand_room(clutter: np.ndarray | None, grasp: Mapping[str, Any], xy: Sequence[float], release_z: float,
+               may_turn: bool) -> ReleasePlan | None:
+    """:func:`~rpent.robots.libero.skills.handroom.release_plan` for setting the object down with
+    the eef at ``xy`` and ``release_z`` (m); None without clutter."""
+    if clutter is None or not len(clutter):
+        return None
+    return release_plan(clutter, xy, float(grasp["yaw"]), release_z, may_turn)
 
 
 def _reachable_carry(carry_z: float, touch_z: float, params: StrategyParams) -> float:

@@ -1,0 +1,93 @@
+"""Room for the hand where an object is set down: the Panda hand is 0.21 m long along its
+closing axis, so lowering a small object beside (or next to) something tall can bring the
+hand down on that neighbour even though the object itself clears it.
+
+:func:`hand_top` reads the highest clutter point under the hand's footprint at a pose;
+:func:`release_plan` chooses, for the set-down pose, a wrist turn of a quarter turn (for an
+object that may be turned: the hand's long side then lies along the other axis) and, where
+neither yaw leaves the hand clear, how much higher to let go.
+
+Frames: world, m, rad. Points are ``float64[N, 3]`` (the clutter cloud of
+:func:`rpent.robots.libero.skills.clutter.clutter_points`). The hand's closing axis at yaw
+``y`` is ``(-sin y, cos y)`` (:mod:`rpent.robots.libero.skills.grasp`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from rpent.robots.libero.skills.grasp import HAND_BOTTOM, HAND_HALF_LENGTH, HAND_HALF_THICKNESS
+
+__all__ = ["HAND_ROOM_MARGIN", "HAND_ROOM_RISE", "MAX_RELEASE_RISE", "ReleasePlan", "hand_top", "release_plan"]
+
+#: free distance (m, xy) kept between the hand's footprint and clutter points.
+HAND_ROOM_MARGIN = 0.01
+#: height (m) the hand's underside keeps above clutter it is lowered next to.
+HAND_ROOM_RISE = 0.01
+#: most (m) a release is raised to keep the hand off a neighbour: the object then drops this
+#: far at most (a box or a pot set down 4-6 cm high lands upright on a flat support).
+MAX_RELEASE_RISE = 0.06
+
+
+@dataclass(frozen=True)
+class ReleasePlan:
+    """How to set an object down with the hand clear of its neighbours.
+
+    Attributes:
+        turn: wrist turn (rad, 0 or +/- pi/2) to apply while carrying.
+        rise: how much (m, >= 0) higher than planned to let go.
+        top: highest clutter point (m) under the hand's footprint at the chosen yaw (``-inf``
+            when none).
+    """
+
+    turn: float
+    rise: float
+    top: float
+
+
+def hand_top(points: np.ndarray, xy: Sequence[float], yaw: float, margin: float = HAND_ROOM_MARGIN) -> float:
+    """Highest z (m) of ``points`` inside the hand's footprint (a rectangle
+    ``HAND_HALF_LENGTH + margin`` along the closing axis and ``HAND_HALF_THICKNESS + margin``
+    across it, centred on the eef's ``xy``, the hand at ``yaw``); ``-inf`` when none is."""
+    p = np.asarray(points, dtype=np.float64).reshape(-1, 3)
+    if len(p) == 0:
+        return -math.inf
+    ax, ay = -math.sin(yaw), math.cos(yaw)
+    dx, dy = p[:, 0] - float(xy[0]), p[:, 1] - float(xy[1])
+    along = np.abs(dx * ax + dy * ay)
+    across = np.abs(-dx * ay + dy * ax)
+    inside = (along <= HAND_HALF_LENGTH + margin) & (across <= HAND_HALF_THICKNESS + margin)
+    return float(p[inside, 2].max()) if inside.any() else -math.inf
+
+
+def release_plan(points: np.ndarray, xy: Sequence[float], yaw: float, release_z: float, may_turn: bool,
+                 margin: float = HAND_ROOM_MARGIN, rise: float = HAND_ROOM_RISE,
+                 max_rise: float = MAX_RELEASE_RISE) -> ReleasePlan:
+    """Where the eef lets go at ``xy``, ``release_z`` (m) with the hand at ``yaw``: its underside
+    (:data:`~rpent.robots.libero.skills.grasp.HAND_BOTTOM` above the eef) must pass ``rise``
+    above every clutter point under its footprint (:func:`hand_top`).
+
+    Clear as planned: no turn, no rise. Else, when ``may_turn`` (the object's orientation on
+    the target does not matter and its grasp is at its centre), a quarter turn where that
+    leaves the hand clear. Else the yaw (of the two) with the lower neighbour, and the release
+    raised until the hand clears it, by at most ``max_rise``."""
+    bottom = float(release_z) + HAND_BOTTOM - rise
+
+    def top(y: float) -> float:
+        return hand_top(points, xy, y, margin)
+
+    t0 = top(yaw)
+    if t0 <= bottom:
+        return ReleasePlan(0.0, 0.0, t0)
+    turn, t = 0.0, t0
+    if may_turn:
+        t1 = top(yaw + math.pi / 2)
+        if t1 <= bottom:
+            return ReleasePlan(math.pi / 2, 0.0, t1)
+        if t1 < t0:
+            turn, t = math.pi / 2, t1
+    return ReleasePlan(turn, float(min(max_rise, t - bottom)), t)
