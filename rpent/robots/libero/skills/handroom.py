@@ -22,7 +22,8 @@ import numpy as np
 
 from rpent.robots.libero.skills.grasp import HAND_BOTTOM, HAND_HALF_LENGTH, HAND_HALF_THICKNESS
 
-__all__ = ["HAND_ROOM_MARGIN", "HAND_ROOM_RISE", "MAX_RELEASE_RISE", "ReleasePlan", "hand_top", "release_plan"]
+__all__ = ["HAND_ROOM_MARGIN", "HAND_ROOM_RISE", "MAX_RELEASE_RISE", "FINGER_REACH", "FINGER_BELOW", "ReleasePlan", "hand_top",
+           "release_plan", "hover_z"]
 
 #: free distance (m, xy) kept between the hand's footprint and clutter points.
 HAND_ROOM_MARGIN = 0.01
@@ -91,3 +92,31 @@ def release_plan(points: np.ndarray, xy: Sequence[float], yaw: float, release_z:
         if t1 < t0:
             turn, t = math.pi / 2, t1
     return ReleasePlan(turn, float(min(max_rise, t - bottom)), t)
+
+
+#: radius (m, xy) round the eef within which the open fingertips pass while the wrist turns
+#: (the tips sit 0.047 m either side of it at any yaw, plus their half width).
+FINGER_REACH = 0.06
+#: depth (m) of the fingertips below the eef point, and height of the hand's underside above it.
+FINGER_BELOW = 0.013
+
+
+def hover_z(points: np.ndarray, xy: Sequence[float], margin: float = HAND_ROOM_RISE + 0.005) -> float:
+    """Lowest eef height (m) at ``xy`` from which the hand may turn about the vertical and come
+    down onto the object without touching a neighbour: the fingertips (:data:`FINGER_BELOW`
+    under the eef, within :data:`FINGER_REACH`) and the hand's underside
+    (:data:`~rpent.robots.libero.skills.grasp.HAND_BOTTOM` over it, within
+    ``HAND_HALF_LENGTH``) each ``margin`` above every clutter point under them; ``-inf``
+    when none is near."""
+    p = np.asarray(points, dtype=np.float64).reshape(-1, 3)
+    if len(p) == 0:
+        return -math.inf
+    d = np.hypot(p[:, 0] - float(xy[0]), p[:, 1] - float(xy[1]))
+    z = -math.inf
+    tips = p[d <= FINGER_REACH + HAND_ROOM_MARGIN]
+    if len(tips):
+        z = max(z, float(tips[:, 2].max()) + FINGER_BELOW + margin)
+    hand = p[d <= HAND_HALF_LENGTH + HAND_ROOM_MARGIN]
+    if len(hand):
+        z = max(z, float(hand[:, 2].max()) - HAND_BOTTOM + margin)
+    return z

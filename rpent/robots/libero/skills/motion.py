@@ -15,7 +15,7 @@ from rpent.robots.libero import control
 from rpent.robots.libero.skills.estimate import PARTIAL_VIEW, ObjectEstimate, refine_estimate
 from rpent.robots.libero.skills.grasp import (FLAT_PRESS_STEPS, ROBOT_BASE_XY, Box, StrategyParams, column_blocked, min_opening,
                                               plan_grasp, wrist_fold)
-from rpent.robots.libero.skills.handroom import ReleasePlan, release_plan
+from rpent.robots.libero.skills.handroom import ReleasePlan, hover_z, release_plan
 
 __all__ = ["StrategyParams", "plan_grasp", "xy_waypoints", "Executor", "InProcessExecutor", "pick_and_place"]
 
@@ -187,8 +187,8 @@ def pick_and_place(
         return True
 
     s0 = control.robot_state(ex.current_state())
-    grasp = plan_grasp(obj, control.eef_yaw(s0["eef_quat"]), params, obstacles, boxes, target.center[:2], clutter,
-                       base_xy)
+    grasp = _hover_clear(plan_grasp(obj, control.eef_yaw(s0["eef_quat"]), params, obstacles, boxes, target.center[:2],
+                                    clutter, base_xy), obj, clutter)
     gx, gy, gz = (float(v) for v in grasp["xyz"])
     hang = gz - obj.bottom_z  # object bottom below the eef while carried
     carry_z = max(params.min_carry_z, target.top_z + hang + params.carry_clearance, grasp["approach_z"])
@@ -229,8 +229,8 @@ def pick_and_place(
                                               source=f"{coarse.source}+{closer.source}(partial: top only)")
                 obj = dataclasses.replace(obj, major_extent=max(obj.major_extent, coarse.major_extent),
                                           minor_extent=max(obj.minor_extent, coarse.minor_extent))
-            grasp = plan_grasp(obj, control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"]), params,
-                               obstacles, boxes, target.center[:2], clutter, base_xy)
+            grasp = _hover_clear(plan_grasp(obj, control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"]),
+                                            params, obstacles, boxes, target.center[:2], clutter, base_xy), obj, clutter)
             gx, gy, gz = (float(v) for v in grasp["xyz"])
             hang = gz - obj.bottom_z
             carry_z = max(params.min_carry_z, target.top_z + hang + params.carry_clearance, grasp["approach_z"],
@@ -359,6 +359,16 @@ def pick_and_place(
             max_steps=80)
     s = ex.current_state()
     return finish("retreat", None if s.get("success") else _why(s, phases))
+
+
+def _hover_clear(grasp: dict, obj: ObjectEstimate, clutter: np.ndarray | None) -> dict:
+    """``grasp`` with its ``approach_z`` raised where the hand, hovering there above the object's
+    centre or the grasp point (and turning its wrist), would touch a neighbour
+    (:func:`~rpent.robots.libero.skills.handroom.hover_z`)."""
+    if clutter is None or not len(clutter):
+        return grasp
+    z = max(hover_z(clutter, obj.center[:2]), hover_z(clutter, grasp["xyz"][:2]))
+    return {**grasp, "approach_z": z} if z > grasp["approach_z"] else grasp
 
 
 def _hand_room(clutter: np.ndarray | None, grasp: Mapping[str, Any], xy: Sequence[float], release_z: float,
