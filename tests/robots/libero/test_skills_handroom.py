@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rpent.robots.libero.skills.grasp import HAND_BOTTOM
-from rpent.robots.libero.skills.handroom import HAND_ROOM_RISE, MAX_RELEASE_RISE, hand_top, release_plan
+from rpent.robots.libero.skills.handroom import FINGER_BELOW, HAND_ROOM_RISE, MAX_RELEASE_RISE, hand_top, hover_z, release_plan
 
 TABLE_Z = 0.425
 
@@ -68,3 +68,15 @@ def test_release_plan_turn_that_does_not_clear_keeps_the_lower_neighbour():
     plan = release_plan(cloud, (0.0, 0.0), 0.0, RELEASE_Z, may_turn=True)
     assert plan.turn == pytest.approx(math.pi / 2)
     assert 0.0 < plan.rise < MAX_RELEASE_RISE
+
+
+def test_hover_z_clears_a_can_beside_a_flat_box():
+    # libero_10_swap t1: a soup can 9 cm tall whose edge stands 4 cm from a cream cheese box lying flat
+    can = _cylinder_points(-0.112, -0.169, 0.035, TABLE_Z, TABLE_Z + 0.093)
+    z = hover_z(can, (-0.037, -0.220))  # above the box, where the wrist camera looks from
+    assert z >= TABLE_Z + 0.093 + FINGER_BELOW
+    assert hover_z(can, (0.2, 0.2)) == -math.inf
+    assert hover_z(np.zeros((0, 3)), (0.0, 0.0)) == -math.inf
+    # a neighbour only the hand (not the fingertips) passes over: the hand's underside clears it
+    far = _cylinder_points(0.0, 0.09, 0.01, TABLE_Z, TABLE_Z + 0.10)
+    assert hover_z(far, (0.0, 0.0)) == pytest.approx(TABLE_Z + 0.10 - HAND_BOTTOM + HAND_ROOM_RISE + 0.005, abs=0.011)
