@@ -5,7 +5,9 @@ hand down on that neighbour even though the object itself clears it.
 :func:`hand_top` reads the highest clutter point under the hand's footprint at a pose;
 :func:`release_plan` chooses, for the set-down pose, a wrist turn of a quarter turn (for an
 object that may be turned: the hand's long side then lies along the other axis) and, where
-neither yaw leaves the hand clear, how much higher to let go.
+neither yaw leaves the hand clear, how much higher to let go. :func:`hover_z` is the lowest
+height from which the open hand may turn and come down onto an object without touching a
+neighbour (a fingertip that grazed a can beside a flat box pushed the can against the box).
 
 Frames: world, m, rad. Points are ``float64[N, 3]`` (the clutter cloud of
 :func:`rpent.robots.libero.skills.clutter.clutter_points`). The hand's closing axis at yaw
