@@ -74,8 +74,8 @@ def slot_offset(target: ObjectEstimate, obj: ObjectEstimate, slot: int, count: i
     centre, e.g. a moka pot by its handle) by :data:`SLOT_SIDE_MIN_GRASP` or more across the
     axis are also set apart across it, each by up to :data:`SLOT_SIDE_OFFSET` (the room the
     target leaves there), the second on the side its grasp point lies: the hand that sets it
-    down then stays off the first one, and their centres lie ~0.10 m apart instead of ~0.084
-    (two moka pots 8.5 cm apart along x touched while the second was lowered, libero_10_swap t8).
+    down then stays off the first one, and their centres lie ~0.10 m apart (~0.084 m along the axis alone:
+    two moka pots 8.5 cm apart along x touched while the second was lowered, libero_10_swap t8).
 
     Raises:
         ValueError: ``slot`` outside ``0..count-1``.
