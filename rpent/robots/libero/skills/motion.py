@@ -136,7 +136,12 @@ def pick_and_place(
             (:func:`~rpent.robots.libero.skills.clutter.clutter_points`): the transport takes
             the route and height :func:`~rpent.robots.libero.skills.clutter.carry_route`
             chooses for the object's centre (an L-shaped detour round a tall neighbour,
-            carried over a shorter one) instead of the straight line.
+            carried over a shorter one) instead of the straight line. The hover above the
+            object is raised until the open hand clears its neighbours
+            (:func:`~rpent.robots.libero.skills.handroom.hover_z`); set down ``on`` a target,
+            a centre-grasped object is turned a quarter turn where that keeps the hand off
+            what stands beside the place, else it is let go higher (by at most 6 cm,
+            :func:`~rpent.robots.libero.skills.handroom.release_plan`).
         base_xy: optional world xy (m) of the robot's base
             (:func:`~rpent.robots.libero.skills.grasp.base_from_home`): the grasp's yaw keeps the
             wrist off its limit at the grasp and at the place
