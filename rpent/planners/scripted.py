@@ -311,7 +311,7 @@ class ScriptedPlanner:
             if k - 1 in slots:
                 slot, count = slots[k - 1]
                 target = layout.slot_target(target, picked.obj, slot, count, layout.SLOT_MAX_OFFSET if goal.relation == "on"
-                                            else layout.SLOT_MAX_OFFSET_IN)
+                                            else layout.SLOT_MAX_OFFSET_IN, layout.handle_offset(picked.obj))
                 where += f" (slot {slot + 1} of {count})"
             say(f"{tag}: picking {picked.object_name} at "
                 f"({picked.obj.center[0]:.3f}, {picked.obj.center[1]:.3f}) and placing it {where} "

@@ -224,3 +224,38 @@ def test_book_is_turned_to_lie_along_the_back_compartment():
     # the book's width along the caddy's long side (mod pi)
     assert abs(math.sin(turned - CADDY.major_yaw)) < 1e-9
     assert abs(turn) == pytest.approx(math.pi - abs(CADDY.major_yaw - BOOK.major_yaw), abs=1e-9)
+
+
+# libero_10_swap t8 s0: a moka pot seen by the front camera (its lid, ``support``, 2 cm off toward the spout)
+# and the stove seen from above
+SWAP_POT = est((-0.046, 0.242, 0.969), 1.037, 0.901, 0.1045, 0.048, 1.4566, support=(-0.048, 0.253, 1.033))
+SWAP_STOVE = est((0.184, 0.063, 0.915), 0.925, 0.90, 0.172, 0.167, 0.0, support=(0.184, 0.063, 0.925))
+
+
+def test_handle_offset_points_at_the_handle_of_a_pot_and_is_none_for_a_box():
+    off = layout.handle_offset(SWAP_POT)
+    assert off is not None and off[1] < -0.04  # the handle lies on the side away from the lid's shift
+    assert layout.handle_offset(CREAM_CHEESE) is None
+
+
+def test_two_pots_held_by_their_handles_are_set_apart_across_the_slot_axis_too():
+    off = layout.handle_offset(SWAP_POT)
+    a = slot_offset(SWAP_STOVE, SWAP_POT, 0, 2, grasp_offset=off)
+    b = slot_offset(SWAP_STOVE, SWAP_POT, 1, 2, grasp_offset=off)
+    plain = slot_offset(SWAP_STOVE, SWAP_POT, 1, 2)
+    assert b[0] == pytest.approx(plain[0])  # along the slot axis (x) as before
+    assert a[1] > 0 > b[1]  # the second pot on the side its handle (the hand) points to: -y here
+    assert max(abs(a[1]), abs(b[1])) <= layout.SLOT_SIDE_OFFSET + 1e-9
+    assert math.hypot(a[0] - b[0], a[1] - b[1]) >= 0.095
+    # handles the other way round: mirrored
+    flipped = slot_offset(SWAP_STOVE, SWAP_POT, 1, 2, grasp_offset=(off[0], -off[1]))
+    assert flipped[1] == pytest.approx(-b[1])
+    # a grasp at the centre, or a single object: no offset across
+    assert slot_offset(SWAP_STOVE, SWAP_POT, 1, 2, grasp_offset=(0.0, 0.005)) == plain
+    assert slot_offset(SWAP_STOVE, SWAP_POT, 0, 1, grasp_offset=off) == (0.0, 0.0)
+
+
+def test_no_offset_across_where_the_target_leaves_no_room():
+    # the stove seen from the front as its knob: narrower than the pot across the axis
+    off = layout.handle_offset(SWAP_POT)
+    assert slot_offset(STOVE, MOKA_POT, 1, 2, grasp_offset=off)[1] == 0.0

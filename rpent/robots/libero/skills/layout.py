@@ -13,7 +13,7 @@ import math
 
 from rpent.robots.libero.skills.estimate import ObjectEstimate
 
-__all__ = ["SLOT_MAX_OFFSET", "SLOT_MAX_OFFSET_IN", "BESIDE_GAP", "BESIDE_MIN_OFFSET", "SIDE_DIRS", "extent_along", "slot_axis", "slot_offset",
+__all__ = ["SLOT_MAX_OFFSET", "SLOT_MAX_OFFSET_IN", "SLOT_SIDE_OFFSET", "SLOT_SIDE_MIN_GRASP", "handle_offset", "BESIDE_GAP", "BESIDE_MIN_OFFSET", "SIDE_DIRS", "extent_along", "slot_axis", "slot_offset",
            "slot_target", "beside_target", "is_rack", "rack_cradle", "RACK_CRADLE_DEPTH", "RACK_CRADLE_INSET",
            "RACK_CARRY_CLEARANCE", "COMPARTMENT_SIDES", "compartment_target", "compartment_turn"]
 
@@ -28,6 +28,10 @@ SLOT_MAX_OFFSET = 0.042
 #: of its centre (``basket.xml`` site ``contain_region``); libero_10 t0's tomato sauce set 3.5 cm
 #: off a basket centre estimated 1-3 cm off was not counted in.
 SLOT_MAX_OFFSET_IN = 0.02
+#: two objects gripped off their centre go this far (m) at most to either side across their slot
+#: axis (:func:`slot_offset`), when the grasp point lies at least ``SLOT_SIDE_MIN_GRASP`` (m) to one side.
+SLOT_SIDE_OFFSET = 0.035
+SLOT_SIDE_MIN_GRASP = 0.02
 #: free gap (m) between a reference object's footprint and an object placed beside it.
 BESIDE_GAP = 0.02
 #: smallest centre distance (m) of a spot beside a reference (a small or partly seen reference).
@@ -53,7 +57,8 @@ def slot_axis(obj: ObjectEstimate) -> tuple[float, float]:
 
 
 def slot_offset(target: ObjectEstimate, obj: ObjectEstimate, slot: int, count: int,
-                max_offset: float = SLOT_MAX_OFFSET) -> tuple[float, float]:
+                max_offset: float = SLOT_MAX_OFFSET, grasp_offset: tuple[float, float] | None = None
+                ) -> tuple[float, float]:
     """xy offset (m) from the target's centre of slot ``slot`` (0-based) of ``count`` objects
     side by side on or in ``target`` along :func:`slot_axis` (from +x to -x, i.e. the far side
     first, so a later object is not carried past an earlier one; from -y to +y).
@@ -64,6 +69,13 @@ def slot_offset(target: ObjectEstimate, obj: ObjectEstimate, slot: int, count: i
     :data:`SLOT_MAX_OFFSET_IN` in a container). A target seen narrower than the
     object along the axis (a stove whose front camera view is mostly its knob) is not
     trusted: its part is taken as the object's extent plus 3 cm. ``count`` 1 gives (0, 0).
+
+    Two objects held off their centre (``grasp_offset``, m: grasp point minus the object's
+    centre, e.g. a moka pot by its handle) by :data:`SLOT_SIDE_MIN_GRASP` or more across the
+    axis are also set apart across it, each by up to :data:`SLOT_SIDE_OFFSET` (the room the
+    target leaves there), the second on the side its grasp point lies: the hand that sets it
+    down then stays off the first one, and their centres lie ~0.10 m apart (~0.084 m along the axis alone:
+    two moka pots 8.5 cm apart along x touched while the second was lowered, libero_10_swap t8).
 
     Raises:
         ValueError: ``slot`` outside ``0..count-1``.
@@ -82,14 +94,38 @@ def slot_offset(target: ObjectEstimate, obj: ObjectEstimate, slot: int, count: i
     room = max(0.0, width / 2.0 - size / 2.0)
     lim = min(max_offset, room)
     off = float(max(-lim, min(lim, raw)))
-    return axis[0] * off, axis[1] * off
+    dx, dy = axis[0] * off, axis[1] * off
+    if count == 2 and grasp_offset is not None:
+        across = (axis[1], axis[0])
+        side = grasp_offset[0] * across[0] + grasp_offset[1] * across[1]
+        if abs(side) >= SLOT_SIDE_MIN_GRASP:
+            room = max(0.0, extent_along(target, across) / 2.0 - extent_along(obj, across) / 2.0)
+            a = min(SLOT_SIDE_OFFSET, room) * (1.0 if side > 0 else -1.0) * (1.0 if slot == 1 else -1.0)
+            dx, dy = dx + across[0] * a, dy + across[1] * a
+    return dx, dy
+
+
+def handle_offset(obj: ObjectEstimate) -> tuple[float, float] | None:
+    """Grasp point minus the carried centre (m, xy) of an object held by its handle (a moka pot,
+    :func:`~rpent.robots.libero.skills.grasp.handle_point`; a pan,
+    :func:`~rpent.robots.libero.skills.grasp.pan_handle`); None for any other object."""
+    from rpent.robots.libero.skills.grasp import handle_point, pan_handle
+
+    pan = pan_handle(obj)
+    if pan is not None:
+        (hx, hy), (bx, by) = pan
+        return hx - bx, hy - by
+    h = handle_point(obj)
+    if h is None or obj.support is None:
+        return None
+    return h[0] - obj.support[0], h[1] - obj.support[1]
 
 
 def slot_target(target: ObjectEstimate, obj: ObjectEstimate, slot: int, count: int,
-                max_offset: float = SLOT_MAX_OFFSET) -> ObjectEstimate:
+                max_offset: float = SLOT_MAX_OFFSET, grasp_offset: tuple[float, float] | None = None) -> ObjectEstimate:
     """``target`` with its centre (and ``support`` centre) moved to slot ``slot`` of ``count``
     (:func:`slot_offset`)."""
-    dx, dy = slot_offset(target, obj, slot, count, max_offset)
+    dx, dy = slot_offset(target, obj, slot, count, max_offset, grasp_offset)
     c = target.center
     sup = target.support
     return dataclasses.replace(target, center=(c[0] + dx, c[1] + dy, c[2]),

@@ -13,7 +13,9 @@ import numpy as np
 
 from rpent.robots.libero import control
 from rpent.robots.libero.skills.estimate import PARTIAL_VIEW, ObjectEstimate, refine_estimate
-from rpent.robots.libero.skills.grasp import FLAT_PRESS_STEPS, Box, StrategyParams, column_blocked, min_opening, plan_grasp
+from rpent.robots.libero.skills.grasp import (FLAT_PRESS_STEPS, ROBOT_BASE_XY, Box, StrategyParams, column_blocked, min_opening,
+                                              plan_grasp, wrist_fold)
+from rpent.robots.libero.skills.handroom import ReleasePlan, hover_z, release_plan
 
 __all__ = ["StrategyParams", "plan_grasp", "xy_waypoints", "Executor", "InProcessExecutor", "pick_and_place",
            "FLAT_CARRY_TILT", "flat_tilt_drop", "release_hang"]
@@ -160,7 +162,12 @@ def pick_and_place(
             (:func:`~rpent.robots.libero.skills.clutter.clutter_points`): the transport takes
             the route and height :func:`~rpent.robots.libero.skills.clutter.carry_route`
             chooses for the object's centre (an L-shaped detour round a tall neighbour,
-            carried over a shorter one) instead of the straight line.
+            carried over a shorter one) instead of the straight line. The hover above the
+            object is raised until the open hand clears its neighbours
+            (:func:`~rpent.robots.libero.skills.handroom.hover_z`); set down ``on`` a target,
+            a centre-grasped object is turned a quarter turn where that keeps the hand off
+            what stands beside the place, else it is let go higher (by at most 6 cm,
+            :func:`~rpent.robots.libero.skills.handroom.release_plan`).
         base_xy: optional world xy (m) of the robot's base
             (:func:`~rpent.robots.libero.skills.grasp.base_from_home`): the grasp's yaw keeps the
             wrist off its limit at the grasp and at the place
@@ -216,8 +223,8 @@ def pick_and_place(
         return True
 
     s0 = control.robot_state(ex.current_state())
-    grasp = plan_grasp(obj, control.eef_yaw(s0["eef_quat"]), params, obstacles, boxes, target.center[:2], clutter,
-                       base_xy)
+    grasp = _hover_clear(plan_grasp(obj, control.eef_yaw(s0["eef_quat"]), params, obstacles, boxes, target.center[:2],
+                                    clutter, base_xy), obj, clutter)
     gx, gy, gz = (float(v) for v in grasp["xyz"])
     hang = gz - obj.bottom_z  # object bottom below the eef while carried
     carry_z = max(params.min_carry_z, target.top_z + hang + params.carry_clearance, grasp["approach_z"])
@@ -258,8 +265,8 @@ def pick_and_place(
                                               source=f"{coarse.source}+{closer.source}(partial: top only)")
                 obj = dataclasses.replace(obj, major_extent=max(obj.major_extent, coarse.major_extent),
                                           minor_extent=max(obj.minor_extent, coarse.minor_extent))
-            grasp = plan_grasp(obj, control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"]), params,
-                               obstacles, boxes, target.center[:2], clutter, base_xy)
+            grasp = _hover_clear(plan_grasp(obj, control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"]),
+                                            params, obstacles, boxes, target.center[:2], clutter, base_xy), obj, clutter)
             gx, gy, gz = (float(v) for v in grasp["xyz"])
             hang = gz - obj.bottom_z
             carry_z = max(params.min_carry_z, target.top_z + hang + params.carry_clearance, grasp["approach_z"],
@@ -329,6 +336,20 @@ def pick_and_place(
     turn = 0.0
     if align_yaw is not None:
         turn = (align_yaw - obj.major_yaw + math.pi / 2) % math.pi - math.pi / 2
+    clearance = params.release_clearance_in if relation == "in" else params.release_clearance_on
+    release_z = target.top_z + hang + clearance
+    if release_top is not None:  # set it down on this surface (a drawer's floor), not dropped from the rim
+        release_z = release_top + hang + params.release_clearance_on
+    room = _hand_room(clutter, grasp, (float(target.center[0] + ox), float(target.center[1] + oy)), release_z,
+                      may_turn=align_yaw is None and grasp["kind"] == "centre") \
+        if relation == "on" and release_top is None else None
+    if room is not None and (room.turn or room.rise):
+        if room.turn:
+            folded = wrist_fold(float(grasp["yaw"]) + room.turn, [(float(target.center[0]), float(target.center[1]))],
+                                ROBOT_BASE_XY if base_xy is None else base_xy)
+            turn = float(control.wrap_angle(folded - float(grasp["yaw"])))
+        release_z += room.rise
+        phases.append({"phase": "hand room", "turn": turn, "rise": room.rise, "neighbour_top": room.top})
     if turn:
         carry_yaw = float(control.wrap_angle(grasp["yaw"] + turn))
         r = run("turn", "rotate_wrist", target_yaw=carry_yaw, gripper=control.GRIPPER_CLOSE, tol=0.03, max_steps=80)
@@ -370,11 +391,8 @@ def pick_and_place(
         seen = carried_bottom(ex.current_state())
         new_hang = release_hang(hang, eef_z, seen)
         phases.append({"phase": "carried look", "seen_bottom": seen, "hang": hang, "release_hang": new_hang})
+        release_z += new_hang - hang  # the release height planned before the carry, with the hang measured
         hang = new_hang
-    clearance = params.release_clearance_in if relation == "in" else params.release_clearance_on
-    release_z = target.top_z + hang + clearance
-    if release_top is not None:  # set it down on this surface (a drawer's floor), not dropped from the rim
-        release_z = release_top + hang + params.release_clearance_on
     if release_z < carry_z:
         r = run("lower", "move_to", xyz=[tx, ty, float(release_z)], gripper=control.GRIPPER_CLOSE,
                 step_clip=0.015, tol=0.008, max_steps=100, **({"target_yaw": carry_yaw} if carry_yaw is not None else {}))
@@ -394,6 +412,25 @@ def pick_and_place(
             max_steps=80)
     s = ex.current_state()
     return finish("retreat", None if s.get("success") else _why(s, phases))
+
+
+def _hover_clear(grasp: dict, obj: ObjectEstimate, clutter: np.ndarray | None) -> dict:
+    """``grasp`` with its ``approach_z`` raised where the hand, hovering there above the object's
+    centre or the grasp point (and turning its wrist), would touch a neighbour
+    (:func:`~rpent.robots.libero.skills.handroom.hover_z`)."""
+    if clutter is None or not len(clutter):
+        return grasp
+    z = max(hover_z(clutter, obj.center[:2]), hover_z(clutter, grasp["xyz"][:2]))
+    return {**grasp, "approach_z": z} if z > grasp["approach_z"] else grasp
+
+
+def _hand_room(clutter: np.ndarray | None, grasp: Mapping[str, Any], xy: Sequence[float], release_z: float,
+               may_turn: bool) -> ReleasePlan | None:
+    """:func:`~rpent.robots.libero.skills.handroom.release_plan` for setting the object down with
+    the eef at ``xy`` and ``release_z`` (m); None without clutter."""
+    if clutter is None or not len(clutter):
+        return None
+    return release_plan(clutter, xy, float(grasp["yaw"]), release_z, may_turn)
 
 
 def _reachable_carry(carry_z: float, touch_z: float, params: StrategyParams) -> float:
