@@ -1,0 +1,112 @@
+"""The scripted planner's push and path-clearing steps (:class:`rpent.planners.scripted.ScriptedPlanner`).
+
+Each takes the planner's ``call(tool, **args) -> dict`` (one toolkit call, recorded like an LLM
+planner's), ``say(text)`` (a line of the transcript) and the parsed step
+(:mod:`rpent.robots.libero.skills.language`).
+"""
+
+from __future__ import annotations
+
+from rpent.planners.scripted_executor import ToolExecutor
+
+__all__ = ["clear_drawer_path", "push_if_flat", "push_step"]
+
+
+def clear_drawer_path(call, say, goal, later) -> bool:
+    """Before opening a drawer: move each object a later step picks that stands in the
+    drawer's path (:mod:`rpent.robots.libero.skills.clearing`) to a free spot on the table.
+    Returns True when something was moved (successfully or not: the steps that follow
+    re-localise it)."""
+    from rpent.robots.libero import strategy
+    from rpent.robots.libero.skills import clearing, fixtures, scene
+
+    if not later:
+        return False
+    _, part, _ = scene.find_fixture_part(call, goal.fixture_phrase, goal.part_words, "slide")
+    sweep = clearing.sweep_box(part, fixtures.DRAWER_TRAVEL)
+    if sweep is None:
+        return False
+    moved = False
+    for g in later:
+        try:
+            insts = scene.find_instances(call, g.object_phrase)
+            inst = scene.choose_instance(call, g.object_qualifier, insts)
+        except scene.NotFound:
+            continue  # the step itself will say so
+        if not clearing.in_sweep(inst.est, sweep):
+            continue
+        spot = clearing.find_free_spot(call, inst.est, sweep, inst.est.bottom_z)
+        if spot is None:
+            say(f"The {g.object_phrase} stands in the path of the drawer ({goal.describe()}), but I found no "
+                "free spot on the table to move it to; opening anyway.")
+            continue
+        say(f"The {g.object_phrase} at ({inst.est.center[0]:.3f}, {inst.est.center[1]:.3f}) stands in the path "
+            f"of the drawer I am about to open (it would end up under it); moving it to the free spot "
+            f"({spot[0]:.3f}, {spot[1]:.3f}) first.")
+        others = tuple(i.est for i in insts if i.name != inst.name)
+        out = strategy.pick_and_place(ToolExecutor(call), inst.est, clearing.table_target(*spot, inst.est.bottom_z),
+                                      "on", relocate=scene.wrist_relocator(call, g.object_phrase, inst.est),
+                                      obstacles=others, boxes=scene.furniture_boxes(call))
+        if out.get("stage") != "retreat":
+            say(f"Moving the {g.object_phrase} out of the way stopped at {out.get('stage')}: "
+                f"{out.get('reason') or 'unknown'}; carrying on.")
+        moved = True
+    return moved
+
+def push_step(call, say, goal) -> dict:
+    """Push the object to the goal's side of the reference (:mod:`rpent.robots.libero.skills.push`),
+    looking at it again on the agentview camera after each leg (the instance nearest where
+    it should be, within 0.12 m)."""
+    import math
+
+    from rpent.robots.libero.skills import push, scene
+
+    insts = scene.find_instances(call, goal.object_phrase)
+    obj = scene.choose_instance(call, goal.object_qualifier, insts).est
+    ref = scene.find_instances(call, goal.target_phrase)[0].est
+    gx, gy = push.push_goal(ref, obj, goal.side)
+    say(f"{goal.describe()}: the {goal.object_phrase} is at ({obj.center[0]:.3f}, {obj.center[1]:.3f}), the "
+        f"{goal.target_phrase} at ({ref.center[0]:.3f}, {ref.center[1]:.3f}); pushing it to ({gx:.3f}, {gy:.3f}).")
+    # round the reference, not into it (its box from its support surface, push.reference_box)
+    route = push.push_route(obj.center[:2], (gx, gy), max(obj.major_extent, obj.minor_extent) / 2.0,
+                            push.reference_box(ref), goal.side)
+    if len(route) > 1:
+        say(f"A straight push would run the {goal.object_phrase} into the {goal.target_phrase}: pushing it to "
+            f"({route[0][0]:.3f}, {route[0][1]:.3f}) first, then on to its goal.")
+    from rpent.robots.libero.skills import pathclear
+
+    # what stands in its way or where it ends is set aside first (it cannot be lifted over it)
+    pathclear.clear_push_path(call, say, ToolExecutor(call), obj, [obj.center[:2], *route], [push.reference_box(ref)])
+    def relook(predicted):
+        """The instance nearest where the object should be now; the only instance of its
+        kind wherever it is; None when several are and none lies within 0.12 m."""
+        try:
+            seen = scene.find_instances(call, goal.object_phrase)
+        except scene.NotFound:
+            return None
+        best = min(seen, key=lambda i: math.hypot(i.est.center[0] - predicted[0], i.est.center[1] - predicted[1]))
+        if len(seen) > 1 and math.hypot(best.est.center[0] - predicted[0], best.est.center[1] - predicted[1]) > 0.12:
+            return None
+        return best.est
+
+    return push.push_object(ToolExecutor(call), obj, (gx, gy), relook=relook, via=route[:-1],
+                            max_legs=push.PUSH_MAX_LEGS + push.PUSH_VIA_LEGS * (len(route) - 1))
+
+def push_if_flat(call, say, goal):
+    """A step putting an object beside a reference, as a push when the object is too flat
+    and wide to be gripped from above (:func:`~rpent.robots.libero.skills.push.needs_push`:
+    "move the plate to the stove's front"); ``goal`` itself otherwise, or when the object
+    is not seen (the step then says so)."""
+    from rpent.robots.libero import strategy
+    from rpent.robots.libero.skills import push, scene
+
+    try:
+        obj = scene.choose_instance(call, goal.object_qualifier, scene.find_instances(call, goal.object_phrase)).est
+    except scene.NotFound:
+        return goal
+    if not push.needs_push(obj):
+        return goal
+    say(f"The {goal.object_phrase} is {obj.height * 100:.1f} cm tall and {obj.minor_extent * 100:.0f} cm across: too "
+        "flat and wide to grip from above, so I push it there.")
+    return strategy.PushGoal(goal.object_phrase, goal.target_phrase, goal.target_side, goal.instruction,
+                             goal.object_qualifier)
