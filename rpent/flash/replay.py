@@ -49,11 +49,11 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import time
 import uuid
 from pathlib import Path
 
+from rpent.flash.episode import REPORT_NAME, episode_identity, server_identity, write_report
 from rpent.flash.files import FlashFileError, find_plan, load_flash
 from rpent.flash.generate import FIXTURE_CAMERA, fixture_estimate
 from rpent.planners.base import Finish, PlannerConfig, PlannerResult, PlannerStats
@@ -226,9 +226,9 @@ class FlashPlanner:
         self._log = []
         self._episode_over = False
         report: dict = {"schema_version": 1, "planner": "flash", "plan": None, "flash_dir": str(self.flash_dir()),
-                        "env_server": _server_identity(toolkit), "steps": self._log}
+                        "env_server": server_identity(toolkit), "steps": self._log}
         try:
-            suite, task, seed = _identity(toolkit, user_message)
+            suite, task, seed = episode_identity(toolkit, user_message)
             report.update(suite=suite, task=task, seed=seed)
             flash_dir = self.flash_dir()
             cell = find_plan(flash_dir, suite, task)
@@ -269,7 +269,7 @@ class FlashPlanner:
                       relocalised=sum(1 for e in self._log if e["op"] == "locate" and e["found"]),
                       not_found=sum(1 for e in self._log if e["op"] == "locate" and not e["found"]),
                       repairs=sum(1 for e in self._log if e["op"] == "repair"))
-        _write_report(toolkit, report)
+        write_report(toolkit, report)
         return result
 
     # ------------------------------------------------------------------ replay
@@ -584,47 +584,3 @@ class FlashPlanner:
         else:
             result.error = f"finish refused: {res.get('error')}"
             result.stop_reason = "error"
-
-
-REPORT_NAME = "flash_replay.json"
-"""Run artifact of every flash replay: what was replayed and what was re-localised."""
-
-
-def _server_identity(toolkit) -> dict:
-    """Which env server served the episode (its ``get_env_meta``: init state, and for the shared
-    server of :mod:`rpent.flash.env_server` its pid and how often it moved to another seed)."""
-    meta = getattr(getattr(toolkit, "env", None), "meta", None) or {}
-    keys = ("suite", "task", "seed", "init_state_id", "init_state_sha256", "server_pid", "seed_switches")
-    out = {k: meta[k] for k in keys if k in meta}
-    out["shared"] = "seed_switches" in meta
-    return out
-
-
-def _write_report(toolkit, report: dict) -> None:
-    """Write ``flash_replay.json`` into the run directory (a run artifact); never raises."""
-    record = getattr(toolkit, "record", None)
-    if record is None:
-        return
-    try:
-        from rpent.recording.atomic import write_bytes_atomic
-        from rpent.run.record import dumps_json
-
-        write_bytes_atomic(record.dir / REPORT_NAME, dumps_json(report).encode("utf-8"))
-        record.add_run_artifact(REPORT_NAME)
-    except Exception:  # noqa: BLE001 — the transcript still holds every call
-        pass
-
-
-_IDENT = re.compile(r"suite (\S+?), task (\d+), seed (\d+)")
-
-
-def _identity(toolkit, user_message: str) -> tuple[str, int, int]:
-    """(suite, task, seed) of the live episode: the env server's meta, else the task message."""
-    meta = getattr(getattr(toolkit, "env", None), "meta", None) or {}
-    if all(k in meta for k in ("suite", "task", "seed")):
-        return str(meta["suite"]), int(meta["task"]), int(meta["seed"])
-    m = _IDENT.search(user_message)
-    if not m:
-        raise FlashFileError("flash_plan_missing", "cannot tell the suite and task of this episode (no env meta, "
-                                                   "no 'suite S, task T, seed N' in the task message)")
-    return m.group(1), int(m.group(2)), int(m.group(3))
