@@ -7,7 +7,7 @@ import re
 
 from rpent.flash.files import FlashFileError
 
-__all__ = ["REPORT_NAME", "episode_identity", "server_identity", "write_report"]
+__all__ = ["REPORT_NAME", "episode_identity", "qualified_instances", "server_identity", "task_instruction", "write_report"]
 
 REPORT_NAME = "flash_replay.json"
 """Run artifact of every flash replay: what was replayed and what was re-localised."""
@@ -51,3 +51,40 @@ def episode_identity(toolkit, user_message: str) -> tuple[str, int, int]:
         raise FlashFileError("flash_plan_missing", "cannot tell the suite and task of this episode (no env meta, "
                                                    "no 'suite S, task T, seed N' in the task message)")
     return m.group(1), int(m.group(2)), int(m.group(3))
+
+
+_TASK_LINE = re.compile(r"^Task: (.+)$", re.MULTILINE)
+
+
+def task_instruction(user_message: str) -> str:
+    """The instruction of the runner's task message (its ``Task: ...`` line); "" when absent."""
+    m = _TASK_LINE.search(user_message or "")
+    return m.group(1).strip() if m else ""
+
+
+def qualified_instances(call, instruction: str) -> dict[str, str]:
+    """``{segment prompt: instance name}`` for each object phrase of ``instruction`` that a spatial
+    qualifier singles out among several instances ("the akita black bowl not between the plate and
+    the ramekin" -> ``{"akita black bowl": "akita_black_bowl_2"}``), resolved on the scene as it is
+    now with the offline planner's own rules (:func:`rpent.robots.libero.skills.scene.bind_qualified`).
+
+    ``call(tool, args) -> dict`` is the planner's tool call. A phrase that two qualifiers bind to
+    different instances ("the left plate", "the right plate") is left out, as is everything when
+    the instruction cannot be read or a look fails: the replay then keeps the instance nearest the
+    recorded centre. Never raises."""
+    if not instruction:
+        return {}
+    try:
+        from rpent.robots.libero.skills import language, scene
+
+        plan = language.parse_task(instruction)
+        if isinstance(plan, language.Unsupported):
+            return {}
+        goals = [g for g in plan.steps if isinstance(g, language.PickPlaceGoal)]
+        bound = scene.bind_qualified(call, goals)
+    except Exception:  # noqa: BLE001 - a replay without the binding still runs (nearest instance)
+        return {}
+    names: dict[str, set[str]] = {}
+    for (phrase, _qualifier), name in bound.items():
+        names.setdefault(phrase, set()).add(name)
+    return {phrase: next(iter(ns)) for phrase, ns in names.items() if len(ns) == 1}

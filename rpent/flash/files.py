@@ -38,7 +38,8 @@ moved (:func:`rpent.flash.generate.fixture_anchors`); the replay re-reads it wit
 
 ``op: locate`` re-localises an anchor (``segment`` with the anchor's prompt on that camera;
 with ``"instances": n`` > 1, the source look found n instances and the observation is the one the
-run used: the replay asks for all instances and keeps the one nearest the recorded centre).
+run used: the replay asks for all instances and keeps the one the instruction's spatial qualifier
+designates in the live scene, else the one nearest the recorded centre).
 In an ``op: tool`` step bound to an anchor, ``args["xyz"]`` is rebuilt as
 ``live_center_xy + offset_xy`` with the stored absolute z, and a stored ``target_yaw`` is
 turned by the change of the anchor's grasp axis (only for elongated footprints, the rule of

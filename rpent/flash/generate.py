@@ -20,10 +20,11 @@ motion are anchors too (:func:`fixture_anchors`), bound only by waypoints with n
 within the radius; while the gripper is closed on a part (a drawer pull), every farther waypoint
 follows that part too. A plan keeps only the parts some waypoint is bound to.
 A look that found several instances of its prompt (``segment(all_instances=True)``: both black
-bowls of a libero_spatial scene) stands for the instance the run went on to use, the one nearest
-(XY) to the first following waypoint within the bind radius of any of them (:func:`pick_instance`),
-not for the top-scored one; its ``locate`` step says ``"instances": n`` so the replay looks at all
-of them too and keeps the one nearest the recorded centre.
+bowls of a libero_spatial scene) stands for the instance the run went on to use, the one some
+following waypoint comes nearest (XY, within the bind radius: the grasp or the place over it;
+:func:`pick_instance`), not for the top-scored one; its ``locate`` step says ``"instances": n`` so
+the replay looks at all of them too and keeps the one the instruction's qualifier designates in the
+live scene, else the one nearest the recorded centre.
 The plan's ``source`` names the audit and recipe, the run's label, predicate and verdict and the
 short form of its provenance (:func:`rpent.recording.provenance.provenance_summary`);
 ``generated_by`` is the provenance of the ``rpent-flash generate`` invocation itself.
@@ -203,24 +204,28 @@ def pick_instance(res: dict, later: list[dict], bind_radius_m: float) -> tuple[d
     """The instance of a ``segment`` result that the run used: ``(object_estimate, object, n)``.
 
     With one instance (or no ``instances`` list) that is the result's own estimate, ``n`` 1. With
-    ``n`` > 1 instances it is the instance whose estimate centre is nearest (XY, m, world frame) to
-    the first ``xyz`` waypoint of ``later`` (the recipe commands after the look) that lies within
-    ``bind_radius_m`` of some instance: the run's grasp went there. No such waypoint: the
-    result's own (top) estimate.
+    ``n`` > 1 instances it is the instance whose estimate centre comes nearest (XY, m, world frame)
+    to any ``xyz`` waypoint of ``later`` (the recipe commands after the look) within
+    ``bind_radius_m``: a grasp goes down over the centre of the object it picks, a place over the
+    centre of its target, while a carry passing an unused instance rarely crosses its centre.
+    No waypoint within the radius: the result's own (top) estimate.
     """
     insts = [i for i in (res.get("instances") or []) if isinstance(i, dict) and i.get("object_estimate")]
     if len(insts) < 2:
         return res["object_estimate"], res.get("object"), 1
+    best, best_d = None, bind_radius_m
     for cmd in later:
         xyz = cmd.get("xyz")
         if not (isinstance(xyz, list) and len(xyz) == 3):
             continue
-        d = [math.hypot(xyz[0] - i["object_estimate"]["center"][0], xyz[1] - i["object_estimate"]["center"][1])
-             for i in insts]
-        if min(d) <= bind_radius_m:
-            best = insts[d.index(min(d))]
-            return best["object_estimate"], best.get("object"), len(insts)
-    return res["object_estimate"], res.get("object"), len(insts)
+        for inst in insts:
+            c = inst["object_estimate"]["center"]
+            d = math.hypot(xyz[0] - c[0], xyz[1] - c[1])
+            if d <= best_d:
+                best, best_d = inst, d
+    if best is None:
+        return res["object_estimate"], res.get("object"), len(insts)
+    return best["object_estimate"], best.get("object"), len(insts)
 
 
 def fixture_estimate(view: dict, fixture: str, part: str) -> dict | None:

@@ -53,7 +53,7 @@ import time
 import uuid
 from pathlib import Path
 
-from rpent.flash.episode import REPORT_NAME, episode_identity, server_identity, write_report
+from rpent.flash.episode import REPORT_NAME, episode_identity, qualified_instances, server_identity, task_instruction, write_report
 from rpent.flash.files import FlashFileError, find_plan, load_flash
 from rpent.flash.generate import FIXTURE_CAMERA, fixture_estimate
 from rpent.planners.base import Finish, PlannerConfig, PlannerResult, PlannerStats
@@ -237,7 +237,7 @@ class FlashPlanner:
             report["plan_steps"] = len(plan["steps"])
             say(f"Flash replay of {cell} ({len(plan['steps'])} steps) from {flash_dir} on {suite} task {task} "
                 f"seed {seed}.")
-            self._replay(plan, anchors, call, say, toolkit)
+            self._replay(plan, anchors, call, say, toolkit, task_instruction(user_message))
             solved = toolkit.solved()
             if not solved and not self._episode_over and self._ends_holding(plan["steps"]):
                 self._final_release(call, say)
@@ -273,8 +273,14 @@ class FlashPlanner:
         return result
 
     # ------------------------------------------------------------------ replay
-    def _replay(self, plan: dict, anchors_doc: dict, call, say, toolkit) -> None:
+    def _replay(self, plan: dict, anchors_doc: dict, call, say, toolkit, instruction: str = "") -> None:
         anchors = {a["id"]: a for a in anchors_doc["anchors"]}
+        # a look that found several instances: the one the instruction's qualifier designates in
+        # this scene ("the bowl not between the plate and the ramekin"), resolved before anything moves
+        names = qualified_instances(call, instruction) if any(
+            s["op"] == "locate" and int(s.get("instances") or 1) > 1 for s in plan["steps"]) else {}
+        if names:
+            say("Qualified objects in this scene: " + ", ".join(f"'{p}' is {n}" for p, n in sorted(names.items())) + ".")
         live: dict[str, dict[int, dict]] = {aid: {} for aid in anchors}  # anchor -> observation -> estimate
         self._shift: dict[str, tuple[float, float]] = {}  # anchor -> XY shift of its grasp after a blocked descent
         fixtures_view: dict | None = None  # the view_fixtures result of the current run of fixture locates
@@ -291,8 +297,10 @@ class FlashPlanner:
                         fixtures_view, str(anchor.get("object")), str(anchor.get("part")))
                 else:
                     ref0 = anchor["observations"][k].get("estimate") or {}
-                    near = ref0.get("center") if int(step.get("instances") or 1) > 1 else None
-                    est = self._locate(call, anchor["prompt"], step.get("camera") or "agentview", near)
+                    several = int(step.get("instances") or 1) > 1
+                    near = ref0.get("center") if several else None
+                    est = self._locate(call, anchor["prompt"], step.get("camera") or "agentview", near,
+                                       names.get(anchor["prompt"]) if several else None)
                 ref = (anchor["observations"][k].get("estimate") or {}) if k < len(anchor["observations"]) else {}
                 self._log.append({"plan_step": i, "op": "locate", "anchor": aid, "prompt": anchor["prompt"],
                                   "camera": step.get("camera") or "agentview", "observation": k,
@@ -543,13 +551,14 @@ class FlashPlanner:
         return args
 
     @staticmethod
-    def _locate(call, prompt: str, camera: str, near: list | None = None) -> dict | None:
+    def _locate(call, prompt: str, camera: str, near: list | None = None, name: str | None = None) -> dict | None:
         """Live estimate of an anchor: ``segment``'s object estimate, else ``back_project`` of its box.
 
         ``near`` (recorded centre, m, world frame; for a look that found several instances in the
-        source run): ``segment(all_instances=True)`` and the instance whose estimate centre is
-        nearest ``near`` in XY (the seeds of a task perturb positions by a few cm; instances stand
-        farther apart)."""
+        source run): ``segment(all_instances=True)`` and the instance named ``name`` (the one the
+        instruction's qualifier designates, :func:`qualified_instances`) where it is among them,
+        else the one whose estimate centre is nearest ``near`` in XY (the seeds of a task perturb
+        positions by a few cm; instances stand farther apart)."""
         args = {"prompt": prompt, "camera": camera}
         if near is not None:
             args["all_instances"] = True
@@ -557,6 +566,9 @@ class FlashPlanner:
         if "error" in seg or not seg.get("found"):
             return None
         insts = [i for i in (seg.get("instances") or []) if isinstance(i, dict) and i.get("object_estimate")]
+        named = [i for i in insts if name is not None and i.get("object") == name]
+        if near is not None and named:
+            return dict(named[0]["object_estimate"])
         if near is not None and insts:
             best = min(insts, key=lambda i: math.hypot(float(i["object_estimate"]["center"][0]) - float(near[0]),
                                                        float(i["object_estimate"]["center"][1]) - float(near[1])))

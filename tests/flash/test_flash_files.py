@@ -676,7 +676,7 @@ def test_only_waypoints_on_the_way_between_two_anchored_ones_are_interpolated():
 def test_a_look_at_several_instances_stands_for_the_one_the_run_grasped():
     """libero_spatial_swap task 3 (two akita black bowls): the source look listed both, top-scored
     the one 16 cm away, and the run grasped the other (on the cookies box). The anchor is the grasped
-    instance (nearest the first following waypoint within the radius), its locate step says
+    instance (the one some following waypoint comes nearest, within the radius), its locate step says
     ``instances: 2``, and the replay looks at all instances and keeps the one nearest the recorded
     centre, whichever the live top result is."""
     from rpent.flash.generate import pick_instance
@@ -690,6 +690,14 @@ def test_a_look_at_several_instances_stands_for_the_one_the_run_grasped():
     assert (est, obj, n) == (used, "bowl_1", 2)
     assert pick_instance(res, later[:2], 0.15) == (far, "bowl_2", 2)  # no waypoint near either: the top one
     assert pick_instance({"object": "x", "object_estimate": used}, later, 0.15) == (used, "x", 1)
+    # libero_spatial_task task 0 ("the bowl not between the plate and the ramekin"): the first waypoint
+    # after the look (a hover by the ramekin) is 9 cm from the unused bowl; the grasp hover that
+    # follows is 1 mm from the used one
+    unused, grasped = _est(-0.2548, 0.2266), _est(-0.1699, 0.324)
+    res0 = {"found": True, "object": "bowl_1", "object_estimate": unused,
+            "instances": [{"object": "bowl_1", "object_estimate": unused}, {"object": "bowl_2", "object_estimate": grasped}]}
+    later0 = [{"action": "move_to", "xyz": [-0.1897, 0.1623, 1.10]}, {"action": "move_to", "xyz": [-0.171, 0.3245, 1.03]}]
+    assert pick_instance(res0, later0, 0.15) == (grasped, "bowl_2", 2)
 
     anchors = {"anchors": [{"id": "a0", "prompt": "akita black bowl", "object": "bowl_1", "observations": [
         {"camera": "agentview", "estimate": used, "object": "bowl_1", "instances": 2}]}]}
