@@ -34,6 +34,12 @@ Step = Annotated[int, Field(description="step index: 0 = initial, -1 = latest")]
 SAM3_FALLBACK = "Use manual visual localization and back_project."
 
 
+def _lowest_z(pts: np.ndarray) -> float:
+    """The low side of an object's seen points ``pts`` ((N, 3) float, world frame, m): the 2nd
+    percentile of their z, rounded to 0.1 mm. No floor is assumed (a held object hangs in the air)."""
+    return round(float(np.percentile(pts[:, 2], 2)), 4)
+
+
 def _estimate_dict(est) -> dict:
     """JSON form of an :class:`~rpent.robots.libero.skills.estimate.ObjectEstimate` (rounded to 0.1 mm)."""
     return {"center": [round(float(v), 4) for v in est.center], "top_z": round(est.top_z, 4),
@@ -188,7 +194,7 @@ class PerceptionTools:
             result["world_xyz"] = [round(float(v), 4) for v in np.median(pts, axis=0)]
             lo, hi = np.percentile(pts, 5, axis=0), np.percentile(pts, 95, axis=0)
             result["world_extent"] = [round(float(v), 4) for v in (hi - lo)]  # 5-95th percentile size (m)
-            result["lowest_z"] = round(float(np.percentile(pts[:, 2], 2)), 4)  # seen points only, no floor
+            result["lowest_z"] = _lowest_z(pts)
             floor_z = support_height(mask, world, seg_ids)
             est = ObjectEstimate.from_points(pts, floor_z=floor_z, source=f"{source}_{camera}_mask")
             result["object_estimate"] = _estimate_dict(est)
@@ -261,7 +267,7 @@ class PerceptionTools:
             if len(pts) >= MIN_SEGMENT_POINTS:
                 est = ObjectEstimate.from_points(pts, floor_z=support_height(m, world, seg_ids), source=source)
                 item["object_estimate"] = _estimate_dict(est)
-                item["lowest_z"] = round(float(np.percentile(pts[:, 2], 2)), 4)
+                item["lowest_z"] = _lowest_z(pts)
             out.append(item)
         return out
 
