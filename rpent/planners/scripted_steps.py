@@ -186,7 +186,8 @@ def door_place_step(call, say, goal, tag, home=None) -> dict:
         f"in radius, its handle reaching {handle.reach:.3f} m toward ({handle.direction[0]:+.2f}, "
         f"{handle.direction[1]:+.2f}); taking it by the handle and carrying it in through the door, the handle "
         f"pointing out.")
-    out = cavity.place_through_door(ex, inst.est, handle, cav, base_xy=None if home is None else base_from_home(home))
+    out = cavity.place_through_door(ex, inst.est, handle, cav, base_xy=None if home is None else base_from_home(home),
+                                    points=pts)
     if out.get("done"):
         say(f"{tag}: set down inside, its axis {out.get('axis_depth', float('nan')):.3f} m behind the front.")
     return out
