@@ -13,7 +13,8 @@ runs :func:`rpent.robots.libero.skills.motion.pick_and_place`, with a second loo
 ``segment(camera="wrist")`` while the gripper hovers above the object. Fixture steps read
 drawer and knob joints and handles from ``view_fixtures`` and run
 :mod:`rpent.robots.libero.skills.fixtures` (a hinged door, the microwave's:
-:mod:`rpent.robots.libero.skills.doors`). A push first sets aside what stands in its way
+:mod:`rpent.robots.libero.skills.doors`); a step into the microwave carries the object in by its
+handle through the open door (:mod:`rpent.robots.libero.skills.cavity`). A push first sets aside what stands in its way
 (:mod:`rpent.robots.libero.skills.pathclear`). Instruction kinds it cannot do end with
 ``finish(status="unsupported")`` and the reason; a failed step ends with ``failure`` naming
 the step and the stage. It drives the toolkit only through ``toolkit.execute`` — the
