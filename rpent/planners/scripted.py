@@ -13,7 +13,8 @@ runs :func:`rpent.robots.libero.skills.motion.pick_and_place`, with a second loo
 ``segment(camera="wrist")`` while the gripper hovers above the object. Fixture steps read
 drawer and knob joints and handles from ``view_fixtures`` and run
 :mod:`rpent.robots.libero.skills.fixtures` (a hinged door, the microwave's:
-:mod:`rpent.robots.libero.skills.doors`). A push first sets aside what stands in its way
+:mod:`rpent.robots.libero.skills.doors`); a step into the microwave carries the object in by its
+handle through the open door (:mod:`rpent.robots.libero.skills.cavity`). A push first sets aside what stands in its way
 (:mod:`rpent.robots.libero.skills.pathclear`). Instruction kinds it cannot do end with
 ``finish(status="unsupported")`` and the reason; a failed step ends with ``failure`` naming
 the step and the stage. It drives the toolkit only through ``toolkit.execute`` — the
@@ -247,6 +248,20 @@ class ScriptedPlanner:
                     return "failure", f"{tag} stopped at {outcome.get('stage')}: {reason}"
                 if isinstance(goal, strategy.FixtureGoal):
                     say(f"{tag}: done (joint at {outcome.get('qpos', float('nan')):.3f}).")
+                continue
+            if strategy.through_door(goal):  # into the microwave: carried in through its door
+                try:
+                    outcome = scripted_steps.door_place_step(call, say, goal, tag, home)
+                except scene.NotFound as exc:
+                    say(f"{tag}: {exc}")
+                    return None, f"{tag}: {exc}"
+                if toolkit.solved():
+                    say("The environment reports success.")
+                    return "success", "did: " + "; ".join(g.describe() for g in plan.steps[:k])
+                if not outcome.get("done") or k == n:
+                    reason = outcome.get("reason") or "task predicate not satisfied"
+                    say(f"{tag} ended at stage '{outcome.get('stage')}' without success: {reason}")
+                    return "failure", f"{tag} stopped at {outcome.get('stage')}: {reason}"
                 continue
             try:
                 picked = scene.localise_step(call, goal, exclude=placed, pins=pins, bound=bound)

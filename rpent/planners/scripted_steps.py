@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rpent.planners.scripted_executor import ToolExecutor
 
-__all__ = ["clear_drawer_path", "push_if_flat", "push_step"]
+__all__ = ["clear_drawer_path", "push_if_flat", "push_step", "door_place_step", "object_points"]
 
 
 def clear_drawer_path(call, say, goal, later) -> bool:
@@ -110,3 +110,84 @@ def push_if_flat(call, say, goal):
         "flat and wide to grip from above, so I push it there.")
     return strategy.PushGoal(goal.object_phrase, goal.target_phrase, goal.target_side, goal.instruction,
                              goal.object_qualifier)
+
+
+#: the object's points come from the front camera within this distance (m) of its estimated
+#: centre, from this height (m) above its bottom up (the table and neighbours left out)
+DOOR_POINTS_RADIUS = 0.11
+DOOR_POINTS_ABOVE = 0.005
+
+
+def object_points(call, inst):
+    """World points (``float[N, 3]``) of one segmented instance: ``back_project`` of its mask's
+    box on the front camera, kept within :data:`DOOR_POINTS_RADIUS` of its centre and above
+    its bottom."""
+    import numpy as np
+
+    from rpent.robots.libero.toolkit.perception import MAX_REGION_POINTS
+
+    seg = call("segment", {"prompt": inst.name, "all_instances": True})
+    item = next((i for i in seg.get("instances") or [] if i.get("object") == inst.name), None)
+    if item is None:
+        return np.zeros((0, 3))
+    b = item["box"]
+    est = inst.est
+    res = call("back_project", {"row_range": [b[1], b[3]], "col_range": [b[0], b[2]], "resolution": "low",
+                                "z_min": est.bottom_z + DOOR_POINTS_ABOVE, "z_max": est.top_z + 0.01,
+                                "max_points": MAX_REGION_POINTS})
+    pts = np.asarray(res.get("points") or [], dtype=np.float64).reshape(-1, 3)
+    d = np.hypot(pts[:, 0] - est.center[0], pts[:, 1] - est.center[1])
+    return pts[d <= DOOR_POINTS_RADIUS]
+
+
+def door_place_step(call, say, goal, tag, home=None) -> dict:
+    """Put the object into a fixture behind a hinged door (the microwave: :func:`~rpent.robots.libero.skills.language.through_door`):
+    open the door first when it stands less than :data:`~rpent.robots.libero.skills.cavity.MIN_DOOR_OPEN`
+    open, find the object's handle in its front-camera points
+    (:func:`~rpent.robots.libero.skills.cavity.find_handle`) and carry it in by the handle
+    (:func:`~rpent.robots.libero.skills.cavity.place_through_door`).
+
+    Returns:
+        the skill's result (``done``, ``stage``, ``reason``?); an object without a handle ends
+        with ``done`` False at stage ``grasp``.
+    Raises:
+        scene.NotFound: the fixture or the object is not found.
+    """
+    from rpent.robots.libero.skills import cavity, doors, scene
+    from rpent.robots.libero.skills.grasp import base_from_home
+
+    _, part, read = scene.find_fixture_part(call, goal.target_phrase, (), "hinge")
+    ex = ToolExecutor(call)
+    try:
+        cav = cavity.cavity_frame(part)
+    except ValueError as exc:
+        return {"done": False, "stage": "door check", "reason": str(exc)}
+    if not cavity.door_open_enough(cav):
+        say(f"{tag}: the {goal.target_phrase}'s door stands {cav['open']:.2f} rad open (the object goes in through it "
+            f"with the door at least {cavity.MIN_DOOR_OPEN:.2f} rad open); opening it first.")
+        out = doors.open_door(ex, part, read)
+        part = read() or part
+        cav = cavity.cavity_frame(part)
+        if not cavity.door_open_enough(cav):
+            return {**out, "done": False, "stage": f"open the door ({out.get('stage')})",
+                    "reason": out.get("reason") or f"the door stands {cav['open']:.2f} rad open"}
+        if home is not None:
+            from rpent.planners.scripted import ScriptedPlanner
+
+            ScriptedPlanner._go_home(call, home)
+    inst = scene.choose_instance(call, goal.object_qualifier, scene.find_instances(call, goal.object_phrase))
+    pts = object_points(call, inst)
+    handle = cavity.find_handle(pts, inst.est.center[:2])
+    if handle is None:
+        return {"done": False, "stage": "grasp", "reason": f"no handle seen on the {goal.object_phrase} "
+                f"({len(pts)} points): the hand does not fit inside the {goal.target_phrase}, so the scripted "
+                "planner carries objects in through its door only by a handle"}
+    say(f"{tag}: the {inst.name}'s body stands at ({handle.axis[0]:.3f}, {handle.axis[1]:.3f}), {handle.radius:.3f} m "
+        f"in radius, its handle reaching {handle.reach:.3f} m toward ({handle.direction[0]:+.2f}, "
+        f"{handle.direction[1]:+.2f}); taking it by the handle and carrying it in through the door, the handle "
+        f"pointing out.")
+    out = cavity.place_through_door(ex, inst.est, handle, cav, base_xy=None if home is None else base_from_home(home),
+                                    points=pts)
+    if out.get("done"):
+        say(f"{tag}: set down inside, its axis {out.get('axis_depth', float('nan')):.3f} m behind the front.")
+    return out

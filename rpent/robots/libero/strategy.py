@@ -17,6 +17,7 @@ from rpent.robots.libero.skills.language import (
     Unsupported,
     parse_instruction,
     parse_task,
+    through_door,
 )
 from rpent.robots.libero.skills.motion import (
     Executor,
@@ -45,6 +46,7 @@ __all__ = [
     "Unsupported",
     "parse_instruction",
     "parse_task",
+    "through_door",
     "name_tokens",
     "phrase_tokens",
     "match_object_names",

@@ -78,3 +78,15 @@ def test_push_clears_its_path_first_episode(tmp_path):
     tr = _episode(tmp_path, "libero_goal_swap", 5)  # the black bowl stands in the plate's way
     said = _said(tr)
     assert any("stands in the way of the push" in t and "moving it to the free spot" in t for t in said), said
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_put_the_mug_in_the_microwave_and_close_it_episode(tmp_path):
+    tr = _episode(tmp_path, "libero_10", 9)  # the mug carried in by its handle, then the door pushed shut
+    said = _said(tr)
+    assert any("carrying it in through the door" in t for t in said), said
+    assert any("set down inside" in t for t in said), said
+    qpos = [m["content"]["fixtures"]["microwave_1"][0]["qpos"] for m in tr["messages"]
+            if m["role"] == "tool" and m.get("name") == "view_fixtures"]
+    assert qpos[0] < -1.3 and qpos[-1] > qpos[0]  # open at the start; the success ended the episode as it shut

@@ -20,9 +20,12 @@ Pure text processing (no simulator). Supported forms (case-insensitive; articles
   bowl", "the book on the right"), possessive sides ("the stove's front"), "stack the X on the
   Y (and place them in the Z)" (:mod:`rpent.robots.libero.skills.qualifiers`)
 * "open / close the microwave (door)" (a hinged door, :mod:`rpent.robots.libero.skills.doors`)
+* "put the X in the microwave (and close it / and close the door)", "open the microwave and put
+  the X inside": a step into a fixture behind a hinged door (:func:`through_door`: carried in
+  through the door from the front, :mod:`rpent.robots.libero.skills.cavity`)
 
-Not supported (yield :class:`Unsupported` with the reason): placing into a microwave (from the
-side, through its door) or under a shelf, a compartment other than back / front / left / right.
+Not supported (yield :class:`Unsupported` with the reason): placing under a shelf (from the
+side), a compartment other than back / front / left / right.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from rpent.robots.libero.skills.naming import clean_text, strip_articles
 from rpent.robots.libero.skills.qualifiers import COMPARTMENT_CONTAINERS, normalise, read_place_qualifier, stack_and_place
 
 __all__ = ["Qualifier", "PickPlaceGoal", "FixtureGoal", "PushGoal", "TaskPlan", "Unsupported", "parse_task", "parse_instruction",
-           "parse_object_phrase"]
+           "parse_object_phrase", "through_door"]
 
 _UNSUPPORTED_VERBS = ("open ", "close ", "turn on", "turn off", "push ", "pull ", "stack ", "slide ")
 
@@ -298,9 +301,8 @@ def _single(text: str, instruction: str) -> PickPlaceGoal | Unsupported:
             unread = unread or Unsupported(bad.reason, instruction)
             continue
         (obj, oq), (tgt_name, tq) = parsed_obj, parsed_tgt
-        if rel == "in" and re.fullmatch(_DOOR_FIXTURES, tgt_name):
-            return Unsupported(f"placing into the {tgt_name} means carrying it in through the door from the side; "
-                               "the scripted planner places from above", instruction)
+        if rel == "in" and re.fullmatch(_DOOR_FIXTURES, tgt_name) and tq is not None:
+            return Unsupported(f"target phrase {tgt!r} uses a qualifier the scripted planner cannot read", instruction)
         if tq is not None and tq.relation not in ("left", "right", "front", "back", "middle"):
             return Unsupported(f"target phrase {tgt!r} uses a qualifier the scripted planner cannot read", instruction)
         if not obj or not tgt_name:
@@ -350,6 +352,14 @@ _DRAWER = (r"(?:the\s+)?(?:(?P<fx0>\w+)\s+s\s+)?(?:(?P<part>top|middle|bottom|up
 #: fixtures whose front is a hinged door (LIBERO's ``microwave``), opened and closed by
 #: :mod:`rpent.robots.libero.skills.doors`
 _DOOR_FIXTURES = r"microwave|microwave oven|oven"
+
+
+def through_door(goal: PickPlaceGoal) -> bool:
+    """True for a step that places its object *into* a fixture behind a hinged door (the
+    microwave): carried in through the door from the front (:mod:`rpent.robots.libero.skills.cavity`),
+    not set down from above."""
+    return goal.relation == "in" and goal.target_part is None and goal.target_side is None \
+        and re.fullmatch(_DOOR_FIXTURES, goal.target_phrase) is not None
 
 
 def _fixture_step(text: str, instruction: str) -> FixtureGoal | None:
@@ -403,8 +413,10 @@ def _fixture_plan(text: str, instruction: str) -> TaskPlan | Unsupported | None:
             obj = parse_object_phrase(m.group("obj"))
             if isinstance(obj, Unsupported):
                 return Unsupported(obj.reason, instruction)
+            door = re.fullmatch(_DOOR_FIXTURES, last_fixture.fixture_phrase) is not None  # through its door
             steps.append(PickPlaceGoal(obj[0], last_fixture.fixture_phrase, rel, instruction, obj[1],
-                                       target_part=last_fixture.part_words if last_fixture.action == "open" else None))
+                                       target_part=last_fixture.part_words if last_fixture.action == "open"
+                                       and not door else None))
             continue
         m = re.match(r"^(?:put|place|move|set|drop)\s+(?P<obj>.+?)\s+(?:in|into|inside)\s+" + _DRAWER + r"$", p)
         if m:

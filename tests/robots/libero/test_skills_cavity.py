@@ -1,0 +1,105 @@
+"""Pure tests of placing into a cavity through its door (:mod:`rpent.robots.libero.skills.cavity`)
+and of the instructions that ask for it (:func:`rpent.robots.libero.skills.language.through_door`):
+the microwave's ``view_fixtures`` answer recorded on libero_10 t9 (door open at -1.579 rad) and a
+point cloud of a mug made to LIBERO's ``white_yellow_mug`` (body 0.048 m in radius, handle
+reaching 0.086 m from its axis)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rpent.robots.libero.skills import cavity
+from rpent.robots.libero.skills.estimate import ObjectEstimate
+from rpent.robots.libero.skills.language import FixtureGoal, PickPlaceGoal, TaskPlan, parse_task, through_door
+
+MICROWAVE = {"part": "microdoorroot", "joint": "microjoint", "type": "hinge", "qpos": -1.579, "range": [-2.094, 0.0],
+             "axis": [0.0, 0.0, 1.0], "pos": [-0.1808, 0.2524, 1.016], "handle": None,
+             "min": [-0.2468, -0.0062, 0.9247], "max": [-0.1832, 0.2524, 1.1069]}
+
+
+def _mug(axis=(0.0, 0.0), handle_dir=(0.0, -1.0), radius=0.048, reach=0.086, seed=0):
+    """Points of a mug seen from above: the rim ring, some of its inside, and a handle bar."""
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(-math.pi, math.pi, 600)
+    rr = radius - rng.uniform(0.0, 0.006, 600)
+    body = np.column_stack([np.cos(a) * rr, np.sin(a) * rr])
+    inside = rng.uniform(-0.03, 0.03, (200, 2))
+    h = np.asarray(handle_dir, dtype=float) / np.linalg.norm(handle_dir)
+    t = rng.uniform(radius, reach, 80)
+    s = rng.uniform(-0.008, 0.008, 80)
+    bar = t[:, None] * h + s[:, None] * np.array([-h[1], h[0]])
+    xy = np.concatenate([body, inside, bar]) + np.asarray(axis)
+    return np.column_stack([xy, rng.uniform(0.91, 1.0, len(xy))])
+
+
+@pytest.mark.parametrize("text, obj", [
+    ("put the yellow and white mug in the microwave and close it", "yellow and white mug"),
+    ("place yellow and white mug in microwave and close door", "yellow and white mug"),
+    ("put the white mug in the microwave and close it", "white mug"),
+])
+def test_put_into_the_microwave_and_close_it_parses(text, obj):
+    plan = parse_task(text)
+    assert isinstance(plan, TaskPlan)
+    put, close = plan.steps
+    assert isinstance(put, PickPlaceGoal) and (put.object_phrase, put.target_phrase, put.relation) == (obj, "microwave", "in")
+    assert through_door(put) and put.target_part is None
+    assert isinstance(close, FixtureGoal) and (close.action, close.fixture_phrase) == ("close", "microwave")
+
+
+def test_open_then_put_inside_goes_through_the_door():
+    plan = parse_task("open the microwave and put the mug inside")
+    assert isinstance(plan, TaskPlan) and through_door(plan.steps[1]) and plan.steps[1].target_part is None
+    assert not through_door(parse_task("put the bowl on the microwave").steps[0])
+
+
+def test_cavity_frame_of_the_open_microwave():
+    cav = cavity.cavity_frame(MICROWAVE)
+    # the door shuts along +x from its hinge; the front faces -y (toward the table's centre)
+    assert cav["u"] == pytest.approx([1.0, 0.0], abs=0.02) and cav["n"] == pytest.approx([0.0, -1.0], abs=0.02)
+    assert cav["floor_z"] == pytest.approx(0.944) and cav["ceiling_z"] == pytest.approx(1.088)
+    assert cavity.door_open_enough(cav)
+    assert not cavity.door_open_enough(cavity.cavity_frame({**MICROWAVE, "qpos": -1.0}))
+
+
+@pytest.mark.parametrize("handle_dir", [(0.0, -1.0), (1.0, 0.0), (-0.6, 0.8)])
+def test_find_handle(handle_dir):
+    h = cavity.find_handle(_mug(axis=(0.1, -0.2), handle_dir=handle_dir), (0.11, -0.21))
+    assert h is not None
+    assert h.axis == pytest.approx((0.1, -0.2), abs=0.004) and h.radius == pytest.approx(0.048, abs=0.004)
+    d = np.asarray(handle_dir) / np.linalg.norm(handle_dir)
+    assert float(np.dot(h.direction, d)) > 0.99 and h.reach == pytest.approx(0.086, abs=0.005)
+
+
+def test_a_round_object_has_no_handle():
+    assert cavity.find_handle(_mug(reach=0.05), (0.0, 0.0)) is None
+
+
+def test_insertion_plan_puts_the_body_in_and_keeps_the_hand_out():
+    cav = cavity.cavity_frame(MICROWAVE)
+    handle = cavity.Handle((0.0, 0.0), 0.048, (0.0, -1.0), 0.086)
+    obj = ObjectEstimate(center=(0.0, 0.0, 0.95), top_z=1.005, bottom_z=0.901)
+    grasp = cavity.handle_grasp(obj, handle)
+    assert grasp["xyz"][:2] == pytest.approx([0.0, -0.081]) and grasp["xyz"][2] == pytest.approx(0.985)
+    plan = cavity.insertion_plan(cav, obj, handle, grasp)
+    n = cav["n"]
+    front = cav["c"] @ n  # the front plane along n
+    final = np.asarray(plan["final"][:2])
+    # the hand's inner face stays out of the front; the body's axis is inside, over the floor
+    assert final @ n - 0.035 - front == pytest.approx(cavity.FRONT_GAP, abs=1e-6)
+    assert plan["axis_depth"] >= cavity.AXIS_MIN_DEPTH
+    assert np.asarray(plan["stage"][:2]) @ n - front > grasp["grip_r"] + handle.radius  # wholly out in front first
+    assert plan["release_z"] - (grasp["xyz"][2] - obj.bottom_z) == pytest.approx(cav["floor_z"] + cavity.RELEASE_LIFT)
+    assert plan["yaw"] == pytest.approx(math.atan2(n[1], n[0]))
+
+
+def test_insertion_plan_refuses_what_does_not_fit():
+    cav = cavity.cavity_frame(MICROWAVE)
+    handle = cavity.Handle((0.0, 0.0), 0.048, (0.0, -1.0), 0.086)
+    tall = ObjectEstimate(center=(0.0, 0.0, 0.98), top_z=1.06, bottom_z=0.90)
+    assert "ceiling" in cavity.insertion_plan(cav, tall, handle, cavity.handle_grasp(tall, handle))["error"]
+    stub = cavity.Handle((0.0, 0.0), 0.048, (0.0, -1.0), 0.06)
+    obj = ObjectEstimate(center=(0.0, 0.0, 0.95), top_z=1.005, bottom_z=0.901)
+    assert "too short" in cavity.insertion_plan(cav, obj, stub, cavity.handle_grasp(obj, stub))["error"]
