@@ -251,7 +251,9 @@ class ScriptedPlanner:
                 continue
             if strategy.through_door(goal):  # into the microwave: carried in through its door
                 try:
-                    outcome = scripted_steps.door_place_step(call, say, goal, tag, home)
+                    outcome = scripted_steps.door_place_step(
+                        call, say, goal, tag, home,
+                        go_home=None if home is None else lambda: ScriptedPlanner._go_home(call, home))
                 except scene.NotFound as exc:
                     say(f"{tag}: {exc}")
                     return None, f"{tag}: {exc}"

@@ -140,12 +140,14 @@ def object_points(call, inst):
     return pts[d <= DOOR_POINTS_RADIUS]
 
 
-def door_place_step(call, say, goal, tag, home=None) -> dict:
+def door_place_step(call, say, goal, tag, home=None, go_home=None) -> dict:
     """Put the object into a fixture behind a hinged door (the microwave: :func:`~rpent.robots.libero.skills.language.through_door`):
     open the door first when it stands less than :data:`~rpent.robots.libero.skills.cavity.MIN_DOOR_OPEN`
     open, find the object's handle in its front-camera points
     (:func:`~rpent.robots.libero.skills.cavity.find_handle`) and carry it in by the handle
-    (:func:`~rpent.robots.libero.skills.cavity.place_through_door`).
+    (:func:`~rpent.robots.libero.skills.cavity.place_through_door`). ``home`` is the start eef
+    position (m, world frame) the arm's base is read from; ``go_home`` (no arguments) takes the
+    arm back there after the door was opened, so the cameras see the object without the arm.
 
     Returns:
         the skill's result (``done``, ``stage``, ``reason``?); an object without a handle ends
@@ -171,10 +173,8 @@ def door_place_step(call, say, goal, tag, home=None) -> dict:
         if not cavity.door_open_enough(cav):
             return {**out, "done": False, "stage": f"open the door ({out.get('stage')})",
                     "reason": out.get("reason") or f"the door stands {cav['open']:.2f} rad open"}
-        if home is not None:
-            from rpent.planners.scripted import ScriptedPlanner
-
-            ScriptedPlanner._go_home(call, home)
+        if go_home is not None:
+            go_home()
     inst = scene.choose_instance(call, goal.object_qualifier, scene.find_instances(call, goal.object_phrase))
     pts = object_points(call, inst)
     handle = cavity.find_handle(pts, inst.est.center[:2])
