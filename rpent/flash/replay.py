@@ -13,7 +13,7 @@ For each plan step, in order:
   with ``view_fixtures``, see :func:`rpent.flash.generate.fixture_anchors`) is re-read with one
   ``view_fixtures`` call (simulator state) for each run of consecutive fixture locates.
 * ``tool``: the recorded command; a bound waypoint becomes ``live_center_xy + offset_xy``
-  with the recorded z (m, world frame); a recorded ``target_yaw`` turns with the anchor's
+  with the recorded z (m, world frame; ``"ref": "support"``: from the live support point); a recorded ``target_yaw`` turns with the anchor's
   grasp axis (folded to +/- pi/2; only when both footprints are elongated). A tool error ends
   the replay with ``flash_step_failed``.
 * a blocked grasp descent (an anchored ``move_to`` right before the gripper closes that stops
@@ -27,8 +27,9 @@ For each plan step, in order:
 * a stalled ``release`` (the fingers grew < :data:`RELEASE_STALL_M` and stayed below
   :data:`RELEASE_OPEN_M`; ``release`` gives up after 6 env steps without growth) is followed
   once by ``set_gripper(-1, steps=REOPEN_STEPS)``.
-* a plan that ends holding the object (its source run was solved during the last motion, before
-  it opened the gripper) and leaves the predicate false gets one final ``release``.
+* a plan that ends holding the object (its last gripper command, ``set_gripper`` or a motion's
+  ``gripper`` argument, closes it: its source run was solved during the last motion, before it
+  opened the gripper) and leaves the predicate false gets one final ``release``.
 
 Every replay writes ``flash_replay.json`` into its run directory (a run artifact): the plan cell,
 the env server that served it (init state; pid and seed switches of a shared server), and per
@@ -341,15 +342,15 @@ class FlashPlanner:
 
     @staticmethod
     def _ends_holding(steps: list[dict]) -> bool:
-        """The plan's last gripper command closes it (``set_gripper`` > 0, no ``release`` after
-        it): the source run's predicate came true during the last motion (e.g. a bowl held down
+        """The plan's last gripper command closes it (``set_gripper`` or a motion's ``gripper``
+        argument > 0, no ``release`` after it): the source run's predicate came true during the last motion (e.g. a bowl held down
         onto a plate), so it never opened the gripper."""
         for s in reversed(steps):
             if s["op"] != "tool":
                 continue
             if s.get("tool") == "release":
                 return False
-            if s.get("tool") == "set_gripper":
+            if s.get("tool") == "set_gripper" or (s.get("args") or {}).get("gripper") is not None:
                 return float((s.get("args") or {}).get("gripper", -1)) > 0
         return False
 
@@ -538,9 +539,15 @@ class FlashPlanner:
         j = k if k in live else max((x for x in live if x <= k), default=min(live))
         base_ref = anchor["observations"][j]["estimate"]
         cur = live[j]
-        # position of the recorded observation k in the live scene
-        cx = cur["center"][0] + (ref["center"][0] - base_ref["center"][0])
-        cy = cur["center"][1] + (ref["center"][1] - base_ref["center"][1])
+        # the step's reference point (``ref``: the centre, or the support surface a place goes
+        # down on) of the recorded observation k in the live scene
+        key = step.get("ref") or "center"
+        if not (isinstance(ref.get(key), list) and isinstance(base_ref.get(key), list)):
+            key = "center"
+        here = cur.get(key) if isinstance(cur.get(key), list) else [
+            cur["center"][n] + base_ref[key][n] - base_ref["center"][n] for n in (0, 1)]
+        cx = here[0] + (ref[key][0] - base_ref[key][0])
+        cy = here[1] + (ref[key][1] - base_ref[key][1])
         if step.get("offset_xy") is not None and isinstance(args.get("xyz"), list):
             dx, dy = step["offset_xy"]
             args["xyz"] = [round(cx + dx, 5), round(cy + dy, 5), float(args["xyz"][2])]

@@ -533,6 +533,10 @@ def test_a_plan_that_ends_holding_gets_one_final_release():
     assert not FlashPlanner._ends_holding([*holding, tool("release")])
     assert not FlashPlanner._ends_holding([tool("set_gripper", gripper=-1.0, steps=5), tool("move_to", xyz=[0, 0, 1])])
     assert not FlashPlanner._ends_holding([tool("move_to", xyz=[0, 0, 1])])
+    # the scripted planner closes on a plate's rim with the descent itself (move_to gripper=+1)
+    assert FlashPlanner._ends_holding([tool("move_to", xyz=[0, 0, 0.9], gripper=1.0), tool("move_to", xyz=[0, 0, 1])])
+    assert not FlashPlanner._ends_holding([tool("move_to", xyz=[0, 0, 0.9], gripper=1.0), tool("move_to", xyz=[0, 0, 1],
+                                                                                             gripper=-1.0)])
     for release, expected in [({"final_gripper_opening": 0.075, "start_gripper_opening": 0.008,
                                 "peak_gripper_opening": 0.075}, ["release"]),
                               ({"final_gripper_opening": 0.009, "start_gripper_opening": 0.008,
@@ -753,3 +757,63 @@ def test_a_replay_episode_stopped_by_a_signal_has_its_records_figures_in_the_led
                                                      "error": "run cancelled (received SIGINT)", "env_steps": 64}
     (run / "transcript_object_t0_s5.json").write_bytes(b"{half")
     assert _stopped_row(run, "received SIGINT")["env_steps"] is None
+
+
+def _write_run(tmp_path, calls, suite="libero_goal", task=1, language="put the plate on the stove"):
+    """A solved run of ``calls`` ((tool, args, result) triples): transcript and recipe (segment
+    lines included); returns (audit, recipe)."""
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Task"}], "source": "task"}]
+    recipe = []
+    for i, (name, args, res) in enumerate(calls):
+        messages.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"c{i}", "name": name,
+                                                           "input": args}]})
+        messages.append({"role": "tool", "name": name, "tool_call_id": f"c{i}", "content": res,
+                         "is_error": "error" in res})
+        if name == "segment":
+            recipe.append({"action": "segment", "prompt": args["prompt"], "camera": args.get("camera", "agentview")})
+        elif name != "finish" and "error" not in res:
+            recipe.append({"action": name, **args})
+    tag = f"{suite.removeprefix('libero_')}_t{task}_s0"
+    doc = {"suite": suite, "task": task, "seed": 0, "task_language": language, "planner": "scripted",
+           "model": None, "environment_success": True, "messages": messages}
+    (tmp_path / f"transcript_{tag}.json").write_text(json.dumps(doc))
+    (tmp_path / f"{tag}_recipe.jsonl").write_text("".join(json.dumps(c) + "\n" for c in recipe))
+    return tmp_path / f"transcript_{tag}.json", tmp_path / f"{tag}_recipe.jsonl"
+
+
+def test_a_place_on_a_support_surface_follows_the_target_not_the_carried_object(tmp_path):
+    """libero_goal task 1 ("put the plate on the stove"): the scripted planner sets the plate down
+    over the stove's ``support`` (its burner plate, 17 cm from the centre of the stove's mask) and
+    looks at the plate while carrying it. The set-down binds to the stove's support point, not to
+    the plate in the hand (whose carried look sees it wherever the hand is); the lift, with no
+    other object near, stays with the plate's grasp observation."""
+    plate = {**_est(0.04, -0.015), "support": [0.04, -0.017, 0.91]}
+    stove = {**_est(-0.40, 0.20), "support": [-0.232, 0.194, 0.926]}
+    carried = {**_est(-0.18, 0.19), "support": [-0.17, 0.19, 1.15]}  # the plate seen in the hand
+    grip = {"gripper": 1.0}
+    calls = [("segment", {"prompt": "plate"}, {"found": True, "object": "plate_1", "object_estimate": plate}),
+             ("segment", {"prompt": "stove"}, {"found": True, "object": "flat_stove_1", "object_estimate": stove}),
+             ("move_to", {"xyz": [0.095, -0.015, 1.09], "gripper": -1.0}, {"reached": True}),
+             ("move_to", {"xyz": [0.095, -0.015, 0.88], **grip}, {"reached": False}),  # descend and close
+             ("move_to", {"xyz": [0.095, -0.015, 1.18], **grip}, {"reached": True}),  # lift
+             ("move_to", {"xyz": [-0.177, 0.194, 1.18], **grip}, {"reached": True}),  # over the burner
+             ("segment", {"prompt": "plate"}, {"found": True, "object": "plate_1", "object_estimate": carried}),
+             ("move_to", {"xyz": [-0.177, 0.194, 1.05], **grip}, {"reached": True}),  # set down
+             ("finish", {"status": "success", "summary": "ok"}, {"_finish": True})]
+    audit, recipe = _write_run(tmp_path, calls)
+    generate(audit, recipe, tmp_path / "flash")
+    plan, anchors = load_flash(tmp_path / "flash", "goal_t1_s0")
+    tools = [s for s in plan["steps"] if s["op"] == "tool"]
+    assert [(s["anchor"], s["observation"], s.get("ref")) for s in tools] == [
+        ("a0", 0, None), ("a0", 0, None), ("a0", 0, None), ("a1", 0, "support"), ("a1", 0, "support")]
+    assert tools[-1]["offset_xy"] == [pytest.approx(0.055), pytest.approx(0.0)]
+    assert anchors["anchors"][1]["observations"][0]["estimate"]["support"] == [-0.232, 0.194, 0.926]
+    # the replay: the stove moved -1.5 cm in x; the set-down follows its live support point
+    by_id = {a["id"]: a for a in anchors["anchors"]}
+    live = {"a0": {0: plate}, "a1": {0: {**stove, "center": [-0.415, 0.2, 0.93], "support": [-0.247, 0.194, 0.926]}}}
+    i = plan["steps"].index(tools[-1])
+    assert FlashPlanner()._args(plan["steps"], i, by_id, live)["xyz"] == [pytest.approx(-0.192), pytest.approx(0.194),
+                                                                          1.05]
+    # a live look without a support point: the recorded support's offset from the centre
+    live["a1"] = {0: {k: v for k, v in live["a1"][0].items() if k != "support"}}
+    assert FlashPlanner()._args(plan["steps"], i, by_id, live)["xyz"][0] == pytest.approx(-0.192)
