@@ -19,10 +19,10 @@ Fixture parts (drawers, doors, knobs) that the run read with ``view_fixtures`` b
 motion are anchors too (:func:`fixture_anchors`), bound only by waypoints with no segmented object
 within the radius; while the gripper is closed on a part (a drawer pull), every farther waypoint
 follows that part too. A plan keeps only the parts some waypoint is bound to.
-A waypoint binds to the nearest reference point of the latest observations within the radius:
-an observation's centre or, where the look gave one, its ``support`` point (the largest flat
-surface: where the scripted planner sets a plate down on a stove, 17 cm from the centre of the
-stove's mask; the step then says ``"ref": "support"``). While the gripper is closed on a segmented
+A waypoint binds to the nearest centre of the latest observations within the radius, else to
+the nearest ``support`` point (the largest flat surface, where a look gave one: the scripted
+planner sets a plate down on a stove's burner plate, 17 cm from the centre of the stove's mask;
+the step then says ``"ref": "support"``). While the gripper is closed on a segmented
 object (closed by ``set_gripper`` or by a motion's ``gripper`` argument), that object moves with the
 hand: waypoints bind to it, through the observation it was grasped from, only where no other object
 is near (the lift), and a look at it while carried binds nothing.
@@ -331,21 +331,22 @@ class _PlanBuilder:
         return best
 
     def _nearest_point(self, pool: list[tuple[dict, int]], xyz: list[float]) -> tuple[dict, int, str] | None:
-        """``(anchor, observation, ref)`` of the reference point nearest ``xyz`` in XY within the bind
-        radius: each observation's ``center`` or, where the look gave one, its ``support`` (the
-        largest flat surface, where a place "on" the object goes down: a stove's burner plate lies
-        20 cm from the centre of its mask). The later one on a tie."""
-        best, best_d = None, self.bind_radius_m
-        for a, k in pool:
-            est = a["observations"][k]["estimate"]
-            for ref in ("center", "support"):
-                c = est.get(ref)
+        """``(anchor, observation, ref)`` of the observation centre nearest ``xyz`` in XY within the
+        bind radius, else of the nearest ``support`` point (the largest flat surface, where the
+        scripted planner sets things down "on" an object: a stove's burner plate lies 17 cm from
+        the centre of the stove's mask). The later one on a tie."""
+        for ref in ("center", "support"):
+            best, best_d = None, self.bind_radius_m
+            for a, k in pool:
+                c = a["observations"][k]["estimate"].get(ref)
                 if not isinstance(c, list) or len(c) < 2:
                     continue
                 d = math.hypot(xyz[0] - c[0], xyz[1] - c[1])
                 if d <= best_d:
                     best, best_d = (a, k, ref), d
-        return best
+            if best is not None:
+                return best
+        return None
 
     def locate(self, prompt: str, camera: str, estimate: dict, obj: str | None, instances: int = 1) -> None:
         """A successful text-prompt ``segment``: a new observation of the prompt's anchor

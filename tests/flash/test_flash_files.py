@@ -817,3 +817,65 @@ def test_a_place_on_a_support_surface_follows_the_target_not_the_carried_object(
     # a live look without a support point: the recorded support's offset from the centre
     live["a1"] = {0: {k: v for k, v in live["a1"][0].items() if k != "support"}}
     assert FlashPlanner()._args(plan["steps"], i, by_id, live)["xyz"][0] == pytest.approx(-0.192)
+
+
+def test_a_grasp_that_came_up_empty_is_retried_once_from_a_fresh_look():
+    """The lift after a grasp ends with the fingers closed on nothing (the box slipped away while
+    the fingers closed): where the source's grasp held (its next opening is a ``release``), the
+    replay opens, looks at the object again with its first observation's camera, goes back over it
+    at the approach's hover height and replays descent, close and lift once from the new estimate.
+    A plan whose source opened the gripper again with a motion (the scripted planner's own retry)
+    replays that instead."""
+    from rpent.flash.regrasp import source_grasp_held
+
+    anchors, plan = _grasp_descent_plan()
+    plan["steps"].append({"op": "tool", "tool": "release", "args": {}, "anchor": None, "observation": None,
+                          "offset_xy": None})
+    calls = []
+    looks = iter([_est(0.06, -0.1, 0.0, 0.07, 0.035), _est(0.08, -0.09, 0.0, 0.07, 0.035)])
+
+    def call(name, args):
+        calls.append((name, args))
+        if name == "segment":
+            return {"found": True, "object_estimate": next(looks)}
+        lifts = [a for n, a in calls if n == "move_to" and a["xyz"][2] == 0.25]
+        if name == "move_to" and args["xyz"][2] == 0.25:
+            return {"reached": True, "state_after": {"state": {"gripper_opening": 0.001 if len(lifts) == 1 else 0.04}}}
+        return {"reached": True, "final_eef_pos": args.get("xyz")}
+
+    planner = FlashPlanner()
+    planner._replay(plan, anchors, call, lambda text: None, None)
+    assert [n for n, _ in calls] == ["segment", "move_to", "move_to", "set_gripper", "move_to",  # empty lift
+                                     "set_gripper", "segment", "move_to", "move_to", "set_gripper", "move_to",
+                                     "release"]
+    assert calls[5][1]["gripper"] == -1.0  # opened first
+    moves = [a["xyz"] for n, a in calls if n == "move_to"][3:]
+    assert moves == [[pytest.approx(0.08), -0.09, 0.1], [pytest.approx(0.08), -0.09, 0.013],
+                     [pytest.approx(0.08), -0.09, 0.25]]  # over the new look, down, close, lift
+    repair = next(e for e in planner._log if e["op"] == "repair")
+    assert repair["kind"] == "empty_grasp" and repair["plan_step"] == 3 and repair["lift_step"] == 4
+    assert repair["opening_before_m"] == 0.001 and repair["opening_after_m"] == 0.04 and repair["relocalised"]
+    # the source's own retry: its next opening is a motion, not a release: no repair here
+    retry = [*plan["steps"][:5], {"op": "tool", "tool": "move_to", "args": {"xyz": [0.05, -0.1, 0.3], "gripper": -1.0},
+                                  "anchor": None, "observation": None, "offset_xy": None}]
+    assert source_grasp_held(plan["steps"], 3) and not source_grasp_held(retry, 3)
+    calls.clear()
+    looks = iter([_est(0.06, -0.1, 0.0, 0.07, 0.035)] * 3)
+    FlashPlanner()._replay({"steps": retry}, anchors, call, lambda text: None, None)
+    assert [n for n, _ in calls].count("segment") == 1
+
+
+def test_a_turned_grasp_yaw_past_the_wrist_limit_is_folded_by_pi():
+    """libero_10_swap t1: the front camera's axis of the cream cheese box turned the hover yaw
+    1.777 rad by +1.53 rad to 3.31 rad, past the last joint's range at that waypoint; the same grasp
+    turned by pi (0.17 rad) is sent instead, so the hand does not swing away on its next turn."""
+    ref = {**_est(-0.0367, -0.2199, yaw=0.2061, major=0.0366, minor=0.0103), "ridge_yaw": 0.2061}
+    anchors = {"a0": {"id": "a0", "prompt": "cream cheese box", "observations": [{"camera": "agentview",
+                                                                                 "estimate": ref}]}}
+    steps = [{"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 0},
+             {"op": "tool", "tool": "move_to", "args": {"xyz": [-0.0367, -0.2199, 0.545], "target_yaw": 1.7769},
+              "anchor": "a0", "observation": 0, "offset_xy": [0.0, 0.0]}]
+    live = {"a0": {0: {**ref, "center": [0.0009, -0.2634, 0.44], "ridge_yaw": 0.2061 + 1.5333}}}
+    assert FlashPlanner()._args(steps, 1, anchors, live)["target_yaw"] == pytest.approx(3.3102 - math.pi, abs=1e-3)
+    live["a0"][0]["ridge_yaw"] = 0.2061 + 0.3  # within the joint's range: turned as before
+    assert FlashPlanner()._args(steps, 1, anchors, live)["target_yaw"] == pytest.approx(2.0769)
