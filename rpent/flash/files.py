@@ -16,7 +16,8 @@ the plan of seed 0 first, then any other seed of the same task (:func:`find_plan
      "anchors": [{"id": "a0", "prompt": "alphabet soup", "object": "alphabet_soup_1" | null,
                   "observations": [{"camera": "agentview", "estimate": {center [x,y,z] (m),
                                     top_z, bottom_z (m), major_yaw (rad), major_extent,
-                                    minor_extent (m), ridge_yaw (rad) | null}}, ...]},
+                                    minor_extent (m), ridge_yaw (rad) | null, support [x,y,z]
+                                    (m, optional: the largest flat surface)}}, ...]},
                  {"id": "f1", "prompt": "wooden_cabinet_1/cabinet_middle", "object": "wooden_cabinet_1",
                   "kind": "fixture_part", "part": "cabinet_middle",
                   "observations": [{"camera": "view_fixtures", "estimate": {center (m): the part's
@@ -34,14 +35,16 @@ moved (:func:`rpent.flash.generate.fixture_anchors`); the replay re-reads it wit
      "steps": [{"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 0},
                {"op": "tool", "tool": "move_to", "args": {...}, "anchor": "a0" | null,
                 "observation": k | null, "offset_xy": [dx, dy] (m) | null,
-                "interp": [prev_step, next_step, t] (optional)}, ...]}
+                "ref": "support" (optional), "interp": [prev_step, next_step, t] (optional)}, ...]}
 
 ``op: locate`` re-localises an anchor (``segment`` with the anchor's prompt on that camera;
 with ``"instances": n`` > 1, the source look found n instances and the observation is the one the
 run used: the replay asks for all instances and keeps the one the instruction's spatial qualifier
 designates in the live scene, else the one nearest the recorded centre).
 In an ``op: tool`` step bound to an anchor, ``args["xyz"]`` is rebuilt as
-``live_center_xy + offset_xy`` with the stored absolute z, and a stored ``target_yaw`` is
+``live_center_xy + offset_xy`` with the stored absolute z (``"ref": "support"``: the offset is
+from the observation's ``support`` point, the object's largest flat surface, e.g. where a plate
+goes down on a stove; a live look without one uses the recorded support's offset from the centre), and a stored ``target_yaw`` is
 turned by the change of the anchor's grasp axis (only for elongated footprints, the rule of
 :func:`rpent.robots.libero.strategy.plan_grasp`). An unbound waypoint between two anchored
 ones (``interp``) is placed at fraction ``t`` of the way between their rebuilt XY positions.

@@ -19,6 +19,13 @@ Fixture parts (drawers, doors, knobs) that the run read with ``view_fixtures`` b
 motion are anchors too (:func:`fixture_anchors`), bound only by waypoints with no segmented object
 within the radius; while the gripper is closed on a part (a drawer pull), every farther waypoint
 follows that part too. A plan keeps only the parts some waypoint is bound to.
+A waypoint binds to the nearest centre of the latest observations within the radius, else to
+the nearest ``support`` point (the largest flat surface, where a look gave one: the scripted
+planner sets a plate down on a stove's burner plate, 17 cm from the centre of the stove's mask;
+the step then says ``"ref": "support"``). While the gripper is closed on a segmented
+object (closed by ``set_gripper`` or by a motion's ``gripper`` argument), that object moves with the
+hand: waypoints bind to it, through the observation it was grasped from, only where no other object
+is near (the lift), and a look at it while carried binds nothing.
 A look that found several instances of its prompt (``segment(all_instances=True)``: both black
 bowls of a libero_spatial scene) stands for the instance the run went on to use, the one some
 following waypoint comes nearest (XY, within the bind radius: the grasp or the place over it;
@@ -54,6 +61,9 @@ __all__ = ["FlashGenerateError", "generate", "BIND_RADIUS_M", "FIXTURE_CAMERA", 
 BIND_RADIUS_M = 0.15
 #: Estimate keys kept in the anchors file (the ``object_estimate`` of a ``segment`` result).
 _ESTIMATE_KEYS = ("center", "top_z", "bottom_z", "major_yaw", "major_extent", "minor_extent", "ridge_yaw")
+#: Optional estimate keys kept when the look gave them: ``support`` (x, y, z of the object's largest
+#: horizontal surface, m: a stove's burner plate, where the scripted planner sets things "on" it).
+_OPTIONAL_KEYS = ("support",)
 #: Pseudo-camera of a fixture-part anchor's observation: re-read with ``view_fixtures``.
 FIXTURE_CAMERA = "view_fixtures"
 #: Read-only tools: never part of a recipe.
@@ -290,6 +300,11 @@ class _PlanBuilder:
         #: the fixture part the gripper closed on (a drawer handle): until it opens, waypoints
         #: beyond the radius (the end of a pull) follow that part, not the world
         self.held_fixture: dict | None = None
+        #: the segmented object the gripper closed on and the observation it was grasped from:
+        #: until the gripper opens, it moves with the hand, so a waypoint binds to it (that
+        #: observation) only where no other object is within the radius (:meth:`tool`)
+        self.held: tuple[dict, int] | None = None
+        self.gripper_closed = False
 
     def finish(self) -> None:
         """Add the fixture anchors that some waypoint is bound to, each located once at the start
@@ -315,10 +330,29 @@ class _PlanBuilder:
                 best, best_d = a, d
         return best
 
+    def _nearest_point(self, pool: list[tuple[dict, int]], xyz: list[float]) -> tuple[dict, int, str] | None:
+        """``(anchor, observation, ref)`` of the observation centre nearest ``xyz`` in XY within the
+        bind radius, else of the nearest ``support`` point (the largest flat surface, where the
+        scripted planner sets things down "on" an object: a stove's burner plate lies 17 cm from
+        the centre of the stove's mask). The later one on a tie."""
+        for ref in ("center", "support"):
+            best, best_d = None, self.bind_radius_m
+            for a, k in pool:
+                c = a["observations"][k]["estimate"].get(ref)
+                if not isinstance(c, list) or len(c) < 2:
+                    continue
+                d = math.hypot(xyz[0] - c[0], xyz[1] - c[1])
+                if d <= best_d:
+                    best, best_d = (a, k, ref), d
+            if best is not None:
+                return best
+        return None
+
     def locate(self, prompt: str, camera: str, estimate: dict, obj: str | None, instances: int = 1) -> None:
         """A successful text-prompt ``segment``: a new observation of the prompt's anchor
         (``instances`` > 1: the look found that many, ``estimate`` is the one the run used)."""
         est = {k: estimate.get(k) for k in _ESTIMATE_KEYS}
+        est.update({k: estimate[k] for k in _OPTIONAL_KEYS if estimate.get(k) is not None})
         anchor = self.by_prompt.get(prompt)
         if anchor is None:
             anchor = {"id": f"a{len(self.anchors)}", "prompt": prompt, "object": obj, "observations": []}
@@ -334,25 +368,13 @@ class _PlanBuilder:
         self.steps.append(step)
 
     def tool(self, cmd: dict) -> None:
-        """A recipe command: bound to the nearest anchor within the radius when it has an ``xyz``."""
+        """A recipe command: bound to the nearest anchor within the radius when it has an ``xyz``
+        (see :meth:`_bind`)."""
         args = {k: v for k, v in cmd.items() if k != "action"}
         step: dict[str, Any] = {"op": "tool", "tool": cmd["action"], "args": args, "anchor": None,
                                 "observation": None, "offset_xy": None}
         if isinstance(args.get("xyz"), list) and len(args["xyz"]) == 3:
-            xyz = args["xyz"]
-            # objects first; fixture parts only where none is near (parts stacked in one fixture:
-            # the nearest in 3-D); beyond both, the part the gripper holds
-            best = (self._nearest(self.anchors, xyz, lambda c: math.hypot(xyz[0] - c[0], xyz[1] - c[1]))
-                    or self._nearest(self.fixtures, xyz, lambda c: math.dist(xyz, c)) or self.held_fixture)
-            if best is not None:
-                if best in self.fixtures:
-                    self.used_fixtures.add(best["id"])
-                c = best["observations"][-1]["estimate"]["center"]
-                step.update(anchor=best["id"], observation=len(best["observations"]) - 1,
-                            offset_xy=[round(args["xyz"][0] - c[0], 5), round(args["xyz"][1] - c[1], 5)])
-                self.current_anchor = best["id"]
-            else:
-                self.current_anchor = None
+            self._bind(step, args["xyz"])
         elif cmd["action"] in ("set_gripper", "release"):
             closing = cmd["action"] == "set_gripper" and float(args.get("gripper", -1)) > 0
             self.held_fixture = next((a for a in self.fixtures if a["id"] == self.current_anchor), None) \
@@ -360,7 +382,46 @@ class _PlanBuilder:
         elif args.get("target_yaw") is not None and self.current_anchor is not None:
             a = next(x for x in [*self.anchors, *self.fixtures] if x["id"] == self.current_anchor)
             step.update(anchor=a["id"], observation=len(a["observations"]) - 1)
+        self._track_gripper(cmd["action"], args)
         self.steps.append(step)
+
+    def _bind(self, step: dict, xyz: list[float]) -> None:
+        """Bind a waypoint: objects first (the latest observation's centre or support point,
+        :meth:`_nearest_point`), the object in the hand only where no other one is near (and then
+        through the observation it was grasped from: a look at it while carried sees it where the
+        hand is); fixture parts only where no object is near (parts stacked in one fixture: the
+        nearest in 3-D); beyond all, the part the gripper holds."""
+        held = self.held[0] if self.held is not None else None
+        hit = self._nearest_point([(a, len(a["observations"]) - 1) for a in self.anchors if a is not held], xyz)
+        if hit is None and self.held is not None:
+            hit = self._nearest_point([self.held], xyz)
+        if hit is None:
+            part = self._nearest(self.fixtures, xyz, lambda c: math.dist(xyz, c)) or self.held_fixture
+            if part is None:
+                self.current_anchor = None
+                return
+            self.used_fixtures.add(part["id"])
+            hit = (part, len(part["observations"]) - 1, "center")
+        a, k, ref = hit
+        c = a["observations"][k]["estimate"][ref]
+        step.update(anchor=a["id"], observation=k, offset_xy=[round(xyz[0] - c[0], 5), round(xyz[1] - c[1], 5)])
+        if ref != "center":
+            step["ref"] = ref
+        self.current_anchor = a["id"]
+
+    def _track_gripper(self, action: str, args: dict) -> None:
+        """Follow the gripper through a command (``set_gripper``, ``release``, a motion's
+        ``gripper`` argument): closing it after the last waypoint was bound to an object makes
+        that object the one held (:attr:`held`); opening it lets go."""
+        g = -1.0 if action == "release" else args.get("gripper")
+        if g is None:
+            return
+        if float(g) > 0 and not self.gripper_closed:
+            a = next((x for x in self.anchors if x["id"] == self.current_anchor), None)
+            self.held = (a, len(a["observations"]) - 1) if a is not None else None
+        elif float(g) <= 0:
+            self.held = None
+        self.gripper_closed = float(g) > 0
 
 
 def _from_segment_recipe(builder: _PlanBuilder, commands: list[dict], calls: list[dict], run_dir: Path,

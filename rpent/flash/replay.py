@@ -13,8 +13,11 @@ For each plan step, in order:
   with ``view_fixtures``, see :func:`rpent.flash.generate.fixture_anchors`) is re-read with one
   ``view_fixtures`` call (simulator state) for each run of consecutive fixture locates.
 * ``tool``: the recorded command; a bound waypoint becomes ``live_center_xy + offset_xy``
-  with the recorded z (m, world frame); a recorded ``target_yaw`` turns with the anchor's
-  grasp axis (folded to +/- pi/2; only when both footprints are elongated). A tool error ends
+  with the recorded z (m, world frame; ``"ref": "support"``: from the live support point); a recorded ``target_yaw`` turns with the anchor's
+  grasp axis (folded to +/- pi/2; only when both footprints are elongated), then turned by pi
+  where the wrist joint would run out of range at the waypoint
+  (:func:`rpent.robots.libero.skills.grasp.wrist_fold`: libero_10_swap t1, a cream cheese box
+  whose front-camera axis turned the hover yaw to 3.31 rad, past the joint's 2.90 rad). A tool error ends
   the replay with ``flash_step_failed``.
 * a blocked grasp descent (an anchored ``move_to`` right before the gripper closes that stops
   more than :data:`BLOCKED_DESCENT_M` above its target, ``reached: false``: the hand met a
@@ -24,18 +27,22 @@ For each plan step, in order:
   of the anchor's first observation instead), shift the grasp point by :data:`GRASP_SHIFT_M`
   along the object's long axis away from the push, descend again (every call is in the
   transcript and the run record like any other). Later waypoints of that anchor keep the shift.
+* a grasp that came up empty (the lift ends with the fingers closed on nothing) where the source's
+  grasp held is retried once from a fresh look (:mod:`rpent.flash.regrasp`).
 * a stalled ``release`` (the fingers grew < :data:`RELEASE_STALL_M` and stayed below
   :data:`RELEASE_OPEN_M`; ``release`` gives up after 6 env steps without growth) is followed
   once by ``set_gripper(-1, steps=REOPEN_STEPS)``.
-* a plan that ends holding the object (its source run was solved during the last motion, before
-  it opened the gripper) and leaves the predicate false gets one final ``release``.
+* a plan that ends holding the object (its last gripper command, ``set_gripper`` or a motion's
+  ``gripper`` argument, closes it: its source run was solved during the last motion, before it
+  opened the gripper) and leaves the predicate false gets one final ``release``.
 
 Every replay writes ``flash_replay.json`` into its run directory (a run artifact): the plan cell,
 the env server that served it (init state; pid and seed switches of a shared server), and per
 plan step what happened: ``locate`` (anchor, prompt, camera, found, recorded and live centre, m,
 world frame), ``tool`` (``mode`` anchored | interpolated | as_recorded, recorded and live
 arguments, error) and ``repair`` (a blocked descent's shift and how many looks it took, with the
-camera that re-localised it; or a stalled release's opening before and after), with the counts ``replayed``,
+camera that re-localised it; an empty grasp's new look and the opening after its retry; or a
+stalled release's opening before and after), with the counts ``replayed``,
 ``relocalised``, ``not_found`` and ``repairs``. Under ``rpent`` the flash planner gets the
 :class:`rpent.flash.toolkit.FlashToolkit` (state-only steps, images where it looks).
 
@@ -56,6 +63,8 @@ from pathlib import Path
 from rpent.flash.episode import REPORT_NAME, episode_identity, qualified_instances, server_identity, task_instruction, write_report
 from rpent.flash.files import FlashFileError, find_plan, load_flash
 from rpent.flash.generate import FIXTURE_CAMERA, fixture_estimate
+from rpent.flash.regrasp import EMPTY_GRASP_M, closing_step, diagnosis as _diagnosis, opening as _opening, \
+    retry_empty_grasp, source_grasp_held
 from rpent.planners.base import Finish, PlannerConfig, PlannerResult, PlannerStats
 
 __all__ = ["FlashPlanner", "FLASH_DIR_ENV", "REPORT_NAME", "default_flash_dir", "grasp_axis"]
@@ -118,32 +127,6 @@ def _eef_pitch(res: dict, default: float | None) -> float | None:
     in a motion result's ``state_after``, else ``default``."""
     pitch = ((res.get("state_after") or {}).get("state") or {}).get("eef_pitch")
     return default if pitch is None else float(pitch)
-
-
-def _opening(res: dict) -> float | None:
-    """Gripper opening (m) in a tool result's ``state_after``, else None."""
-    v = ((res.get("state_after") or {}).get("state") or {}).get("gripper_opening")
-    return None if v is None else round(float(v), 4)
-
-
-#: A gripper closed to less than this (m) after the motion that follows a grasp holds nothing.
-EMPTY_GRASP_M = 0.003
-
-
-def _diagnosis(log: list[dict]) -> str:
-    """What went wrong in a replay that ran every step unsolved, from its plan-step log: a grasp
-    whose next motion found the fingers closed on nothing (< :data:`EMPTY_GRASP_M`), else the
-    anchored waypoints that were not reached; empty when neither."""
-    tools = [e for e in log if e["op"] == "tool"]
-    for a, b in zip(tools, tools[1:]):
-        closing = a["tool"] == "set_gripper" and float((a.get("live_args") or {}).get("gripper", -1)) > 0
-        if closing and b.get("gripper_opening_m") is not None and b["gripper_opening_m"] < EMPTY_GRASP_M:
-            return (f"the grasp of plan step {a['plan_step']} came up empty: gripper opening "
-                    f"{b['gripper_opening_m']:.3f} m after plan step {b['plan_step']}")
-    missed = [e["plan_step"] for e in tools if e.get("reached") is False and e["mode"] == "anchored"]
-    if missed:
-        return "anchored waypoints not reached at plan steps " + ", ".join(map(str, missed))
-    return ""
 
 
 def _fold(angle: float) -> float:
@@ -283,6 +266,7 @@ class FlashPlanner:
             say("Qualified objects in this scene: " + ", ".join(f"'{p}' is {n}" for p, n in sorted(names.items())) + ".")
         live: dict[str, dict[int, dict]] = {aid: {} for aid in anchors}  # anchor -> observation -> estimate
         self._shift: dict[str, tuple[float, float]] = {}  # anchor -> XY shift of its grasp after a blocked descent
+        self._regrasped: set[int] = set()  # close steps whose empty grasp was retried (once each)
         fixtures_view: dict | None = None  # the view_fixtures result of the current run of fixture locates
         self._pitch: float | None = None  # eef pitch (rad, about world x) after the latest motion
         for i, step in enumerate(plan["steps"]):
@@ -332,6 +316,11 @@ class FlashPlanner:
             if self._blocked_grasp_descent(plan["steps"], i, args, res):
                 res = self._retry_descent(plan["steps"], i, args, res, anchors, live, call, say, pitch_before)
                 self._pitch = _eef_pitch(res, self._pitch)
+            c = closing_step(plan["steps"], i)
+            if c is not None and c not in self._regrasped and _opening(res) is not None \
+                    and _opening(res) < EMPTY_GRASP_M and source_grasp_held(plan["steps"], c):
+                self._regrasped.add(c)
+                res = retry_empty_grasp(self, plan["steps"], i, c, res, anchors, live, call, say, self._locate, _Failure)
             if step["tool"] == "release" and self._stalled_release(res):
                 res = self._reopen(i, res, call, say)
             after = (res.get("state_after") or {})
@@ -341,15 +330,15 @@ class FlashPlanner:
 
     @staticmethod
     def _ends_holding(steps: list[dict]) -> bool:
-        """The plan's last gripper command closes it (``set_gripper`` > 0, no ``release`` after
-        it): the source run's predicate came true during the last motion (e.g. a bowl held down
+        """The plan's last gripper command closes it (``set_gripper`` or a motion's ``gripper``
+        argument > 0, no ``release`` after it): the source run's predicate came true during the last motion (e.g. a bowl held down
         onto a plate), so it never opened the gripper."""
         for s in reversed(steps):
             if s["op"] != "tool":
                 continue
             if s.get("tool") == "release":
                 return False
-            if s.get("tool") == "set_gripper":
+            if s.get("tool") == "set_gripper" or (s.get("args") or {}).get("gripper") is not None:
                 return float((s.get("args") or {}).get("gripper", -1)) > 0
         return False
 
@@ -538,16 +527,27 @@ class FlashPlanner:
         j = k if k in live else max((x for x in live if x <= k), default=min(live))
         base_ref = anchor["observations"][j]["estimate"]
         cur = live[j]
-        # position of the recorded observation k in the live scene
-        cx = cur["center"][0] + (ref["center"][0] - base_ref["center"][0])
-        cy = cur["center"][1] + (ref["center"][1] - base_ref["center"][1])
+        # the step's reference point (``ref``: the centre, or the support surface a place goes
+        # down on) of the recorded observation k in the live scene
+        key = step.get("ref") or "center"
+        if not (isinstance(ref.get(key), list) and isinstance(base_ref.get(key), list)):
+            key = "center"
+        here = cur.get(key) if isinstance(cur.get(key), list) else [
+            cur["center"][n] + base_ref[key][n] - base_ref["center"][n] for n in (0, 1)]
+        cx = here[0] + (ref[key][0] - base_ref[key][0])
+        cy = here[1] + (ref[key][1] - base_ref[key][1])
         if step.get("offset_xy") is not None and isinstance(args.get("xyz"), list):
             dx, dy = step["offset_xy"]
             args["xyz"] = [round(cx + dx, 5), round(cy + dy, 5), float(args["xyz"][2])]
         if args.get("target_yaw") is not None:
             a_ref, a_live = grasp_axis(base_ref), grasp_axis(cur)
             if a_ref is not None and a_live is not None:
-                args["target_yaw"] = round(float(args["target_yaw"]) + _fold(a_live - a_ref), 5)
+                yaw = float(args["target_yaw"]) + _fold(a_live - a_ref)
+                if isinstance(args.get("xyz"), list):  # the same grasp turned by pi where the wrist runs out
+                    from rpent.robots.libero.skills.grasp import wrist_fold
+
+                    yaw = wrist_fold(yaw, [args["xyz"][:2]])
+                args["target_yaw"] = round(yaw, 5)
         return args
 
     @staticmethod

@@ -533,6 +533,10 @@ def test_a_plan_that_ends_holding_gets_one_final_release():
     assert not FlashPlanner._ends_holding([*holding, tool("release")])
     assert not FlashPlanner._ends_holding([tool("set_gripper", gripper=-1.0, steps=5), tool("move_to", xyz=[0, 0, 1])])
     assert not FlashPlanner._ends_holding([tool("move_to", xyz=[0, 0, 1])])
+    # the scripted planner closes on a plate's rim with the descent itself (move_to gripper=+1)
+    assert FlashPlanner._ends_holding([tool("move_to", xyz=[0, 0, 0.9], gripper=1.0), tool("move_to", xyz=[0, 0, 1])])
+    assert not FlashPlanner._ends_holding([tool("move_to", xyz=[0, 0, 0.9], gripper=1.0), tool("move_to", xyz=[0, 0, 1],
+                                                                                             gripper=-1.0)])
     for release, expected in [({"final_gripper_opening": 0.075, "start_gripper_opening": 0.008,
                                 "peak_gripper_opening": 0.075}, ["release"]),
                               ({"final_gripper_opening": 0.009, "start_gripper_opening": 0.008,
@@ -753,3 +757,125 @@ def test_a_replay_episode_stopped_by_a_signal_has_its_records_figures_in_the_led
                                                      "error": "run cancelled (received SIGINT)", "env_steps": 64}
     (run / "transcript_object_t0_s5.json").write_bytes(b"{half")
     assert _stopped_row(run, "received SIGINT")["env_steps"] is None
+
+
+def _write_run(tmp_path, calls, suite="libero_goal", task=1, language="put the plate on the stove"):
+    """A solved run of ``calls`` ((tool, args, result) triples): transcript and recipe (segment
+    lines included); returns (audit, recipe)."""
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Task"}], "source": "task"}]
+    recipe = []
+    for i, (name, args, res) in enumerate(calls):
+        messages.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"c{i}", "name": name,
+                                                           "input": args}]})
+        messages.append({"role": "tool", "name": name, "tool_call_id": f"c{i}", "content": res,
+                         "is_error": "error" in res})
+        if name == "segment":
+            recipe.append({"action": "segment", "prompt": args["prompt"], "camera": args.get("camera", "agentview")})
+        elif name != "finish" and "error" not in res:
+            recipe.append({"action": name, **args})
+    tag = f"{suite.removeprefix('libero_')}_t{task}_s0"
+    doc = {"suite": suite, "task": task, "seed": 0, "task_language": language, "planner": "scripted",
+           "model": None, "environment_success": True, "messages": messages}
+    (tmp_path / f"transcript_{tag}.json").write_text(json.dumps(doc))
+    (tmp_path / f"{tag}_recipe.jsonl").write_text("".join(json.dumps(c) + "\n" for c in recipe))
+    return tmp_path / f"transcript_{tag}.json", tmp_path / f"{tag}_recipe.jsonl"
+
+
+def test_a_place_on_a_support_surface_follows_the_target_not_the_carried_object(tmp_path):
+    """libero_goal task 1 ("put the plate on the stove"): the scripted planner sets the plate down
+    over the stove's ``support`` (its burner plate, 17 cm from the centre of the stove's mask) and
+    looks at the plate while carrying it. The set-down binds to the stove's support point, not to
+    the plate in the hand (whose carried look sees it wherever the hand is); the lift, with no
+    other object near, stays with the plate's grasp observation."""
+    plate = {**_est(0.04, -0.015), "support": [0.04, -0.017, 0.91]}
+    stove = {**_est(-0.40, 0.20), "support": [-0.232, 0.194, 0.926]}
+    carried = {**_est(-0.18, 0.19), "support": [-0.17, 0.19, 1.15]}  # the plate seen in the hand
+    grip = {"gripper": 1.0}
+    calls = [("segment", {"prompt": "plate"}, {"found": True, "object": "plate_1", "object_estimate": plate}),
+             ("segment", {"prompt": "stove"}, {"found": True, "object": "flat_stove_1", "object_estimate": stove}),
+             ("move_to", {"xyz": [0.095, -0.015, 1.09], "gripper": -1.0}, {"reached": True}),
+             ("move_to", {"xyz": [0.095, -0.015, 0.88], **grip}, {"reached": False}),  # descend and close
+             ("move_to", {"xyz": [0.095, -0.015, 1.18], **grip}, {"reached": True}),  # lift
+             ("move_to", {"xyz": [-0.177, 0.194, 1.18], **grip}, {"reached": True}),  # over the burner
+             ("segment", {"prompt": "plate"}, {"found": True, "object": "plate_1", "object_estimate": carried}),
+             ("move_to", {"xyz": [-0.177, 0.194, 1.05], **grip}, {"reached": True}),  # set down
+             ("finish", {"status": "success", "summary": "ok"}, {"_finish": True})]
+    audit, recipe = _write_run(tmp_path, calls)
+    generate(audit, recipe, tmp_path / "flash")
+    plan, anchors = load_flash(tmp_path / "flash", "goal_t1_s0")
+    tools = [s for s in plan["steps"] if s["op"] == "tool"]
+    assert [(s["anchor"], s["observation"], s.get("ref")) for s in tools] == [
+        ("a0", 0, None), ("a0", 0, None), ("a0", 0, None), ("a1", 0, "support"), ("a1", 0, "support")]
+    assert tools[-1]["offset_xy"] == [pytest.approx(0.055), pytest.approx(0.0)]
+    assert anchors["anchors"][1]["observations"][0]["estimate"]["support"] == [-0.232, 0.194, 0.926]
+    # the replay: the stove moved -1.5 cm in x; the set-down follows its live support point
+    by_id = {a["id"]: a for a in anchors["anchors"]}
+    live = {"a0": {0: plate}, "a1": {0: {**stove, "center": [-0.415, 0.2, 0.93], "support": [-0.247, 0.194, 0.926]}}}
+    i = plan["steps"].index(tools[-1])
+    assert FlashPlanner()._args(plan["steps"], i, by_id, live)["xyz"] == [pytest.approx(-0.192), pytest.approx(0.194),
+                                                                          1.05]
+    # a live look without a support point: the recorded support's offset from the centre
+    live["a1"] = {0: {k: v for k, v in live["a1"][0].items() if k != "support"}}
+    assert FlashPlanner()._args(plan["steps"], i, by_id, live)["xyz"][0] == pytest.approx(-0.192)
+
+
+def test_a_grasp_that_came_up_empty_is_retried_once_from_a_fresh_look():
+    """The lift after a grasp ends with the fingers closed on nothing (the box slipped away while
+    the fingers closed): where the source's grasp held (its next opening is a ``release``), the
+    replay opens, looks at the object again with its first observation's camera, goes back over it
+    at the approach's hover height and replays descent, close and lift once from the new estimate.
+    A plan whose source opened the gripper again with a motion (the scripted planner's own retry)
+    replays that instead."""
+    from rpent.flash.regrasp import source_grasp_held
+
+    anchors, plan = _grasp_descent_plan()
+    plan["steps"].append({"op": "tool", "tool": "release", "args": {}, "anchor": None, "observation": None,
+                          "offset_xy": None})
+    calls = []
+    looks = iter([_est(0.06, -0.1, 0.0, 0.07, 0.035), _est(0.08, -0.09, 0.0, 0.07, 0.035)])
+
+    def call(name, args):
+        calls.append((name, args))
+        if name == "segment":
+            return {"found": True, "object_estimate": next(looks)}
+        lifts = [a for n, a in calls if n == "move_to" and a["xyz"][2] == 0.25]
+        if name == "move_to" and args["xyz"][2] == 0.25:
+            return {"reached": True, "state_after": {"state": {"gripper_opening": 0.001 if len(lifts) == 1 else 0.04}}}
+        return {"reached": True, "final_eef_pos": args.get("xyz")}
+
+    planner = FlashPlanner()
+    planner._replay(plan, anchors, call, lambda text: None, None)
+    assert [n for n, _ in calls] == ["segment", "move_to", "move_to", "set_gripper", "move_to",  # empty lift
+                                     "set_gripper", "segment", "move_to", "move_to", "set_gripper", "move_to",
+                                     "release"]
+    assert calls[5][1]["gripper"] == -1.0  # opened first
+    moves = [a["xyz"] for n, a in calls if n == "move_to"][3:]
+    assert moves == [[pytest.approx(0.08), -0.09, 0.1], [pytest.approx(0.08), -0.09, 0.013],
+                     [pytest.approx(0.08), -0.09, 0.25]]  # over the new look, down, close, lift
+    repair = next(e for e in planner._log if e["op"] == "repair")
+    assert repair["kind"] == "empty_grasp" and repair["plan_step"] == 3 and repair["lift_step"] == 4
+    assert repair["opening_before_m"] == 0.001 and repair["opening_after_m"] == 0.04 and repair["relocalised"]
+    # the source's own retry: its next opening is a motion, not a release: no repair here
+    retry = [*plan["steps"][:5], {"op": "tool", "tool": "move_to", "args": {"xyz": [0.05, -0.1, 0.3], "gripper": -1.0},
+                                  "anchor": None, "observation": None, "offset_xy": None}]
+    assert source_grasp_held(plan["steps"], 3) and not source_grasp_held(retry, 3)
+    calls.clear()
+    looks = iter([_est(0.06, -0.1, 0.0, 0.07, 0.035)] * 3)
+    FlashPlanner()._replay({"steps": retry}, anchors, call, lambda text: None, None)
+    assert [n for n, _ in calls].count("segment") == 1
+
+
+def test_a_turned_grasp_yaw_past_the_wrist_limit_is_folded_by_pi():
+    """libero_10_swap t1: the front camera's axis of the cream cheese box turned the hover yaw
+    1.777 rad by +1.53 rad to 3.31 rad, past the last joint's range at that waypoint; the same grasp
+    turned by pi (0.17 rad) is sent instead, so the hand does not swing away on its next turn."""
+    ref = {**_est(-0.0367, -0.2199, yaw=0.2061, major=0.0366, minor=0.0103), "ridge_yaw": 0.2061}
+    anchors = {"a0": {"id": "a0", "prompt": "cream cheese box", "observations": [{"camera": "agentview",
+                                                                                 "estimate": ref}]}}
+    steps = [{"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 0},
+             {"op": "tool", "tool": "move_to", "args": {"xyz": [-0.0367, -0.2199, 0.545], "target_yaw": 1.7769},
+              "anchor": "a0", "observation": 0, "offset_xy": [0.0, 0.0]}]
+    live = {"a0": {0: {**ref, "center": [0.0009, -0.2634, 0.44], "ridge_yaw": 0.2061 + 1.5333}}}
+    assert FlashPlanner()._args(steps, 1, anchors, live)["target_yaw"] == pytest.approx(3.3102 - math.pi, abs=1e-3)
+    live["a0"][0]["ridge_yaw"] = 0.2061 + 0.3  # within the joint's range: turned as before
+    assert FlashPlanner()._args(steps, 1, anchors, live)["target_yaw"] == pytest.approx(2.0769)

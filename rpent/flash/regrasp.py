@@ -1,0 +1,142 @@
+"""The flash replay's repair of a grasp that came up empty (see :mod:`rpent.flash.replay`).
+
+A grasp *came up empty* when the motion right after the gripper closed (the lift) ends with the
+fingers closed on nothing (opening < :data:`EMPTY_GRASP_M`). Where the source run's grasp held
+(:func:`source_grasp_held`), the replay repairs it once per grasp: open the gripper, look at the
+object again with the camera of the anchor's first observation (a fresh whole view: the fingers
+may have pushed it), go back over the grasp point at the hover height of the approach, and replay
+the plan's descent, close and lift from the new estimate. Every call is a tool call of the
+transcript; the repair is one ``"op": "repair", "kind": "empty_grasp"`` entry of
+``flash_replay.json`` (the looks, the new centre, the opening after the retried lift).
+"""
+
+from __future__ import annotations
+
+#: A gripper closed to less than this (m) after the motion that follows a grasp holds nothing.
+EMPTY_GRASP_M = 0.003
+#: A waypoint this much (m) above the grasp descent's target is the approach's hover.
+HOVER_ABOVE_M = 0.03
+
+
+def opening(res: dict) -> float | None:
+    """Gripper opening (m) in a tool result's ``state_after``, else None."""
+    v = ((res.get("state_after") or {}).get("state") or {}).get("gripper_opening")
+    return None if v is None else round(float(v), 4)
+
+
+def diagnosis(log: list[dict]) -> str:
+    """What went wrong in a replay that ran every step unsolved, from its plan-step log: a grasp
+    whose next motion found the fingers closed on nothing (< :data:`EMPTY_GRASP_M`), else the
+    anchored waypoints that were not reached; empty when neither."""
+    tools = [e for e in log if e["op"] == "tool"]
+    for a, b in zip(tools, tools[1:]):
+        closing = a["tool"] == "set_gripper" and float((a.get("live_args") or {}).get("gripper", -1)) > 0
+        if closing and b.get("gripper_opening_m") is not None and b["gripper_opening_m"] < EMPTY_GRASP_M:
+            return (f"the grasp of plan step {a['plan_step']} came up empty: gripper opening "
+                    f"{b['gripper_opening_m']:.3f} m after plan step {b['plan_step']}")
+    missed = [e["plan_step"] for e in tools if e.get("reached") is False and e["mode"] == "anchored"]
+    if missed:
+        return "anchored waypoints not reached at plan steps " + ", ".join(map(str, missed))
+    return ""
+
+
+def gripper_command(step: dict) -> float | None:
+    """The gripper command of a plan tool step (``release``: -1; ``set_gripper`` or a motion's
+    ``gripper`` argument), None when it leaves the gripper as it is."""
+    if step.get("op") != "tool":
+        return None
+    if step.get("tool") == "release":
+        return -1.0
+    g = (step.get("args") or {}).get("gripper")
+    return None if g is None else float(g)
+
+
+def closing_step(steps: list[dict], i: int) -> int | None:
+    """The step that closed the gripper, when tool step ``i`` is the first motion after it (the
+    lift; a motion that itself closes it is the close, not the lift), else None."""
+    if steps[i].get("op") != "tool" or not isinstance((steps[i].get("args") or {}).get("xyz"), list):
+        return None
+    tools = [j for j in range(i) if steps[j]["op"] == "tool"]
+    if not tools:
+        return None
+    c = tools[-1]
+    g = gripper_command(steps[c])
+    if g is None or g <= 0:
+        return None
+    before = next((gripper_command(steps[j]) for j in reversed(tools[:-1]) if gripper_command(steps[j]) is not None),
+                  -1.0)
+    if before > 0:
+        return None  # it was closed already: a carry, not a grasp
+    if steps[c].get("tool") != "set_gripper" and gripper_command(steps[i]) is not None and gripper_command(steps[i]) <= 0:
+        return None
+    return c
+
+
+def source_grasp_held(steps: list[dict], c: int) -> bool:
+    """The source run's grasp at step ``c`` held its object: the next command that opens the gripper
+    is a ``release`` (a place) or there is none (the plan ends holding). The scripted planner's own
+    retry after an empty grasp opens it with the next motion instead (libero_10_task t7: the
+    cream cheese grasped three times); such a recorded retry is replayed as it is."""
+    for s in steps[c + 1:]:
+        g = gripper_command(s)
+        if g is not None and g <= 0:
+            return s.get("tool") == "release"
+    return True
+
+
+def descent_step(steps: list[dict], c: int) -> int | None:
+    """The grasp descent of the close at step ``c``: the close itself when it is a motion, else the
+    last motion before it (anchored)."""
+    if isinstance((steps[c].get("args") or {}).get("xyz"), list):
+        return c
+    return next((j for j in range(c - 1, -1, -1) if steps[j]["op"] == "tool"
+                 and isinstance((steps[j].get("args") or {}).get("xyz"), list)), None)
+
+
+def retry_empty_grasp(planner, steps: list[dict], i: int, c: int, res: dict, anchors: dict, live: dict, call,
+                      say, locate, failure) -> dict:
+    """One bounded repair of the empty grasp closed at step ``c`` and found empty after the lift
+    ``i`` (see the module docstring). ``locate(call, prompt, camera, near)`` is the replay's look,
+    ``failure(code, message)`` its exception. Returns the retried lift's result."""
+    d = descent_step(steps, c)
+    aid = steps[d].get("anchor") if d is not None else None
+    if aid is None:
+        return res
+    anchor = anchors[aid]
+    target_z = float(steps[d]["args"]["xyz"][2])
+    first = next((j for j in range(d, -1, -1) if steps[j]["op"] == "tool"
+                  and isinstance((steps[j].get("args") or {}).get("xyz"), list)
+                  and float(steps[j]["args"]["xyz"][2]) > target_z + HOVER_ABOVE_M), None)
+    hover = float(steps[first]["args"]["xyz"][2]) if first is not None else target_z + 0.1
+    start = (first + 1) if first is not None else d
+    say(f"The grasp of step {c} came up empty (gripper opening {opening(res) or 0.0:.4f} m after step {i}): "
+        f"opening, looking at '{anchor['prompt']}' again and grasping once more.")
+    opened = call("set_gripper", {"gripper": -1.0, "steps": 10})
+    if "error" in opened:
+        raise failure("flash_step_failed", f"opening after the empty grasp of step {c} failed: {opened['error']}")
+    obs0 = anchor["observations"][0]
+    near = obs0["estimate"].get("center") if any(int(o.get("instances") or 1) > 1
+                                                for o in anchor["observations"]) else None
+    est = locate(call, anchor["prompt"], obs0.get("camera") or "agentview", near)
+    if est is not None:
+        live[aid] = {0: est}  # the later observations are rebuilt from it by the recorded differences
+    else:
+        say(f"'{anchor['prompt']}' was not found again; retrying at the earlier estimate.")
+    entry = {"plan_step": c, "op": "repair", "kind": "empty_grasp", "anchor": aid, "lift_step": i,
+             "opening_before_m": opening(res), "relocalised": est is not None,
+             "live_center": None if est is None else est.get("center")}
+    planner._log.append(entry)
+    over = planner._args(steps, d, anchors, live)
+    over = {k: v for k, v in over.items() if k in ("xyz", "target_yaw")}
+    over.update(xyz=[over["xyz"][0], over["xyz"][1], hover], gripper=-1.0, max_steps=120)
+    last = call("move_to", over)
+    if "error" in last:
+        raise failure("flash_step_failed", f"going back over the grasp of step {c} failed: {last['error']}")
+    for j in [*range(start, c + 1), i]:  # the descent, the close and the lift again, from the new look
+        if steps[j]["op"] != "tool":
+            continue
+        last = call(steps[j]["tool"], planner._args(steps, j, anchors, live))
+        if "error" in last:
+            raise failure("flash_step_failed", f"the retried grasp of step {c} failed at step {j}: {last['error']}")
+    entry["opening_after_m"] = opening(last)
+    return last
