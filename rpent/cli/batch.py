@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--price-in", type=float, default=None, help="USD per million planner input tokens (report cost)")
     g.add_argument("--price-out", type=float, default=None, help="USD per million planner output tokens")
     g = p.add_argument_group("execution")
-    g.add_argument("--results-root", required=True, help="results directory: new or empty, or a batch's own (resumed; it holds matrix.json)")
+    g.add_argument("--results-root", required=True,
+                   help="results directory: new or empty, or a batch's own (resumed; it holds matrix.json)")
     g.add_argument("--parallel", type=int, default=1, help="runs at once (default 1; each has its own env server)")
     g.add_argument("--max-retries", type=int, default=2,
                    help="extra attempts after an infrastructure error, per cell and invocation (default 2)")

@@ -600,7 +600,8 @@ def test_replay_options_are_refused_before_anything_starts(tmp_path, change, nee
     (tmp_path / "file").write_text("x")
     (tmp_path / "used").mkdir()
     (tmp_path / "used" / "replay.jsonl").write_text("{}\n")
-    paths = {"FILE": str(tmp_path / "file"), "USED": str(tmp_path / "used"), "UNDER_FILE": str(tmp_path / "file" / "sub")}
+    paths = {"FILE": str(tmp_path / "file"), "USED": str(tmp_path / "used"),
+             "UNDER_FILE": str(tmp_path / "file" / "sub")}
     kw = dict(flash_dir=str(tmp_path / "flash"), suite="libero_object", task=0, seeds=[1],
               output_root=str(tmp_path / "out"))
     kw.update({k: paths.get(v, v) if isinstance(v, str) else v for k, v in change.items()})
