@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--price-in", type=float, default=None, help="USD per million planner input tokens (report cost)")
     g.add_argument("--price-out", type=float, default=None, help="USD per million planner output tokens")
     g = p.add_argument_group("execution")
-    g.add_argument("--results-root", required=True, help="results directory (resumed when it exists)")
+    g.add_argument("--results-root", required=True,
+                   help="results directory: new or empty, or a batch's own (resumed; it holds matrix.json)")
     g.add_argument("--parallel", type=int, default=1, help="runs at once (default 1; each has its own env server)")
     g.add_argument("--max-retries", type=int, default=2,
                    help="extra attempts after an infrastructure error, per cell and invocation (default 2)")
@@ -243,6 +244,21 @@ def _not_a_directory(path: Path) -> Path | None:
     return None
 
 
+def _refuse_foreign_directory(parser: argparse.ArgumentParser, given: str, root) -> None:
+    """Refuse an existing directory that holds files but no ``matrix.json``: it is no results root
+    (another run's record, a flash output, the working directory), and the batch's report.md,
+    report.json, manifest.json and runs/ must not overwrite or mix with what is there. A root that
+    holds only the lock of a batch stopped before it wrote its matrix is taken as new."""
+    from rpent.run.record import earlier_run_files, fresh_dir_suggestion
+
+    found = earlier_run_files(root.root, ignore=(root.lock_path.name,))
+    if found:
+        shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+        parser.error(f"--results-root {given} holds files ({shown}) but no matrix.json, so it is not an rpent-batch "
+                     "results root; a batch would write its report, manifest and runs beside them. Choose a new "
+                     f"directory, e.g. --results-root {fresh_dir_suggestion(root.root)}")
+
+
 def _load_matrix(parser: argparse.ArgumentParser, root):
     """The root's ``matrix.json`` as a Matrix; a missing or unreadable file is a one-line usage error."""
     from rpent.batch.matrix import Matrix
@@ -389,6 +405,8 @@ def _run_checked(argv: list[str], parser, args, extra, root, early) -> int:
             parser.error(f"arm {flash[0]} reads its flash plans from (and a shared-env replay writes into) the results "
                          "root, which 'results: copy' keeps from the nodes; use 'results: shared' with the root on a "
                          "filesystem every node mounts")
+    if stored is None:
+        _refuse_foreign_directory(parser, args.results_root, root)
     try:
         root.ensure()
     except OSError as exc:

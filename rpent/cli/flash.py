@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 __all__ = ["main", "build_parser"]
 
@@ -86,6 +87,12 @@ def _replay(args) -> int:
         check_options(opts)
     except ValueError as exc:
         print(f"rpent-flash: error: {exc}", file=sys.stderr)
+        return 2
+    try:  # before any env server starts: an uncreatable place is a one-line refusal, not a traceback later
+        Path(args.output_root).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"rpent-flash: error: --output-root {args.output_root} cannot be created ({exc.strerror or exc}); "
+              "choose a directory you can write to", file=sys.stderr)
         return 2
     rows = trio.run(lambda: replay_seeds(opts, on_row=lambda r: print(json.dumps(r), flush=True)))
     eps = [r for r in rows if r["kind"] == "episode"]

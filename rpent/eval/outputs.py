@@ -48,20 +48,31 @@ def make_run_dir(logs_dir: str | Path, config_name: str, now: datetime | None = 
     """Create ``<logs_dir>/<YYYYmmdd-HH:MM:SS>-<config_name>/`` (``-2``, ``-3``... if taken).
 
     Raises:
-        OSError: ``logs_dir`` cannot be created or written.
+        EvalConfigError: ``logs_dir`` is (or lies under) a file, or cannot be created or written (one
+            line naming ``--logs-dir`` and the fix).
     """
+    from rpent.eval.errors import EvalConfigError
+
     root = Path(logs_dir).expanduser()
-    root.mkdir(parents=True, exist_ok=True)
+    blocker = next((q for q in (root, *root.parents) if q.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise EvalConfigError(f"--logs-dir {logs_dir}: {blocker} is a file, not a directory; choose a directory "
+                              "for the evaluation logs")
     stamp = (now or datetime.now()).strftime(TIME_FORMAT)
     base = root / f"{stamp}-{config_name}"
     candidate, n = base, 1
-    while True:
-        try:
-            candidate.mkdir()
-            return candidate
-        except FileExistsError:
-            n += 1
-            candidate = Path(f"{base}-{n}")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        while True:
+            try:
+                candidate.mkdir()
+                return candidate
+            except FileExistsError:
+                n += 1
+                candidate = Path(f"{base}-{n}")
+    except OSError as exc:
+        raise EvalConfigError(f"--logs-dir {logs_dir}: cannot create {candidate if root.is_dir() else root} "
+                              f"({exc.strerror or exc}); choose a directory you can write to") from None
 
 
 def setup_eval_logger(run_dir: Path) -> logging.Logger:

@@ -140,6 +140,9 @@ def check_options(opts: ReplayOptions) -> None:
     root = Path(opts.output_root)
     if root.exists() and not root.is_dir():
         raise ValueError(f"--output-root {root} is a file, not a directory; choose a new directory")
+    blocker = next((q for q in root.absolute().parents if q.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise ValueError(f"--output-root {root} cannot be a directory ({blocker} is a file); choose a new directory")
     if root.is_dir() and any(root.iterdir()):
         raise ValueError(f"--output-root {root} already holds files (an earlier replay?); a replay never "
                          "writes into another's records: choose a new --output-root")

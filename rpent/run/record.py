@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import threading
 import time
@@ -74,8 +75,15 @@ def earlier_run_files(directory: str | Path, ignore: tuple[str, ...] = ()) -> li
 
 
 def fresh_dir_suggestion(directory: str | Path) -> Path:
-    """``<directory>-2`` (or ``-3``, ...): the first sibling name that does not exist."""
+    """``<directory>-2`` (or ``-3``, ...): the first sibling name that does not exist.
+
+    A directory without a name of its own (``.``, ``..``, ``''``, ``/``) is named by its absolute
+    path; the root gets ``/run-2``."""
     d = Path(directory)
+    if d.name in ("", ".", ".."):
+        d = Path(os.path.abspath(d))
+        if not d.name:
+            d = d / "run"
     n = 2
     while (cand := d.with_name(f"{d.name}-{n}")).exists():
         n += 1

@@ -34,6 +34,8 @@ __all__ = ["SessionPaths", "SessionInfo", "SessionNotFound", "registry_dir", "li
 
 #: Longest Unix socket path Linux accepts (``sun_path`` is 108 bytes including the terminating NUL).
 SOCKET_PATH_MAX = 107
+#: What a session writes into its directory (:class:`SessionPaths`, ``tasks/``, ``services/``).
+SESSION_ENTRIES = ("session.json", "token", "session.sock", "state.json", "session.log", "tasks", "services")
 
 
 class SessionNotFound(LookupError):

@@ -68,13 +68,24 @@ def write_session_options(paths: SessionPaths, config: Any, vla_server_args: lis
     """Create the session directory with ``session.json`` and a fresh token.
 
     Raises:
-        FileExistsError: a session already runs there (the message says how to attach).
+        FileExistsError: a session already runs there (the message says how to attach), or the directory
+            holds files but never held a session (a run record, a results root: never mixed with a session's).
         ValueError: the directory is too deep for a Unix socket path.
     """
     paths.check_socket_path()
     if paths.running():
         raise FileExistsError(f"a session is already running in {paths.root}; attach to it with "
                               f"rpent-tui --attach {paths.root}")
+    if not paths.config.exists():  # no session was ever started here: nothing but a session's own files
+        from rpent.run.record import earlier_run_files, fresh_dir_suggestion
+        from rpent.session.layout import SESSION_ENTRIES
+
+        found = earlier_run_files(paths.root, ignore=SESSION_ENTRIES)
+        if found:
+            shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+            raise FileExistsError(f"--output-dir {paths.root} holds files ({shown}) but no session.json, so it is "
+                                  "not a session directory; a session would write its files and tasks/ beside them. "
+                                  f"Choose a new directory, e.g. --output-dir {fresh_dir_suggestion(paths.root)}")
     # An earlier, stopped session in the same directory: the new one gets a new token (its TaskRuns
     # continue the numbering under tasks/, see Session); session.log keeps growing.
     paths.token.unlink(missing_ok=True)

@@ -46,6 +46,20 @@ def test_results_root_that_is_a_file_or_under_one(tmp_path, cli):
     assert f.read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
+@pytest.mark.parametrize("given", ["D", "."])
+def test_a_directory_with_files_but_no_matrix_is_refused_unchanged(tmp_path, cli, monkeypatch, given):
+    """Another tool's output (here a report.md of one's own) is never taken as a results root."""
+    used = tmp_path / "D"
+    used.mkdir()
+    (used / "report.md").write_text("my notes")
+    (used / "run.log").write_text("an earlier run")
+    monkeypatch.chdir(used if given == "." else tmp_path)
+    _one_line_usage_error(cli(*RUN, "--results-root", given),
+                          "holds files (report.md, run.log) but no matrix.json", f"--results-root {tmp_path / 'D'}-2")
+    assert sorted(p.name for p in used.iterdir()) == ["report.md", "run.log"]
+    assert (used / "report.md").read_text() == "my notes"
+
+
 def test_a_missing_arm_checkpoint_is_refused_before_anything_starts(tmp_path, cli):
     matrix = tmp_path / "m.yaml"
     matrix.write_text("suites: [libero_object]\ntasks: [0]\nseeds: [0]\n"

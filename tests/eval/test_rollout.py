@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -169,3 +170,24 @@ def test_replayed_successes_score_one_and_zero_actions_score_zero(tmp_path, repl
     for r in replayed.results:  # success came when the recorded sequence reached it
         assert r.steps_to_success <= len(table[f"libero_object_t{r.task_id}_s{r.init_state_id}"]["actions"])
         assert r.reward == pytest.approx(5.0 / r.steps_to_success)
+
+
+@pytest.mark.parametrize("where", ["file", "under_file", "uncreatable"])
+def test_a_logs_dir_that_cannot_be_created_is_one_line_through_the_cli(tmp_path, tiny_pi05_checkpoint, where):
+    """`rpent-eval --logs-dir` that is a file, lies under one, or cannot be made: one line naming
+    --logs-dir and the fix, exit 2, before any env worker starts; the file is untouched."""
+    afile = tmp_path / "afile"
+    afile.write_text("keep")
+    logs = {"file": afile, "under_file": afile / "sub", "uncreatable": Path("/proc/rpent-no-such-dir/logs")}[where]
+    env = {**os.environ, "APXINF_PI05_MODEL_DIR": str(tiny_pi05_checkpoint), "MUJOCO_GL": "egl"}
+    run = subprocess.run(
+        [sys.executable, "-m", "rpent.cli.eval", "--config", "libero_10_pi05_eval", "--logs-dir", str(logs),
+         "--no-progress", "env.eval.task_ids=[5]", "env.eval.total_num_envs=2", "env.num_workers=2",
+         "env.eval.rollout_epoch=1", "env.eval.max_episode_steps=10", "policy.device=cpu"],
+        capture_output=True, text=True, cwd=REPO, env=env, timeout=300,
+    )
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    last = run.stderr.strip().splitlines()[-1]
+    needle = "cannot create" if where == "uncreatable" else f"{afile} is a file, not a directory"
+    assert last.startswith(f"rpent-eval: config error: --logs-dir {logs}") and needle in last, last
+    assert afile.read_text() == "keep"

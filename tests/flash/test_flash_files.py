@@ -593,6 +593,7 @@ def test_stalled_release_is_driven_open_once():
     ({"seeds": [2**63]}, "--seeds 9223372036854775808 is out of range: valid seeds are 0..9223372036854775807"),
     ({"output_root": "FILE"}, "is a file, not a directory"),
     ({"output_root": "USED"}, "already holds files"),
+    ({"output_root": "UNDER_FILE"}, "cannot be a directory"),
     ({"flash_dir": "FILE"}, "is a file; give the directory"),
 ])
 def test_replay_options_are_refused_before_anything_starts(tmp_path, change, needle):
@@ -603,7 +604,8 @@ def test_replay_options_are_refused_before_anything_starts(tmp_path, change, nee
     (tmp_path / "file").write_text("x")
     (tmp_path / "used").mkdir()
     (tmp_path / "used" / "replay.jsonl").write_text("{}\n")
-    paths = {"FILE": str(tmp_path / "file"), "USED": str(tmp_path / "used")}
+    paths = {"FILE": str(tmp_path / "file"), "USED": str(tmp_path / "used"),
+             "UNDER_FILE": str(tmp_path / "file" / "sub")}
     kw = dict(flash_dir=str(tmp_path / "flash"), suite="libero_object", task=0, seeds=[1],
               output_root=str(tmp_path / "out"))
     kw.update({k: paths.get(v, v) if isinstance(v, str) else v for k, v in change.items()})
@@ -879,3 +881,25 @@ def test_a_turned_grasp_yaw_past_the_wrist_limit_is_folded_by_pi():
     assert FlashPlanner()._args(steps, 1, anchors, live)["target_yaw"] == pytest.approx(3.3102 - math.pi, abs=1e-3)
     live["a0"][0]["ridge_yaw"] = 0.2061 + 0.3  # within the joint's range: turned as before
     assert FlashPlanner()._args(steps, 1, anchors, live)["target_yaw"] == pytest.approx(2.0769)
+
+
+@pytest.mark.parametrize("where", ["under_file", "uncreatable"])
+def test_rpent_flash_replay_refuses_an_output_root_it_cannot_create_in_one_line(tmp_path, where):
+    """An --output-root under a file, or where no directory can be made, is one line and exit 2 from
+    the real command, before any env server starts."""
+    from pathlib import Path
+
+    audit, recipe = _run(tmp_path)
+    flash = tmp_path / "f"
+    p = subprocess.run([sys.executable, "-m", "rpent.cli.flash", "generate", "--audit", str(audit), "--recipe",
+                        str(recipe), "--destination", str(flash)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    (tmp_path / "file").write_text("x")
+    root = tmp_path / "file" / "sub" if where == "under_file" else Path("/proc/rpent-no-such-dir/out")
+    p = subprocess.run([sys.executable, "-m", "rpent.cli.flash", "replay", "--flash-dir", str(flash),
+                        "--suite", "libero_object", "--task", "4", "--seeds", "1", "--output-root", str(root)],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    needle = "is a file); choose a new directory" if where == "under_file" else "cannot be created (No such file"
+    assert p.stderr.startswith(f"rpent-flash: error: --output-root {root}") and needle in p.stderr, p.stderr
+    assert (tmp_path / "file").read_text() == "x"

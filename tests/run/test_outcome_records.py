@@ -151,3 +151,18 @@ def test_batch_and_flash_refuse_out_of_range_seeds(tmp_path, capsys):
 
     with pytest.raises(CommandError, match=r"seed must be in 0\.\.9223372036854775807"):
         parse_task_command(f"/rpent-task libero_object 0 {2**63}")
+
+
+@pytest.mark.parametrize("given", [".", ""])
+def test_a_used_current_directory_as_output_dir_is_refused_in_one_line(tmp_path, given):
+    """``--output-dir .`` (or an empty value) in a directory that holds files is refused like any other
+    used directory, with a fresh sibling suggested by its absolute name; nothing is written."""
+    (tmp_path / "notes.txt").write_text("mine")
+    before = _digest(tmp_path)
+    p = subprocess.run(RPENT + TASK + ["--output-dir", given], capture_output=True, text=True, timeout=120,
+                       env=_env(), cwd=tmp_path)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr, p.stderr
+    assert f"--output-dir {given} already holds files (notes.txt)" in p.stderr
+    assert f"--output-dir {tmp_path}-2 " in p.stderr
+    assert _digest(tmp_path) == before

@@ -56,3 +56,20 @@ def test_rpent_dashboard_refuses_an_api_planner_without_a_model_before_starting_
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     assert p.stderr.strip().splitlines()[-1].startswith("rpent: error: the 'api' planner requires a model id")
     assert not (tmp_path / "d").exists()
+
+
+def test_a_directory_holding_another_record_is_refused_as_a_session_directory(tmp_path):
+    """A run record (or any folder with files but no session.json) never becomes a session directory:
+    the session's files and tasks/ would be mixed into it."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.log").write_text("an earlier run")
+    (run / "states.json").write_text("{}")
+    p = subprocess.run([sys.executable, "-m", "rpent.cli.main", "--dashboard", "--dashboard-port", "1",
+                        "--planner", "scripted", "--output-dir", str(run)], capture_output=True, text=True,
+                       cwd=tmp_path, stdin=subprocess.DEVNULL, timeout=120)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip().splitlines()[-1].startswith(
+        f"rpent: error: --output-dir {run} holds files (run.log, states.json) but no session.json"), p.stderr
+    assert f"--output-dir {run}-2" in p.stderr
+    assert sorted(q.name for q in run.iterdir()) == ["run.log", "states.json"]
