@@ -1,5 +1,6 @@
 """Placing an object into a cavity behind a hinged front door (LIBERO's microwave): the object
-is taken by its handle from above, turned so the handle points out of the front, carried in
+is taken by its handle from above (its fingers across the handle's vertical outer bar),
+turned so the handle points out of the front, carried in
 horizontally through the open door at a height that clears the cavity's floor and ceiling,
 set down on the floor, and the hand withdraws the way it came (motion plans over the executor).
 
@@ -83,6 +84,13 @@ HANDLE_MIN_REACH = 0.02
 HANDLE_GRIP_INSET = 0.005
 #: the handle's reach at the grip height is read from its points within this height (m) of it
 HANDLE_BAND = 0.01
+#: the handle's outer part: its points within this distance (m) of its reach (LIBERO's mugs' outer
+#: bars are 7.5-8.3 mm thick radially: ``porcelain_mug.xml`` box half size 0.00376,
+#: ``white_yellow_mug.xml`` 0.00412)
+HANDLE_OUTER = 0.006
+#: the grip sits this far (m) below the top of the handle's outer part: the finger pads then wrap
+#: the outer bar's upper end, not the piece slanting in to the rim above it
+HANDLE_GRIP_BELOW_OUTER = 0.006
 #: angular bins of the point cloud about the body's axis; bins within this angle (rad) of the
 #: handle's direction are the handle's, the others the body's wall
 HANDLE_BINS = 24
@@ -192,23 +200,36 @@ def find_handle(points: np.ndarray, centre_xy: Sequence[float]) -> Handle | None
 
 def handle_grasp(obj: ObjectEstimate, handle: Handle, points: np.ndarray | None = None) -> dict:
     """Where a top-down grasp takes the handle: ``{"xyz", "yaw" (the gripper's x axis along the
-    handle: the fingers close across it), "grip_r" (m from the axis), "approach_z"}``. The grip
-    sits :data:`~rpent.robots.libero.skills.grasp.RIM_DEPTH` below the top (the hand's underside,
-    0.024 m above the grip, then clears the rim) and :data:`HANDLE_GRIP_INSET` in from the
-    handle's outer end at that height: with ``points`` (the object's seen points), the 95th
-    percentile of how far the handle's points within :data:`HANDLE_BAND` of that height reach
-    (a handle slanting in toward its top, LIBERO's porcelain mug: 7.4 cm from the axis at
-    8 cm up, 5.6 cm at 9 cm), else ``handle.reach``."""
-    z = max(obj.bottom_z + 0.03, obj.top_z - RIM_DEPTH)
+    handle: the fingers close across it), "grip_r" (m from the axis), "approach_z"}``.
+
+    The fingers close across the handle's outer (vertical) bar, where it reaches farthest: a
+    handle narrows into slanting pieces toward the rim, and pads closed on a slanting piece slide
+    up off it on the lift (LIBERO's ``porcelain_mug.xml``: the outer bar spans 3.6-7.6 cm up the
+    body, 7.6 cm from the axis; above it a piece slants in to the wall at 9.5 cm, under the rim at
+    10.8 cm; a grip at the rim's height less 2 cm closed on that piece and came up empty on
+    libero_10_task t9, 1.5-2 cm lower it lifts the mug). So with ``points`` (the object's seen
+    points) the grip sits :data:`HANDLE_GRIP_BELOW_OUTER` below the top of the handle's outer part
+    (its points within :data:`HANDLE_OUTER` of ``handle.reach``), never higher than
+    :data:`~rpent.robots.libero.skills.grasp.RIM_DEPTH` below the top (the hand's underside then
+    clears the rim), and :data:`HANDLE_GRIP_INSET` in from the handle's outer end at that height
+    (the 95th percentile of how far its points within :data:`HANDLE_BAND` of it reach). Without
+    points: ``RIM_DEPTH`` below the top, inset from ``handle.reach``."""
+    z = obj.top_z - RIM_DEPTH
     reach = handle.reach
     if points is not None and len(points):
         pts = np.asarray(points, dtype=np.float64).reshape(len(points), -1)
         d = pts[:, :2] - np.asarray(handle.axis)
         along = d @ np.asarray(handle.direction)
         across = np.abs(d @ np.array([-handle.direction[1], handle.direction[0]]))
-        band = (np.abs(pts[:, 2] - z) <= HANDLE_BAND) & (across <= 0.02) & (along > handle.radius)
+        hp = (across <= 0.02) & (along > handle.radius)
+        outer = hp & (along >= handle.reach - HANDLE_OUTER)
+        if outer.sum() >= 3:
+            z = min(z, float(np.percentile(pts[outer, 2], 95)) - HANDLE_GRIP_BELOW_OUTER)
+        z = max(obj.bottom_z + 0.03, z)
+        band = hp & (np.abs(pts[:, 2] - z) <= HANDLE_BAND)
         if band.sum() >= 3:
             reach = min(reach, float(np.percentile(along[band], 95)))
+    z = max(obj.bottom_z + 0.03, z)
     grip_r = max(reach - HANDLE_GRIP_INSET, handle.radius + 0.005)
     hx, hy = handle.direction
     x, y = handle.axis[0] + hx * grip_r, handle.axis[1] + hy * grip_r
