@@ -127,3 +127,16 @@ def test_handle_grasp_takes_the_outer_bar_below_the_slanting_top():
     assert 0.964 <= g["xyz"][2] <= 0.974
     assert g["grip_r"] == pytest.approx(0.080 - cavity.HANDLE_GRIP_INSET, abs=0.003)
     assert g["xyz"][:2] == pytest.approx([0.0, -g["grip_r"]])
+
+
+def test_the_carry_goes_over_the_fixture_when_its_body_stands_in_the_way():
+    cav = cavity.cavity_frame(MICROWAVE)  # hinge at (-0.181, 0.252), front toward -y, top at 1.107
+    stage = cav["c"] + cav["u"] * cavity.AXIS_U + cav["n"] * 0.16
+    # from the table in front: the low carry
+    assert not cavity.crosses_body(cav, (-0.02, -0.08), stage, 0.13)
+    assert cavity.carry_height(cav, (-0.02, -0.08), stage, 0.08, 0.13, 1.118) == 1.118
+    # from behind the microwave (its front faces away): the mug's bottom clears its top
+    behind = (-0.03, 0.55)
+    assert cavity.crosses_body(cav, behind, stage, 0.13)
+    z = cavity.carry_height(cav, behind, stage, 0.08, 0.13, 1.118)
+    assert z - 0.08 == pytest.approx(1.016 + cavity.BODY_TOP_ABOVE_HINGE + cavity.OVER_BODY_GAP)

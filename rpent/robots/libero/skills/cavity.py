@@ -1,7 +1,7 @@
 """Placing an object into a cavity behind a hinged front door (LIBERO's microwave): the object
 is taken by its handle from above (its fingers across the handle's vertical outer bar),
-turned so the handle points out of the front, carried in
-horizontally through the open door at a height that clears the cavity's floor and ceiling,
+turned so the handle points out of the front, carried to the front (over the fixture's body
+when that stands in the way: :func:`carry_height`), carried in horizontally through the open door at a height that clears the cavity's floor and ceiling,
 set down on the floor, and the hand withdraws the way it came (motion plans over the executor).
 
 The hand cannot go in: LIBERO's microwave cavity is 0.144 m tall, and the Panda hand pointing
@@ -27,7 +27,7 @@ handle faces when shut), heights from the hinge's:
   box centred 0.098 m in) begins :data:`REGION_FROM` in from the front plane.
 
 Pure pieces (unit-tested): :func:`cavity_frame`, :func:`find_handle` (the handle from a point cloud
-of the object), :func:`handle_grasp`, :func:`insertion_plan`; :func:`place_through_door` moves.
+of the object), :func:`handle_grasp`, :func:`insertion_plan`, :func:`carry_height`; :func:`place_through_door` moves.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from rpent.robots.libero.skills.grasp import (HAND_HALF_LENGTH, HAND_HALF_THICKN
 from rpent.robots.libero.skills.motion import Executor
 
 __all__ = ["Handle", "cavity_frame", "find_handle", "handle_grasp", "insertion_plan", "place_through_door",
-           "door_open_enough", "CAVITY_U", "CAVITY_DEPTH", "FRONT_GAP", "MIN_DOOR_OPEN"]
+           "door_open_enough", "crosses_body", "carry_height", "CAVITY_U", "CAVITY_DEPTH", "FRONT_GAP", "MIN_DOOR_OPEN"]
 
 #: the cavity's extent along the shut door from the hinge (m), ``microwave.xml``
 CAVITY_U = (0.029, 0.236)
@@ -75,6 +75,16 @@ CEILING_GAP = 0.004
 AXIS_MIN_DEPTH = 0.02
 #: the carried object stands this far (m) out of the front plane before it goes in
 STAGE_GAP = 0.035
+#: the fixture's body, from the hinge (``microwave.xml``: its boxes span x -0.1725..0.1725,
+#: y -0.1105..0.1105 and z 0..0.187 about the hinge at (-0.1725, -0.088, 0.096)): this far (m)
+#: along u, from :data:`BODY_BACK_N` to :data:`BODY_FRONT_N` along n, its top this far above the
+#: hinge
+BODY_U = 0.345
+BODY_BACK_N = -0.1985
+BODY_FRONT_N = 0.0225
+BODY_TOP_ABOVE_HINGE = 0.091
+#: a carried object passing over the fixture's body keeps its bottom this far (m) above its top
+OVER_BODY_GAP = 0.03
 #: the door must stand at least this far (rad) from shut: its inner face then stays clear of the
 #: hand 0.2 m out of the front (0.2 x tan(0.12) = 2.4 cm < the hand's 3.5 cm past the hinge)
 MIN_DOOR_OPEN = 1.45
@@ -272,6 +282,34 @@ def insertion_plan(cav: Mapping[str, Any], obj: ObjectEstimate, handle: Handle, 
             "release_z": cav["floor_z"] + RELEASE_LIFT + hang, "yaw": math.atan2(n[1], n[0]), "axis_depth": -axis_n}
 
 
+def crosses_body(cav: Mapping[str, Any], start_xy: Sequence[float], end_xy: Sequence[float], margin: float) -> bool:
+    """True when the straight path between two (x, y) points passes within ``margin`` (m) of the
+    fixture's body seen from above (:data:`BODY_U`, :data:`BODY_BACK_N`, :data:`BODY_FRONT_N`;
+    pure)."""
+    c, u, n = cav["c"], cav["u"], cav["n"]
+    a, b = np.asarray(start_xy, dtype=np.float64)[:2], np.asarray(end_xy, dtype=np.float64)[:2]
+    for t in np.linspace(0.0, 1.0, 41):
+        p = a + (b - a) * t - c
+        pu, pn = float(p @ u), float(p @ n)
+        if -margin <= pu <= BODY_U + margin and BODY_BACK_N - margin <= pn <= BODY_FRONT_N + margin:
+            return True
+    return False
+
+
+def carry_height(cav: Mapping[str, Any], start_xy: Sequence[float], stage_xy: Sequence[float], hang: float,
+                 span: float, low: float) -> float:
+    """The hand's height (m) for the carry from the grasp to the stage point (pure): ``low``, or
+    higher where the path crosses the fixture's body (:func:`crosses_body`, ``span``: how far the
+    carried object reaches from the hand), so that the object's bottom, ``hang`` below the hand,
+    stays :data:`OVER_BODY_GAP` above the body's top (:data:`BODY_TOP_ABOVE_HINGE`). On
+    libero_10_swap t9 the microwave stands between the mug and its open front: carried at the
+    cavity's ceiling height, the mug dragged over the microwave's top and fell out."""
+    if not crosses_body(cav, start_xy, stage_xy, span):
+        return low
+    top = float(cav["ceiling_z"]) - CEILING_ABOVE_HINGE + BODY_TOP_ABOVE_HINGE
+    return max(low, top + OVER_BODY_GAP + hang)
+
+
 def _wrist_margin(yaw: float, points: Sequence[Sequence[float]], base_xy: Sequence[float]) -> float:
     return min(WRIST_LIMIT - abs(wrist_angle(yaw, p, base_xy)) for p in points)
 
@@ -281,7 +319,8 @@ def place_through_door(ex: Executor, obj: ObjectEstimate, handle: Handle, cav: M
                        carry_z: float | None = None, points: np.ndarray | None = None) -> dict:
     """Take the object by its handle, carry it in through the open door and set it down inside
     (:func:`handle_grasp` on the object's seen ``points``, :func:`insertion_plan`): approach above the grip, come down, close,
-    lift to ``carry_z`` (default: 8 cm above the object's top, or the cavity's ceiling if higher),
+    lift to ``carry_z`` (default: 8 cm above the object's top, or the cavity's ceiling if higher, or
+    over the fixture's body where the way to the front crosses it: :func:`carry_height`),
     turn the wrist so the handle points out of the front, travel out in front of the opening,
     come down to the carry-in height, move in horizontally, lower onto the floor, let go, and
     withdraw horizontally to the stage point, then rise.
@@ -329,7 +368,8 @@ def place_through_door(ex: Executor, obj: ObjectEstimate, handle: Handle, cav: M
     pos = control.robot_state(ex.current_state())["eef_pos"]
     approach_z = float(grasp["approach_z"])
     if carry_z is None:
-        carry_z = max(approach_z, cav["ceiling_z"] + 0.03)
+        carry_z = carry_height(cav, (gx, gy), plan["stage"][:2], gz - obj.bottom_z, grasp["grip_r"] + handle.radius,
+                               max(approach_z, cav["ceiling_z"] + 0.03))
     if float(pos[2]) < approach_z - 0.02:
         if not travel("approach", [float(pos[0]), float(pos[1]), approach_z], control.GRIPPER_OPEN):
             return fail("approach")
