@@ -1,8 +1,9 @@
-"""Placing an object into a cavity behind a hinged front door (LIBERO's microwave): the object
-is taken by its handle from above (its fingers across the handle's vertical outer bar),
-turned so the handle points out of the front, carried to the front (over the fixture's body
-when that stands in the way: :func:`carry_height`), carried in horizontally through the open door at a height that clears the cavity's floor and ceiling,
-set down on the floor, and the hand withdraws the way it came (motion plans over the executor).
+"""Placing an object into a cavity behind a hinged front door (LIBERO's microwave): the object is
+taken by its handle from above (its fingers across the handle's vertical outer bar), turned so the
+handle points out of the front, carried to the front (over the fixture's body when that stands in
+the way: :func:`carry_height`), carried in horizontally through the open door at a height that
+clears the cavity's floor and ceiling, set down on the floor, and the hand withdraws the way it
+came (motion plans over the executor).
 
 The hand cannot go in: LIBERO's microwave cavity is 0.144 m tall, and the Panda hand pointing
 down stands ~0.1 m above its grip site over a mug ~0.1 m tall. So the object goes in ahead of
