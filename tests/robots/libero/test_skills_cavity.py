@@ -103,3 +103,40 @@ def test_insertion_plan_refuses_what_does_not_fit():
     stub = cavity.Handle((0.0, 0.0), 0.048, (0.0, -1.0), 0.06)
     obj = ObjectEstimate(center=(0.0, 0.0, 0.95), top_z=1.005, bottom_z=0.901)
     assert "too short" in cavity.insertion_plan(cav, obj, stub, cavity.handle_grasp(obj, stub))["error"]
+
+
+def _porcelain(seed=0):
+    """Points of a mug made to LIBERO's ``porcelain_mug`` (rim 0.108 m up, handle toward -y): a
+    vertical outer bar 7.3-8.0 cm from the axis from 3.6 to 7.6 cm up, and above it a piece
+    slanting in to the wall at 9.5 cm up."""
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(-math.pi, math.pi, 600)
+    rr = 0.045 - rng.uniform(0.0, 0.005, 600)
+    body = np.column_stack([np.cos(a) * rr, np.sin(a) * rr, rng.uniform(0.905, 1.008, 600)])
+    bar = np.column_stack([rng.uniform(-0.008, 0.008, 60), -rng.uniform(0.073, 0.080, 60), rng.uniform(0.936, 0.976, 60)])
+    t = rng.uniform(0.0, 1.0, 60)
+    slant = np.column_stack([rng.uniform(-0.008, 0.008, 60), -(0.078 - 0.033 * t), 0.976 + 0.019 * t])
+    return np.concatenate([body, bar, slant])
+
+
+def test_handle_grasp_takes_the_outer_bar_below_the_slanting_top():
+    obj = ObjectEstimate(center=(0.0, 0.0, 0.956), top_z=1.008, bottom_z=0.9)
+    handle = cavity.Handle((0.0, 0.0), 0.045, (0.0, -1.0), 0.080)
+    g = cavity.handle_grasp(obj, handle, _porcelain())
+    # below the top of the outer bar (where the slanting piece begins), not at the rim's height less 2 cm
+    assert 0.964 <= g["xyz"][2] <= 0.974
+    assert g["grip_r"] == pytest.approx(0.080 - cavity.HANDLE_GRIP_INSET, abs=0.003)
+    assert g["xyz"][:2] == pytest.approx([0.0, -g["grip_r"]])
+
+
+def test_the_carry_goes_over_the_fixture_when_its_body_stands_in_the_way():
+    cav = cavity.cavity_frame(MICROWAVE)  # hinge at (-0.181, 0.252), front toward -y, top at 1.107
+    stage = cav["c"] + cav["u"] * cavity.AXIS_U + cav["n"] * 0.16
+    # from the table in front: the low carry
+    assert not cavity.crosses_body(cav, (-0.02, -0.08), stage, 0.13)
+    assert cavity.carry_height(cav, (-0.02, -0.08), stage, 0.08, 0.13, 1.118) == 1.118
+    # from behind the microwave (its front faces away): the mug's bottom clears its top
+    behind = (-0.03, 0.55)
+    assert cavity.crosses_body(cav, behind, stage, 0.13)
+    z = cavity.carry_height(cav, behind, stage, 0.08, 0.13, 1.118)
+    assert z - 0.08 == pytest.approx(1.016 + cavity.BODY_TOP_ABOVE_HINGE + cavity.OVER_BODY_GAP)

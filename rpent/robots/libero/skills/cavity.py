@@ -1,7 +1,9 @@
-"""Placing an object into a cavity behind a hinged front door (LIBERO's microwave): the object
-is taken by its handle from above, turned so the handle points out of the front, carried in
-horizontally through the open door at a height that clears the cavity's floor and ceiling,
-set down on the floor, and the hand withdraws the way it came (motion plans over the executor).
+"""Placing an object into a cavity behind a hinged front door (LIBERO's microwave): the object is
+taken by its handle from above (its fingers across the handle's vertical outer bar), turned so the
+handle points out of the front, carried to the front (over the fixture's body when that stands in
+the way: :func:`carry_height`), carried in horizontally through the open door at a height that
+clears the cavity's floor and ceiling, set down on the floor, and the hand withdraws the way it
+came (motion plans over the executor).
 
 The hand cannot go in: LIBERO's microwave cavity is 0.144 m tall, and the Panda hand pointing
 down stands ~0.1 m above its grip site over a mug ~0.1 m tall. So the object goes in ahead of
@@ -26,7 +28,7 @@ handle faces when shut), heights from the hinge's:
   box centred 0.098 m in) begins :data:`REGION_FROM` in from the front plane.
 
 Pure pieces (unit-tested): :func:`cavity_frame`, :func:`find_handle` (the handle from a point cloud
-of the object), :func:`handle_grasp`, :func:`insertion_plan`; :func:`place_through_door` moves.
+of the object), :func:`handle_grasp`, :func:`insertion_plan`, :func:`carry_height`; :func:`place_through_door` moves.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from rpent.robots.libero.skills.grasp import (HAND_HALF_LENGTH, HAND_HALF_THICKN
 from rpent.robots.libero.skills.motion import Executor
 
 __all__ = ["Handle", "cavity_frame", "find_handle", "handle_grasp", "insertion_plan", "place_through_door",
-           "door_open_enough", "CAVITY_U", "CAVITY_DEPTH", "FRONT_GAP", "MIN_DOOR_OPEN"]
+           "door_open_enough", "crosses_body", "carry_height", "CAVITY_U", "CAVITY_DEPTH", "FRONT_GAP", "MIN_DOOR_OPEN"]
 
 #: the cavity's extent along the shut door from the hinge (m), ``microwave.xml``
 CAVITY_U = (0.029, 0.236)
@@ -74,6 +76,16 @@ CEILING_GAP = 0.004
 AXIS_MIN_DEPTH = 0.02
 #: the carried object stands this far (m) out of the front plane before it goes in
 STAGE_GAP = 0.035
+#: the fixture's body, from the hinge (``microwave.xml``: its boxes span x -0.1725..0.1725,
+#: y -0.1105..0.1105 and z 0..0.187 about the hinge at (-0.1725, -0.088, 0.096)): this far (m)
+#: along u, from :data:`BODY_BACK_N` to :data:`BODY_FRONT_N` along n, its top this far above the
+#: hinge
+BODY_U = 0.345
+BODY_BACK_N = -0.1985
+BODY_FRONT_N = 0.0225
+BODY_TOP_ABOVE_HINGE = 0.091
+#: a carried object passing over the fixture's body keeps its bottom this far (m) above its top
+OVER_BODY_GAP = 0.03
 #: the door must stand at least this far (rad) from shut: its inner face then stays clear of the
 #: hand 0.2 m out of the front (0.2 x tan(0.12) = 2.4 cm < the hand's 3.5 cm past the hinge)
 MIN_DOOR_OPEN = 1.45
@@ -83,6 +95,13 @@ HANDLE_MIN_REACH = 0.02
 HANDLE_GRIP_INSET = 0.005
 #: the handle's reach at the grip height is read from its points within this height (m) of it
 HANDLE_BAND = 0.01
+#: the handle's outer part: its points within this distance (m) of its reach (LIBERO's mugs' outer
+#: bars are 7.5-8.3 mm thick radially: ``porcelain_mug.xml`` box half size 0.00376,
+#: ``white_yellow_mug.xml`` 0.00412)
+HANDLE_OUTER = 0.006
+#: the grip sits this far (m) below the top of the handle's outer part: the finger pads then wrap
+#: the outer bar's upper end, not the piece slanting in to the rim above it
+HANDLE_GRIP_BELOW_OUTER = 0.006
 #: angular bins of the point cloud about the body's axis; bins within this angle (rad) of the
 #: handle's direction are the handle's, the others the body's wall
 HANDLE_BINS = 24
@@ -192,23 +211,36 @@ def find_handle(points: np.ndarray, centre_xy: Sequence[float]) -> Handle | None
 
 def handle_grasp(obj: ObjectEstimate, handle: Handle, points: np.ndarray | None = None) -> dict:
     """Where a top-down grasp takes the handle: ``{"xyz", "yaw" (the gripper's x axis along the
-    handle: the fingers close across it), "grip_r" (m from the axis), "approach_z"}``. The grip
-    sits :data:`~rpent.robots.libero.skills.grasp.RIM_DEPTH` below the top (the hand's underside,
-    0.024 m above the grip, then clears the rim) and :data:`HANDLE_GRIP_INSET` in from the
-    handle's outer end at that height: with ``points`` (the object's seen points), the 95th
-    percentile of how far the handle's points within :data:`HANDLE_BAND` of that height reach
-    (a handle slanting in toward its top, LIBERO's porcelain mug: 7.4 cm from the axis at
-    8 cm up, 5.6 cm at 9 cm), else ``handle.reach``."""
-    z = max(obj.bottom_z + 0.03, obj.top_z - RIM_DEPTH)
+    handle: the fingers close across it), "grip_r" (m from the axis), "approach_z"}``.
+
+    The fingers close across the handle's outer (vertical) bar, where it reaches farthest: a
+    handle narrows into slanting pieces toward the rim, and pads closed on a slanting piece slide
+    up off it on the lift (LIBERO's ``porcelain_mug.xml``: the outer bar spans 3.6-7.6 cm up the
+    body, 7.6 cm from the axis; above it a piece slants in to the wall at 9.5 cm, under the rim at
+    10.8 cm; a grip at the rim's height less 2 cm closed on that piece and came up empty on
+    libero_10_task t9, 1.5-2 cm lower it lifts the mug). So with ``points`` (the object's seen
+    points) the grip sits :data:`HANDLE_GRIP_BELOW_OUTER` below the top of the handle's outer part
+    (its points within :data:`HANDLE_OUTER` of ``handle.reach``), never higher than
+    :data:`~rpent.robots.libero.skills.grasp.RIM_DEPTH` below the top (the hand's underside then
+    clears the rim), and :data:`HANDLE_GRIP_INSET` in from the handle's outer end at that height
+    (the 95th percentile of how far its points within :data:`HANDLE_BAND` of it reach). Without
+    points: ``RIM_DEPTH`` below the top, inset from ``handle.reach``."""
+    z = obj.top_z - RIM_DEPTH
     reach = handle.reach
     if points is not None and len(points):
         pts = np.asarray(points, dtype=np.float64).reshape(len(points), -1)
         d = pts[:, :2] - np.asarray(handle.axis)
         along = d @ np.asarray(handle.direction)
         across = np.abs(d @ np.array([-handle.direction[1], handle.direction[0]]))
-        band = (np.abs(pts[:, 2] - z) <= HANDLE_BAND) & (across <= 0.02) & (along > handle.radius)
+        hp = (across <= 0.02) & (along > handle.radius)
+        outer = hp & (along >= handle.reach - HANDLE_OUTER)
+        if outer.sum() >= 3:
+            z = min(z, float(np.percentile(pts[outer, 2], 95)) - HANDLE_GRIP_BELOW_OUTER)
+        z = max(obj.bottom_z + 0.03, z)
+        band = hp & (np.abs(pts[:, 2] - z) <= HANDLE_BAND)
         if band.sum() >= 3:
             reach = min(reach, float(np.percentile(along[band], 95)))
+    z = max(obj.bottom_z + 0.03, z)
     grip_r = max(reach - HANDLE_GRIP_INSET, handle.radius + 0.005)
     hx, hy = handle.direction
     x, y = handle.axis[0] + hx * grip_r, handle.axis[1] + hy * grip_r
@@ -251,6 +283,34 @@ def insertion_plan(cav: Mapping[str, Any], obj: ObjectEstimate, handle: Handle, 
             "release_z": cav["floor_z"] + RELEASE_LIFT + hang, "yaw": math.atan2(n[1], n[0]), "axis_depth": -axis_n}
 
 
+def crosses_body(cav: Mapping[str, Any], start_xy: Sequence[float], end_xy: Sequence[float], margin: float) -> bool:
+    """True when the straight path between two (x, y) points passes within ``margin`` (m) of the
+    fixture's body seen from above (:data:`BODY_U`, :data:`BODY_BACK_N`, :data:`BODY_FRONT_N`;
+    pure)."""
+    c, u, n = cav["c"], cav["u"], cav["n"]
+    a, b = np.asarray(start_xy, dtype=np.float64)[:2], np.asarray(end_xy, dtype=np.float64)[:2]
+    for t in np.linspace(0.0, 1.0, 41):
+        p = a + (b - a) * t - c
+        pu, pn = float(p @ u), float(p @ n)
+        if -margin <= pu <= BODY_U + margin and BODY_BACK_N - margin <= pn <= BODY_FRONT_N + margin:
+            return True
+    return False
+
+
+def carry_height(cav: Mapping[str, Any], start_xy: Sequence[float], stage_xy: Sequence[float], hang: float,
+                 span: float, low: float) -> float:
+    """The hand's height (m) for the carry from the grasp to the stage point (pure): ``low``, or
+    higher where the path crosses the fixture's body (:func:`crosses_body`, ``span``: how far the
+    carried object reaches from the hand), so that the object's bottom, ``hang`` below the hand,
+    stays :data:`OVER_BODY_GAP` above the body's top (:data:`BODY_TOP_ABOVE_HINGE`). On
+    libero_10_swap t9 the microwave stands between the mug and its open front: carried at the
+    cavity's ceiling height, the mug dragged over the microwave's top and fell out."""
+    if not crosses_body(cav, start_xy, stage_xy, span):
+        return low
+    top = float(cav["ceiling_z"]) - CEILING_ABOVE_HINGE + BODY_TOP_ABOVE_HINGE
+    return max(low, top + OVER_BODY_GAP + hang)
+
+
 def _wrist_margin(yaw: float, points: Sequence[Sequence[float]], base_xy: Sequence[float]) -> float:
     return min(WRIST_LIMIT - abs(wrist_angle(yaw, p, base_xy)) for p in points)
 
@@ -260,7 +320,8 @@ def place_through_door(ex: Executor, obj: ObjectEstimate, handle: Handle, cav: M
                        carry_z: float | None = None, points: np.ndarray | None = None) -> dict:
     """Take the object by its handle, carry it in through the open door and set it down inside
     (:func:`handle_grasp` on the object's seen ``points``, :func:`insertion_plan`): approach above the grip, come down, close,
-    lift to ``carry_z`` (default: 8 cm above the object's top, or the cavity's ceiling if higher),
+    lift to ``carry_z`` (default: 8 cm above the object's top, or the cavity's ceiling if higher, or
+    over the fixture's body where the way to the front crosses it: :func:`carry_height`),
     turn the wrist so the handle points out of the front, travel out in front of the opening,
     come down to the carry-in height, move in horizontally, lower onto the floor, let go, and
     withdraw horizontally to the stage point, then rise.
@@ -308,7 +369,8 @@ def place_through_door(ex: Executor, obj: ObjectEstimate, handle: Handle, cav: M
     pos = control.robot_state(ex.current_state())["eef_pos"]
     approach_z = float(grasp["approach_z"])
     if carry_z is None:
-        carry_z = max(approach_z, cav["ceiling_z"] + 0.03)
+        carry_z = carry_height(cav, (gx, gy), plan["stage"][:2], gz - obj.bottom_z, grasp["grip_r"] + handle.radius,
+                               max(approach_z, cav["ceiling_z"] + 0.03))
     if float(pos[2]) < approach_z - 0.02:
         if not travel("approach", [float(pos[0]), float(pos[1]), approach_z], control.GRIPPER_OPEN):
             return fail("approach")
