@@ -8,7 +8,7 @@ Usage::
     rpent-flywheel validate ROOT [--json]
     rpent-flywheel view DATASET [--episode K] [--output FILE.rrd] [--image-format jpeg|png]
 
-``export`` is the default command (the product document ``shared/seeds/004`` form
+``export`` is the default command (the product document's form
 ``rpent-flywheel --input-root ... --output-dir ...`` keeps working).
 
 Exit status: export: 0 when a dataset was written, 3 when no episode qualified (nothing exported:

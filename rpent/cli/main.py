@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--suite and --task are required (or use --dashboard and start tasks with /rpent-task there)")
     if args.require_operator_verdict and args.planner == "flash":
         # the flash planner replays a recorded plan and never asks: its finish would be refused at
-        # the end of a whole episode (found by a fresh user)
+        # the end of a whole episode
         print("rpent: error: --require-operator-verdict: the flash planner replays a plan and never asks the "
               "operator; drop the flag, or use a planner that asks (scripted, api, claude_code, codex)",
               file=sys.stderr)

@@ -1,6 +1,6 @@
 """Batch VLA evaluation on LIBERO (``rpent-eval``): closed-loop rollouts of a policy, no planner.
 
-Protocol (the product document shared/seeds/003, RLinf v0.4 with ApxInf, minus its pitfalls):
+Protocol (the product document's evaluation guide, RLinf v0.4 with ApxInf, minus its pitfalls):
 ``total_num_envs`` LIBERO envs run in ``env.num_workers`` spawned worker processes; every rollout
 epoch resets every env to its (task, reset state) from an interleaved, round-robin plan
 (:mod:`rpent.eval.plan`), then each env queries the policy every ``num_action_chunks`` env steps

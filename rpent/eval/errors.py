@@ -10,7 +10,7 @@ Hierarchy::
     └── TrajectoryCountError    eval/num_trajectories != total_num_envs x rollout_epoch
 
 Every message names the problem and the fix; the constraint messages follow the product document
-(shared/seeds/003, "constraints" and "common problems" tables).
+(the product document's evaluation guide, "constraints" and "common problems" tables).
 """
 
 from __future__ import annotations

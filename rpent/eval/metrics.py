@@ -1,6 +1,6 @@
 """Episode metrics: per-step accumulation in the env workers and the ``eval/*`` aggregate.
 
-Definitions (the product document's metric table, shared/seeds/003 step 6, and RLinf's LIBERO env
+Definitions (the product document's metric table, evaluation guide step 6, and RLinf's LIBERO env
 for the return/reward details; "step" = one env step):
 
 * ``eval/success_once``: fraction of trajectories whose success predicate held at any step.

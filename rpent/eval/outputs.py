@@ -1,6 +1,6 @@
 """The evaluation log directory and the files in it.
 
-Layout (the product document, shared/seeds/003 "outputs"; the directory name is generated, never
+Layout (the product document's evaluation guide, "outputs"; the directory name is generated, never
 configured)::
 
     <logs>/<YYYYmmdd-HH:MM:SS>-<config name>/

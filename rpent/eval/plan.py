@@ -1,6 +1,6 @@
 """Which (task, reset state) pair every env runs in every rollout epoch.
 
-The product document (shared/seeds/003, "trajectory budget") says LIBERO's evaluation reset-state
+The product document's evaluation guide ("trajectory budget") says LIBERO's evaluation reset-state
 pool is interleaved across tasks and then assigned round-robin; changing the number of envs changes
 how many reset states of each task are covered. Concretely (as in RLinf's LIBERO env for eval):
 

@@ -1,7 +1,7 @@
 """Typed, validated evaluation settings (built from a config by :mod:`rpent.eval.validation`).
 
 Units: steps are env steps (LIBERO control runs at 20 Hz), times in seconds. Field names follow the
-product document's config (shared/seeds/003 step 3) so a key path maps to one attribute.
+product document's config (evaluation guide step 3) so a key path maps to one attribute.
 """
 
 from __future__ import annotations

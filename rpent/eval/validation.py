@@ -1,6 +1,6 @@
 """Validate a loaded config against the product document's hard constraints -> :class:`EvalSettings`.
 
-The constraints and their messages follow shared/seeds/003 (step 3 "constraints" table and the
+The constraints and their messages follow the product document's evaluation guide (step 3 "constraints" table and the
 "common problems" table):
 
 * ``runner.only_eval`` must be true and ``runner.enable_decoupled_mode`` false (evaluation only);

@@ -1,6 +1,6 @@
 """Which recorded actions become training frames: the export rules of the product document.
 
-Rules (``shared/seeds/004``, "导出训练数据"), applied per record:
+Rules (the product document's "导出训练数据" section), applied per record:
 
 0. Label (both rule sets): the run must be labelled ``succeeded`` (:mod:`rpent.recording.outcome`,
    :func:`~rpent.recording.outcome.label_exclusion`): a run the operator rejected

@@ -3,7 +3,7 @@
 A run with ``--record-trajectory --output-dir <run>`` writes ``<run>/trajectories/<task_id>/``
 (``task_id = <suite>_t<task>_s<seed>``; a second record of the same task in the same output
 directory gets ``<task_id>-r2``, ``-r3``, ... so nothing is overwritten). Layout from the
-product document ``shared/seeds/004``; field design ours.
+product document (the flywheel's run record); field design ours.
 
 ``task.json`` (written atomically, tmp + rename, at start and again at close)
     ``schema_version`` (1), ``task_id``, ``robot``, ``suite``, ``task``, ``seed``,

@@ -3,7 +3,7 @@
 One place for every file name and field vocabulary, so the recorder
 (:mod:`rpent.recording.recorder`), the reader (:mod:`rpent.recording.reader`) and the
 flywheel export (:mod:`rpent.flywheel`) cannot drift apart. The layout is ours (product
-document ``shared/seeds/004``: ``task.json``, ``planners.jsonl``, ``actions.jsonl``,
+document (the flywheel's run record): ``task.json``, ``planners.jsonl``, ``actions.jsonl``,
 ``predictions.jsonl``, ``artifacts/``); see the package docstring for the field lists.
 """
 

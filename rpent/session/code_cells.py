@@ -23,7 +23,7 @@ __all__ = ["CellProgress", "CellFinished", "CountingToolkit", "CodeCellService",
 
 #: Meter refresh period (s).
 TICK_S = 0.1
-#: code-policy defaults (shared/seeds: "每段代码默认最多运行 120 秒、调用 100 次机器人工具").
+#: code-policy defaults (the product document: "每段代码默认最多运行 120 秒、调用 100 次机器人工具").
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_CALLS = 100
 

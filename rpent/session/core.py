@@ -7,7 +7,7 @@ SAM3; or connects to ``--vla-endpoint``/``--sam3-endpoint``) once, and then runs
 (``run_task`` starts them through the same supervisor) and records under
 ``<output_dir>/tasks/NNNN_<suite>_t<task>_s<seed>/``. Last write wins: a new task while one runs
 cancels the old one, which ends as ``cancelled``. ``--env-endpoint`` is refused, with the seed's
-reason (``shared/seeds`` "远程服务与并行运行").
+reason (the product document's "远程服务与并行运行" section).
 
 Threading: the Session lives in trio (guest mode on the UI loop, or plain ``trio.run`` in tests).
 Run events may arrive from any thread (the toolkit's worker); they go through a ``Batcher`` and are

@@ -1,6 +1,6 @@
 """Launching ``rpent-flywheel`` (LeRobot export of recorded trajectories) as a supervised subprocess.
 
-Command line from the product documents (shared/seeds, "导出训练数据"):
+Command line from the product documents ("导出训练数据"):
 ``rpent-flywheel --input-root ROOT [--input-root ROOT ...] --output-dir OUT [--rules v1|v2] [--image-writer-threads N]``, where ROOT is one run
 (or trajectory) directory or a parent of many runs; ``--output-dir`` must not exist yet; the exporter writes ``OUT/report.json`` (exported episodes
 and frames, exclusions with reasons) and the dataset under ``OUT/train/``. The child runs through

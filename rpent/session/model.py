@@ -37,7 +37,7 @@ __all__ = [
     "one_line_error",
 ]
 
-#: The seed's reason (rpent_reference.md §2.3, shared/seeds 000), verbatim.
+#: The seed's reason (RPent's reference §2.3 and the product document), verbatim.
 ENV_ENDPOINT_REFUSED = (
     "Dashboard task control cannot use --env-endpoint because each TaskRun requires a fresh owned env_server"
 )

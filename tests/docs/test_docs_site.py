@@ -17,7 +17,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "docs" / "_hooks"))
 MARKER = re.compile(r"^<!-- rpent:(cli|tools) ([\w.]+):(\w+)( own)? -->$", re.MULTILINE)
-HISTORY = re.compile(r"shared/reference|/[a-z]+/shared/|/tmp/[a-z]+[0-9]+[a-z0-9]*/|[Ii]ssue #?[0-9]+|[Ss]ession [0-9]+ "
+HISTORY = re.compile(r"shared/(reference|seeds)|/[a-z]+/shared/|[Ff]ound by a fresh user|previous version|fixed since|/tmp/[a-z]+[0-9]+[a-z0-9]*/|[Ii]ssue #?[0-9]+|[Ss]ession [0-9]+ "
                      r"|lent (device|H200|H100|GPU)")
 
 
@@ -109,7 +109,7 @@ def test_no_development_history(path):
 
 #: In code, comments and docstrings: issue numbers, private paths and machine-lending notes (an
 #: explore "session 1" is a product term there, so the docs' session pattern is left out).
-CODE_HISTORY = re.compile(r"shared/reference|/[a-z]+/shared/|/tmp/[a-z]+[0-9]+[a-z0-9]*/|[Ii]ssue #?[0-9]+"
+CODE_HISTORY = re.compile(r"shared/(reference|seeds)|/[a-z]+/shared/|[Ff]ound by a fresh user|/tmp/[a-z]+[0-9]+[a-z0-9]*/|[Ii]ssue #?[0-9]+"
                           r"|lent (device|H200|H100|GPU)")
 
 

@@ -152,8 +152,8 @@ def test_observation_noise_is_seeded_per_episode_query():
 
 
 def test_a_cuda_device_on_a_machine_without_cuda_is_a_config_error_naming_the_fix(tiny_pi05_checkpoint, monkeypatch):
-    """Found by a fresh user: policy.device=cuda on a CPU machine failed inside torch ('pin_memory=True
-    requires a CUDA ... backend', exit 1); it is a config error (exit 2) naming the key and the fix."""
+    """policy.device=cuda on a CPU machine is a config error (exit 2) naming the key and the fix, not a
+    failure inside torch ('pin_memory=True requires a CUDA ... backend', exit 1)."""
     import torch
 
     from rpent.eval.errors import EvalConfigError

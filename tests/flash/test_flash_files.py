@@ -597,8 +597,8 @@ def test_stalled_release_is_driven_open_once():
     ({"flash_dir": "FILE"}, "is a file; give the directory"),
 ])
 def test_replay_options_are_refused_before_anything_starts(tmp_path, change, needle):
-    """Found by a fresh user: these started an env server first (or wrote into an earlier replay's
-    ``replay.jsonl``) before failing; each is one ValueError line now."""
+    """Each is one ValueError line before an env server starts or anything is written into an earlier
+    replay's ``replay.jsonl``."""
     from rpent.flash.batch import ReplayOptions, check_options
 
     (tmp_path / "file").write_text("x")
@@ -632,8 +632,8 @@ def test_a_replay_stopped_between_episodes_says_so_in_its_ledger(tmp_path):
 
 
 def test_a_malformed_plan_is_refused_before_an_env_server_starts(tmp_path):
-    """Found by a fresh user: a plan with a bad step was only found in the replay, after the env
-    server had started; check_options reads and cross-checks the plan and its anchors first."""
+    """A plan with a bad step is found before the env server starts: check_options reads and
+    cross-checks the plan and its anchors first."""
     from rpent.flash.batch import ReplayOptions, check_options
 
     flash = tmp_path / "flash"
@@ -744,8 +744,8 @@ def test_an_unsolved_replay_names_what_went_wrong():
 
 
 def test_a_replay_episode_stopped_by_a_signal_has_its_records_figures_in_the_ledger(tmp_path):
-    """Found by a fresh user: SIGINT after 64 env steps wrote ``env_steps: null`` in ``replay.jsonl``
-    while the run's transcript said 64; the ledger row now takes the run's own record."""
+    """After SIGINT at 64 env steps the ``replay.jsonl`` row says 64, as the run's transcript does: the
+    ledger row takes the run's own record."""
     from rpent.flash.batch import _stopped_row
 
     run = tmp_path / "object_t0_s5"

@@ -107,8 +107,8 @@ def test_without_loop_the_script_is_replayed_once():
 
 
 def test_a_base_url_without_a_scheme_is_a_config_failure_before_any_request():
-    """Found by a fresh user: ``rpent --base-url notaurl`` started the env server and retried the
-    provider 5 times ('Request URL is missing an http:// or https:// protocol'); it is refused at start."""
+    """``rpent --base-url notaurl`` is refused at start, before any env server starts or the provider is
+    retried ('Request URL is missing an http:// or https:// protocol')."""
     from rpent.planners.api.model_spec import resolve_provider
 
     res = check_llm("api", "openai-chat:m", "notaurl", env={"OPENAI_API_KEY": "k"})

@@ -1,5 +1,5 @@
 """Keys typed right after ``i`` in a real terminal reach the Run screen's input line, in order
-(a fresh user and the tmux acceptance tests lost the keys typed right after ``i``).
+(none lost while the input line takes focus).
 
 ``rpent-tui`` runs in tmux at 100x30; each round sends ``i`` and a line in one ``send-keys`` (one
 write, so the app reads them together, as from a fast typist or a paste), then reads the input

@@ -1,6 +1,6 @@
 """Policy backend: ApxInf (in-process Rust/CUDA Pi0.5 engine) through ``apxinf_robo``'s L1 API.
 
-As in the product document (shared/seeds/003): the harness keeps observation batching and OpenPI
+As in the product document's evaluation guide: the harness keeps observation batching and OpenPI
 pre/post-processing (here :class:`rpent.models.pi05.processor.Pi05Processor`: resize-with-pad to the
 model's image size, prompt tokens, quantile un-normalisation), and ApxInf runs the model:
 ``apxinf_robo.load_bare_model(model_dir, model="pi05", device=..., precision=...)`` returns a handle
