@@ -289,6 +289,12 @@ def _run(argv: list[str]) -> int:
     for flag, v in (("--price-in", args.price_in), ("--price-out", args.price_out)):
         if v is not None and not v >= 0:
             parser.error(f"{flag} must be >= 0 USD per million tokens, got {v:g}")
+    from rpent.cli.paths import check_output_dir
+
+    try:  # a file, a dangling link or loop, or a place that takes no directory: one line, before any work
+        check_output_dir(args.results_root, "--results-root")
+    except ValueError as exc:
+        parser.error(str(exc).replace("choose a new directory", "choose another --results-root"))
     root = ResultsRoot(args.results_root)
     blocker = _not_a_directory(root.root)
     if blocker is not None:

@@ -84,6 +84,9 @@ def _replay(args) -> int:
         print("rpent-flash: error: --max-episode-steps must be >= 1", file=sys.stderr)
         return 2
     try:
+        from rpent.cli.paths import check_output_dir
+
+        check_output_dir(args.output_root, "--output-root")
         check_options(opts)
     except ValueError as exc:
         print(f"rpent-flash: error: {exc}", file=sys.stderr)

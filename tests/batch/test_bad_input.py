@@ -38,11 +38,25 @@ def _one_line_usage_error(r, *needles):
         assert n in last, last
 
 
+def test_results_root_that_is_a_dangling_link_a_link_loop_or_uncreatable(tmp_path, cli):
+    """A symbolic link to nothing, a link loop (or a path under one) and a place that takes no new
+    directory are one line naming the path, before any work; nothing is created."""
+    (tmp_path / "loop_a").symlink_to(tmp_path / "loop_b")
+    (tmp_path / "loop_b").symlink_to(tmp_path / "loop_a")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    for root in ("loop_a", "loop_a/sub", "dangling"):
+        _one_line_usage_error(cli(*RUN, "--results-root", str(tmp_path / root)),
+                              "is a symbolic link to nothing (or a link loop)", "choose another --results-root")
+    _one_line_usage_error(cli(*RUN, "--results-root", "/proc/rpent-no-such-dir/root"), "cannot be created in /proc")
+    assert not (tmp_path / "nowhere").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling", "loop_a", "loop_b"]
+
+
 def test_results_root_that_is_a_file_or_under_one(tmp_path, cli):
     f = tmp_path / "file"
     f.write_text("x")
     _one_line_usage_error(cli(*RUN, "--results-root", str(f)), "is a file, not a directory")
-    _one_line_usage_error(cli(*RUN, "--results-root", str(f / "sub")), "is a file, not a directory")
+    _one_line_usage_error(cli(*RUN, "--results-root", str(f / "sub")), f"({f} is a file)")
     assert f.read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 

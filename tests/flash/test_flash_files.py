@@ -900,6 +900,6 @@ def test_rpent_flash_replay_refuses_an_output_root_it_cannot_create_in_one_line(
                         "--suite", "libero_object", "--task", "4", "--seeds", "1", "--output-root", str(root)],
                        capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
-    needle = "is a file); choose a new directory" if where == "under_file" else "cannot be created (No such file"
+    needle = "is a file); choose a new directory" if where == "under_file" else "cannot be created in /proc (No such file"
     assert p.stderr.startswith(f"rpent-flash: error: --output-root {root}") and needle in p.stderr, p.stderr
     assert (tmp_path / "file").read_text() == "x"

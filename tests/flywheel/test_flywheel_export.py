@@ -219,6 +219,14 @@ def test_existing_output_dir_and_mixed_robots_are_refused(tmp_path, capsys, reco
     assert flywheel_main(["--input-root", str(tmp_path / "runs"), "--output-dir", str(blocker / "sub"),
                           "--no-progress"]) == 2
     assert f"({blocker} is a file)" in capsys.readouterr().err
+    # a place that takes no new directory is refused before any record is read
+    assert flywheel_main(["--input-root", str(tmp_path / "runs"), "--output-dir", "/proc/rpent-no-such-dir/out",
+                          "--no-progress"]) == 2
+    assert "cannot be created in /proc" in capsys.readouterr().err
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    assert flywheel_main(["--input-root", str(tmp_path / "runs"), "--output-dir", str(tmp_path / "loop"),
+                          "--no-progress"]) == 2
+    assert "symbolic link to nothing (or a link loop)" in capsys.readouterr().err
 
     record_run(tmp_path / "runs" / "b", [("vla", "open", [2])], robot="robocasa365", suite="robocasa_kitchen")
     with pytest.raises(FlywheelError, match="different robots.*libero.*robocasa365"):

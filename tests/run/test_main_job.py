@@ -166,8 +166,8 @@ def test_output_dir_under_a_file_is_refused_in_one_line(tmp_path):
     p = _rpent("--suite", "libero_object", "--task", "0", "--output-dir", "/proc/rpent-nope", timeout=120)
     assert p.returncode == 2, p.stdout + p.stderr
     assert p.stderr.strip().splitlines() == [
-        "rpent: cannot create --output-dir /proc/rpent-nope: No such file or directory. "
-        "Choose a directory you can write to."], p.stderr
+        "rpent: error: --output-dir /proc/rpent-nope cannot be created in /proc (No such file or directory); "
+        "choose a directory you can write to"], p.stderr
 
 
 def test_killed_env_server_keeps_record_and_leaves_no_orphans(tmp_path):
