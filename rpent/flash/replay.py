@@ -63,6 +63,8 @@ from pathlib import Path
 from rpent.flash.episode import REPORT_NAME, episode_identity, qualified_instances, server_identity, task_instruction, write_report
 from rpent.flash.files import FlashFileError, find_plan, load_flash
 from rpent.flash.generate import FIXTURE_CAMERA, fixture_estimate
+from rpent.flash.occlusion import occluded_relook
+from rpent.flash.points import POINTS_KIND, relocate as relocate_points
 from rpent.flash.regrasp import EMPTY_GRASP_M, closing_step, diagnosis as _diagnosis, opening as _opening, \
     retry_empty_grasp, source_grasp_held
 from rpent.planners.base import Finish, PlannerConfig, PlannerResult, PlannerStats
@@ -267,6 +269,7 @@ class FlashPlanner:
         live: dict[str, dict[int, dict]] = {aid: {} for aid in anchors}  # anchor -> observation -> estimate
         self._shift: dict[str, tuple[float, float]] = {}  # anchor -> XY shift of its grasp after a blocked descent
         self._regrasped: set[int] = set()  # close steps whose empty grasp was retried (once each)
+        seen_at: dict[tuple[str, int], int] = {}  # (anchor, observation) -> plan step of its live look
         fixtures_view: dict | None = None  # the view_fixtures result of the current run of fixture locates
         self._pitch: float | None = None  # eef pitch (rad, about world x) after the latest motion
         for i, step in enumerate(plan["steps"]):
@@ -279,6 +282,8 @@ class FlashPlanner:
                         fixtures_view = call("view_fixtures", {})
                     est = None if "error" in fixtures_view else fixture_estimate(
                         fixtures_view, str(anchor.get("object")), str(anchor.get("part")))
+                elif anchor.get("kind") == POINTS_KIND:  # known by its points (rpent.flash.points)
+                    est = relocate_points(call, anchor, k, live[aid])
                 else:
                     ref0 = anchor["observations"][k].get("estimate") or {}
                     several = int(step.get("instances") or 1) > 1
@@ -286,12 +291,24 @@ class FlashPlanner:
                     est = self._locate(call, anchor["prompt"], step.get("camera") or "agentview", near,
                                        names.get(anchor["prompt"]) if several else None)
                 ref = (anchor["observations"][k].get("estimate") or {}) if k < len(anchor["observations"]) else {}
+                j = max(live[aid], default=None)  # the latest earlier live look (rpent.flash.occlusion)
+                hidden = None if est is None or j is None else occluded_relook(
+                    plan["steps"], i, aid, est, live[aid][j], seen_at.get((aid, j)))
                 self._log.append({"plan_step": i, "op": "locate", "anchor": aid, "prompt": anchor["prompt"],
                                   "camera": step.get("camera") or "agentview", "observation": k,
                                   "found": est is not None, "recorded_center": ref.get("center"),
                                   "live_center": None if est is None else est.get("center"),
                                   "source": None if est is None else est.get("source"),
-                                  "kept_earlier": est is None and bool(live[aid])})
+                                  "kept_earlier": (est is None or hidden is not None) and bool(live[aid]),
+                                  **({"occluded_by_place": hidden} if hidden else {})})
+                if hidden is not None:
+                    say(f"The look at '{anchor['prompt']}' shows less of it than before (footprint "
+                        f"{hidden['footprint_m2']:.4f} < {hidden['earlier_footprint_m2']:.4f} m^2) since step "
+                        f"{hidden['place_step']} set something down on it; keeping the earlier look.")
+                    continue
+                if est is None and anchor.get("kind") == POINTS_KIND and not live[aid]:
+                    say(f"The points of anchor {aid} were not found again; its pick is replayed as recorded.")
+                    est = dict(ref, source="recorded")
                 if est is None:
                     if not live[aid]:
                         raise _Failure("flash_anchor_not_found", f"anchor {aid} '{anchor['prompt']}' was not found "
@@ -300,6 +317,7 @@ class FlashPlanner:
                         "the earlier one.")
                     continue
                 live[aid][k] = est
+                seen_at[(aid, k)] = i
                 continue
             fixtures_view = None
             args = self._args(plan["steps"], i, anchors, live)
@@ -559,6 +577,8 @@ class FlashPlanner:
         instruction's qualifier designates, :func:`qualified_instances`) where it is among them,
         else the one whose estimate centre is nearest ``near`` in XY (the seeds of a task perturb
         positions by a few cm; instances stand farther apart)."""
+        if not prompt:  # a point anchor (rpent.flash.points) has no prompt to segment
+            return None
         args = {"prompt": prompt, "camera": camera}
         if near is not None:
             args["all_instances"] = True
