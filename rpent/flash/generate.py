@@ -19,6 +19,9 @@ Fixture parts (drawers, doors, knobs) that the run read with ``view_fixtures`` b
 motion are anchors too (:func:`fixture_anchors`), bound only by waypoints with no segmented object
 within the radius; while the gripper is closed on a part (a drawer pull), every farther waypoint
 follows that part too. A plan keeps only the parts some waypoint is bound to.
+A thing the run knew only by its ``back_project`` points (set aside from a push's way) is a point
+anchor of the grasp that picks it when that grasp binds to nothing else (:mod:`rpent.flash.points`);
+it is retired once let go.
 A waypoint binds to the nearest centre of the latest observations within the radius, else to
 the nearest ``support`` point (the largest flat surface, where a look gave one: the scripted
 planner sets a plate down on a stove's burner plate, 17 cm from the centre of the stove's mask;

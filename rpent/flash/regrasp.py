@@ -8,6 +8,9 @@ may have pushed it), go back over the grasp point at the hover height of the app
 the plan's descent, close and lift from the new estimate. Every call is a tool call of the
 transcript; the repair is one ``"op": "repair", "kind": "empty_grasp"`` entry of
 ``flash_replay.json`` (the looks, the new centre, the opening after the retried lift).
+
+It also holds the gripper-opening rules the replay's other repairs read: a stalled ``release``
+(:func:`stalled_release`) and a plan that ends holding its object (:func:`ends_holding`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,32 @@ from __future__ import annotations
 EMPTY_GRASP_M = 0.003
 #: A waypoint this much (m) above the grasp descent's target is the approach's hover.
 HOVER_ABOVE_M = 0.03
+#: A release whose fingers grew less than this (m) and ended below :data:`RELEASE_OPEN_M` (m)
+#: stalled; the replay drives the gripper open for :data:`REOPEN_STEPS` env steps.
+RELEASE_STALL_M = 0.002
+RELEASE_OPEN_M = 0.07
+REOPEN_STEPS = 20
+
+
+def stalled_release(res: dict) -> bool:
+    """A ``release`` whose fingers did not open (grew < :data:`RELEASE_STALL_M`) and ended
+    below :data:`RELEASE_OPEN_M`: ``release`` stops after 6 env steps without growth, which a
+    hand still squeezing a heavy object can take to start opening."""
+    if "error" in res or res.get("terminated") or res.get("truncated"):
+        return False
+    start, peak = res.get("start_gripper_opening"), res.get("peak_gripper_opening")
+    final = res.get("final_gripper_opening")
+    if start is None or peak is None or final is None:
+        return False
+    return float(peak) - float(start) < RELEASE_STALL_M and float(final) < RELEASE_OPEN_M
+
+
+def ends_holding(steps: list[dict]) -> bool:
+    """The plan's last gripper command closes it (``set_gripper`` or a motion's ``gripper``
+    argument > 0, no ``release`` after it): the source run's predicate came true during the last
+    motion (e.g. a bowl held down onto a plate), so it never opened the gripper."""
+    last = next((g for g in (gripper_command(s) for s in reversed(steps)) if g is not None), None)
+    return last is not None and last > 0
 
 
 def opening(res: dict) -> float | None:

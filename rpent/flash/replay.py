@@ -8,7 +8,11 @@ For each plan step, in order:
   and its ``center_xyz`` is used. The first observation of an anchor that cannot be found
   ends the replay with ``finish(status="failure")`` and the named reason
   ``flash_anchor_not_found``; a later re-observation (e.g. the wrist look) that fails keeps
-  the earlier one.
+  the earlier one, and so does one hidden in part by what the plan set down on the anchor
+  (:mod:`rpent.flash.occlusion`: libero_10_task t6, the mug on the plate).
+  A point anchor (``"kind": "points"``, :mod:`rpent.flash.points`: a thing the source run knew only
+  by its ``back_project`` points) is re-read with the recorded ``back_project`` call; a first look
+  that finds no cluster there keeps the recorded estimate.
   A fixture-part anchor (camera ``view_fixtures``: a drawer, door or knob the source run read
   with ``view_fixtures``, see :func:`rpent.flash.generate.fixture_anchors`) is re-read with one
   ``view_fixtures`` call (simulator state) for each run of consecutive fixture locates.
@@ -65,11 +69,12 @@ from rpent.flash.files import FlashFileError, find_plan, load_flash
 from rpent.flash.generate import FIXTURE_CAMERA, fixture_estimate
 from rpent.flash.occlusion import occluded_relook
 from rpent.flash.points import POINTS_KIND, relocate as relocate_points
-from rpent.flash.regrasp import EMPTY_GRASP_M, closing_step, diagnosis as _diagnosis, opening as _opening, \
-    retry_empty_grasp, source_grasp_held
+from rpent.flash.regrasp import EMPTY_GRASP_M, RELEASE_OPEN_M, RELEASE_STALL_M, REOPEN_STEPS, closing_step, \
+    diagnosis as _diagnosis, ends_holding, opening as _opening, retry_empty_grasp, source_grasp_held, stalled_release
 from rpent.planners.base import Finish, PlannerConfig, PlannerResult, PlannerStats
 
-__all__ = ["FlashPlanner", "FLASH_DIR_ENV", "REPORT_NAME", "default_flash_dir", "grasp_axis"]
+__all__ = ["FlashPlanner", "FLASH_DIR_ENV", "REPORT_NAME", "RELEASE_OPEN_M", "RELEASE_STALL_M", "REOPEN_STEPS",
+           "default_flash_dir", "grasp_axis"]
 
 FLASH_DIR_ENV = "RPENT_FLASH_DIR"
 """Environment variable naming the flash directory when the config gives none."""
@@ -81,11 +86,6 @@ BLOCKED_DESCENT_M = 0.008
 #: side, so the fingers still close on it. 1.5 cm clears the neighbour of libero_object task 1
 #: (cream cheese next to the tomato sauce) on the seeds where the seed-0 grasp point is blocked.
 GRASP_SHIFT_M = 0.015
-#: A release whose fingers grew less than this (m) and ended below :data:`RELEASE_OPEN_M` (m)
-#: stalled; the replay drives the gripper open for :data:`REOPEN_STEPS` env steps.
-RELEASE_STALL_M = 0.002
-RELEASE_OPEN_M = 0.07
-REOPEN_STEPS = 20
 
 
 def default_flash_dir() -> Path:
@@ -346,23 +346,11 @@ class FlashPlanner:
                 self._episode_over = True
                 break  # the episode is over; finish reports the predicate
 
-    @staticmethod
-    def _ends_holding(steps: list[dict]) -> bool:
-        """The plan's last gripper command closes it (``set_gripper`` or a motion's ``gripper``
-        argument > 0, no ``release`` after it): the source run's predicate came true during the last motion (e.g. a bowl held down
-        onto a plate), so it never opened the gripper."""
-        for s in reversed(steps):
-            if s["op"] != "tool":
-                continue
-            if s.get("tool") == "release":
-                return False
-            if s.get("tool") == "set_gripper" or (s.get("args") or {}).get("gripper") is not None:
-                return float((s.get("args") or {}).get("gripper", -1)) > 0
-        return False
+    _ends_holding = staticmethod(ends_holding)
 
     def _final_release(self, call, say) -> None:
         """Open the gripper after the last plan step when the predicate does not hold yet and the
-        plan ends holding the object (:meth:`_ends_holding`); a stalled release is driven open
+        plan ends holding the object (:func:`rpent.flash.regrasp.ends_holding`); a stalled release is driven open
         (:meth:`_reopen`). Logged as a ``final_release`` repair."""
         say("Replayed every step and the task predicate does not hold while the hand still holds the "
             "object (the source run was solved before it opened the gripper): releasing it.")
@@ -374,18 +362,7 @@ class FlashPlanner:
         if self._stalled_release(res):
             self._reopen(None, res, call, say)
 
-    @staticmethod
-    def _stalled_release(res: dict) -> bool:
-        """A ``release`` whose fingers did not open (grew < :data:`RELEASE_STALL_M`) and ended
-        below :data:`RELEASE_OPEN_M`: ``release`` stops after 6 env steps without growth, which a
-        hand still squeezing a heavy object can take to start opening."""
-        if "error" in res or res.get("terminated") or res.get("truncated"):
-            return False
-        start, peak = res.get("start_gripper_opening"), res.get("peak_gripper_opening")
-        final = res.get("final_gripper_opening")
-        if start is None or peak is None or final is None:
-            return False
-        return float(peak) - float(start) < RELEASE_STALL_M and float(final) < RELEASE_OPEN_M
+    _stalled_release = staticmethod(stalled_release)
 
     def _reopen(self, i: int | None, res: dict, call, say) -> dict:
         """One bounded repair of a stalled release: drive the gripper open in place for
