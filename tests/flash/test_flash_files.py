@@ -994,3 +994,20 @@ def test_a_relook_hidden_by_what_the_plan_set_down_on_the_anchor_keeps_the_earli
     assert occluded_relook(steps[:5] + steps[6:], 6, "a1", plate1, plate0, 1) is None
     assert occluded_relook(steps, 6, "a1", plate0, plate0, 1) is None
     assert occluded_relook(steps, 6, "a1", plate1, plate0, 1)["place_step"] == 5
+
+
+def test_a_point_anchor_leaves_out_what_stands_higher_than_its_recorded_top():
+    """libero_goal_swap t5 seed 2: the bowl in the plate's way stands next to a taller bottle whose
+    points merge into its cluster and whose top would make the estimate; points more than 1.5 cm
+    above the recorded top are left out of the live look."""
+    from rpent.flash.points import cluster_estimate, relocate
+
+    bowl, tall = _blob(-0.03, 0.02), _blob(0.015, 0.02, z0=1.02, z1=1.10, sx=0.03)
+    assert cluster_estimate(bowl + tall, [-0.03, 0.02], 0.03, 0.92)["center"][0] > -0.02  # merged
+    est = cluster_estimate(bowl + tall, [-0.03, 0.02], 0.03, 0.92, top_z=1.005)
+    assert est["center"][:2] == [pytest.approx(-0.03, abs=2e-3), pytest.approx(0.02, abs=2e-3)]
+    ref = {**_est(-0.08, 0.02, 0.0, 0.06, 0.03), "top_z": 0.99}
+    anchor = {"id": "a1", "prompt": None, "kind": "points",
+              "observations": [{"camera": "agentview", "estimate": ref, "back_project": {"z_min": 0.92}}]}
+    live = relocate(lambda n, a: {"points": bowl + tall}, anchor, 0, {})  # 5 cm from the recorded spot
+    assert live["center"][:2] == [pytest.approx(-0.03, abs=2e-3), pytest.approx(0.02, abs=2e-3)]
