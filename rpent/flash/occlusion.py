@@ -6,7 +6,8 @@ so the mask's centre moves toward the visible part (1.7 cm in the source run, 4-
 where the mug stands elsewhere on it) and the pudding, placed relative to that look, misses.
 
 Rule (:func:`occluded_relook`): a re-observation of an anchor whose live footprint (major x minor
-extent) is smaller than :data:`SHRINK_RATIO` times that of the anchor's earlier live look, where
+extent) is smaller than :data:`SHRINK_RATIO` times that of the anchor's latest earlier live look
+with the same camera (a wrist look shows another part of it than the front camera), where
 the plan has set something down on that anchor since (a gripper opening whose place, the last
 motion before it, is bound to the anchor), is not used: the replay keeps the earlier look, and the
 waypoints of the re-observation are rebuilt from it by the recorded difference between the two

@@ -291,7 +291,8 @@ class FlashPlanner:
                     est = self._locate(call, anchor["prompt"], step.get("camera") or "agentview", near,
                                        names.get(anchor["prompt"]) if several else None)
                 ref = (anchor["observations"][k].get("estimate") or {}) if k < len(anchor["observations"]) else {}
-                j = max(live[aid], default=None)  # the latest earlier live look (rpent.flash.occlusion)
+                j = max((x for x in live[aid] if anchor["observations"][x].get("camera") == step.get("camera")),
+                        default=None)  # the latest earlier live look with this camera (rpent.flash.occlusion)
                 hidden = None if est is None or j is None else occluded_relook(
                     plan["steps"], i, aid, est, live[aid][j], seen_at.get((aid, j)))
                 self._log.append({"plan_step": i, "op": "locate", "anchor": aid, "prompt": anchor["prompt"],

@@ -1011,3 +1011,36 @@ def test_a_point_anchor_leaves_out_what_stands_higher_than_its_recorded_top():
               "observations": [{"camera": "agentview", "estimate": ref, "back_project": {"z_min": 0.92}}]}
     live = relocate(lambda n, a: {"points": bowl + tall}, anchor, 0, {})  # 5 cm from the recorded spot
     assert live["center"][:2] == [pytest.approx(-0.03, abs=2e-3), pytest.approx(0.02, abs=2e-3)]
+
+
+def test_a_relook_is_compared_with_the_earlier_look_of_the_same_camera():
+    """libero_10_swap t8: the stove is looked at from the front, then from the wrist (a part of it
+    seen from above), then from the front again after a moka pot is set down on it. The last look
+    is compared with the first front look, not with the wrist look."""
+    front0, wrist, front1 = _est(0.046, 0.06, 0.0, 0.23, 0.16), _est(0.19, 0.064, 0.0, 0.30, 0.25), \
+        _est(0.046, 0.06, 0.0, 0.23, 0.155)
+    anchors = {"anchors": [{"id": "a0", "prompt": "moka pot", "observations": [
+                               {"camera": "agentview", "estimate": _est(-0.05, 0.24)}]},
+                           {"id": "a1", "prompt": "stove", "observations": [
+                               {"camera": "agentview", "estimate": front0}, {"camera": "wrist", "estimate": wrist},
+                               {"camera": "agentview", "estimate": front1}]}]}
+    steps = [{"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 0},
+             {"op": "locate", "anchor": "a1", "camera": "agentview", "observation": 0},
+             {"op": "locate", "anchor": "a1", "camera": "wrist", "observation": 1},
+             {"op": "tool", "tool": "move_to", "args": {"xyz": [-0.05, 0.24, 1.0]}, "anchor": "a0", "observation": 0,
+              "offset_xy": [0.0, 0.0]},
+             {"op": "tool", "tool": "set_gripper", "args": {"gripper": 1.0}, "anchor": None, "observation": None,
+              "offset_xy": None},
+             {"op": "tool", "tool": "move_to", "args": {"xyz": [0.22, 0.03, 1.03], "gripper": 1.0}, "anchor": "a1",
+              "observation": 1, "offset_xy": [0.03, -0.034]},
+             {"op": "tool", "tool": "release", "args": {}, "anchor": None, "observation": None, "offset_xy": None},
+             {"op": "locate", "anchor": "a1", "camera": "agentview", "observation": 2}]
+    looks = iter([anchors["anchors"][0]["observations"][0]["estimate"], front0, wrist, front1])
+
+    def call(name, args):
+        return {"found": True, "object_estimate": next(looks)} if name == "segment" else {"reached": True}
+
+    planner = FlashPlanner()
+    planner._replay({"steps": steps}, anchors, call, lambda text: None, None)
+    last = [e for e in planner._log if e["op"] == "locate"][-1]
+    assert last["found"] and not last["kept_earlier"] and "occluded_by_place" not in last
