@@ -43,7 +43,7 @@ For each plan step, in order:
 Every replay writes ``flash_replay.json`` into its run directory (a run artifact): the plan cell,
 the env server that served it (init state; pid and seed switches of a shared server), and per
 plan step what happened: ``locate`` (anchor, prompt, camera, found, recorded and live centre, m,
-world frame), ``tool`` (``mode`` anchored | interpolated | as_recorded, recorded and live
+world frame, ``kept_earlier``; ``occluded_by_place`` where a hidden re-look was not used), ``tool`` (``mode`` anchored | interpolated | as_recorded, recorded and live
 arguments, error) and ``repair`` (a blocked descent's shift and how many looks it took, with the
 camera that re-localised it; an empty grasp's new look and the opening after its retry; or a
 stalled release's opening before and after), with the counts ``replayed``,
