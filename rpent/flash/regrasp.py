@@ -4,7 +4,9 @@ A grasp *came up empty* when the motion right after the gripper closed (the lift
 fingers closed on nothing (opening < :data:`EMPTY_GRASP_M`). Where the source run's grasp held
 (:func:`source_grasp_held`), the replay repairs it once per grasp: open the gripper, look at the
 object again with the camera of the anchor's first observation (a fresh whole view: the fingers
-may have pushed it), go back over the grasp point at the hover height of the approach, and replay
+may have pushed it; for a prompt whose looks found several instances, the camera of the descent's
+observation, keeping the instance nearest its live estimate: libero_10_swap t8, where the nearest
+to the first look's recorded centre was the first moka pot, already on the stove), go back over the grasp point at the hover height of the approach, and replay
 the plan's descent, close and lift from the new estimate. Every call is a tool call of the
 transcript; the repair is one ``"op": "repair", "kind": "empty_grasp"`` entry of
 ``flash_replay.json`` (the looks, the new centre, the opening after the retried lift).
@@ -144,12 +146,21 @@ def retry_empty_grasp(planner, steps: list[dict], i: int, c: int, res: dict, anc
     if "error" in opened:
         raise failure("flash_step_failed", f"opening after the empty grasp of step {c} failed: {opened['error']}")
     obs0 = anchor["observations"][0]
-    near = obs0["estimate"].get("center") if any(int(o.get("instances") or 1) > 1
-                                                for o in anchor["observations"]) else None
-    est = locate(call, anchor["prompt"], obs0.get("camera") or "agentview", near)
-    if est is not None:
-        live[aid] = {0: est}  # the later observations are rebuilt from it by the recorded differences
+    if any(int(o.get("instances") or 1) > 1 for o in anchor["observations"]):
+        # one prompt, several objects (two moka pots, one already on the stove): the observations
+        # are of different instances, so look again with the descent's observation and keep the
+        # instance nearest where the replay last put it
+        k = int(steps[d].get("observation") or 0)
+        cur = live[aid].get(k) or (live[aid][max(live[aid])] if live[aid] else None)
+        near = (cur or anchor["observations"][k]["estimate"]).get("center")
+        est = locate(call, anchor["prompt"], anchor["observations"][k].get("camera") or "agentview", near)
+        if est is not None:
+            live[aid][k] = est
     else:
+        est = locate(call, anchor["prompt"], obs0.get("camera") or "agentview", None)
+        if est is not None:
+            live[aid] = {0: est}  # the later observations are rebuilt from it by the recorded differences
+    if est is None:
         say(f"'{anchor['prompt']}' was not found again; retrying at the earlier estimate.")
     entry = {"plan_step": c, "op": "repair", "kind": "empty_grasp", "anchor": aid, "lift_step": i,
              "opening_before_m": opening(res), "relocalised": est is not None,

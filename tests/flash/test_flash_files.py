@@ -1044,3 +1044,40 @@ def test_a_relook_is_compared_with_the_earlier_look_of_the_same_camera():
     planner._replay({"steps": steps}, anchors, call, lambda text: None, None)
     last = [e for e in planner._log if e["op"] == "locate"][-1]
     assert last["found"] and not last["kept_earlier"] and "occluded_by_place" not in last
+
+
+def test_an_empty_grasp_of_one_of_several_instances_looks_again_near_its_live_estimate():
+    """libero_10_swap t8 ("put both moka pots on the stove"): the second pot's grasp came up empty
+    and the re-look kept the instance nearest the first look's recorded centre, the first pot,
+    already on the stove. Where the prompt's looks found several instances, the re-look uses the
+    descent's observation and keeps the instance nearest its live estimate."""
+    pot1, pot2 = _est(-0.05, 0.24, 0.0, 0.07, 0.07), _est(-0.18, -0.21, 0.0, 0.07, 0.07)
+    anchors = {"anchors": [{"id": "a0", "prompt": "moka pot", "observations": [
+        {"camera": "agentview", "estimate": pot1, "instances": 2, "object": "moka_pot_1"},
+        {"camera": "agentview", "estimate": pot2, "instances": 2, "object": "moka_pot_2"}]}]}
+
+    def tool(name, obs=None, **args):
+        return {"op": "tool", "tool": name, "args": args, "anchor": None if obs is None else "a0",
+                "observation": obs, "offset_xy": None if obs is None else [0.0, 0.0]}
+
+    steps = [{"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 1, "instances": 2},
+             tool("move_to", 1, xyz=[-0.18, -0.21, 1.1]), tool("move_to", 1, xyz=[-0.18, -0.21, 0.99]),
+             tool("set_gripper", gripper=1.0), tool("move_to", 1, xyz=[-0.18, -0.21, 1.2]), tool("release")]
+    on_stove, pushed = _est(0.24, 0.055), _est(-0.17, -0.22, 0.0, 0.07, 0.07)
+    seen = iter([[on_stove, _est(-0.185, -0.21)], [on_stove, pushed]])
+    sent = []
+
+    def call(name, args):
+        sent.append((name, args))
+        if name == "segment":
+            return {"found": True, "instances": [{"object_estimate": e} for e in next(seen)]}
+        lifts = [a for n, a in sent if n == "move_to" and a["xyz"][2] == 1.2]
+        if name == "move_to" and args["xyz"][2] == 1.2:
+            return {"reached": True, "state_after": {"state": {"gripper_opening": 0.001 if len(lifts) == 1 else 0.04}}}
+        return {"reached": True, "final_eef_pos": args.get("xyz")}
+
+    planner = FlashPlanner()
+    planner._replay({"steps": steps}, anchors, call, lambda text: None, None)
+    repair = next(e for e in planner._log if e["op"] == "repair")
+    assert repair["kind"] == "empty_grasp" and repair["live_center"][:2] == [-0.17, -0.22]
+    assert [a["xyz"][:2] for n, a in sent if n == "move_to"][-2:] == [[-0.17, -0.22], [-0.17, -0.22]]
