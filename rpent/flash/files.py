@@ -25,6 +25,9 @@ the plan of seed 0 first, then any other seed of the same task (:func:`find_plan
 
 A ``fixture_part`` anchor is a fixture part the source run read with ``view_fixtures`` before it
 moved (:func:`rpent.flash.generate.fixture_anchors`); the replay re-reads it with ``view_fixtures``.
+A ``"kind": "points"`` anchor (``prompt`` null) is a thing the source run knew only by its
+``back_project`` points (:mod:`rpent.flash.points`); each observation keeps the look's arguments as
+``"back_project"`` and the replay repeats that call.
 
 ``<cell>_plan.json``::
 

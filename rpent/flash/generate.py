@@ -19,6 +19,9 @@ Fixture parts (drawers, doors, knobs) that the run read with ``view_fixtures`` b
 motion are anchors too (:func:`fixture_anchors`), bound only by waypoints with no segmented object
 within the radius; while the gripper is closed on a part (a drawer pull), every farther waypoint
 follows that part too. A plan keeps only the parts some waypoint is bound to.
+A thing the run knew only by its ``back_project`` points (set aside from a push's way) is a point
+anchor of the grasp that picks it when that grasp binds to nothing else (:mod:`rpent.flash.points`);
+it is retired once let go.
 A waypoint binds to the nearest centre of the latest observations within the radius, else to
 the nearest ``support`` point (the largest flat surface, where a look gave one: the scripted
 planner sets a plate down on a stove's burner plate, 17 cm from the centre of the stove's mask;
@@ -48,9 +51,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+from rpent.flash import points
 from rpent.flash.files import ANCHORS_SCHEMA, PLAN_SCHEMA, anchors_path, cell_tag, plan_path, save_flash
 from rpent.recording.outcome import EXCLUSION_TEXT, label_exclusion, outcome_from_doc
 from rpent.recording.provenance import provenance_summary, run_provenance
+
+POINTS_KIND = points.POINTS_KIND
 
 __all__ = ["FlashGenerateError", "generate", "BIND_RADIUS_M", "FIXTURE_CAMERA", "fixture_anchors",
            "fixture_estimate", "read_audit",
@@ -305,6 +311,10 @@ class _PlanBuilder:
         #: observation) only where no other object is within the radius (:meth:`tool`)
         self.held: tuple[dict, int] | None = None
         self.gripper_closed = False
+        #: point anchors (:mod:`rpent.flash.points`) by the index of the tool step of their grasp,
+        #: and the ids of those let go (carried elsewhere: never bound again)
+        self.points_for_grasp: dict[int, dict] = {}
+        self.retired: set[str] = set()
 
     def finish(self) -> None:
         """Add the fixture anchors that some waypoint is bound to, each located once at the start
@@ -392,7 +402,8 @@ class _PlanBuilder:
         hand is); fixture parts only where no object is near (parts stacked in one fixture: the
         nearest in 3-D); beyond all, the part the gripper holds."""
         held = self.held[0] if self.held is not None else None
-        hit = self._nearest_point([(a, len(a["observations"]) - 1) for a in self.anchors if a is not held], xyz)
+        hit = self._nearest_point([(a, len(a["observations"]) - 1) for a in self.anchors
+                                   if a is not held and a["id"] not in self.retired], xyz)
         if hit is None and self.held is not None:
             hit = self._nearest_point([self.held], xyz)
         if hit is None:
@@ -420,6 +431,8 @@ class _PlanBuilder:
             a = next((x for x in self.anchors if x["id"] == self.current_anchor), None)
             self.held = (a, len(a["observations"]) - 1) if a is not None else None
         elif float(g) <= 0:
+            if self.held is not None and self.held[0].get("kind") == POINTS_KIND:
+                self.retired.add(self.held[0]["id"])
             self.held = None
         self.gripper_closed = float(g) > 0
 
@@ -433,10 +446,15 @@ def _from_segment_recipe(builder: _PlanBuilder, commands: list[dict], calls: lis
     ``segment`` call with the same prompt and camera. Point-prompt segments are kept out of the
     plan (a pixel of the source scene names nothing in another scene)."""
     seg_calls = [c for c in calls if c["name"] == "segment" and not c["error"]]
-    used = 0
+    looks = points.looks_by_position(calls, [c for c in commands if c["action"] not in _READONLY],
+                                     _same_command)  # back_project point clouds
+    used, ti = 0, 0
     for n, cmd in enumerate(commands, 1):
         if cmd["action"] != "segment":
             if cmd["action"] not in _READONLY:
+                for args, res in looks.get(ti, []):
+                    points.observe(builder, args, res, [c for c in commands[n - 1:] if c["action"] not in _READONLY])
+                ti += 1
                 builder.tool(cmd)
             continue
         prompt, camera = cmd.get("prompt"), cmd.get("camera") or "agentview"
@@ -471,6 +489,9 @@ def _from_transcript(builder: _PlanBuilder, commands: list[dict], calls: list[di
     transcript's non-error call of that tool)."""
     ci = 0  # next recipe command to match
     for call in calls:
+        if call["name"] == "back_project" and not call["error"]:
+            points.observe(builder, call["input"], call["result"], commands[ci:])
+            continue
         if call["name"] == "segment":
             res = call["result"] or {}
             prompt = call["input"].get("prompt")

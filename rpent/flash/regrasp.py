@@ -4,10 +4,15 @@ A grasp *came up empty* when the motion right after the gripper closed (the lift
 fingers closed on nothing (opening < :data:`EMPTY_GRASP_M`). Where the source run's grasp held
 (:func:`source_grasp_held`), the replay repairs it once per grasp: open the gripper, look at the
 object again with the camera of the anchor's first observation (a fresh whole view: the fingers
-may have pushed it), go back over the grasp point at the hover height of the approach, and replay
+may have pushed it; for a prompt whose looks found several instances, the camera of the descent's
+observation, keeping the instance nearest its live estimate: libero_10_swap t8, where the nearest
+to the first look's recorded centre was the first moka pot, already on the stove), go back over the grasp point at the hover height of the approach, and replay
 the plan's descent, close and lift from the new estimate. Every call is a tool call of the
 transcript; the repair is one ``"op": "repair", "kind": "empty_grasp"`` entry of
 ``flash_replay.json`` (the looks, the new centre, the opening after the retried lift).
+
+It also holds the gripper-opening rules the replay's other repairs read: a stalled ``release``
+(:func:`stalled_release`) and a plan that ends holding its object (:func:`ends_holding`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,32 @@ from __future__ import annotations
 EMPTY_GRASP_M = 0.003
 #: A waypoint this much (m) above the grasp descent's target is the approach's hover.
 HOVER_ABOVE_M = 0.03
+#: A release whose fingers grew less than this (m) and ended below :data:`RELEASE_OPEN_M` (m)
+#: stalled; the replay drives the gripper open for :data:`REOPEN_STEPS` env steps.
+RELEASE_STALL_M = 0.002
+RELEASE_OPEN_M = 0.07
+REOPEN_STEPS = 20
+
+
+def stalled_release(res: dict) -> bool:
+    """A ``release`` whose fingers did not open (grew < :data:`RELEASE_STALL_M`) and ended
+    below :data:`RELEASE_OPEN_M`: ``release`` stops after 6 env steps without growth, which a
+    hand still squeezing a heavy object can take to start opening."""
+    if "error" in res or res.get("terminated") or res.get("truncated"):
+        return False
+    start, peak = res.get("start_gripper_opening"), res.get("peak_gripper_opening")
+    final = res.get("final_gripper_opening")
+    if start is None or peak is None or final is None:
+        return False
+    return float(peak) - float(start) < RELEASE_STALL_M and float(final) < RELEASE_OPEN_M
+
+
+def ends_holding(steps: list[dict]) -> bool:
+    """The plan's last gripper command closes it (``set_gripper`` or a motion's ``gripper``
+    argument > 0, no ``release`` after it): the source run's predicate came true during the last
+    motion (e.g. a bowl held down onto a plate), so it never opened the gripper."""
+    last = next((g for g in (gripper_command(s) for s in reversed(steps)) if g is not None), None)
+    return last is not None and last > 0
 
 
 def opening(res: dict) -> float | None:
@@ -115,12 +146,21 @@ def retry_empty_grasp(planner, steps: list[dict], i: int, c: int, res: dict, anc
     if "error" in opened:
         raise failure("flash_step_failed", f"opening after the empty grasp of step {c} failed: {opened['error']}")
     obs0 = anchor["observations"][0]
-    near = obs0["estimate"].get("center") if any(int(o.get("instances") or 1) > 1
-                                                for o in anchor["observations"]) else None
-    est = locate(call, anchor["prompt"], obs0.get("camera") or "agentview", near)
-    if est is not None:
-        live[aid] = {0: est}  # the later observations are rebuilt from it by the recorded differences
+    if any(int(o.get("instances") or 1) > 1 for o in anchor["observations"]):
+        # one prompt, several objects (two moka pots, one already on the stove): the observations
+        # are of different instances, so look again with the descent's observation and keep the
+        # instance nearest where the replay last put it
+        k = int(steps[d].get("observation") or 0)
+        cur = live[aid].get(k) or (live[aid][max(live[aid])] if live[aid] else None)
+        near = (cur or anchor["observations"][k]["estimate"]).get("center")
+        est = locate(call, anchor["prompt"], anchor["observations"][k].get("camera") or "agentview", near)
+        if est is not None:
+            live[aid][k] = est
     else:
+        est = locate(call, anchor["prompt"], obs0.get("camera") or "agentview", None)
+        if est is not None:
+            live[aid] = {0: est}  # the later observations are rebuilt from it by the recorded differences
+    if est is None:
         say(f"'{anchor['prompt']}' was not found again; retrying at the earlier estimate.")
     entry = {"plan_step": c, "op": "repair", "kind": "empty_grasp", "anchor": aid, "lift_step": i,
              "opening_before_m": opening(res), "relocalised": est is not None,

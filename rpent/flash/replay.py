@@ -8,7 +8,11 @@ For each plan step, in order:
   and its ``center_xyz`` is used. The first observation of an anchor that cannot be found
   ends the replay with ``finish(status="failure")`` and the named reason
   ``flash_anchor_not_found``; a later re-observation (e.g. the wrist look) that fails keeps
-  the earlier one.
+  the earlier one, and so does one hidden in part by what the plan set down on the anchor
+  (:mod:`rpent.flash.occlusion`: libero_10_task t6, the mug on the plate).
+  A point anchor (``"kind": "points"``, :mod:`rpent.flash.points`: a thing the source run knew only
+  by its ``back_project`` points) is re-read with the recorded ``back_project`` call; a first look
+  that finds no cluster there keeps the recorded estimate.
   A fixture-part anchor (camera ``view_fixtures``: a drawer, door or knob the source run read
   with ``view_fixtures``, see :func:`rpent.flash.generate.fixture_anchors`) is re-read with one
   ``view_fixtures`` call (simulator state) for each run of consecutive fixture locates.
@@ -39,7 +43,7 @@ For each plan step, in order:
 Every replay writes ``flash_replay.json`` into its run directory (a run artifact): the plan cell,
 the env server that served it (init state; pid and seed switches of a shared server), and per
 plan step what happened: ``locate`` (anchor, prompt, camera, found, recorded and live centre, m,
-world frame), ``tool`` (``mode`` anchored | interpolated | as_recorded, recorded and live
+world frame, ``kept_earlier``; ``occluded_by_place`` where a hidden re-look was not used), ``tool`` (``mode`` anchored | interpolated | as_recorded, recorded and live
 arguments, error) and ``repair`` (a blocked descent's shift and how many looks it took, with the
 camera that re-localised it; an empty grasp's new look and the opening after its retry; or a
 stalled release's opening before and after), with the counts ``replayed``,
@@ -63,11 +67,14 @@ from pathlib import Path
 from rpent.flash.episode import REPORT_NAME, episode_identity, qualified_instances, server_identity, task_instruction, write_report
 from rpent.flash.files import FlashFileError, find_plan, load_flash
 from rpent.flash.generate import FIXTURE_CAMERA, fixture_estimate
-from rpent.flash.regrasp import EMPTY_GRASP_M, closing_step, diagnosis as _diagnosis, opening as _opening, \
-    retry_empty_grasp, source_grasp_held
+from rpent.flash.occlusion import occluded_relook
+from rpent.flash.points import POINTS_KIND, relocate as relocate_points
+from rpent.flash.regrasp import EMPTY_GRASP_M, RELEASE_OPEN_M, RELEASE_STALL_M, REOPEN_STEPS, closing_step, \
+    diagnosis as _diagnosis, ends_holding, opening as _opening, retry_empty_grasp, source_grasp_held, stalled_release
 from rpent.planners.base import Finish, PlannerConfig, PlannerResult, PlannerStats
 
-__all__ = ["FlashPlanner", "FLASH_DIR_ENV", "REPORT_NAME", "default_flash_dir", "grasp_axis"]
+__all__ = ["FlashPlanner", "FLASH_DIR_ENV", "REPORT_NAME", "RELEASE_OPEN_M", "RELEASE_STALL_M", "REOPEN_STEPS",
+           "default_flash_dir", "grasp_axis"]
 
 FLASH_DIR_ENV = "RPENT_FLASH_DIR"
 """Environment variable naming the flash directory when the config gives none."""
@@ -79,11 +86,6 @@ BLOCKED_DESCENT_M = 0.008
 #: side, so the fingers still close on it. 1.5 cm clears the neighbour of libero_object task 1
 #: (cream cheese next to the tomato sauce) on the seeds where the seed-0 grasp point is blocked.
 GRASP_SHIFT_M = 0.015
-#: A release whose fingers grew less than this (m) and ended below :data:`RELEASE_OPEN_M` (m)
-#: stalled; the replay drives the gripper open for :data:`REOPEN_STEPS` env steps.
-RELEASE_STALL_M = 0.002
-RELEASE_OPEN_M = 0.07
-REOPEN_STEPS = 20
 
 
 def default_flash_dir() -> Path:
@@ -267,6 +269,7 @@ class FlashPlanner:
         live: dict[str, dict[int, dict]] = {aid: {} for aid in anchors}  # anchor -> observation -> estimate
         self._shift: dict[str, tuple[float, float]] = {}  # anchor -> XY shift of its grasp after a blocked descent
         self._regrasped: set[int] = set()  # close steps whose empty grasp was retried (once each)
+        seen_at: dict[tuple[str, int], int] = {}  # (anchor, observation) -> plan step of its live look
         fixtures_view: dict | None = None  # the view_fixtures result of the current run of fixture locates
         self._pitch: float | None = None  # eef pitch (rad, about world x) after the latest motion
         for i, step in enumerate(plan["steps"]):
@@ -279,6 +282,8 @@ class FlashPlanner:
                         fixtures_view = call("view_fixtures", {})
                     est = None if "error" in fixtures_view else fixture_estimate(
                         fixtures_view, str(anchor.get("object")), str(anchor.get("part")))
+                elif anchor.get("kind") == POINTS_KIND:  # known by its points (rpent.flash.points)
+                    est = relocate_points(call, anchor, k, live[aid])
                 else:
                     ref0 = anchor["observations"][k].get("estimate") or {}
                     several = int(step.get("instances") or 1) > 1
@@ -286,12 +291,25 @@ class FlashPlanner:
                     est = self._locate(call, anchor["prompt"], step.get("camera") or "agentview", near,
                                        names.get(anchor["prompt"]) if several else None)
                 ref = (anchor["observations"][k].get("estimate") or {}) if k < len(anchor["observations"]) else {}
+                j = max((x for x in live[aid] if anchor["observations"][x].get("camera") == step.get("camera")),
+                        default=None)  # the latest earlier live look with this camera (rpent.flash.occlusion)
+                hidden = None if est is None or j is None else occluded_relook(
+                    plan["steps"], i, aid, est, live[aid][j], seen_at.get((aid, j)))
                 self._log.append({"plan_step": i, "op": "locate", "anchor": aid, "prompt": anchor["prompt"],
                                   "camera": step.get("camera") or "agentview", "observation": k,
                                   "found": est is not None, "recorded_center": ref.get("center"),
                                   "live_center": None if est is None else est.get("center"),
                                   "source": None if est is None else est.get("source"),
-                                  "kept_earlier": est is None and bool(live[aid])})
+                                  "kept_earlier": (est is None or hidden is not None) and bool(live[aid]),
+                                  **({"occluded_by_place": hidden} if hidden else {})})
+                if hidden is not None:
+                    say(f"The look at '{anchor['prompt']}' shows less of it than before (footprint "
+                        f"{hidden['footprint_m2']:.4f} < {hidden['earlier_footprint_m2']:.4f} m^2) since step "
+                        f"{hidden['place_step']} set something down on it; keeping the earlier look.")
+                    continue
+                if est is None and anchor.get("kind") == POINTS_KIND and not live[aid]:
+                    say(f"The points of anchor {aid} were not found again; its pick is replayed as recorded.")
+                    est = dict(ref, source="recorded")
                 if est is None:
                     if not live[aid]:
                         raise _Failure("flash_anchor_not_found", f"anchor {aid} '{anchor['prompt']}' was not found "
@@ -300,6 +318,7 @@ class FlashPlanner:
                         "the earlier one.")
                     continue
                 live[aid][k] = est
+                seen_at[(aid, k)] = i
                 continue
             fixtures_view = None
             args = self._args(plan["steps"], i, anchors, live)
@@ -328,23 +347,11 @@ class FlashPlanner:
                 self._episode_over = True
                 break  # the episode is over; finish reports the predicate
 
-    @staticmethod
-    def _ends_holding(steps: list[dict]) -> bool:
-        """The plan's last gripper command closes it (``set_gripper`` or a motion's ``gripper``
-        argument > 0, no ``release`` after it): the source run's predicate came true during the last motion (e.g. a bowl held down
-        onto a plate), so it never opened the gripper."""
-        for s in reversed(steps):
-            if s["op"] != "tool":
-                continue
-            if s.get("tool") == "release":
-                return False
-            if s.get("tool") == "set_gripper" or (s.get("args") or {}).get("gripper") is not None:
-                return float((s.get("args") or {}).get("gripper", -1)) > 0
-        return False
+    _ends_holding = staticmethod(ends_holding)
 
     def _final_release(self, call, say) -> None:
         """Open the gripper after the last plan step when the predicate does not hold yet and the
-        plan ends holding the object (:meth:`_ends_holding`); a stalled release is driven open
+        plan ends holding the object (:func:`rpent.flash.regrasp.ends_holding`); a stalled release is driven open
         (:meth:`_reopen`). Logged as a ``final_release`` repair."""
         say("Replayed every step and the task predicate does not hold while the hand still holds the "
             "object (the source run was solved before it opened the gripper): releasing it.")
@@ -356,18 +363,7 @@ class FlashPlanner:
         if self._stalled_release(res):
             self._reopen(None, res, call, say)
 
-    @staticmethod
-    def _stalled_release(res: dict) -> bool:
-        """A ``release`` whose fingers did not open (grew < :data:`RELEASE_STALL_M`) and ended
-        below :data:`RELEASE_OPEN_M`: ``release`` stops after 6 env steps without growth, which a
-        hand still squeezing a heavy object can take to start opening."""
-        if "error" in res or res.get("terminated") or res.get("truncated"):
-            return False
-        start, peak = res.get("start_gripper_opening"), res.get("peak_gripper_opening")
-        final = res.get("final_gripper_opening")
-        if start is None or peak is None or final is None:
-            return False
-        return float(peak) - float(start) < RELEASE_STALL_M and float(final) < RELEASE_OPEN_M
+    _stalled_release = staticmethod(stalled_release)
 
     def _reopen(self, i: int | None, res: dict, call, say) -> dict:
         """One bounded repair of a stalled release: drive the gripper open in place for
@@ -559,6 +555,8 @@ class FlashPlanner:
         instruction's qualifier designates, :func:`qualified_instances`) where it is among them,
         else the one whose estimate centre is nearest ``near`` in XY (the seeds of a task perturb
         positions by a few cm; instances stand farther apart)."""
+        if not prompt:  # a point anchor (rpent.flash.points) has no prompt to segment
+            return None
         args = {"prompt": prompt, "camera": camera}
         if near is not None:
             args["all_instances"] = True
