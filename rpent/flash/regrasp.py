@@ -105,14 +105,17 @@ def closing_step(steps: list[dict], i: int) -> int | None:
 
 def source_grasp_held(steps: list[dict], c: int) -> bool:
     """The source run's grasp at step ``c`` held its object: the next command that opens the gripper
-    is a ``release`` (a place) or there is none (the plan ends holding). The scripted planner's own
-    retry after an empty grasp opens it with the next motion instead (libero_10_task t7: the
-    cream cheese grasped three times); such a recorded retry is replayed as it is."""
+    is a ``release`` (a place), or there is none and the close was a ``set_gripper`` (the plan ends
+    holding what it grasped). The scripted planner's own retry after an empty grasp opens it with the
+    next motion instead (libero_10_task t7: the cream cheese grasped three times); such a recorded
+    retry is replayed as it is. Fingers closed by a motion and never opened again are a push with
+    the closed fingertips (a drawer pushed shut at the end of libero_10_task t3), not a grasp: the
+    fingers close on nothing by design, so there is nothing to retry."""
     for s in steps[c + 1:]:
         g = gripper_command(s)
         if g is not None and g <= 0:
             return s.get("tool") == "release"
-    return True
+    return steps[c].get("tool") == "set_gripper"
 
 
 def descent_step(steps: list[dict], c: int) -> int | None:

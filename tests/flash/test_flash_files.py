@@ -828,7 +828,7 @@ def test_a_grasp_that_came_up_empty_is_retried_once_from_a_fresh_look():
     at the approach's hover height and replays descent, close and lift once from the new estimate.
     A plan whose source opened the gripper again with a motion (the scripted planner's own retry)
     replays that instead."""
-    from rpent.flash.regrasp import source_grasp_held
+    from rpent.flash.regrasp import closing_step, source_grasp_held
 
     anchors, plan = _grasp_descent_plan()
     plan["steps"].append({"op": "tool", "tool": "release", "args": {}, "anchor": None, "observation": None,
@@ -861,6 +861,14 @@ def test_a_grasp_that_came_up_empty_is_retried_once_from_a_fresh_look():
     retry = [*plan["steps"][:5], {"op": "tool", "tool": "move_to", "args": {"xyz": [0.05, -0.1, 0.3], "gripper": -1.0},
                                   "anchor": None, "observation": None, "offset_xy": None}]
     assert source_grasp_held(plan["steps"], 3) and not source_grasp_held(retry, 3)
+    # fingers closed by a motion and never opened again: a closed-fingertip push, not a grasp
+    push = [{"op": "tool", "tool": "move_to", "args": {"xyz": [0.0, 0.0, 0.3], "gripper": -1.0}},
+            {"op": "tool", "tool": "move_to", "args": {"xyz": [0.0, 0.0, 0.2], "gripper": 1.0}},
+            {"op": "tool", "tool": "move_to", "args": {"xyz": [0.0, 0.0, 0.1], "gripper": 1.0}},
+            {"op": "tool", "tool": "move_pose", "args": {"xyz": [0.0, 0.1, 0.1], "gripper": 1.0}}]
+    assert closing_step(push, 2) == 1 and not source_grasp_held(push, 1)
+    held = [push[0], {"op": "tool", "tool": "set_gripper", "args": {"gripper": 1.0}}, push[2]]
+    assert source_grasp_held(held, 1)  # closed at rest and carried to the end: the plan ends holding
     calls.clear()
     looks = iter([_est(0.06, -0.1, 0.0, 0.07, 0.035)] * 3)
     FlashPlanner()._replay({"steps": retry}, anchors, call, lambda text: None, None)
