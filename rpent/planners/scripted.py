@@ -224,9 +224,14 @@ class ScriptedPlanner:
                 ScriptedPlanner._go_home(call, home)
             if isinstance(goal, strategy.PickPlaceGoal) and goal.target_side is not None:
                 goal = scripted_steps.push_if_flat(call, say, goal)
-            if isinstance(goal, (strategy.PushGoal, strategy.FixtureGoal)):
+            door = isinstance(goal, strategy.PickPlaceGoal) and strategy.through_door(goal)
+            if door or isinstance(goal, (strategy.PushGoal, strategy.FixtureGoal)):
                 try:
-                    if isinstance(goal, strategy.PushGoal):
+                    if door:  # into the microwave: carried in through its door
+                        outcome = scripted_steps.door_place_step(
+                            call, say, goal, tag, home,
+                            go_home=None if home is None else lambda: ScriptedPlanner._go_home(call, home))
+                    elif isinstance(goal, strategy.PushGoal):
                         outcome = scripted_steps.push_step(call, say, goal)
                     else:
                         if goal.action == "open":
@@ -237,7 +242,7 @@ class ScriptedPlanner:
                 except scene.NotFound as exc:
                     say(f"{tag}: {exc}")
                     return None, f"{tag}: {exc}"
-                if outcome.get("done") and k == n and not toolkit.solved():
+                if not door and outcome.get("done") and k == n and not toolkit.solved():
                     ScriptedPlanner._settle(call)  # the goal held before any step: let the env judge it
                 if toolkit.solved():
                     say("The environment reports success.")
@@ -248,22 +253,6 @@ class ScriptedPlanner:
                     return "failure", f"{tag} stopped at {outcome.get('stage')}: {reason}"
                 if isinstance(goal, strategy.FixtureGoal):
                     say(f"{tag}: done (joint at {outcome.get('qpos', float('nan')):.3f}).")
-                continue
-            if strategy.through_door(goal):  # into the microwave: carried in through its door
-                try:
-                    outcome = scripted_steps.door_place_step(
-                        call, say, goal, tag, home,
-                        go_home=None if home is None else lambda: ScriptedPlanner._go_home(call, home))
-                except scene.NotFound as exc:
-                    say(f"{tag}: {exc}")
-                    return None, f"{tag}: {exc}"
-                if toolkit.solved():
-                    say("The environment reports success.")
-                    return "success", "did: " + "; ".join(g.describe() for g in plan.steps[:k])
-                if not outcome.get("done") or k == n:
-                    reason = outcome.get("reason") or "task predicate not satisfied"
-                    say(f"{tag} ended at stage '{outcome.get('stage')}' without success: {reason}")
-                    return "failure", f"{tag} stopped at {outcome.get('stage')}: {reason}"
                 continue
             try:
                 picked = scene.localise_step(call, goal, exclude=placed, pins=pins, bound=bound)
