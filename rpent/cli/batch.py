@@ -236,14 +236,6 @@ def _check_runs(matrix) -> tuple[int | None, str]:
     return cuda, transport
 
 
-def _not_a_directory(path: Path) -> Path | None:
-    """``path`` or its nearest existing ancestor when that is not a directory (None when fine)."""
-    for p in (path, *path.parents):
-        if p.exists():
-            return None if p.is_dir() else p
-    return None
-
-
 def _refuse_foreign_directory(parser: argparse.ArgumentParser, given: str, root) -> None:
     """Refuse an existing directory that holds files but no ``matrix.json``: it is no results root
     (another run's record, a flash output, the working directory), and the batch's report.md,
@@ -296,10 +288,6 @@ def _run(argv: list[str]) -> int:
     except ValueError as exc:
         parser.error(str(exc).replace("choose a new directory", "choose another --results-root"))
     root = ResultsRoot(args.results_root)
-    blocker = _not_a_directory(root.root)
-    if blocker is not None:
-        parser.error(f"--results-root {args.results_root}: {blocker} is a file, not a directory; "
-                     "choose another --results-root")
     early = _start_ray_executor(args, root)  # connects while the matrix is checked below (see its docstring)
     try:
         return _run_checked(argv, parser, args, extra, root, early)

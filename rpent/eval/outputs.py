@@ -52,10 +52,11 @@ def make_run_dir(logs_dir: str | Path, config_name: str, now: datetime | None = 
             line naming ``--logs-dir`` and the fix).
     """
     from rpent.eval.errors import EvalConfigError
+    from rpent.paths import file_blocker
 
     root = Path(logs_dir).expanduser()
-    blocker = next((q for q in (root, *root.parents) if q.exists()), None)
-    if blocker is not None and not blocker.is_dir():
+    blocker = file_blocker(root)
+    if blocker is not None:
         raise EvalConfigError(f"--logs-dir {logs_dir}: {blocker} is a file, not a directory; choose a directory "
                               "for the evaluation logs")
     stamp = (now or datetime.now()).strftime(TIME_FORMAT)

@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rpent.paths import file_blocker
+
 __all__ = ["ReplayOptions", "replay_seeds", "ENV_SERVER_MODULE"]
 
 ENV_SERVER_MODULE = "rpent.flash.env_server"
@@ -138,10 +140,10 @@ def check_options(opts: ReplayOptions) -> None:
     if opts.cuda_device is not None and opts.cuda_device < 0:
         raise ValueError(f"--cuda-device must be an EGL device index >= 0, got {opts.cuda_device}")
     root = Path(opts.output_root)
-    if root.exists() and not root.is_dir():
+    blocker = file_blocker(root.absolute())
+    if blocker == root.absolute():
         raise ValueError(f"--output-root {root} is a file, not a directory; choose a new directory")
-    blocker = next((q for q in root.absolute().parents if q.exists()), None)
-    if blocker is not None and not blocker.is_dir():
+    if blocker is not None:
         raise ValueError(f"--output-root {root} cannot be a directory ({blocker} is a file); choose a new directory")
     if root.is_dir() and any(root.iterdir()):
         raise ValueError(f"--output-root {root} already holds files (an earlier replay?); a replay never "

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from rpent.flash import points
+from rpent.paths import file_blocker
 from rpent.flash.files import ANCHORS_SCHEMA, PLAN_SCHEMA, anchors_path, cell_tag, plan_path, save_flash
 from rpent.recording.outcome import EXCLUSION_TEXT, label_exclusion, outcome_from_doc
 from rpent.recording.provenance import provenance_summary, run_provenance
@@ -534,8 +535,8 @@ def generate(audit: str | Path, recipe: str | Path, destination: str | Path,
             already holds a plan of the cell and ``replace`` is false.
         OSError: the destination cannot be written.
     """
-    blocker = next((q for q in (Path(destination), *Path(destination).parents) if q.exists()), None)
-    if blocker is not None and not blocker.is_dir():
+    blocker = file_blocker(destination)
+    if blocker is not None:
         raise FlashGenerateError(f"--destination {destination}: {blocker} is a file, not a directory; "
                                  "choose a directory for the flash files")
     audit_path, doc = read_audit(audit)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rpent.paths import file_blocker
 from rpent.session.commands import TaskCommand
 from rpent.session.operator import OperatorReply, OperatorRequest
 
@@ -166,8 +167,8 @@ class SessionConfig:
         if self.env_endpoint:
             raise SessionConfigError(ENV_ENDPOINT_REFUSED)
         out = Path(self.output_dir)
-        blocker = next((q for q in (out, *out.parents) if q.exists()), None)
-        if blocker is not None and not blocker.is_dir():
+        blocker = file_blocker(out)
+        if blocker is not None:
             raise SessionConfigError(f"--output-dir {out}: {blocker} is a file, not a directory; "
                                      "choose a directory for the session")
         from rpent.robots.registry import get_robot
