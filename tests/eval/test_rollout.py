@@ -71,16 +71,22 @@ def test_zero_policy_epochs_past_robosuite_horizon_two_workers(tmp_path):
     assert video.name.endswith("_failure.mp4") and iio.imread(video, plugin="pyav").shape == (8, 256, 256, 3)
 
 
+def _tiny_pi05_eval(checkpoint, logs, epochs: int, timeout: float) -> subprocess.CompletedProcess:
+    """`rpent-eval` in a real process: rpent's tiny random Pi0.5 in-process on CPU, LIBERO-10 task 5,
+    2 envs on 2 workers, ``epochs`` rollout epochs of 10 steps, logs under ``logs``."""
+    env = {**os.environ, "APXINF_PI05_MODEL_DIR": str(checkpoint), "MUJOCO_GL": "egl"}
+    return subprocess.run(
+        [sys.executable, "-m", "rpent.cli.eval", "--config", "libero_10_pi05_eval", "--logs-dir", str(logs),
+         "--no-progress", "env.eval.task_ids=[5]", "env.eval.total_num_envs=2", "env.num_workers=2",
+         f"env.eval.rollout_epoch={epochs}", "env.eval.max_episode_steps=10", "policy.device=cpu"],
+        capture_output=True, text=True, cwd=REPO, env=env, timeout=timeout,
+    )
+
+
 @pytest.mark.timeout(900)  # two LIBERO workers: minutes on a loaded machine (timed out at 300 s under load)
 def test_tiny_pi05_through_the_cli(tmp_path, tiny_pi05_checkpoint):
     """Plumbing: rpent's tiny random Pi0.5, in-process, through `rpent-eval` in a real process."""
-    env = {**os.environ, "APXINF_PI05_MODEL_DIR": str(tiny_pi05_checkpoint), "MUJOCO_GL": "egl"}
-    run = subprocess.run(
-        [sys.executable, "-m", "rpent.cli.eval", "--config", "libero_10_pi05_eval", "--logs-dir", str(tmp_path),
-         "--no-progress", "env.eval.task_ids=[5]", "env.eval.total_num_envs=2", "env.num_workers=2",
-         "env.eval.rollout_epoch=2", "env.eval.max_episode_steps=10", "policy.device=cpu"],
-        capture_output=True, text=True, cwd=REPO, env=env, timeout=600,
-    )
+    run = _tiny_pi05_eval(tiny_pi05_checkpoint, tmp_path, epochs=2, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "eval/num_trajectories\t4" in run.stdout and "eval/episode_len\t10" in run.stdout
     (run_dir,) = tmp_path.glob("*-libero_10_pi05_eval")
@@ -179,13 +185,7 @@ def test_a_logs_dir_that_cannot_be_created_is_one_line_through_the_cli(tmp_path,
     afile = tmp_path / "afile"
     afile.write_text("keep")
     logs = {"file": afile, "under_file": afile / "sub", "uncreatable": Path("/proc/rpent-no-such-dir/logs")}[where]
-    env = {**os.environ, "APXINF_PI05_MODEL_DIR": str(tiny_pi05_checkpoint), "MUJOCO_GL": "egl"}
-    run = subprocess.run(
-        [sys.executable, "-m", "rpent.cli.eval", "--config", "libero_10_pi05_eval", "--logs-dir", str(logs),
-         "--no-progress", "env.eval.task_ids=[5]", "env.eval.total_num_envs=2", "env.num_workers=2",
-         "env.eval.rollout_epoch=1", "env.eval.max_episode_steps=10", "policy.device=cpu"],
-        capture_output=True, text=True, cwd=REPO, env=env, timeout=300,
-    )
+    run = _tiny_pi05_eval(tiny_pi05_checkpoint, logs, epochs=1, timeout=300)
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-3000:]
     last = run.stderr.strip().splitlines()[-1]
     needle = "cannot create" if where == "uncreatable" else f"{afile} is a file, not a directory"

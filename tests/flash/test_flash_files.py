@@ -34,6 +34,14 @@ def _run(tmp_path, solved=True):
         ("release", {}, {}),
         ("finish", {"status": "success", "summary": "ok"}, {"_finish": True}),
     ]
+    return _write_run(tmp_path, calls, suite="libero_object", task=4, language="put the soup in the basket",
+                      planner="api", model="m", solved=solved, segment_lines=False)
+
+
+def _write_run(tmp_path, calls, suite="libero_goal", task=1, language="put the plate on the stove",
+               planner="scripted", model=None, solved=True, segment_lines=True):
+    """A run of ``calls`` ((tool, args, result) triples) at seed 0: its transcript and its recipe
+    (with ``segment`` lines, or without them as older recipes were); returns (audit, recipe)."""
     messages = [{"role": "user", "content": [{"type": "text", "text": "Task"}], "source": "task"}]
     recipe = []
     for i, (name, args, res) in enumerate(calls):
@@ -41,13 +49,18 @@ def _run(tmp_path, solved=True):
                                                            "input": args}]})
         messages.append({"role": "tool", "name": name, "tool_call_id": f"c{i}", "content": res,
                          "is_error": "error" in res})
-        if name not in ("segment", "finish") and "error" not in res:
+        if name == "segment":
+            if segment_lines:
+                recipe.append({"action": "segment", "prompt": args["prompt"],
+                               "camera": args.get("camera", "agentview")})
+        elif name != "finish" and "error" not in res:
             recipe.append({"action": name, **args})
-    doc = {"suite": "libero_object", "task": 4, "seed": 0, "task_language": "put the soup in the basket",
-           "planner": "api", "model": "m", "environment_success": solved, "messages": messages}
-    (tmp_path / "transcript_object_t4_s0.json").write_text(json.dumps(doc))
-    (tmp_path / "object_t4_s0_recipe.jsonl").write_text("".join(json.dumps(c) + "\n" for c in recipe))
-    return tmp_path / "transcript_object_t4_s0.json", tmp_path / "object_t4_s0_recipe.jsonl"
+    tag = f"{suite.removeprefix('libero_')}_t{task}_s0"
+    doc = {"suite": suite, "task": task, "seed": 0, "task_language": language, "planner": planner,
+           "model": model, "environment_success": solved, "messages": messages}
+    (tmp_path / f"transcript_{tag}.json").write_text(json.dumps(doc))
+    (tmp_path / f"{tag}_recipe.jsonl").write_text("".join(json.dumps(c) + "\n" for c in recipe))
+    return tmp_path / f"transcript_{tag}.json", tmp_path / f"{tag}_recipe.jsonl"
 
 
 def test_generate_binds_waypoints_to_anchors(tmp_path):
@@ -759,28 +772,6 @@ def test_a_replay_episode_stopped_by_a_signal_has_its_records_figures_in_the_led
                                                      "error": "run cancelled (received SIGINT)", "env_steps": 64}
     (run / "transcript_object_t0_s5.json").write_bytes(b"{half")
     assert _stopped_row(run, "received SIGINT")["env_steps"] is None
-
-
-def _write_run(tmp_path, calls, suite="libero_goal", task=1, language="put the plate on the stove"):
-    """A solved run of ``calls`` ((tool, args, result) triples): transcript and recipe (segment
-    lines included); returns (audit, recipe)."""
-    messages = [{"role": "user", "content": [{"type": "text", "text": "Task"}], "source": "task"}]
-    recipe = []
-    for i, (name, args, res) in enumerate(calls):
-        messages.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"c{i}", "name": name,
-                                                           "input": args}]})
-        messages.append({"role": "tool", "name": name, "tool_call_id": f"c{i}", "content": res,
-                         "is_error": "error" in res})
-        if name == "segment":
-            recipe.append({"action": "segment", "prompt": args["prompt"], "camera": args.get("camera", "agentview")})
-        elif name != "finish" and "error" not in res:
-            recipe.append({"action": name, **args})
-    tag = f"{suite.removeprefix('libero_')}_t{task}_s0"
-    doc = {"suite": suite, "task": task, "seed": 0, "task_language": language, "planner": "scripted",
-           "model": None, "environment_success": True, "messages": messages}
-    (tmp_path / f"transcript_{tag}.json").write_text(json.dumps(doc))
-    (tmp_path / f"{tag}_recipe.jsonl").write_text("".join(json.dumps(c) + "\n" for c in recipe))
-    return tmp_path / f"transcript_{tag}.json", tmp_path / f"{tag}_recipe.jsonl"
 
 
 def test_a_place_on_a_support_surface_follows_the_target_not_the_carried_object(tmp_path):
