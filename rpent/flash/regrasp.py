@@ -127,11 +127,13 @@ def descent_step(steps: list[dict], c: int) -> int | None:
                  and isinstance((steps[j].get("args") or {}).get("xyz"), list)), None)
 
 
-def retry_empty_grasp(planner, steps: list[dict], i: int, c: int, res: dict, anchors: dict, live: dict, call,
-                      say, locate, failure) -> dict:
+def retry_empty_grasp(steps: list[dict], i: int, c: int, res: dict, anchors: dict, live: dict, *, call, say,
+                      locate, failure, args_of, log: list[dict]) -> dict:
     """One bounded repair of the empty grasp closed at step ``c`` and found empty after the lift
-    ``i`` (see the module docstring). ``locate(call, prompt, camera, near)`` is the replay's look,
-    ``failure(code, message)`` its exception. Returns the retried lift's result."""
+    ``i`` (see the module docstring). ``call(tool, args)`` runs a tool, ``say(text)`` narrates,
+    ``locate(call, prompt, camera, near)`` is the replay's look, ``failure(code, message)`` its
+    exception, ``args_of(steps, j, anchors, live)`` the replay's arguments for plan step ``j`` and
+    ``log`` its step log (the repair is appended to it). Returns the retried lift's result."""
     d = descent_step(steps, c)
     aid = steps[d].get("anchor") if d is not None else None
     if aid is None:
@@ -168,8 +170,8 @@ def retry_empty_grasp(planner, steps: list[dict], i: int, c: int, res: dict, anc
     entry = {"plan_step": c, "op": "repair", "kind": "empty_grasp", "anchor": aid, "lift_step": i,
              "opening_before_m": opening(res), "relocalised": est is not None,
              "live_center": None if est is None else est.get("center")}
-    planner._log.append(entry)
-    over = planner._args(steps, d, anchors, live)
+    log.append(entry)
+    over = args_of(steps, d, anchors, live)
     over = {k: v for k, v in over.items() if k in ("xyz", "target_yaw")}
     over.update(xyz=[over["xyz"][0], over["xyz"][1], hover], gripper=-1.0, max_steps=120)
     last = call("move_to", over)
@@ -178,7 +180,7 @@ def retry_empty_grasp(planner, steps: list[dict], i: int, c: int, res: dict, anc
     for j in [*range(start, c + 1), i]:  # the descent, the close and the lift again, from the new look
         if steps[j]["op"] != "tool":
             continue
-        last = call(steps[j]["tool"], planner._args(steps, j, anchors, live))
+        last = call(steps[j]["tool"], args_of(steps, j, anchors, live))
         if "error" in last:
             raise failure("flash_step_failed", f"the retried grasp of step {c} failed at step {j}: {last['error']}")
     entry["opening_after_m"] = opening(last)

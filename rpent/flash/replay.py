@@ -339,7 +339,8 @@ class FlashPlanner:
             if c is not None and c not in self._regrasped and _opening(res) is not None \
                     and _opening(res) < EMPTY_GRASP_M and source_grasp_held(plan["steps"], c):
                 self._regrasped.add(c)
-                res = retry_empty_grasp(self, plan["steps"], i, c, res, anchors, live, call, say, self._locate, _Failure)
+                res = retry_empty_grasp(plan["steps"], i, c, res, anchors, live, call=call, say=say,
+                                        locate=self._locate, failure=_Failure, args_of=self._args, log=self._log)
             if step["tool"] == "release" and self._stalled_release(res):
                 res = self._reopen(i, res, call, say)
             after = (res.get("state_after") or {})
