@@ -9,7 +9,7 @@ Steps (one process tree, printed as it goes, a table last):
 
 1. EGL check: one env worker-style process renders LIBERO-10 task 0 with ``--cuda-device`` applied the way
    the evaluation applies it (``CUDA_VISIBLE_DEVICES`` as given, ``MUJOCO_EGL_DEVICE_ID`` derived by
-   :func:`rpent.robots.libero.sim.egl_device_for`); prints the GL renderer string (an NVIDIA GPU, not
+   :func:`rpent.robots.libero.egl.egl_device_for`); prints the GL renderer string (an NVIDIA GPU, not
    llvmpipe) and single-env ms per physics step / per policy render;
 2. writes a full-size random checkpoint (6.7 GB bf16 safetensors) to local disk;
 3. ``python -m rpent.cli.eval --config libero_10_pi05_eval --cuda-device N policy.device=cuda:N ...`` as a
@@ -43,7 +43,8 @@ sys.path.insert(0, str(ROOT))
 
 _EGL_CHILD = r"""
 import os, sys, time, json
-from rpent.robots.libero.sim import LiberoSim, configure_rendering
+from rpent.robots.libero.egl import configure_rendering
+from rpent.robots.libero.sim import LiberoSim
 cuda = int(sys.argv[1])
 visible = os.environ.get("CUDA_VISIBLE_DEVICES")
 configure_rendering(cuda)
@@ -113,7 +114,7 @@ class GpuMemorySampler(threading.Thread):
 
 def physical_gpu(cuda_device: int) -> int:
     """nvidia-smi index of torch's cuda:N (through CUDA_VISIBLE_DEVICES)."""
-    from rpent.robots.libero.sim import egl_device_for
+    from rpent.robots.libero.egl import egl_device_for
 
     return egl_device_for(cuda_device)
 

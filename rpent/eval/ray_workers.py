@@ -85,7 +85,7 @@ class _ActorBody:
     def __init__(self, spec: WorkerSpec, use_gpu: bool, nice: int | None = None):
         import ray
 
-        from rpent.robots.libero.sim import configure_rendering
+        from rpent.robots.libero.egl import configure_rendering
 
         self.nice = _set_niceness(nice)
         self.local_root = tempfile.mkdtemp(prefix=f"rpent_envw{spec.worker}_")

@@ -289,7 +289,7 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
-    from rpent.robots.libero.sim import configure_rendering  # sets MUJOCO_GL/EGL device; imports no MuJoCo
+    from rpent.robots.libero.egl import configure_rendering  # sets MUJOCO_GL/EGL device; imports no MuJoCo
 
     configure_rendering(spec.egl_device)
     worker: EnvWorker | None = None

@@ -23,15 +23,29 @@ value outside the devices that exist kills the process with a long traceback
 The result is applied by pinning ``MUJOCO_EGL_DEVICE_ID`` and removing ``CUDA_VISIBLE_DEVICES``
 from the rendering process (the env server and the eval env workers use no CUDA), so robosuite's
 import-time assertion cannot fire. Nothing is changed when ``MUJOCO_GL`` is not ``egl``.
+
+:func:`configure_rendering` does all of this for a process (the env server, the eval env workers
+and :class:`rpent.robots.libero.sim.LiberoSim` call it before robosuite loads);
+:func:`egl_device_for` maps a torch CUDA index to the EGL index of the same GPU.
 """
 
 from __future__ import annotations
 
+import numbers
 import os
+import sys
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 
-__all__ = ["EglDeviceError", "EglChoice", "count_egl_devices", "resolve_egl_device", "apply_egl_choice"]
+__all__ = [
+    "EglDeviceError",
+    "EglChoice",
+    "count_egl_devices",
+    "resolve_egl_device",
+    "apply_egl_choice",
+    "egl_device_for",
+    "configure_rendering",
+]
 
 
 class EglDeviceError(ValueError):
@@ -165,3 +179,76 @@ def apply_egl_choice(choice: EglChoice, environ: MutableMapping[str, str] | None
         return
     env.pop("CUDA_VISIBLE_DEVICES", None)
     env["MUJOCO_EGL_DEVICE_ID"] = str(choice.device)
+
+
+def egl_device_for(cuda_device: int, visible: str | None = None) -> int:
+    """The EGL device index that renders on the same GPU as torch's ``cuda:<cuda_device>``.
+
+    torch numbers GPUs within ``CUDA_VISIBLE_DEVICES``; EGL numbers every GPU of the machine. With
+    ``CUDA_VISIBLE_DEVICES="2,3"``, ``cuda:1`` is physical GPU 3, so EGL must use device 3. Without the
+    variable (or empty) the two numberings are taken as equal. Both are assumed to follow the PCI bus
+    order (NVIDIA's EGL does; set ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` so CUDA does too).
+
+    Args:
+        cuda_device: torch CUDA index (>= 0).
+        visible: the ``CUDA_VISIBLE_DEVICES`` value (default: this process's).
+    Raises:
+        ValueError: ``cuda_device`` is not among the visible devices, or the variable lists GPU
+            UUIDs/MIG ids (no EGL index can be derived: give integer indices).
+    """
+    if visible is None:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None or not visible.strip():
+        return int(cuda_device)
+    ids = [v.strip() for v in visible.split(",") if v.strip()]
+    if not all(v.isdigit() for v in ids):
+        raise ValueError(
+            f"CUDA_VISIBLE_DEVICES={visible!r} lists GPU UUIDs; rendering needs integer GPU indices there "
+            "(e.g. CUDA_VISIBLE_DEVICES=2,3) so the EGL device can match the policy's GPU"
+        )
+    if not 0 <= int(cuda_device) < len(ids):
+        raise ValueError(
+            f"cuda device {cuda_device} is not visible: CUDA_VISIBLE_DEVICES={visible!r} shows {len(ids)} GPU(s) "
+            f"(valid --cuda-device: 0..{len(ids) - 1})"
+        )
+    return int(ids[int(cuda_device)])
+
+
+def configure_rendering(cuda_device: int | None = None):
+    """Prepare the process environment for headless MuJoCo rendering.
+
+    Sets ``MUJOCO_GL=egl`` and ``PYOPENGL_PLATFORM=egl`` unless already set, then picks the EGL
+    device from ``cuda_device`` / ``MUJOCO_EGL_DEVICE_ID`` / ``CUDA_VISIBLE_DEVICES`` and the EGL
+    devices that exist (:func:`resolve_egl_device`), pins
+    ``MUJOCO_EGL_DEVICE_ID`` to it and removes ``CUDA_VISIBLE_DEVICES`` (robosuite's import-time
+    assertion would otherwise fail on multi-GPU hosts; RPent reference §9). Must run before
+    robosuite is imported to take full effect.
+
+    Args:
+        cuda_device: torch's CUDA index (>= 0, within ``CUDA_VISIBLE_DEVICES``; the EGL device is
+            the same physical GPU, :func:`egl_device_for`) or None to derive it from the environment.
+    Returns:
+        the :class:`EglChoice` applied.
+    Raises:
+        EglDeviceError (a ValueError): no consistent EGL device; one line
+            with both variables, the devices that exist and the fix.
+        RuntimeError: robosuite was already imported with a ``CUDA_VISIBLE_DEVICES`` that
+            conflicts with the requested device.
+    """
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    if os.environ["MUJOCO_GL"] == "egl":
+        os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+    if isinstance(cuda_device, numbers.Integral) and not isinstance(cuda_device, bool):
+        cuda_device = int(cuda_device)  # numpy integers too
+    if cuda_device is not None and (isinstance(cuda_device, bool) or not isinstance(cuda_device, int) or cuda_device < 0):
+        raise ValueError(f"cuda_device must be a non-negative integer, got {cuda_device!r}")
+    if os.environ["MUJOCO_GL"] != "egl":
+        return EglChoice(None, f"MUJOCO_GL={os.environ['MUJOCO_GL']}")
+    choice = resolve_egl_device(cuda_device, os.environ, count_egl_devices())
+    if choice.device is not None and "robosuite" in sys.modules and os.environ.get("CUDA_VISIBLE_DEVICES"):
+        raise RuntimeError(
+            "robosuite was imported while CUDA_VISIBLE_DEVICES was set; call "
+            "configure_rendering(cuda_device) before importing robosuite/libero envs"
+        )
+    apply_egl_choice(choice)
+    return choice

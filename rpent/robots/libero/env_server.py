@@ -261,7 +261,8 @@ def main(argv: list[str] | None = None, *, server_cls: type[EnvServer] | None = 
         print(f"env_server: --policy-image-size must be in 1..2048 pixels, got {args.policy_image_size}",
               file=sys.stderr, flush=True)
         raise SystemExit(2)
-    from rpent.robots.libero.sim import LiberoSim, configure_rendering
+    from rpent.robots.libero.egl import configure_rendering
+    from rpent.robots.libero.sim import LiberoSim
 
     try:  # before robosuite loads: a bad EGL device is one line and exit 2, not a traceback
         choice = configure_rendering(args.cuda_device)

@@ -5,7 +5,7 @@ dict/ndarray results). Stepping is state-only: the environment is created with c
 observations off, so ``step`` never renders; images come only from explicit calls
 (:meth:`LiberoSim.policy_obs`, :meth:`LiberoSim.render_camera`).
 
-Rendering setup: call :func:`configure_rendering` (done by the constructor) before robosuite
+Rendering setup: call :func:`rpent.robots.libero.egl.configure_rendering` (done by the constructor) before robosuite
 is imported. It defaults ``MUJOCO_GL``/``PYOPENGL_PLATFORM`` to ``egl`` and, with
 ``cuda_device=K``, pins ``MUJOCO_EGL_DEVICE_ID=K`` and removes ``CUDA_VISIBLE_DEVICES``:
 robosuite asserts at import that the EGL id is a substring of ``CUDA_VISIBLE_DEVICES``,
@@ -43,13 +43,13 @@ from typing import Any
 
 import numpy as np
 
-from rpent.robots.libero import geometry, suites
+from rpent.robots.libero import bodies, geometry, suites
+from rpent.robots.libero.egl import configure_rendering
 
 __all__ = [
     "CAMERAS",
     "EpisodeDoneError",
     "LiberoSim",
-    "configure_rendering",
     "canonical_camera",
     "DUMMY_ACTION",
 ]
@@ -63,7 +63,6 @@ MAX_RENDER_SIZE = 2048
 #: Policy camera size (pixels): LIBERO training data was rendered at 256x256 (openpi LIBERO_ENV_RESOLUTION).
 POLICY_IMAGE_SIZE = 256
 _MJOBJ_GEOM = 5  # mujoco.mjtObj.mjOBJ_GEOM
-_ROBOT_PREFIXES = ("robot0_", "gripper0_", "mount0_")
 
 
 _OPEN_SIMS: "weakref.WeakSet[LiberoSim]" = weakref.WeakSet()
@@ -101,80 +100,6 @@ def canonical_camera(camera: str) -> str:
     return CAMERAS[camera]
 
 
-def egl_device_for(cuda_device: int, visible: str | None = None) -> int:
-    """The EGL device index that renders on the same GPU as torch's ``cuda:<cuda_device>``.
-
-    torch numbers GPUs within ``CUDA_VISIBLE_DEVICES``; EGL numbers every GPU of the machine. With
-    ``CUDA_VISIBLE_DEVICES="2,3"``, ``cuda:1`` is physical GPU 3, so EGL must use device 3. Without the
-    variable (or empty) the two numberings are taken as equal. Both are assumed to follow the PCI bus
-    order (NVIDIA's EGL does; set ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` so CUDA does too).
-
-    Args:
-        cuda_device: torch CUDA index (>= 0).
-        visible: the ``CUDA_VISIBLE_DEVICES`` value (default: this process's).
-    Raises:
-        ValueError: ``cuda_device`` is not among the visible devices, or the variable lists GPU
-            UUIDs/MIG ids (no EGL index can be derived: give integer indices).
-    """
-    if visible is None:
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None or not visible.strip():
-        return int(cuda_device)
-    ids = [v.strip() for v in visible.split(",") if v.strip()]
-    if not all(v.isdigit() for v in ids):
-        raise ValueError(
-            f"CUDA_VISIBLE_DEVICES={visible!r} lists GPU UUIDs; rendering needs integer GPU indices there "
-            "(e.g. CUDA_VISIBLE_DEVICES=2,3) so the EGL device can match the policy's GPU"
-        )
-    if not 0 <= int(cuda_device) < len(ids):
-        raise ValueError(
-            f"cuda device {cuda_device} is not visible: CUDA_VISIBLE_DEVICES={visible!r} shows {len(ids)} GPU(s) "
-            f"(valid --cuda-device: 0..{len(ids) - 1})"
-        )
-    return int(ids[int(cuda_device)])
-
-
-def configure_rendering(cuda_device: int | None = None):
-    """Prepare the process environment for headless MuJoCo rendering.
-
-    Sets ``MUJOCO_GL=egl`` and ``PYOPENGL_PLATFORM=egl`` unless already set, then picks the EGL
-    device from ``cuda_device`` / ``MUJOCO_EGL_DEVICE_ID`` / ``CUDA_VISIBLE_DEVICES`` and the EGL
-    devices that exist (:func:`rpent.robots.libero.egl.resolve_egl_device`), pins
-    ``MUJOCO_EGL_DEVICE_ID`` to it and removes ``CUDA_VISIBLE_DEVICES`` (robosuite's import-time
-    assertion would otherwise fail on multi-GPU hosts; RPent reference §9). Must run before
-    robosuite is imported to take full effect.
-
-    Args:
-        cuda_device: torch's CUDA index (>= 0, within ``CUDA_VISIBLE_DEVICES``; the EGL device is
-            the same physical GPU, :func:`egl_device_for`) or None to derive it from the environment.
-    Returns:
-        the :class:`rpent.robots.libero.egl.EglChoice` applied.
-    Raises:
-        rpent.robots.libero.egl.EglDeviceError (a ValueError): no consistent EGL device; one line
-            with both variables, the devices that exist and the fix.
-        RuntimeError: robosuite was already imported with a ``CUDA_VISIBLE_DEVICES`` that
-            conflicts with the requested device.
-    """
-    from rpent.robots.libero import egl
-
-    os.environ.setdefault("MUJOCO_GL", "egl")
-    if os.environ["MUJOCO_GL"] == "egl":
-        os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
-    if isinstance(cuda_device, np.integer):
-        cuda_device = int(cuda_device)
-    if cuda_device is not None and (isinstance(cuda_device, bool) or not isinstance(cuda_device, int) or cuda_device < 0):
-        raise ValueError(f"cuda_device must be a non-negative integer, got {cuda_device!r}")
-    if os.environ["MUJOCO_GL"] != "egl":
-        return egl.EglChoice(None, f"MUJOCO_GL={os.environ['MUJOCO_GL']}")
-    choice = egl.resolve_egl_device(cuda_device, os.environ, egl.count_egl_devices())
-    if choice.device is not None and "robosuite" in sys.modules and os.environ.get("CUDA_VISIBLE_DEVICES"):
-        raise RuntimeError(
-            "robosuite was imported while CUDA_VISIBLE_DEVICES was set; call "
-            "configure_rendering(cuda_device) before importing robosuite/libero envs"
-        )
-    egl.apply_egl_choice(choice)
-    return choice
-
 
 def _as_action(action: Any) -> np.ndarray:
     arr = np.asarray(action, dtype=np.float64)
@@ -204,7 +129,7 @@ class LiberoSim:
         max_episode_steps: env steps (after settling) before ``truncated`` (>= 1).
         libero_type: ``"standard"``/``"pro"``/None (``LIBERO_TYPE``, default ``pro``).
         settle_steps: no-op steps after restoring the init state (default 10, openpi's value).
-        cuda_device: EGL device for rendering (see :func:`configure_rendering`).
+        cuda_device: EGL device for rendering (see :func:`rpent.robots.libero.egl.configure_rendering`).
         terminate_on_success: end the episode (``terminated``) when the success predicate first
             holds (default, interactive runs). Batch evaluation passes False to run every episode
             for ``max_episode_steps``, so ``success_at_end`` can differ from ``success_once``
@@ -560,29 +485,7 @@ class LiberoSim:
             ValueError: unknown name.
         """
         self._ensure_open()
-        root = self._root_body_id(name)
-        geoms = [g for g in range(self._model.ngeom) if self._geom_root[g] == root]
-        visible = [g for g in geoms if self._model.geom_rgba[g][3] > 0]
-        body_rot = np.asarray(self._data.xmat[root]).reshape(3, 3)
-        body_pos = np.asarray(self._data.xpos[root])
-        signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], dtype=np.float64)
-        corners = []
-        for g in visible or geoms:
-            local = self._model.geom_aabb[g][:3] + signs * self._model.geom_aabb[g][3:]
-            rot = np.asarray(self._data.geom_xmat[g]).reshape(3, 3)
-            world = local @ rot.T + self._data.geom_xpos[g]
-            corners.append((world - body_pos) @ body_rot)  # into the body frame
-        pts_body = np.concatenate(corners, axis=0)
-        lo_b, hi_b = pts_body.min(axis=0), pts_body.max(axis=0)
-        center = body_rot @ ((lo_b + hi_b) / 2.0) + body_pos
-        box_corners = ((lo_b + hi_b) / 2.0 + signs * (hi_b - lo_b) / 2.0) @ body_rot.T + body_pos
-        return {
-            "min": box_corners.min(axis=0),
-            "max": box_corners.max(axis=0),
-            "center": center,
-            "axes": body_rot.copy(),
-            "half_extents": (hi_b - lo_b) / 2.0,
-        }
+        return bodies.object_box(self._model, self._data, self._root_body_id(name), self._geom_root)
 
     def fixture_parts(self) -> dict:
         """Articulated parts of the scene's objects and fixtures (drawers, stove knobs, doors).
@@ -598,55 +501,8 @@ class LiberoSim:
             | None centre of the part's geoms whose material name contains "handle" (world),
             "min"/"max": float[3] world AABB of the part's visible geoms}]}``.
         """
-        import mujoco
-
         self._ensure_open()
-        m, d = self._model, self._data
-        roots = {b: n for n, b in self._object_roots.items()}
-        out: dict[str, list] = {}
-        for j in range(m.njnt):
-            jtype = int(m.jnt_type[j])
-            if jtype not in (int(mujoco.mjtJoint.mjJNT_SLIDE), int(mujoco.mjtJoint.mjJNT_HINGE)):
-                continue
-            body = int(m.jnt_bodyid[j])
-            root = body
-            while root != 0 and root not in roots:
-                root = int(m.body_parentid[root])
-            if root not in roots:
-                continue  # the robot's joints
-            obj = roots[root]
-            rot = np.asarray(d.xmat[body]).reshape(3, 3)
-            geoms = [g for g in range(m.ngeom) if int(m.geom_bodyid[g]) == body]
-            visible = [g for g in geoms if m.geom_rgba[g][3] > 0 and int(m.geom_group[g]) == 1] or geoms
-            signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], dtype=np.float64)
-
-            def world_box(gs):
-                pts = []
-                for g in gs:
-                    local = m.geom_aabb[g][:3] + signs * m.geom_aabb[g][3:]
-                    pts.append(local @ np.asarray(d.geom_xmat[g]).reshape(3, 3).T + d.geom_xpos[g])
-                return np.concatenate(pts, axis=0) if pts else None
-
-            box = world_box(visible)
-            handles = [g for g in geoms if int(m.geom_matid[g]) >= 0
-                       and "handle" in (mujoco.mj_id2name(m._model, mujoco.mjtObj.mjOBJ_MATERIAL, int(m.geom_matid[g])) or "")]
-            hbox = world_box(handles)
-            prefix = obj + "_"
-            jname = m.joint_id2name(j) or ""
-            bname = m.body_id2name(body) or ""
-            out.setdefault(obj, []).append({
-                "part": bname[len(prefix):] if bname.startswith(prefix) else bname,
-                "joint": jname[len(prefix):] if jname.startswith(prefix) else jname,
-                "type": "slide" if jtype == int(mujoco.mjtJoint.mjJNT_SLIDE) else "hinge",
-                "qpos": float(d.qpos[int(m.jnt_qposadr[j])]),
-                "range": [float(x) for x in m.jnt_range[j]],
-                "axis": [float(x) for x in rot @ np.asarray(m.jnt_axis[j], dtype=np.float64)],
-                "pos": [float(x) for x in d.xpos[body]],
-                "handle": None if hbox is None else [float(x) for x in (hbox.min(axis=0) + hbox.max(axis=0)) / 2.0],
-                "min": None if box is None else [float(x) for x in box.min(axis=0)],
-                "max": None if box is None else [float(x) for x in box.max(axis=0)],
-            })
-        return out
+        return bodies.fixture_parts(self._model, self._data, self._object_roots)
 
     def object_aabb(self, name: str) -> dict:
         """World axis-aligned box of an object's visible geoms (see :meth:`object_bbox`).
@@ -804,37 +660,9 @@ class LiberoSim:
         return self._object_roots[name]
 
     def _build_instance_table(self) -> None:
-        """Map every geom to an instance id: objects, fixtures, 'robot', else 0."""
-        model = self._model
-        raw = self._raw
-        named = list(raw.objects_dict.items()) + list(getattr(raw, "fixtures_dict", {}).items())
-        self._object_roots: dict[str, int] = {}
-        for name, obj in named:
-            try:
-                self._object_roots[name] = model.body_name2id(obj.root_body)
-            except Exception:  # a fixture without a body of its own (rare); not segmentable
-                continue
-        root_to_name = {b: n for n, b in self._object_roots.items()}
-        self._instance_names: dict[int, str] = {}
-        name_to_id: dict[str, int] = {}
-        for i, name in enumerate(self._object_roots, start=1):
-            self._instance_names[i] = name
-            name_to_id[name] = i
-        robot_id = len(self._instance_names) + 1
-        self._instance_names[robot_id] = "robot"
-        lut = np.zeros(model.ngeom, dtype=np.int32)
-        geom_root = np.full(model.ngeom, -1, dtype=np.int64)
-        for g in range(model.ngeom):
-            body = int(model.geom_bodyid[g])
-            b = body
-            while b != 0 and b not in root_to_name:
-                b = int(model.body_parentid[b])
-            if b in root_to_name:
-                lut[g] = name_to_id[root_to_name[b]]
-                geom_root[g] = b
-            else:
-                bname = model.body_id2name(body) or ""
-                if bname.startswith(_ROBOT_PREFIXES):
-                    lut[g] = robot_id
-        self._geom_instance = lut
-        self._geom_root = geom_root
+        """Map every geom to an instance id: objects, fixtures, 'robot', else 0 (:func:`bodies.instance_table`)."""
+        table = bodies.instance_table(self._model, self._raw)
+        self._object_roots = table.object_roots
+        self._instance_names = table.instance_names
+        self._geom_instance = table.geom_instance
+        self._geom_root = table.geom_root

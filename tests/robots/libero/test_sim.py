@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from rpent.robots.libero import geometry, strategy, suites
-from rpent.robots.libero.sim import EpisodeDoneError, LiberoSim, configure_rendering, egl_device_for
+from rpent.robots.libero.egl import configure_rendering, egl_device_for
+from rpent.robots.libero.sim import EpisodeDoneError, LiberoSim
 
 MAX_STEPS = 25
 
@@ -274,7 +275,7 @@ def test_object_poses_and_success(sim):
 
 def _import_robosuite(env: dict, configure: bool) -> subprocess.CompletedProcess:
     code = (
-        ("from rpent.robots.libero.sim import configure_rendering; configure_rendering(0); " if configure else "")
+        ("from rpent.robots.libero.egl import configure_rendering; configure_rendering(0); " if configure else "")
         + "import os, robosuite; print(os.environ.get('CUDA_VISIBLE_DEVICES'), os.environ['MUJOCO_EGL_DEVICE_ID'], "
         "os.environ['MUJOCO_GL'])"
     )
