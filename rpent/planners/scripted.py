@@ -468,8 +468,10 @@ class ScriptedPlanner:
 
     @staticmethod
     def _fixture_step(call, goal) -> dict:
-        """Turn a knob / open / close a drawer (:mod:`rpent.robots.libero.skills.fixtures`)."""
-        from rpent.robots.libero.skills import fixtures, scene
+        """Turn a knob / open / close a drawer (:mod:`rpent.robots.libero.skills.fixtures`; a drawer
+        is pushed shut with the hand clear of what the agentview cloud shows beside it,
+        :func:`rpent.robots.libero.skills.clutter.scene_points`)."""
+        from rpent.robots.libero.skills import clutter, fixtures, scene
 
         ex = _ToolExecutor(call)
         if goal.action in ("turn_on", "turn_off"):
@@ -485,11 +487,16 @@ class ScriptedPlanner:
             # no drawer: a hinged door ("open the microwave")
             _, part, read = scene.find_fixture_part(call, goal.fixture_phrase, (), "hinge")
             return (doors.open_door if goal.action == "open" else doors.close_door)(ex, part, read)
+        # what the cabinet stands on: just under its lowest drawer's box
+        boxes = [p["min"][2] for p in (call("view_fixtures", {}).get("fixtures") or {}).get(fx, []) if p.get("min")]
+        floor_z = min(boxes) - FLOOR_BELOW_DRAWER if boxes else None
         if goal.action == "open":
-            # what the cabinet stands on: just under its lowest drawer's box
-            boxes = [p["min"][2] for p in (call("view_fixtures", {}).get("fixtures") or {}).get(fx, []) if p.get("min")]
-            return fixtures.open_drawer(ex, part, read, floor_z=min(boxes) - FLOOR_BELOW_DRAWER if boxes else None)
-        return fixtures.close_drawer(ex, part, read)
+            return fixtures.open_drawer(ex, part, read, floor_z=floor_z)
+        # what stands beside the drawer, for the push to keep the hand off it
+        eef = ex.current_state().get("robot0_eef_pos")
+        points = (clutter.scene_points(call, floor_z, float(eef[2]))
+                  if floor_z is not None and eef is not None else None)
+        return fixtures.close_drawer(ex, part, read, points=points)
 
     @classmethod
     def _finish_or_give_up(cls, call, result: PlannerResult, status: str, summary: str) -> None:

@@ -119,3 +119,48 @@ def test_drawer_push_plan_mirrors_for_a_drawer_opening_toward_plus_y():
     # a drawer along world x: no lean (the tilt turns about world x only)
     along_x = dict(T3_BOTTOM, axis=[1.0, 0.0, 0.0], min=[0.0, -0.11, 0.9133], max=[0.2, 0.11, 0.9841])
     assert fixtures.drawer_push_plan(along_x)["tilt"] == 0.0
+
+
+# libero_10_lan t3 s0, before the close: the bottom drawer (open at qpos -0.150 m, with the bowl in
+# it) and agentview clutter-cloud points (``clutter.scene_points``, the arm at its start pose):
+# the wine bottle standing 4 mm beside the drawer's -x side, the drawer's own +x wall, and the
+# cabinet's +x side behind the shut front.
+LAN_T3_BOTTOM = {"part": "cabinet_bottom", "joint": "bottom_level", "type": "slide", "qpos": -0.15039539378863145,
+                 "range": [-0.16, 0.01], "axis": [0.0, 1.0, 0.0], "pos": [-0.0083, 0.1400, 0.905],
+                 "handle": [-0.0109, 0.0485, 0.9466], "min": [-0.1155, 0.0297, 0.9133], "max": [0.1069, 0.2353, 0.9841]}
+LAN_T3_BOTTLE = [[-0.142, 0.052, 1.058], [-0.141, 0.039, 1.048], [-0.136, 0.042, 1.048], [-0.139, 0.04, 1.042],
+                 [-0.137, 0.052, 1.035], [-0.136, 0.053, 1.012], [-0.133, 0.05, 1.006], [-0.134, 0.053, 1.001],
+                 [-0.138, 0.034, 0.99], [-0.135, 0.061, 0.984], [-0.13, 0.057, 0.984], [-0.126, 0.047, 0.983],
+                 [-0.127, 0.034, 0.97], [-0.128, 0.061, 0.969], [-0.124, 0.038, 0.968], [-0.121, 0.044, 0.966],
+                 [-0.12, 0.044, 0.958], [-0.122, 0.038, 0.952], [-0.126, 0.032, 0.944], [-0.123, 0.058, 0.947],
+                 [-0.14, 0.025, 0.928], [-0.121, 0.051, 0.945], [-0.12, 0.045, 0.941], [-0.121, 0.042, 0.927]]
+LAN_T3_DRAWER_WALL = [[0.103, 0.163, 0.949], [0.103, 0.077, 0.965], [0.104, 0.188, 0.949], [0.106, 0.065, 0.935]]
+LAN_T3_CABINET_SIDE = [[0.115, 0.212, 1.1], [0.115, 0.237, 0.95], [0.115, 0.286, 1.108], [0.115, 0.334, 0.975]]
+LAN_T3_BOTTLE_X_MAX = -0.12  # the bottle's side nearest the drawer (its collision box: x -0.163..-0.119 m)
+
+
+def test_drawer_push_keeps_the_hand_off_what_stands_beside_the_drawer():
+    from rpent.robots.libero.skills.grasp import HAND_HALF_LENGTH
+
+    points = np.array(LAN_T3_BOTTLE + LAN_T3_DRAWER_WALL + LAN_T3_CABINET_SIDE)
+    usual = fixtures.drawer_push_plan(LAN_T3_BOTTOM)
+    # the usual push point (4 cm in from the -x end) puts the hand's -x end over the bottle
+    assert usual["start"][0] == pytest.approx(LAN_T3_BOTTOM["min"][0] + fixtures.DRAWER_PUSH_EDGE)
+    assert usual["start"][0] - HAND_HALF_LENGTH < LAN_T3_BOTTLE_X_MAX
+    plan = fixtures.drawer_push_plan(LAN_T3_BOTTOM, points)
+    x = plan["start"][0]
+    assert plan["goal"][0] == pytest.approx(x)
+    assert x - HAND_HALF_LENGTH >= LAN_T3_BOTTLE_X_MAX + 0.005  # the hand's end clears the bottle
+    assert x + HAND_HALF_LENGTH < LAN_T3_BOTTOM["max"][0] + 0.05  # as near the usual end as that allows
+    # everything else as planned without points
+    for key in ("z", "tilt", "above_z"):
+        assert plan[key] == pytest.approx(usual[key])
+    assert plan["start"][1] == pytest.approx(usual["start"][1]) and plan["goal"][1] == pytest.approx(usual["goal"][1])
+    # the drawer's own wall and the cabinet's side behind the shut front do not move the push
+    own = fixtures.drawer_push_plan(LAN_T3_BOTTOM, np.array(LAN_T3_DRAWER_WALL + LAN_T3_CABINET_SIDE))
+    assert own["start"][0] == pytest.approx(usual["start"][0])
+    # nor does something beside it lower than the fingertips, or a top drawer's push over the bottle
+    low = np.array(LAN_T3_BOTTLE) * [1, 1, 0] + [0, 0, 0.908]
+    assert fixtures.drawer_push_plan(LAN_T3_BOTTOM, low)["start"][0] == pytest.approx(usual["start"][0])
+    top = dict(LAN_T3_BOTTOM, min=[-0.1155, 0.0297, 1.1], max=[0.1069, 0.2353, 1.17])
+    assert fixtures.drawer_push_plan(top, points)["start"][0] == pytest.approx(usual["start"][0])

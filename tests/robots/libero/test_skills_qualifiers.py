@@ -93,3 +93,40 @@ def test_place_qualifiers_resolve_like_the_bddl_regions():
     assert resolve_qualifier(Qualifier("left"), books, {}) == 1
     assert resolve_qualifier(Qualifier("middle"), books, {}) == 2
 
+
+
+# libero_spatial_object t9, seed 0: segment(all_instances=True) estimates (agentview), the bowl on
+# the wooden cabinet (its collision bottom at 1.126 m) and the one on the stove.
+_SO_T9 = {
+    "black bowl": [("black_bowl_1", {"center": [0.0472, -0.2765, 1.0399], "top_z": 1.1786, "bottom_z": 0.9012,
+                                     "major_extent": 0.0991, "minor_extent": 0.0613, "support": [0.0122, -0.2762, 1.1682]}),
+                   ("black_bowl_2", {"center": [-0.2625, -0.1385, 0.9392], "top_z": 0.9773, "bottom_z": 0.9012,
+                                     "major_extent": 0.1006, "minor_extent": 0.0765, "support": [-0.2959, -0.1403, 0.9718]})],
+    "wooden cabinet": [("wooden_cabinet_1", {"center": [0.0518, -0.2265, 1.0141], "top_z": 1.1274, "bottom_z": 0.9009,
+                                             "major_extent": 0.2371, "minor_extent": 0.1173,
+                                             "support": [0.0502, -0.237, 1.127]})],
+    "plate": [("yellow_plate_1", {"center": [0.0465, 0.1977, 0.9094], "top_z": 0.9179, "bottom_z": 0.9009,
+                                  "major_extent": 0.1064, "minor_extent": 0.1058, "support": [0.0459, 0.1956, 0.9091]})],
+}
+
+
+def _recorded_call(name, args):
+    if name == "view_fixtures":
+        return {"fixtures": {}}
+    assert name == "segment"
+    items = _SO_T9[args["prompt"]]
+    return {"found": True, "image_size": [256, 256], "instances": [
+        {"object": n, "box": [10, 10, 50, 50], "pixel_count": 100 - i, "object_estimate": e} for i, (n, e) in enumerate(items)]}
+
+
+def test_an_object_qualified_on_furniture_stands_on_its_top():
+    from rpent.robots.libero.skills import scene
+
+    (goal,) = parse_task("pick up the black bowl on the wooden cabinet and place it on the plate").steps
+    picked = scene.localise_step(_recorded_call, goal)
+    assert picked.object_name == "black_bowl_1"
+    assert picked.obj.bottom_z == pytest.approx(1.127)  # the cabinet's top, not the table seen behind it
+    assert picked.obj.top_z == pytest.approx(1.1786) and picked.obj.center[:2] == pytest.approx((0.0472, -0.2765))
+    # an object whose estimate does not reach below the support's top is left as it is
+    est = ObjectEstimate(**_SO_T9["black bowl"][1][1])
+    assert scene.resting_on(est, ObjectEstimate(**_SO_T9["wooden cabinet"][0][1])) is est

@@ -23,10 +23,10 @@ from rpent.robots.libero import control
 from rpent.robots.libero.skills.articulated import open_direction
 from rpent.robots.libero.skills.articulated import phase_result as _result
 from rpent.robots.libero.skills.articulated import phase_runner as _runner
-from rpent.robots.libero.skills.grasp import HAND_HALF_LENGTH, ROBOT_BASE_XY
+from rpent.robots.libero.skills.grasp import HAND_HALF_LENGTH, HAND_HALF_THICKNESS, ROBOT_BASE_XY
 from rpent.robots.libero.skills.motion import Executor, xy_waypoints
 
-__all__ = ["DRAWER_TRAVEL", "close_drawer", "drawer_push_plan", "open_drawer", "open_amount", "open_goal",
+__all__ = ["DRAWER_TRAVEL", "close_drawer", "drawer_push_plan", "push_across", "open_drawer", "open_amount", "open_goal",
            "handle_reachable", "pull_verdict", "next_hold", "hook_plan", "DRAWER_FRONT_DEPTH", "DRAWER_HOOK_MIN_OPEN"]
 
 #: fraction of the open range a drawer is pulled to / pushed back from.
@@ -50,17 +50,81 @@ DRAWER_EXTRA_PUSHES = 2
 #: pitch (rad) by which the closed fingertips lean into a drawer push (the hand, upright, met the
 #: front of the drawer above once the pushed front was 5 cm from shut: libero_10 t3, seed 0).
 DRAWER_PUSH_TILT = 0.6
+#: free distance (m) kept between the pushing hand's ends (``HAND_HALF_LENGTH`` either side of
+#: the push point along the drawer front) and what stands beside the drawer.
+DRAWER_HAND_ROOM = 0.01
+#: step (m) by which the push point moves along the front, away from its usual end, until the
+#: hand's sweep is clear (see :func:`push_across`).
+DRAWER_PUSH_SHIFT = 0.01
+#: points within this (m) of the drawer's box, sideways, are the drawer's own (its side walls
+#: read up to ~1 mm inside the box on libero_10_lan t3, seed 0); farther out, they stand beside it.
+DRAWER_SIDE_GAP = 0.004
+#: how far (m) the pushing hand's top leans back out of the push (``DRAWER_PUSH_TILT``
+#: over the ~0.1 m from the fingertips to the hand's top).
+DRAWER_TILT_REACH = 0.06
+#: the fingertips reach this far (m) below the grip site; points lower than the push's
+#: fingertips less ``DRAWER_HAND_ROOM`` stay under the hand.
+DRAWER_FINGER_BELOW = 0.013
 
 
-def drawer_push_plan(part: Mapping[str, Any]) -> dict:
+def push_across(part: Mapping[str, Any], points: np.ndarray | None) -> float:
+    """Where along the drawer front :func:`close_drawer` pushes: the offset (m) from the part box's
+    centre along the front (the horizontal unit vector ``(-d_open_y, d_open_x)``).
+
+    Usually ``DRAWER_PUSH_EDGE`` in from the front's end nearest the robot base (pushed at the
+    centre, the forearm met the cabinet). The Panda hand, its fingers closing across the push,
+    reaches ``HAND_HALF_LENGTH`` either side of the push point along the front, past the end of
+    a narrow drawer: what stands beside the drawer there is swept along (libero_10_lan t3, seed 0:
+    a wine bottle 4 mm beside the bottom drawer was knocked over and wedged between the hand and the
+    cabinet, which stopped the push 0.067 m short). So, with ``points`` (world, m, ``(N, 3)``: the
+    agentview clutter cloud of :func:`rpent.robots.libero.skills.clutter.scene_points`), the push
+    point moves by ``DRAWER_PUSH_SHIFT`` toward the other end until no point beside the drawer
+    (more than ``DRAWER_SIDE_GAP`` past its box sideways; nearer are the drawer's own), in front of
+    the cabinet (from 1 cm outside the shut front to where the hand starts, its tilted top
+    included) and higher than the fingertips (``DRAWER_FINGER_BELOW`` under the grip site at the push
+    height, less ``DRAWER_HAND_ROOM``) lies within ``HAND_HALF_LENGTH + DRAWER_HAND_ROOM`` of
+    it along the front; the usual point when none is clear or there are no points.
+    """
+    d_open = open_direction(part)
+    lo, hi = np.asarray(part["min"], dtype=np.float64), np.asarray(part["max"], dtype=np.float64)
+    centre = (lo + hi) / 2.0
+    half = float(np.abs((hi - lo) @ d_open)) / 2.0
+    across = np.array([-float(d_open[1]), float(d_open[0]), 0.0])
+    across /= max(float(np.linalg.norm(across)), 1e-9)
+    width = float(np.abs((hi - lo) @ across)) / 2.0
+    side = 1.0 if float((np.array([ROBOT_BASE_XY[0], ROBOT_BASE_XY[1], 0.0]) - centre) @ across) > 0 else -1.0
+    usual = side * max(width - DRAWER_PUSH_EDGE, 0.0)
+    p = np.zeros((0, 3)) if points is None else np.asarray(points, dtype=np.float64).reshape(-1, 3)
+    if len(p) == 0:
+        return usual
+    rel = p - centre
+    along, out = rel[:, :2] @ across[:2], rel[:, :2] @ d_open[:2]
+    shut_front = half - abs(open_amount(part))
+    low = float(lo[2]) + DRAWER_PUSH_HEIGHT - DRAWER_FINGER_BELOW - DRAWER_HAND_ROOM
+    near = ((np.abs(along) > width + DRAWER_SIDE_GAP) & (out > shut_front + 0.01)
+            & (out < half + 0.05 + HAND_HALF_THICKNESS + DRAWER_TILT_REACH) & (p[:, 2] > low))
+    beside = along[near]
+    reach = HAND_HALF_LENGTH + DRAWER_HAND_ROOM
+    n = int(math.floor(2.0 * abs(usual) / DRAWER_PUSH_SHIFT + 1e-9))
+    for k in range(n + 1):
+        a = usual - side * k * DRAWER_PUSH_SHIFT
+        if not np.any(np.abs(beside - a) <= reach):
+            return float(a)
+    return usual
+
+
+def drawer_push_plan(part: Mapping[str, Any], points: np.ndarray | None = None) -> dict:
     """Where :func:`close_drawer` pushes an open drawer (pure geometry, world frame, m, rad).
 
     Args:
         part: the drawer's slide part (``view_fixtures``: ``axis``, ``range``, ``qpos``,
             ``min``/``max`` world box).
+        points: what stands around it (world, m, ``(N, 3)``; see :func:`push_across`), or None.
     Returns:
         ``{"d_open": (3,) opening direction, "start": (3,) point 5 cm in front of the
-        front, ``DRAWER_PUSH_EDGE`` in from its end nearest the robot base, at the box's
+        front, at :func:`push_across` along it (usually ``DRAWER_PUSH_EDGE`` in from its end
+        nearest the robot base; farther in when that would sweep the hand into what stands
+        beside the drawer), at the box's
         mid-height (the eef comes down to ``z`` there; the push legs run from it); "goal":
         (3,) ``DRAWER_PUSH_PAST`` past the closed position of the box's front; "z": grip-site
         height (``DRAWER_PUSH_HEIGHT`` above the box's bottom); "above_z": approach height
@@ -74,9 +138,7 @@ def drawer_push_plan(part: Mapping[str, Any]) -> dict:
     front = centre + d_open * half  # world point on the drawer front (the side it opens toward)
     across = np.array([-float(d_open[1]), float(d_open[0]), 0.0])  # along the front, horizontal
     across /= max(float(np.linalg.norm(across)), 1e-9)
-    width = float(np.abs((hi - lo) @ across)) / 2.0
-    side = 1.0 if float((np.array([ROBOT_BASE_XY[0], ROBOT_BASE_XY[1], 0.0]) - centre) @ across) > 0 else -1.0
-    front = front + across * side * max(width - DRAWER_PUSH_EDGE, 0.0)
+    front = front + across * push_across(part, points)
     z = float(lo[2]) + DRAWER_PUSH_HEIGHT
     start = front + d_open * 0.05  # at the box's mid-height: the push legs come down to z from there
     # the part box's front is the handle's outer face; beside the handle the panel is ~3 cm deeper
@@ -88,7 +150,8 @@ def drawer_push_plan(part: Mapping[str, Any]) -> dict:
     return {"d_open": d_open, "start": start, "goal": goal, "z": z, "above_z": float(hi[2]) + 0.08, "tilt": tilt}
 
 
-def close_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Mapping[str, Any] | None]) -> dict:
+def close_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Mapping[str, Any] | None],
+                 points: np.ndarray | None = None) -> dict:
     """Push an open drawer shut with the closed fingertips.
 
     The gripper comes down pointing down, turned so its fingers close across the push (the
@@ -108,12 +171,14 @@ def close_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], 
     Args:
         part: the drawer's slide part (``view_fixtures``; ``min``/``max`` world box, m).
         read_part: returns the part's current dict (or None).
+        points: what stands around the drawer (world, m, ``(N, 3)``): the push point along the
+            front keeps the hand clear of it (:func:`push_across`); None: the usual point.
     Returns:
         ``{"success", "done" (joint at qpos >= 0, closed), "stage", "phases", "reason"?, "qpos"}``.
     """
     phases: list[dict] = []
     run, travel = _runner(ex, phases)
-    plan = drawer_push_plan(part)
+    plan = drawer_push_plan(part, points)
     d_open, z, tilt = plan["d_open"], plan["z"], plan["tilt"]
     start, goal = plan["start"], plan["goal"]
     # fingers closing across the push: closing line (-sin yaw, cos yaw) perpendicular to d_open
