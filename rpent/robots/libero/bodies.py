@@ -84,6 +84,29 @@ def _world_corners(model, data, geoms) -> np.ndarray | None:
     return np.concatenate(pts, axis=0) if pts else None
 
 
+def _hull_xy(points: np.ndarray) -> list[list[float]]:
+    """Convex hull (counter-clockwise, no repeated or collinear points) of ``float[N, 2]`` points
+    (Andrew's monotone chain); points within 1e-9 m of each other count as one."""
+    pts = sorted({(round(float(x), 9), round(float(y), 9)) for x, y in np.asarray(points, dtype=np.float64)})
+    if len(pts) < 3:
+        return [list(p) for p in pts]
+
+    def cross(o, a, b):
+        return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+
+    lower: list = []
+    upper: list = []
+    for p in pts:
+        while len(lower) >= 2 and cross(lower[-2], lower[-1], p) <= 0:
+            lower.pop()
+        lower.append(p)
+    for p in reversed(pts):
+        while len(upper) >= 2 and cross(upper[-2], upper[-1], p) <= 0:
+            upper.pop()
+        upper.append(p)
+    return [list(p) for p in lower[:-1] + upper[:-1]]
+
+
 def object_box(model, data, root: int, geom_root: np.ndarray) -> dict:
     """Bounding boxes of the visible geoms of the object whose root body is ``root``.
 
@@ -124,7 +147,9 @@ def fixture_parts(model, data, object_roots: dict[str, int]) -> dict:
         float (m or rad), "range": [lo, hi], "axis": float[3] world joint axis, "pos": float[3]
         part body origin (m, world), "handle": float[3] | None centre of the part's geoms whose
         material name contains "handle" (world), "min"/"max": float[3] world AABB of the part's
-        visible geoms}]}``.
+        visible geoms, "footprint": float[K][2] the box of the part's visible geoms in the part's own
+        body frame (which turns and slides with it) seen from above: the convex hull of its corners'
+        world (x, y), counter-clockwise (K = 4 when the body's z axis is vertical, m)}]}``.
     """
     import mujoco
 
@@ -146,6 +171,12 @@ def fixture_parts(model, data, object_roots: dict[str, int]) -> dict:
         geoms = [g for g in range(model.ngeom) if int(model.geom_bodyid[g]) == body]
         visible = [g for g in geoms if model.geom_rgba[g][3] > 0 and int(model.geom_group[g]) == 1] or geoms
         box = _world_corners(model, data, visible)
+        footprint = None
+        if box is not None:
+            own = (box - data.xpos[body]) @ rot  # the same corners in the part's body frame
+            lo_b, hi_b = own.min(axis=0), own.max(axis=0)
+            corners = ((lo_b + hi_b) / 2.0 + _CORNER_SIGNS * (hi_b - lo_b) / 2.0) @ rot.T + data.xpos[body]
+            footprint = _hull_xy(corners[:, :2])
         handles = [g for g in geoms if int(model.geom_matid[g]) >= 0
                    and "handle" in (mujoco.mj_id2name(model._model, mujoco.mjtObj.mjOBJ_MATERIAL,
                                                       int(model.geom_matid[g])) or "")]
@@ -164,5 +195,6 @@ def fixture_parts(model, data, object_roots: dict[str, int]) -> dict:
             "handle": None if hbox is None else [float(x) for x in (hbox.min(axis=0) + hbox.max(axis=0)) / 2.0],
             "min": None if box is None else [float(x) for x in box.min(axis=0)],
             "max": None if box is None else [float(x) for x in box.max(axis=0)],
+            "footprint": footprint,
         })
     return out

@@ -499,7 +499,9 @@ class LiberoSim:
             "slide" | "hinge", "qpos": float (m or rad), "range": [lo, hi], "axis": float[3]
             world joint axis, "pos": float[3] part body origin (m, world), "handle": float[3]
             | None centre of the part's geoms whose material name contains "handle" (world),
-            "min"/"max": float[3] world AABB of the part's visible geoms}]}``.
+            "min"/"max": float[3] world AABB of the part's visible geoms, "footprint": float[K][2]
+            the corners, seen from above, of their box in the part's own frame
+            (:func:`~rpent.robots.libero.bodies.fixture_parts`)}]}``.
         """
         self._ensure_open()
         return bodies.fixture_parts(self._model, self._data, self._object_roots)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pytest
 
 from rpent.robots.libero.env_client import EnvClient
@@ -33,6 +34,10 @@ def test_microwave_door_frame_from_a_real_view_fixtures_answer(start_rpc_server,
         assert fx == "microwave_1" and part["type"] == "hinge" and abs(part["qpos"]) < 0.01  # shut
         f = doors.door_frame(part)
         assert f["q_closed"] == 0.0 and f["q_open"] < -2.0 and 0.24 < f["length"] < 0.28
+        # the footprint: the four corners of the door's own box, 0.259 m along it by 0.062 m (panel and handle)
+        foot = np.asarray(part["footprint"])
+        sides = sorted(np.linalg.norm(foot - np.roll(foot, 1, axis=0), axis=1))
+        assert foot.shape == (4, 2) and sides == pytest.approx([0.062, 0.062, 0.2584, 0.2584], abs=2e-3)
         grip, _ = doors.handle_grip(f)
         # the handle bar stands out of the door on the side facing the table's centre, over the door's top half
         assert part["min"][2] < grip[2] < part["max"][2]

@@ -3,8 +3,10 @@ pulling its handle part of the way and pushing its inner face the rest (motion p
 the executor).
 
 The door comes from the ``view_fixtures`` tool as a hinge part: ``pos`` (the door body's
-origin, on its vertical hinge axis), ``axis`` (world, +/-z), ``range`` (rad), ``qpos`` and the
-world box of its visible geoms (``min``/``max``, the handle included). Conventions, measured on
+origin, on its vertical hinge axis), ``axis`` (world, +/-z), ``range`` (rad), ``qpos``, the
+world box of its visible geoms (``min``/``max``, the handle included) and its ``footprint`` (the
+corners, seen from above, of the box of those geoms in the door's own frame, which turns with it).
+Conventions, measured on
 LIBERO's ``microwave`` (``microwave.xml``, :class:`libero...Microwave`):
 
 * the closed end of the range is the one nearer 0 (range [-2.094, 0]: shut at 0, and LIBERO
@@ -16,8 +18,9 @@ LIBERO's ``microwave`` (``microwave.xml``, :class:`libero...Microwave`):
   edge (:data:`HANDLE_INSET`), with a 3 cm stand-off at each end (the top one 6.5 cm above
   the door's mid-height).
 
-Geometry (pure, unit-tested): :func:`door_frame` reads the door's line (hinge -> free edge),
-its outer side (the handle's) and its length from the part; :func:`push_start` places the
+Geometry (pure, unit-tested): :func:`door_line` fits the door's line (hinge -> free edge) to
+points of it seen from above; :func:`door_frame` reads that line, its outer side (the handle's)
+and its length from the part; :func:`push_start` places the
 hand beside a face; :func:`handle_grip` places the grip on the handle bar's top.
 """
 
@@ -33,7 +36,7 @@ from rpent.robots.libero.skills.fixtures import _result, _runner
 from rpent.robots.libero.skills.grasp import HAND_HALF_THICKNESS
 from rpent.robots.libero.skills.motion import Executor
 
-__all__ = ["DOOR_CLOSED", "DOOR_OPEN_FRACTION", "HANDLE_INSET", "door_frame", "door_angle", "push_start",
+__all__ = ["DOOR_CLOSED", "DOOR_OPEN_FRACTION", "HANDLE_INSET", "door_line", "door_frame", "door_angle", "push_start",
            "handle_grip", "close_door", "open_door"]
 
 #: a door counts as closed within this many rad of its range's closed end.
@@ -64,21 +67,60 @@ PUSH_STALL = 0.01
 PULL_TO = 0.9
 #: smallest opening (rad) from which the inner face is pushed (a narrower gap is pulled again).
 PUSH_MIN_OPEN = 0.55
+#: the door's points spread at least this many times as much along their principal axis as across
+#: it (variance; 4: the corners of a box at least twice as long as wide) for that axis to be the
+#: door's line; a squarer spread is read along its centre's direction from the hinge instead.
+#: LIBERO's microwave door with its handle: 0.259 x 0.062 m, a ratio of 17.
+LINE_SPREAD = 4.0
+
+
+def door_line(points: Any, hinge: Any) -> float:
+    """The direction (rad about world z) of a door's line, hinge -> free edge, fitted to points of
+    it seen from above (pure; world frame).
+
+    The door is a thin panel turning about a hinge at one of its ends: its line is the points'
+    principal axis (the eigenvector of their covariance with the largest eigenvalue, the
+    least-squares line through their centroid), pointed from the hinge toward their centroid. For
+    the corners of a box (the door's ``footprint``, or its world ``min``/``max`` box when that is
+    all there is) this is the box's long side. When the points spread less than
+    :data:`LINE_SPREAD` times as much along that axis as across it (a door seen through a
+    near-square box: its world box when it stands diagonally), the line is the direction of the
+    centroid from the hinge.
+
+    Args:
+        points: ``float[N, 2]`` (or ``[N, 3]``, z ignored) world points of the door (m), N >= 2.
+        hinge: the hinge's world (x, y) (m; a longer sequence is cut to its first two values).
+    Returns:
+        the angle in (-pi, pi].
+    """
+    p = np.asarray(points, dtype=np.float64).reshape(len(points), -1)[:, :2]
+    c = np.asarray(hinge, dtype=np.float64)[:2]
+    to_mid = p.mean(axis=0) - c
+    vals, vecs = np.linalg.eigh(np.cov((p - p.mean(axis=0)).T, bias=True))
+    if vals[1] < LINE_SPREAD * max(float(vals[0]), 0.0) or vals[1] <= 0.0:
+        return math.atan2(float(to_mid[1]), float(to_mid[0]))
+    u = vecs[:, 1] if float(vecs[:, 1] @ to_mid) >= 0.0 else -vecs[:, 1]
+    u = np.where(np.abs(u) < 1e-12, 0.0, u)  # a door along a world axis reads exactly that axis
+    return math.atan2(float(u[1]), float(u[0]))
 
 
 def door_frame(part: Mapping[str, Any]) -> dict:
     """The door's geometry now (pure; world frame, m, rad).
 
     Args:
-        part: the hinge part (``view_fixtures``: ``pos``, ``axis``, ``range``, ``qpos``, ``min``/``max``).
+        part: the hinge part (``view_fixtures``: ``pos``, ``axis``, ``range``, ``qpos``, ``min``/``max``
+            and, where given, ``footprint``).
     Returns:
         ``{"c": (2,) hinge xy, "s": +1 / -1 (hinge axis along +z / -z), "q": qpos, "q_closed",
         "q_open": the range's ends (closed: the one nearer 0), "phi": the door's line now (angle of
         hinge -> free edge about world z), "length": hinge to free edge, "out": +1 / -1 (the side
         of the line the handle stands on: +1 is the left of the line, +90 degrees from it), "out_extent":
         how far the box reaches out that side, "in_extent": the other side, "z_mid", "z_top"}``.
-        The line is the box's long side when the box is at least twice as long as wide (a door near a
-        world axis), else the direction of its centre from the hinge.
+        The line is :func:`door_line` of the ``footprint``'s corners (a box in the door's own frame:
+        its long side is the door's line at any angle), or, for a part without one, of the world
+        box's corners in the horizontal plane (its long side: a world axis; the door's line only
+        when the door stands along one). Length and extents are those of the same corners, measured
+        from the hinge along and across the line.
 
     Raises:
         ValueError: the hinge is not vertical or the part has no box.
@@ -90,19 +132,15 @@ def door_frame(part: Mapping[str, Any]) -> dict:
         raise ValueError("the door part has no box")
     lo, hi = np.asarray(part["min"], dtype=np.float64), np.asarray(part["max"], dtype=np.float64)
     c = np.asarray(part["pos"], dtype=np.float64)[:2]
-    mid = (lo[:2] + hi[:2]) / 2.0
-    to_mid = mid - c
-    ex, ey = float(hi[0] - lo[0]), float(hi[1] - lo[1])
-    if ex >= 2.0 * ey:
-        phi = 0.0 if to_mid[0] >= 0 else math.pi
-    elif ey >= 2.0 * ex:
-        phi = math.pi / 2 if to_mid[1] >= 0 else -math.pi / 2
+    foot = part.get("footprint")
+    if foot is not None and len(foot) >= 2:
+        corners = np.asarray(foot, dtype=np.float64).reshape(len(foot), -1)[:, :2]
     else:
-        phi = math.atan2(float(to_mid[1]), float(to_mid[0]))
+        corners = np.array([[x, y] for x in (lo[0], hi[0]) for y in (lo[1], hi[1])])
+    phi = door_line(corners, c)
     u = np.array([math.cos(phi), math.sin(phi)])
     n = np.array([-u[1], u[0]])
-    corners = np.array([[x, y] for x in (lo[0], hi[0]) for y in (lo[1], hi[1])]) - c
-    along, across = corners @ u, corners @ n
+    along, across = (corners - c) @ u, (corners - c) @ n
     out = 1.0 if float(across.max()) >= float(-across.min()) else -1.0
     lo_q, hi_q = (float(v) for v in part["range"])
     q_closed, q_open = (lo_q, hi_q) if abs(lo_q) < abs(hi_q) else (hi_q, lo_q)

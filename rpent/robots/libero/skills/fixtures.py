@@ -2,7 +2,7 @@
 :mod:`~rpent.robots.libero.skills.drawers` (re-exported here).
 
 The fixture's parts come from the ``view_fixtures`` tool (joint type, qpos, range, world
-joint axis, part origin, handle centre, part box; :meth:`LiberoSim.fixture_parts
+joint axis, part origin, handle centre, part box and footprint; :meth:`LiberoSim.fixture_parts
 <rpent.robots.libero.sim.LiberoSim.fixture_parts>`). Conventions measured in LIBERO:
 
 * ``flat_stove``: knob ``button`` is a hinge about world +z with range [-0.005, 2.1] rad;

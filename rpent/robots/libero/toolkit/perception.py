@@ -77,7 +77,8 @@ class PerceptionTools:
         """Articulated parts of the scene's furniture as they are now: for each fixture (e.g.
         wooden_cabinet_1, flat_stove_1, microwave_1) its drawers / knobs / doors: part, joint,
         type (slide m / hinge rad), qpos, range, world joint axis, part origin, handle centre
-        (m, world; None without a handle) and the part's world box. Opening a LIBERO drawer
+        (m, world; None without a handle), the part's world box and its footprint (the corners, seen
+        from above, of its box in its own frame, which turns with it: a door's line). Opening a LIBERO drawer
         moves it along -axis (its open range is negative); a stove knob is on at qpos >= 0.5."""
         return {"fixtures": self.env.call("env.fixture_parts"),
                 "note": "live simulator state (not a recorded step); positions in metres, world frame"}
