@@ -85,26 +85,17 @@ def _world_corners(model, data, geoms) -> np.ndarray | None:
 
 
 def _hull_xy(points: np.ndarray) -> list[list[float]]:
-    """Convex hull (counter-clockwise, no repeated or collinear points) of ``float[N, 2]`` points
-    (Andrew's monotone chain); points within 1e-9 m of each other count as one."""
-    pts = sorted({(round(float(x), 9), round(float(y), 9)) for x, y in np.asarray(points, dtype=np.float64)})
-    if len(pts) < 3:
-        return [list(p) for p in pts]
+    """Convex hull, counter-clockwise, of ``float[N, 2]`` points (m; :class:`scipy.spatial.ConvexHull`,
+    whose 2-D vertices come counter-clockwise); the distinct points themselves when they span no
+    area (fewer than 3, or all on one line)."""
+    from scipy.spatial import ConvexHull, QhullError
 
-    def cross(o, a, b):
-        return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
-
-    lower: list = []
-    upper: list = []
-    for p in pts:
-        while len(lower) >= 2 and cross(lower[-2], lower[-1], p) <= 0:
-            lower.pop()
-        lower.append(p)
-    for p in reversed(pts):
-        while len(upper) >= 2 and cross(upper[-2], upper[-1], p) <= 0:
-            upper.pop()
-        upper.append(p)
-    return [list(p) for p in lower[:-1] + upper[:-1]]
+    pts = np.unique(np.round(np.asarray(points, dtype=np.float64), 9), axis=0)
+    try:
+        hull = ConvexHull(pts)
+    except (QhullError, ValueError):
+        return pts.tolist()
+    return pts[hull.vertices].tolist()
 
 
 def object_box(model, data, root: int, geom_root: np.ndarray) -> dict:
