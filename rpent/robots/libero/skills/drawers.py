@@ -26,7 +26,7 @@ from rpent.robots.libero.skills.articulated import phase_runner as _runner
 from rpent.robots.libero.skills.grasp import HAND_HALF_LENGTH, HAND_HALF_THICKNESS, ROBOT_BASE_XY
 from rpent.robots.libero.skills.motion import Executor, xy_waypoints
 
-__all__ = ["DRAWER_TRAVEL", "close_drawer", "drawer_push_plan", "push_across", "open_drawer", "open_amount", "open_goal",
+__all__ = ["DRAWER_TRAVEL", "close_drawer", "drawer_push_plan", "push_across", "final_tilt", "open_drawer", "open_amount", "open_goal",
            "handle_reachable", "pull_verdict", "next_hold", "hook_plan", "DRAWER_FRONT_DEPTH", "DRAWER_HOOK_MIN_OPEN"]
 
 #: fraction of the open range a drawer is pulled to / pushed back from.
@@ -50,6 +50,14 @@ DRAWER_EXTRA_PUSHES = 2
 #: pitch (rad) by which the closed fingertips lean into a drawer push (the hand, upright, met the
 #: front of the drawer above once the pushed front was 5 cm from shut: libero_10 t3, seed 0).
 DRAWER_PUSH_TILT = 0.6
+#: pitch (rad) of the further pushes (:data:`DRAWER_EXTRA_PUSHES`) after the legs ended short. The
+#: Panda hand is long along the drawer front, across the handle of the shut drawer above, whose bar
+#: stands as far out as the pushed drawer's bar does once shut: leaning ``DRAWER_PUSH_TILT``, the
+#: hand's front met that bar 6.4 cm above the grip site with the pushed drawer still at qpos -0.002 m
+#: (libero_10_task t3, seed 2). Leaning further puts the hand's front ~2 cm farther back at that height
+#: (``0.064 * (tan 0.9 - tan 0.6)`` less the hand's thickness ``HAND_HALF_THICKNESS`` growing by
+#: ``1 / cos``), while the fingertips stay where they push.
+DRAWER_FINAL_TILT = 0.9
 #: free distance (m) kept between the pushing hand's ends (``HAND_HALF_LENGTH`` either side of
 #: the push point along the drawer front) and what stands beside the drawer.
 DRAWER_HAND_ROOM = 0.01
@@ -65,6 +73,13 @@ DRAWER_TILT_REACH = 0.06
 #: the fingertips reach this far (m) below the grip site; points lower than the push's
 #: fingertips less ``DRAWER_HAND_ROOM`` stay under the hand.
 DRAWER_FINGER_BELOW = 0.013
+
+
+def final_tilt(tilt: float) -> float:
+    """Pitch (rad) of the further pushes after the push legs ended short: ``DRAWER_FINAL_TILT``
+    with the sign of the legs' ``tilt`` (the fingertips lean into the push); 0 stays 0 (a drawer
+    not along world y is pushed upright)."""
+    return math.copysign(DRAWER_FINAL_TILT, tilt) if tilt else 0.0
 
 
 def push_across(part: Mapping[str, Any], points: np.ndarray | None) -> float:
@@ -164,7 +179,9 @@ def close_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], 
     front of the drawer above 5 cm before shut) and pushes along the closing direction in
     5 cm legs to ``DRAWER_PUSH_PAST`` m past the closed position of the part box's front,
     re-reading the joint after each leg (``read_part``) and stopping once it reads
-    ``DRAWER_CLOSED``; short of it, up to ``DRAWER_EXTRA_PUSHES`` further 3 cm pushes. Measured on libero_10 t3 (``white_cabinet``, bottom drawer with a
+    ``DRAWER_CLOSED``; short of it, the hand leans further (:func:`final_tilt`: its front
+    stood on the handle bar of the shut drawer above) and makes up to ``DRAWER_EXTRA_PUSHES``
+    further 3 cm pushes. Measured on libero_10 t3 (``white_cabinet``, bottom drawer with a
     bowl inside). LIBERO counts a cabinet drawer closed only at qpos > 0 (``WoodenCabinet``
     / ``WhiteCabinet`` ``default_close_ranges`` [0, 0.005]).
 
@@ -203,11 +220,17 @@ def close_drawer(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], 
         now = read_part()
         if now is not None and float(now["qpos"]) >= DRAWER_CLOSED:
             break
-    for _ in range(DRAWER_EXTRA_PUSHES):  # a leg counts as reached 1.2 cm short (seed 2 stopped at -0.002 m)
+    lean = final_tilt(tilt)
+    for _ in range(DRAWER_EXTRA_PUSHES):  # a leg counts as reached 1.2 cm short
         now = read_part()
         if now is None or float(now["qpos"]) >= DRAWER_CLOSED or control.episode_over(ex.current_state()):
             break
         pos = np.asarray(control.robot_state(ex.current_state())["eef_pos"], dtype=np.float64)
+        if lean != tilt:  # the hand's top leans back off the drawer above before pushing on
+            run("drawer lean", "move_pose", xyz=[float(pos[0]), float(pos[1]), z], target_pitch=lean, target_yaw=yaw,
+                gripper=control.GRIPPER_CLOSE, step_clip=0.015, max_steps=30)
+            tilt = lean
+            pos = np.asarray(control.robot_state(ex.current_state())["eef_pos"], dtype=np.float64)
         more = pos - d_open * 0.03
         r = run("drawer push", "move_pose", xyz=[float(more[0]), float(more[1]), z], target_pitch=tilt, target_yaw=yaw,
                 gripper=control.GRIPPER_CLOSE, step_clip=0.015, tol=0.004, max_steps=25)
