@@ -135,3 +135,27 @@ def test_a_bottom_drawers_handle_too_near_the_table_cannot_be_gripped():
     assert not fixtures.handle_reachable(bottom, floor)
     assert fixtures.handle_reachable(MIDDLE_CLOSED, floor)
     assert fixtures.handle_reachable(bottom, None)  # nothing known about the floor: try it
+
+
+# libero_10_task t2 seed 5: the stove's knob (view_fixtures) before it was turned
+STOVE_KNOB = {"part": "button", "joint": "button", "type": "hinge", "qpos": 0.0, "range": [-0.005, 2.1],
+              "axis": [0.0, 0.0, 1.0], "pos": [-0.20838517462470252, 0.20476880592397942, 0.905], "handle": None,
+              "min": [-0.26443868047881125, 0.15568985890547674, 0.8961638609964263],
+              "max": [-0.15866336801573167, 0.2522983031984553, 0.9642774369757463]}
+#: flat_stove.xml: the top of the ring of collision boxes around the knob grip's foot (z 0.00657 +
+#: 0.00621 m above the hinge origin); the closed fingertips' depth below the eef, measured where the
+#: outer finger sat on that ring (eef 0.933 m over a ring top at 0.9178 m)
+RING_TOP = 0.0128
+FINGERTIPS_BELOW_EEF = 0.015
+
+
+def test_the_knob_push_keeps_the_fingertips_above_the_ring_and_on_the_grip():
+    c_z, top = STOVE_KNOB["pos"][2], STOVE_KNOB["max"][2]
+    z_push = c_z + fixtures.KNOB_PUSH_HEIGHT * (top - c_z)
+    tips = z_push - FINGERTIPS_BELOW_EEF
+    # at 0.38 of the knob's height the tips stood 0.5 cm into the ring: the outer finger sat on it and
+    # the knob crept 0.013 rad per push (seeds 5, 6 failed); at 0.55 they clear it
+    assert tips > c_z + RING_TOP + 0.003
+    assert top - tips > 0.03  # still 3 cm of the grip beside the fingers
+    # a probe that stops on the grip's top (eef 0.966 m at seed 5) must not pass for a free descent
+    assert 0.966 > z_push + 0.012

@@ -36,6 +36,15 @@ __all__ = ["KNOB_ON", "turn_knob", "knob_off_goal", "knob_push_verdict", "close_
 
 #: qpos (rad) at which LIBERO's flat stove counts as on (``default_turnon_ranges`` minimum).
 KNOB_ON = 0.5
+#: height of the push (fraction of the way from the knob's hinge origin up to the top of its
+#: box, ``view_fixtures`` ``pos``/``max``). LIBERO's flat stove knob (``flat_stove.xml``) has a
+#: ring of collision boxes around the grip's foot, 1.28 cm above the origin, and the closed
+#: fingertips reach ~1.5 cm below the grip site (the eef). At 0.38 of the knob's 5.9 cm (eef 2.3 cm
+#: above the origin) the outer finger sat on that ring with 12-17 N, the knob rocked back and
+#: forth between the two fingers and crept 0.013 rad per push (libero_10_task t2, seeds 5 and 6:
+#: 0.19 and 0.38 rad after 3 attempts); at 0.55 (3.3 cm) the fingertips clear the ring by ~0.5 cm,
+#: still overlap the grip by ~4 cm, and the same pushes turn it ~0.2 rad each.
+KNOB_PUSH_HEIGHT = 0.55
 
 
 def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Mapping[str, Any] | None],
@@ -51,7 +60,8 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
     until the descent stops on it; (2) come down pi/2 - 0.1 rad before it (+0.3 rad more per
     further attempt; clockwise of it for
     ``on``, which turns +qpos = counter-clockwise seen from above; the opposite for off) at
-    38% of the knob's height (higher, the fingers ride on the grip's top edge), the fingers'
+    :data:`KNOB_PUSH_HEIGHT` of the knob's height (lower, the fingertips sit on the ring around
+    the grip's foot; much higher, they ride on the grip's top edge), the fingers'
     closing line along the radius (their thin side leads); (3) push along the arc: aim 0.35 rad ahead of the gripper's
     own angle about the axis with 3 cm per-step clips (a saturated action), re-reading the
     joint (``read_part``) after each short push until it is past :data:`KNOB_ON` + 0.15
@@ -77,7 +87,7 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
     run, travel = _runner(ex, phases)
     c = np.asarray(part["pos"], dtype=np.float64)
     top = float(part["max"][2]) if part.get("max") else c[2] + 0.06
-    z_push = float(c[2] + 0.38 * (top - c[2]))
+    z_push = float(c[2] + KNOB_PUSH_HEIGHT * (top - c[2]))
     sign = 1.0 if on else -1.0  # hinge about +z: +qpos is counter-clockwise seen from above
     qpos = float(part["qpos"])
 
@@ -228,8 +238,9 @@ KNOB_YAW_TIE = 0.05
 KNOB_SWING = 0.04
 #: how far (m) above the push height the gripper may ride before it counts as on top of the grip
 #: (pushing the side it stays within ~1 cm; riding the grip's top edge it stood 1.7-2.1 cm higher
-#: for 25 pushes and dragged the knob back: libero_goal_swap t7, seed 0; the runs that turned it
-#: at seeds 1 and 2 rode 1.5-1.8 cm high for two pushes, then came down on their own).
+#: for 25 pushes and dragged the knob back: libero_goal_swap t7, seed 0, pushing at 0.38 of the
+#: knob's height; the runs that turned it at seeds 1 and 2 rode 1.5-1.8 cm high for two pushes,
+#: then came down on their own).
 KNOB_RIDE = 0.014
 #: pushes in a row above :data:`KNOB_RIDE` that count as riding.
 KNOB_RIDE_PUSHES = 3
