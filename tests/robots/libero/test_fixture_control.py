@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 
 from rpent.robots.libero.skills import fixtures
+from rpent.robots.libero.skills.grasp import WRIST_LIMIT, wrist_angle
 from rpent.robots.libero.skills.fixtures import (
     DRAWER_FRONT_DEPTH,
     DRAWER_HOOK_HEIGHT,
     hook_plan,
+    knob_descent_yaw,
     knob_push_verdict,
     next_hold,
     open_amount,
@@ -159,3 +161,20 @@ def test_the_knob_push_keeps_the_fingertips_above_the_ring_and_on_the_grip():
     assert top - tips > 0.03  # still 3 cm of the grip beside the fingers
     # a probe that stops on the grip's top (eef 0.966 m at seed 5) must not pass for a free descent
     assert 0.966 > z_push + 0.012
+
+
+def test_the_descent_yaw_keeps_the_wrist_inside_its_limits():
+    # seed 5: the probe found the grip at pi (the robot's side) with the hand at yaw -1.557; the push
+    # descent comes down at pi/2 + 0.1. The radial yaw nearest -1.557 is -3.042 (the wrist's last
+    # joint at 4.3 rad): the arm swung 16 cm away; 0.100 is the one the wrist can make.
+    angle = math.pi / 2 + 0.1
+    xy = (STOVE_KNOB["pos"][0] + 0.042 * math.cos(angle), STOVE_KNOB["pos"][1] + 0.042 * math.sin(angle))
+    assert fixtures.knob_radial_yaw(angle, -1.557) == pytest.approx(-3.0416, abs=1e-3)
+    yaw = knob_descent_yaw(angle, -1.557, xy)
+    assert yaw == pytest.approx(0.1, abs=1e-6)
+    assert abs(wrist_angle(yaw, xy)) < WRIST_LIMIT
+    # the first probe (angle pi, from the start yaw 0): -pi/2 leaves the joint 0.08 rad from its limit
+    probe_xy = (STOVE_KNOB["pos"][0] - 0.042, STOVE_KNOB["pos"][1])
+    assert knob_descent_yaw(math.pi, 0.0, probe_xy) == pytest.approx(math.pi / 2)
+    # where the nearest yaw is well inside the limits it is kept (the push's own small turns)
+    assert knob_descent_yaw(angle, 0.3, xy) == pytest.approx(0.1, abs=1e-6)

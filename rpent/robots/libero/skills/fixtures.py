@@ -15,7 +15,7 @@ joint axis, part origin, handle centre, part box; :meth:`LiberoSim.fixture_parts
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -27,10 +27,10 @@ from rpent.robots.libero.skills.drawers import *  # noqa: F401,F403 (re-exported
 from rpent.robots.libero.skills.drawers import (  # noqa: F401 (re-exported, not in drawers.__all__)
     DRAWER_CLOSED, DRAWER_EXTRA_PUSHES, DRAWER_HOOK_HEIGHT, DRAWER_OPEN_MARGIN, DRAWER_PULL_LEG, DRAWER_PULL_TRIES,
     DRAWER_PUSH_EDGE, DRAWER_PUSH_HEIGHT, DRAWER_PUSH_PAST, DRAWER_PUSH_TILT, DRAWER_SLIP, DRAWER_STALL)
-from rpent.robots.libero.skills.grasp import ROBOT_BASE_XY
+from rpent.robots.libero.skills.grasp import ROBOT_BASE_XY, wrist_fold
 from rpent.robots.libero.skills.motion import Executor
 
-__all__ = ["KNOB_ON", "turn_knob", "knob_off_goal", "knob_push_verdict", "close_drawer", "drawer_push_plan", "open_drawer",
+__all__ = ["KNOB_ON", "turn_knob", "knob_off_goal", "knob_push_verdict", "knob_radial_yaw", "knob_descent_yaw", "close_drawer", "drawer_push_plan", "open_drawer",
            "open_direction", "open_amount", "open_goal", "handle_reachable", "pull_verdict", "next_hold", "hook_plan",
            "part_by_words"]
 
@@ -70,7 +70,8 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
     radius), rides on it (:data:`KNOB_RIDE` above the push height) or no longer turns it
     (:func:`knob_push_verdict`) comes down again (the next attempt, from where the knob is
     now). Each descent turns the hand to the radial yaw nearest the current one (nearest the
-    wrist's neutral 0 for a knob more than :data:`KNOB_FAR` from the robot base); a turn that
+    wrist's neutral 0 for a knob more than :data:`KNOB_FAR` from the robot base), or the other
+    one where the wrist's last joint would come near its limit (:func:`knob_descent_yaw`); a turn that
     leaves the gripper more than :data:`KNOB_SWING` from where it should be (the wrist could
     not turn that way: the arm swung 24 cm away on libero_goal_swap t7) is made the other way
     round, a half turn away.
@@ -99,20 +100,8 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
     def at(angle: float, z: float) -> list[float]:
         return [float(c[0] + radius * math.cos(angle)), float(c[1] + radius * math.sin(angle)), z]
 
-    def radial_yaw(angle: float, near: float | None = None) -> float:
-        """Yaw that puts the fingers' closing line along the radius at ``angle`` (the
-        closed fingers are ~4 cm across that line and ~2 cm along the other; robosuite's
-        Panda closes along the eef y axis), the one of the two nearest ``near`` (default:
-        the current yaw); of two about as near (within :data:`KNOB_YAW_TIE`), the one nearer the
-        wrist's neutral 0 (libero_90 t44: from -1.571 rad the turn to -3.142 rather than 0 swung
-        the arm 16 cm off and the other turn from there did not come back)."""
-        cur = control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"]) if near is None else near
-        want = angle - math.pi / 2
-        best = cur + (want - cur + math.pi / 2) % math.pi - math.pi / 2
-        alt = best - math.pi if best > cur else best + math.pi
-        if abs(abs(alt - cur) - abs(best - cur)) < KNOB_YAW_TIE and abs(alt) < abs(best):
-            best = alt
-        return float(best)
+    def current_yaw() -> float:
+        return control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"])
 
     far = math.hypot(float(c[0]) - ROBOT_BASE_XY[0], float(c[1]) - ROBOT_BASE_XY[1]) > KNOB_FAR
 
@@ -126,7 +115,7 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
         grip, None when the episode ended or a move failed."""
         if not travel(phase, at(angle, top + 0.05), control.GRIPPER_CLOSE, max_steps=120):
             return None
-        yaw = radial_yaw(angle, near=0.0 if far else None)
+        yaw = knob_descent_yaw(angle, current_yaw(), at(angle, top)[:2], far)
         run(phase, "move_to", xyz=at(angle, top + 0.05), gripper=control.GRIPPER_CLOSE, target_yaw=yaw, max_steps=40)
         if swung(at(angle, top + 0.05)):
             # the wrist could not turn that way (goal_swap t7: -3.04 rad from -1.55, the arm swung
@@ -178,7 +167,7 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
             pos = np.asarray(control.robot_state(ex.current_state())["eef_pos"], dtype=np.float64)
             phi = math.atan2(pos[1] - c[1], pos[0] - c[0])
             r = run("knob push", "move_to", xyz=at(phi + sign * 0.35, z_push), gripper=control.GRIPPER_CLOSE,
-                    step_clip=0.03, max_steps=8, target_yaw=radial_yaw(phi + sign * 0.2))
+                    step_clip=0.03, max_steps=8, target_yaw=knob_radial_yaw(phi + sign * 0.2, current_yaw()))
             if "error" in r or control.episode_over(ex.current_state()):
                 break
             now = read_part()
@@ -206,6 +195,34 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
             return {**_result(ex, phases, "knob retreat", True), "qpos": qpos, "grip_angle": grip}
     return {**_result(ex, phases, "knob push", False, f"knob joint at {qpos:.2f} rad after {attempts} pushes"),
             "qpos": qpos, "grip_angle": grip}
+
+
+def knob_radial_yaw(angle: float, near: float) -> float:
+    """Yaw (rad) that puts the fingers' closing line along the radius at ``angle`` (rad, world,
+    about the knob's axis): the closed fingers are ~4 cm across that line and ~2 cm along the
+    other (robosuite's Panda closes along the eef y axis). Of the two such yaws (pi apart), the
+    one nearest ``near`` (rad); of two about as near (within :data:`KNOB_YAW_TIE`), the one nearer
+    the wrist's neutral 0 (libero_90 t44: from -1.571 rad the turn to -3.142 rather than 0 swung
+    the arm 16 cm off and the other turn from there did not come back)."""
+    want = angle - math.pi / 2
+    best = near + (want - near + math.pi / 2) % math.pi - math.pi / 2
+    alt = best - math.pi if best > near else best + math.pi
+    if abs(abs(alt - near) - abs(best - near)) < KNOB_YAW_TIE and abs(alt) < abs(best):
+        best = alt
+    return float(best)
+
+
+def knob_descent_yaw(angle: float, current: float, xy: Sequence[float], far: bool = False) -> float:
+    """Yaw (rad) a descent at ``angle`` about the knob's axis turns the hand to, with the eef at
+    world ``xy`` (m): the radial yaw (:func:`knob_radial_yaw`) nearest the ``current`` yaw, or
+    nearest the wrist's neutral 0 for a ``far`` knob (:data:`KNOB_FAR`), turned by pi when it
+    would leave the Panda's last joint within :data:`~rpent.robots.libero.skills.grasp.WRIST_MARGIN`
+    of its limit there and the other leaves more
+    (:func:`~rpent.robots.libero.skills.grasp.wrist_fold`). On libero_10_task t2 (knob 0.50 m
+    from the base) the descent after the grip probe, from -1.56 rad, turned to -3.04 rad (the
+    joint at 4.3 rad, past its 2.90 limit): the arm swung 16-19 cm away at seeds 0, 3, 5 and 6,
+    and at seed 3 the turn back to 0.10 rad from there swung it 70 cm off and ended the step."""
+    return float(wrist_fold(knob_radial_yaw(angle, 0.0 if far else current), [xy]))
 
 
 def knob_off_goal(part: Mapping[str, Any]) -> float:
