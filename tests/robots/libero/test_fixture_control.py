@@ -178,3 +178,50 @@ def test_the_descent_yaw_keeps_the_wrist_inside_its_limits():
     assert knob_descent_yaw(math.pi, 0.0, probe_xy) == pytest.approx(math.pi / 2)
     # where the nearest yaw is well inside the limits it is kept (the push's own small turns)
     assert knob_descent_yaw(angle, 0.3, xy) == pytest.approx(0.1, abs=1e-6)
+
+
+class _KnobWorld:
+    """A kinematic stand-in for the robot and the knob (no physics): ``move_to`` / ``rotate_wrist``
+    put the hand where they are sent, except that a descent at the first grip probe's angle stops
+    on the grip's top, and each short push turns the knob ``step`` rad and the hand's yaw with it."""
+
+    def __init__(self, part: dict, yaw: float = 0.0, step: float = 0.2):
+        self.part, self.step = dict(part), step
+        self.pos = np.array([-0.208, 0.0, 1.173])
+        self.yaw = yaw
+        self.calls: list[tuple[str, dict]] = []
+        c = np.asarray(part["pos"])
+        self.grip_xy = c[:2] + 0.042 * np.array([-1.0, 0.0])  # the robot's side (angle pi) holds the grip
+
+    def current_state(self) -> dict:
+        quat = [math.cos(self.yaw / 2), math.sin(self.yaw / 2), 0.0, 0.0]  # pointing down at self.yaw (xyzw)
+        return {"robot0_eef_pos": self.pos.tolist(), "robot0_eef_quat": quat, "robot0_gripper_qpos": [0.0, 0.0],
+                "terminated": False, "truncated": False, "success": False}
+
+    def run(self, tool: str, args: dict) -> dict:
+        self.calls.append((tool, dict(args)))
+        if tool == "rotate_wrist":
+            self.yaw = float(args["target_yaw"])
+            return {"steps_used": 10}
+        goal = np.asarray(args["xyz"], dtype=float)
+        if goal[2] < self.part["max"][2] and np.hypot(*(goal[:2] - self.grip_xy)) < 0.005:
+            goal[2] = self.part["max"][2] + 0.003  # stopped on the grip's top
+        if args.get("max_steps") == 8:  # a short push
+            self.part["qpos"] += self.step
+        self.pos = goal
+        if args.get("target_yaw") is not None:
+            self.yaw = float(args["target_yaw"])
+        return {"steps_used": 8, "reached": True}
+
+
+def test_a_turned_knob_is_left_with_the_wrist_turned_back():
+    # the push turns the hand with the grip; seed 4 left it at yaw 1.95, pitch 0.47, and the move home
+    # stalled 7 cm low with two wrist joints on their limits
+    world = _KnobWorld(STOVE_KNOB)
+    out = fixtures.turn_knob(world, STOVE_KNOB, lambda: dict(world.part))
+    assert out["done"] and out["stage"] == "knob retreat" and out["qpos"] >= fixtures.KNOB_ON
+    pushes = [a for t, a in world.calls if t == "move_to" and a.get("max_steps") == 8]
+    assert max(a["target_yaw"] for a in pushes) > 1.0  # the hand turned with the knob
+    tool, args = world.calls[-1]
+    assert tool == "rotate_wrist" and args["target_yaw"] == pytest.approx(0.0)
+    assert world.pos[2] > STOVE_KNOB["max"][2] + 0.05  # turned back above the knob

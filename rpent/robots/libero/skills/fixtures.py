@@ -66,7 +66,8 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
     own angle about the axis with 3 cm per-step clips (a saturated action), re-reading the
     joint (``read_part``) after each short push until it is past :data:`KNOB_ON` + 0.15
     (on) or at :func:`knob_off_goal` (off), and counts it on when it reads :data:`KNOB_ON` +
-    :data:`KNOB_SETTLED` after the hand has lifted off; a gripper that slid off the grip (3 cm outside the push
+    :data:`KNOB_SETTLED` after the hand has lifted off, then turns the wrist back to the yaw it
+    had before the step (:data:`KNOB_UNWIND_TOL`); a gripper that slid off the grip (3 cm outside the push
     radius), rides on it (:data:`KNOB_RIDE` above the push height) or no longer turns it
     (:func:`knob_push_verdict`) comes down again (the next attempt, from where the knob is
     now). Each descent turns the hand to the radial yaw nearest the current one (nearest the
@@ -102,6 +103,8 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
 
     def current_yaw() -> float:
         return control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"])
+
+    yaw0 = current_yaw()  # the hand's yaw before the step, turned back to once the knob is turned
 
     far = math.hypot(float(c[0]) - ROBOT_BASE_XY[0], float(c[1]) - ROBOT_BASE_XY[1]) > KNOB_FAR
 
@@ -192,6 +195,12 @@ def turn_knob(ex: Executor, part: Mapping[str, Any], read_part: Callable[[], Map
         qpos = float(now["qpos"]) if now else qpos
         # the lifting fingers drag the knob back a little (libero_10 t2: 0.653 -> 0.643, 0.682 -> 0.638 rad)
         if reached(KNOB_SETTLED):
+            # the push turned the hand with the grip (by 1.5-1.9 rad) and the pitch drifted with it;
+            # turned back above the knob, the arm leaves from its usual pose (libero_10_task t2
+            # seed 4: from yaw 1.95, pitch 0.47 the move home levelling the hand drove two wrist
+            # joints onto their limits and stalled 7 cm low, in view of the next step's look)
+            run("knob retreat", "rotate_wrist", target_yaw=yaw0, gripper=control.GRIPPER_CLOSE, tol=KNOB_UNWIND_TOL,
+                max_steps=80)
             return {**_result(ex, phases, "knob retreat", True), "qpos": qpos, "grip_angle": grip}
     return {**_result(ex, phases, "knob push", False, f"knob joint at {qpos:.2f} rad after {attempts} pushes"),
             "qpos": qpos, "grip_angle": grip}
@@ -247,6 +256,8 @@ KNOB_SETTLED = 0.05
 #: to 0.1 rad turned the knob on at seeds 0-2; at 0.33 m and 0.51 m, libero_goal t7 and libero_10
 #: t2, the turn to -3.04 rad is made and the one to 0.1 rad met the grip with the hand).
 KNOB_FAR = 0.56
+#: tolerance (rad) of the wrist's turn back to its yaw before the step once the knob is turned.
+KNOB_UNWIND_TOL = 0.05
 #: two radial yaws whose turns from the current yaw differ by less than this (rad) count as a tie
 #: (broken toward the wrist's neutral 0).
 KNOB_YAW_TIE = 0.05
