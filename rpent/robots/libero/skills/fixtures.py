@@ -30,7 +30,8 @@ from rpent.robots.libero.skills.drawers import (  # noqa: F401 (re-exported, not
 from rpent.robots.libero.skills.grasp import ROBOT_BASE_XY, wrist_fold
 from rpent.robots.libero.skills.motion import Executor
 
-__all__ = ["KNOB_ON", "turn_knob", "knob_off_goal", "knob_push_verdict", "knob_radial_yaw", "knob_descent_yaw", "close_drawer", "drawer_push_plan", "open_drawer",
+__all__ = ["KNOB_ON", "turn_knob", "knob_off_goal", "knob_push_verdict", "knob_radial_yaw", "knob_descent_yaw",
+           "close_drawer", "drawer_push_plan", "open_drawer",
            "open_direction", "open_amount", "open_goal", "handle_reachable", "pull_verdict", "next_hold", "hook_plan",
            "part_by_words"]
 
