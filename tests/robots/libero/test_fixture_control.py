@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 
 from rpent.robots.libero.skills import fixtures
+from rpent.robots.libero.skills.grasp import WRIST_LIMIT, wrist_angle
 from rpent.robots.libero.skills.fixtures import (
     DRAWER_FRONT_DEPTH,
     DRAWER_HOOK_HEIGHT,
     hook_plan,
+    knob_descent_yaw,
     knob_push_verdict,
     next_hold,
     open_amount,
@@ -135,3 +137,91 @@ def test_a_bottom_drawers_handle_too_near_the_table_cannot_be_gripped():
     assert not fixtures.handle_reachable(bottom, floor)
     assert fixtures.handle_reachable(MIDDLE_CLOSED, floor)
     assert fixtures.handle_reachable(bottom, None)  # nothing known about the floor: try it
+
+
+# libero_10_task t2 seed 5: the stove's knob (view_fixtures) before it was turned
+STOVE_KNOB = {"part": "button", "joint": "button", "type": "hinge", "qpos": 0.0, "range": [-0.005, 2.1],
+              "axis": [0.0, 0.0, 1.0], "pos": [-0.20838517462470252, 0.20476880592397942, 0.905], "handle": None,
+              "min": [-0.26443868047881125, 0.15568985890547674, 0.8961638609964263],
+              "max": [-0.15866336801573167, 0.2522983031984553, 0.9642774369757463]}
+#: flat_stove.xml: the top of the ring of collision boxes around the knob grip's foot (z 0.00657 +
+#: 0.00621 m above the hinge origin); the closed fingertips' depth below the eef, measured where the
+#: outer finger sat on that ring (eef 0.933 m over a ring top at 0.9178 m)
+RING_TOP = 0.0128
+FINGERTIPS_BELOW_EEF = 0.015
+
+
+def test_the_knob_push_keeps_the_fingertips_above_the_ring_and_on_the_grip():
+    c_z, top = STOVE_KNOB["pos"][2], STOVE_KNOB["max"][2]
+    z_push = c_z + fixtures.KNOB_PUSH_HEIGHT * (top - c_z)
+    tips = z_push - FINGERTIPS_BELOW_EEF
+    # at 0.38 of the knob's height the tips stood 0.5 cm into the ring: the outer finger sat on it and
+    # the knob crept 0.013 rad per push (seeds 5, 6 failed); at 0.55 they clear it
+    assert tips > c_z + RING_TOP + 0.003
+    assert top - tips > 0.03  # still 3 cm of the grip beside the fingers
+    # a probe that stops on the grip's top (eef 0.966 m at seed 5) must not pass for a free descent
+    assert 0.966 > z_push + 0.012
+
+
+def test_the_descent_yaw_keeps_the_wrist_inside_its_limits():
+    # seed 5: the probe found the grip at pi (the robot's side) with the hand at yaw -1.557; the push
+    # descent comes down at pi/2 + 0.1. The radial yaw nearest -1.557 is -3.042 (the wrist's last
+    # joint at 4.3 rad): the arm swung 16 cm away; 0.100 is the one the wrist can make.
+    angle = math.pi / 2 + 0.1
+    xy = (STOVE_KNOB["pos"][0] + 0.042 * math.cos(angle), STOVE_KNOB["pos"][1] + 0.042 * math.sin(angle))
+    assert fixtures.knob_radial_yaw(angle, -1.557) == pytest.approx(-3.0416, abs=1e-3)
+    yaw = knob_descent_yaw(angle, -1.557, xy)
+    assert yaw == pytest.approx(0.1, abs=1e-6)
+    assert abs(wrist_angle(yaw, xy)) < WRIST_LIMIT
+    # the first probe (angle pi, from the start yaw 0): -pi/2 leaves the joint 0.08 rad from its limit
+    probe_xy = (STOVE_KNOB["pos"][0] - 0.042, STOVE_KNOB["pos"][1])
+    assert knob_descent_yaw(math.pi, 0.0, probe_xy) == pytest.approx(math.pi / 2)
+    # where the nearest yaw is well inside the limits it is kept (the push's own small turns)
+    assert knob_descent_yaw(angle, 0.3, xy) == pytest.approx(0.1, abs=1e-6)
+
+
+class _KnobWorld:
+    """A kinematic stand-in for the robot and the knob (no physics): ``move_to`` / ``rotate_wrist``
+    put the hand where they are sent, except that a descent at the first grip probe's angle stops
+    on the grip's top, and each short push turns the knob ``step`` rad and the hand's yaw with it."""
+
+    def __init__(self, part: dict, yaw: float = 0.0, step: float = 0.2):
+        self.part, self.step = dict(part), step
+        self.pos = np.array([-0.208, 0.0, 1.173])
+        self.yaw = yaw
+        self.calls: list[tuple[str, dict]] = []
+        c = np.asarray(part["pos"])
+        self.grip_xy = c[:2] + 0.042 * np.array([-1.0, 0.0])  # the robot's side (angle pi) holds the grip
+
+    def current_state(self) -> dict:
+        quat = [math.cos(self.yaw / 2), math.sin(self.yaw / 2), 0.0, 0.0]  # pointing down at self.yaw (xyzw)
+        return {"robot0_eef_pos": self.pos.tolist(), "robot0_eef_quat": quat, "robot0_gripper_qpos": [0.0, 0.0],
+                "terminated": False, "truncated": False, "success": False}
+
+    def run(self, tool: str, args: dict) -> dict:
+        self.calls.append((tool, dict(args)))
+        if tool == "rotate_wrist":
+            self.yaw = float(args["target_yaw"])
+            return {"steps_used": 10}
+        goal = np.asarray(args["xyz"], dtype=float)
+        if goal[2] < self.part["max"][2] and np.hypot(*(goal[:2] - self.grip_xy)) < 0.005:
+            goal[2] = self.part["max"][2] + 0.003  # stopped on the grip's top
+        if args.get("max_steps") == 8:  # a short push
+            self.part["qpos"] += self.step
+        self.pos = goal
+        if args.get("target_yaw") is not None:
+            self.yaw = float(args["target_yaw"])
+        return {"steps_used": 8, "reached": True}
+
+
+def test_a_turned_knob_is_left_with_the_wrist_turned_back():
+    # the push turns the hand with the grip; seed 4 left it at yaw 1.95, pitch 0.47, and the move home
+    # stalled 7 cm low with two wrist joints on their limits
+    world = _KnobWorld(STOVE_KNOB)
+    out = fixtures.turn_knob(world, STOVE_KNOB, lambda: dict(world.part))
+    assert out["done"] and out["stage"] == "knob retreat" and out["qpos"] >= fixtures.KNOB_ON
+    pushes = [a for t, a in world.calls if t == "move_to" and a.get("max_steps") == 8]
+    assert max(a["target_yaw"] for a in pushes) > 1.0  # the hand turned with the knob
+    tool, args = world.calls[-1]
+    assert tool == "rotate_wrist" and args["target_yaw"] == pytest.approx(0.0)
+    assert world.pos[2] > STOVE_KNOB["max"][2] + 0.05  # turned back above the knob
