@@ -140,3 +140,26 @@ def test_the_carry_goes_over_the_fixture_when_its_body_stands_in_the_way():
     assert cavity.crosses_body(cav, behind, stage, 0.13)
     z = cavity.carry_height(cav, behind, stage, 0.08, 0.13, 1.118)
     assert z - 0.08 == pytest.approx(1.016 + cavity.BODY_TOP_ABOVE_HINGE + cavity.OVER_BODY_GAP)
+
+
+#: the microwave's door as ``view_fixtures`` read it on libero_10_task t9 seed 2 after it was
+#: pushed open (its free edge ~1 cm from the arm's start at (-0.2, 0.0))
+PUSHED_OPEN = {"part": "microdoorroot", "joint": "microjoint", "type": "hinge", "qpos": -1.6983, "range": [-2.094, 0.0],
+               "axis": [0.0, 0.0, 1.0], "pos": [-0.16679, 0.26908, 1.016], "handle": None,
+               "min": [-0.26174, 0.01284, 0.92472], "max": [-0.16920, 0.27172, 1.10691],
+               "footprint": [[-0.263152, 0.020667], [-0.202052, 0.012837], [-0.169200, 0.269178],
+                             [-0.230301, 0.277008]]}
+
+
+def test_the_approach_to_the_grip_goes_over_the_door_where_it_stands_in_the_way():
+    cav = cavity.cavity_frame(PUSHED_OPEN)
+    home, grip = (-0.2, 0.0), (-0.097, -0.197)
+    low = 1.0923  # 8 cm over the mug's top: the open fingertips 1.5 cm below the door's top
+    assert cavity.crosses_door(cav, home, grip, cavity.HAND_REACH)
+    z = cavity.approach_height(cav, home, grip, low)
+    assert z - cavity.FINGER_BELOW_EEF == pytest.approx(1.107 + cavity.OVER_DOOR_GAP, abs=1e-3)
+    # from a start clear of the door and the body: the low approach
+    assert not cavity.crosses_door(cav, (0.05, -0.1), grip, cavity.HAND_REACH)
+    assert cavity.approach_height(cav, (0.05, -0.1), grip, low) == low
+    # from behind the microwave: over its body
+    assert cavity.approach_height(cav, (0.0, 0.55), (0.1, 0.7), low) > 1.107 + cavity.FINGER_BELOW_EEF

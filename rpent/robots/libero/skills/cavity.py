@@ -28,7 +28,8 @@ handle faces when shut), heights from the hinge's:
   box centred 0.098 m in) begins :data:`REGION_FROM` in from the front plane.
 
 Pure pieces (unit-tested): :func:`cavity_frame`, :func:`find_handle` (the handle from a point cloud
-of the object), :func:`handle_grasp`, :func:`insertion_plan`, :func:`carry_height`; :func:`place_through_door` moves.
+of the object), :func:`handle_grasp`, :func:`insertion_plan`, :func:`carry_height`, :func:`approach_height`;
+:func:`place_through_door` moves.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from rpent.robots.libero.skills.grasp import (HAND_HALF_LENGTH, HAND_HALF_THICKN
 from rpent.robots.libero.skills.motion import Executor
 
 __all__ = ["Handle", "cavity_frame", "find_handle", "handle_grasp", "insertion_plan", "place_through_door",
-           "door_open_enough", "crosses_body", "carry_height", "CAVITY_U", "CAVITY_DEPTH", "FRONT_GAP", "MIN_DOOR_OPEN"]
+           "door_open_enough", "crosses_body", "crosses_door", "carry_height", "approach_height", "CAVITY_U", "CAVITY_DEPTH", "FRONT_GAP", "MIN_DOOR_OPEN"]
 
 #: the cavity's extent along the shut door from the hinge (m), ``microwave.xml``
 CAVITY_U = (0.029, 0.236)
@@ -86,6 +87,14 @@ BODY_FRONT_N = 0.0225
 BODY_TOP_ABOVE_HINGE = 0.091
 #: a carried object passing over the fixture's body keeps its bottom this far (m) above its top
 OVER_BODY_GAP = 0.03
+#: the fingertips reach this far (m) below the grip site (the eef position)
+FINGER_BELOW_EEF = 0.013
+#: an open hand passing over the door or the fixture's body keeps its fingertips this far (m)
+#: above their top
+OVER_DOOR_GAP = 0.03
+#: the hand's footprint seen from above, turning as it goes: within this distance (m) of its
+#: centre (:data:`~rpent.robots.libero.skills.grasp.HAND_HALF_LENGTH` and 1.5 cm)
+HAND_REACH = 0.12
 #: the door must stand at least this far (rad) from shut: its inner face then stays clear of the
 #: hand 0.2 m out of the front (0.2 x tan(0.12) = 2.4 cm < the hand's 3.5 cm past the hinge)
 MIN_DOOR_OPEN = 1.45
@@ -311,6 +320,39 @@ def carry_height(cav: Mapping[str, Any], start_xy: Sequence[float], stage_xy: Se
     return max(low, top + OVER_BODY_GAP + hang)
 
 
+def crosses_door(cav: Mapping[str, Any], start_xy: Sequence[float], end_xy: Sequence[float], margin: float) -> bool:
+    """True when the straight path between two (x, y) points passes within ``margin`` (m) of the
+    open door seen from above (pure): the box of the door's :func:`~rpent.robots.libero.skills.doors.door_frame`
+    (``cav["frame"]``: from the hinge to ``length`` along its line now, ``out_extent`` /
+    ``in_extent`` to either side of it)."""
+    f = cav["frame"]
+    u = np.array([math.cos(f["phi"]), math.sin(f["phi"])])
+    n = f["out"] * np.array([-u[1], u[0]])
+    c = np.asarray(f["c"], dtype=np.float64)
+    a, b = np.asarray(start_xy, dtype=np.float64)[:2], np.asarray(end_xy, dtype=np.float64)[:2]
+    for t in np.linspace(0.0, 1.0, 41):
+        p = a + (b - a) * t - c
+        pu, pn = float(p @ u), float(p @ n)
+        if -margin <= pu <= f["length"] + margin and -f["in_extent"] - margin <= pn <= f["out_extent"] + margin:
+            return True
+    return False
+
+
+def approach_height(cav: Mapping[str, Any], start_xy: Sequence[float], grip_xy: Sequence[float], low: float) -> float:
+    """The hand's height (m, eef) on its way from ``start_xy`` to above the grip (pure): ``low``,
+    or, where the straight path passes within :data:`HAND_REACH` of the open door
+    (:func:`crosses_door`) or the fixture's body (:func:`crosses_body`), high enough that the open
+    fingertips (:data:`FINGER_BELOW_EEF` below the eef) stay :data:`OVER_DOOR_GAP` above the
+    higher of the door's top and the body's top. On libero_10_task t9 (seeds 2 and 7) the door,
+    pushed open to ~1.6 rad, left its free edge under the arm's start; the hand, coming down
+    toward the mug on the straight line, caught that edge 0.22 m from the grip."""
+    if not (crosses_door(cav, start_xy, grip_xy, HAND_REACH) or crosses_body(cav, start_xy, grip_xy, HAND_REACH)):
+        return low
+    body_top = float(cav["ceiling_z"]) - CEILING_ABOVE_HINGE + BODY_TOP_ABOVE_HINGE
+    top = max(float(cav["frame"]["z_top"]), body_top)
+    return max(low, top + FINGER_BELOW_EEF + OVER_DOOR_GAP)
+
+
 def _wrist_margin(yaw: float, points: Sequence[Sequence[float]], base_xy: Sequence[float]) -> float:
     return min(WRIST_LIMIT - abs(wrist_angle(yaw, p, base_xy)) for p in points)
 
@@ -319,7 +361,8 @@ def place_through_door(ex: Executor, obj: ObjectEstimate, handle: Handle, cav: M
                        params: StrategyParams = StrategyParams(), base_xy: Sequence[float] | None = None,
                        carry_z: float | None = None, points: np.ndarray | None = None) -> dict:
     """Take the object by its handle, carry it in through the open door and set it down inside
-    (:func:`handle_grasp` on the object's seen ``points``, :func:`insertion_plan`): approach above the grip, come down, close,
+    (:func:`handle_grasp` on the object's seen ``points``, :func:`insertion_plan`): approach above the grip (over the
+    door and the fixture's body where the way there passes them: :func:`approach_height`), come down, close,
     lift to ``carry_z`` (default: 8 cm above the object's top, or the cavity's ceiling if higher, or
     over the fixture's body where the way to the front crosses it: :func:`carry_height`),
     turn the wrist so the handle points out of the front, travel out in front of the opening,
@@ -371,6 +414,8 @@ def place_through_door(ex: Executor, obj: ObjectEstimate, handle: Handle, cav: M
     if carry_z is None:
         carry_z = carry_height(cav, (gx, gy), plan["stage"][:2], gz - obj.bottom_z, grasp["grip_r"] + handle.radius,
                                max(approach_z, cav["ceiling_z"] + 0.03))
+    # over the door / the fixture's body where the way to the grip passes them
+    approach_z = approach_height(cav, (float(pos[0]), float(pos[1])), (gx, gy), approach_z)
     if float(pos[2]) < approach_z - 0.02:
         if not travel("approach", [float(pos[0]), float(pos[1]), approach_z], control.GRIPPER_OPEN):
             return fail("approach")
