@@ -41,6 +41,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from rpent.robots.libero import control
+from rpent.robots.libero.geometry import quat_xyzw_to_matrix
 from rpent.robots.libero.skills.articulated import phase_result, phase_runner
 from rpent.robots.libero.skills.doors import door_angle, door_frame
 from rpent.robots.libero.skills.estimate import ObjectEstimate
@@ -49,7 +50,8 @@ from rpent.robots.libero.skills.grasp import (HAND_HALF_LENGTH, HAND_HALF_THICKN
 from rpent.robots.libero.skills.motion import Executor
 
 __all__ = ["Handle", "cavity_frame", "find_handle", "handle_grasp", "insertion_plan", "place_through_door",
-           "door_open_enough", "crosses_body", "crosses_door", "carry_height", "approach_height", "CAVITY_U", "CAVITY_DEPTH", "FRONT_GAP", "MIN_DOOR_OPEN"]
+           "door_open_enough", "crosses_body", "crosses_door", "carry_height", "approach_height", "carried_extent",
+           "tilted_in_heights", "retry_in_heights", "CAVITY_U", "CAVITY_DEPTH", "FRONT_GAP", "MIN_DOOR_OPEN"]
 
 #: the cavity's extent along the shut door from the hinge (m), ``microwave.xml``
 CAVITY_U = (0.029, 0.236)
@@ -353,6 +355,62 @@ def approach_height(cav: Mapping[str, Any], start_xy: Sequence[float], grip_xy: 
     return max(low, top + FINGER_BELOW_EEF + OVER_DOOR_GAP)
 
 
+def carried_extent(obj: ObjectEstimate, handle: Handle, grasp: Mapping[str, Any], rel_rot: Any,
+                   samples: int = 48) -> tuple[float, float]:
+    """How far (m) the held object's lowest point lies below the eef and its highest above it,
+    the object turned with the hand since the grasp (pure; world frame).
+
+    The object is its body's cylinder (``handle.axis``, ``handle.radius``, ``obj.bottom_z`` to
+    ``obj.top_z``; its rims sampled at ``samples`` angles), fixed in the hand from the grasp at
+    ``grasp["xyz"]`` on, and turned about the eef by ``rel_rot`` (3x3: the hand's rotation now
+    times the transpose of its rotation when the fingers closed). The identity gives
+    ``(grip z - bottom, top - grip z)``.
+    """
+    g = np.asarray(grasp["xyz"], dtype=np.float64)
+    a = np.linspace(0.0, 2.0 * math.pi, samples, endpoint=False)
+    ring = np.column_stack([handle.axis[0] + handle.radius * np.cos(a), handle.axis[1] + handle.radius * np.sin(a)])
+    pts = np.concatenate([np.column_stack([ring, np.full(samples, z)]) for z in (obj.bottom_z, obj.top_z)]) - g
+    z = pts @ np.asarray(rel_rot, dtype=np.float64).reshape(3, 3)[2]
+    return float(-z.min()), float(z.max())
+
+
+def tilted_in_heights(cav: Mapping[str, Any], below: float, above: float) -> tuple[float, float]:
+    """The eef's carry-in and release heights (m) for an object reaching ``below`` / ``above`` the
+    eef (:func:`carried_extent`; pure): its lowest point :data:`IN_LIFT` over the cavity's floor,
+    or, when its highest point would then come closer than :data:`CEILING_GAP` to the ceiling,
+    midway between floor and ceiling; let go with its lowest point :data:`RELEASE_LIFT` over the
+    floor (never higher than the carry-in)."""
+    floor, ceiling = float(cav["floor_z"]), float(cav["ceiling_z"])
+    in_z = floor + IN_LIFT + below
+    if in_z + above > ceiling - CEILING_GAP:
+        in_z = (floor + below + ceiling - above) / 2.0
+    return in_z, min(in_z, floor + RELEASE_LIFT + below)
+
+
+#: the hand's height at a stalled insert differing this much (m) from the commanded one tells which
+#: edge of the opening the object met (pushed up: the floor's; pushed down: the ceiling's)
+STALL_RISE = 0.003
+
+
+def retry_in_heights(cav: Mapping[str, Any], below: float, above: float, in_z: float, rise: float) -> tuple[float, float]:
+    """The eef's carry-in and release heights (m) for a second try after the object stopped short
+    of its place (pure). ``below`` / ``above``: the object's reach below / above the eef turned
+    with the hand (:func:`carried_extent`); ``in_z``: the first try's carry-in height; ``rise``:
+    how far the hand stood above ``in_z`` where it stopped.
+
+    Pushed up (``rise`` > :data:`STALL_RISE`): the object's bottom met the floor's front edge (it
+    sags in the grip about the handle, its far side down: libero_10_swap t9 seed 1, the hand
+    pushed up 8 mm): as high as its highest point allows (:data:`CEILING_GAP` under the ceiling),
+    released :data:`RELEASE_LIFT` over the floor. Otherwise (its top met the ceiling's front edge:
+    on libero_10_task t9 seeds 3 and 6 the hand, tilted 18 degrees with the mug's far side up,
+    was pushed down 5 mm) :func:`tilted_in_heights`."""
+    floor, ceiling = float(cav["floor_z"]), float(cav["ceiling_z"])
+    if rise > STALL_RISE:
+        z = max(in_z, ceiling - CEILING_GAP - above)
+        return z, min(z, floor + RELEASE_LIFT + below)
+    return tilted_in_heights(cav, below, above)
+
+
 def _wrist_margin(yaw: float, points: Sequence[Sequence[float]], base_xy: Sequence[float]) -> float:
     return min(WRIST_LIMIT - abs(wrist_angle(yaw, p, base_xy)) for p in points)
 
@@ -366,7 +424,9 @@ def place_through_door(ex: Executor, obj: ObjectEstimate, handle: Handle, cav: M
     lift to ``carry_z`` (default: 8 cm above the object's top, or the cavity's ceiling if higher, or
     over the fixture's body where the way to the front crosses it: :func:`carry_height`),
     turn the wrist so the handle points out of the front, travel out in front of the opening,
-    come down to the carry-in height, move in horizontally, lower onto the floor, let go, and
+    come down to the carry-in height, move in horizontally (when the object stops short of its place:
+    back out and once more at the height of :func:`retry_in_heights` for the object turned with
+    the hand since the grasp, :func:`carried_extent`), lower onto the floor, let go, and
     withdraw horizontally to the stage point, then rise.
 
     Of the two wrist angles that hold the handle (the fingers are symmetric) the one nearer the
@@ -436,6 +496,7 @@ def place_through_door(ex: Executor, obj: ObjectEstimate, handle: Handle, cav: M
     r = run("close", "set_gripper", gripper=control.GRIPPER_CLOSE, steps=params.close_steps)
     if "error" in r or over():
         return fail("close")
+    grip_rot = quat_xyzw_to_matrix(control.robot_state(ex.current_state())["eef_quat"])
     if not travel("lift", [gx, gy, carry_z], control.GRIPPER_CLOSE, step_clip=0.01, max_steps=160):
         return fail("lift")
     opening = control.gripper_opening(control.robot_state(ex.current_state())["gripper_qpos"])
@@ -456,6 +517,7 @@ def place_through_door(ex: Executor, obj: ObjectEstimate, handle: Handle, cav: M
         return phase_result(ex, phases, "carry", False,
                             f"the object slipped out of the gripper on the way (gripper opening {opening:.4f} m)")
     fx, fy, fz = plan["final"]
+    release_z = float(plan["release_z"])
     r = run("insert", "move_to", xyz=[fx, fy, fz], gripper=control.GRIPPER_CLOSE, step_clip=0.01, tol=0.005,
             max_steps=150, target_yaw=carried_yaw)
     if "error" in r or over():
@@ -465,9 +527,28 @@ def place_through_door(ex: Executor, obj: ObjectEstimate, handle: Handle, cav: M
     if short > 0.02:  # stopped out in front: the object met the front
         run.phases.append({"phase": "insert", "stopped_short": short})
         run("withdraw", "move_to", xyz=[sx, sy, sz], gripper=control.GRIPPER_CLOSE, step_clip=0.015, max_steps=80)
-        return phase_result(ex, phases, "insert", False, f"the carried object stopped {short:.3f} m short of its "
-                            "place inside (it met the cavity's front)")
-    r = run("release", "move_to", xyz=[fx, fy, float(plan["release_z"])], gripper=control.GRIPPER_CLOSE,
+        # once more, higher or lower by which edge of the opening the object met (retry_in_heights)
+        rel = quat_xyzw_to_matrix(control.robot_state(ex.current_state())["eef_quat"]) @ grip_rot.T
+        in_z, rz = retry_in_heights(cav, *carried_extent(obj, handle, grasp, rel), fz, float(now[2]) - fz)
+        if abs(in_z - fz) > 0.003 and not over():
+            run.phases.append({"phase": "insert", "tilted_in_z": in_z, "tilted_release_z": rz})
+            run("insert", "move_to", xyz=[sx, sy, in_z], gripper=control.GRIPPER_CLOSE, step_clip=0.01, tol=0.005,
+                max_steps=60, target_yaw=carried_yaw)
+            fz, sz, release_z = in_z, in_z, rz
+            r = run("insert", "move_to", xyz=[fx, fy, fz], gripper=control.GRIPPER_CLOSE, step_clip=0.01, tol=0.005,
+                    max_steps=150, target_yaw=carried_yaw)
+            if "error" in r or over():
+                return fail("insert")
+            now = np.asarray(control.robot_state(ex.current_state())["eef_pos"], dtype=np.float64)
+            short = float((now[:2] - np.array([fx, fy])) @ cav["n"])
+            if short > 0.02:
+                run.phases.append({"phase": "insert", "stopped_short": short})
+                run("withdraw", "move_to", xyz=[sx, sy, sz], gripper=control.GRIPPER_CLOSE, step_clip=0.015,
+                    max_steps=80)
+        if short > 0.02:
+            return phase_result(ex, phases, "insert", False, f"the carried object stopped {short:.3f} m short of "
+                                "its place inside (it met the cavity's front)")
+    r = run("release", "move_to", xyz=[fx, fy, release_z], gripper=control.GRIPPER_CLOSE,
             step_clip=0.01, tol=0.005, max_steps=60, target_yaw=carried_yaw)
     if "error" in r or over():
         return fail("release")
