@@ -140,3 +140,62 @@ def test_the_carry_goes_over_the_fixture_when_its_body_stands_in_the_way():
     assert cavity.crosses_body(cav, behind, stage, 0.13)
     z = cavity.carry_height(cav, behind, stage, 0.08, 0.13, 1.118)
     assert z - 0.08 == pytest.approx(1.016 + cavity.BODY_TOP_ABOVE_HINGE + cavity.OVER_BODY_GAP)
+
+
+#: the microwave's door as ``view_fixtures`` read it on libero_10_task t9 seed 2 after it was
+#: pushed open (its free edge ~1 cm from the arm's start at (-0.2, 0.0))
+PUSHED_OPEN = {"part": "microdoorroot", "joint": "microjoint", "type": "hinge", "qpos": -1.6983, "range": [-2.094, 0.0],
+               "axis": [0.0, 0.0, 1.0], "pos": [-0.16679, 0.26908, 1.016], "handle": None,
+               "min": [-0.26174, 0.01284, 0.92472], "max": [-0.16920, 0.27172, 1.10691],
+               "footprint": [[-0.263152, 0.020667], [-0.202052, 0.012837], [-0.169200, 0.269178],
+                             [-0.230301, 0.277008]]}
+
+
+def test_the_approach_to_the_grip_goes_over_the_door_where_it_stands_in_the_way():
+    cav = cavity.cavity_frame(PUSHED_OPEN)
+    home, grip = (-0.2, 0.0), (-0.097, -0.197)
+    low = 1.0923  # 8 cm over the mug's top: the open fingertips 1.5 cm below the door's top
+    assert cavity.crosses_door(cav, home, grip, cavity.HAND_REACH)
+    z = cavity.approach_height(cav, home, grip, low)
+    assert z - cavity.FINGER_BELOW_EEF == pytest.approx(1.107 + cavity.OVER_DOOR_GAP, abs=1e-3)
+    # from a start clear of the door and the body: the low approach
+    assert not cavity.crosses_door(cav, (0.05, -0.1), grip, cavity.HAND_REACH)
+    assert cavity.approach_height(cav, (0.05, -0.1), grip, low) == low
+    # from behind the microwave: over its body
+    assert cavity.approach_height(cav, (0.0, 0.55), (0.1, 0.7), low) > 1.107 + cavity.FINGER_BELOW_EEF
+
+
+def test_a_retry_carries_the_tilted_object_in_between_floor_and_ceiling():
+    # libero_10_task t9 seed 3: the hand's quaternion (xyzw) when its fingers closed on the mug's
+    # handle and where the carried mug stopped 5 cm short of its place (hand tilted 18 degrees)
+    grasped = [0.71647, 0.69563, 0.04788, 0.02174]
+    stalled = [0.70630, -0.69014, -0.15349, -0.03604]
+    from rpent.robots.libero.geometry import quat_xyzw_to_matrix
+    rel = quat_xyzw_to_matrix(np.array(stalled)) @ quat_xyzw_to_matrix(np.array(grasped)).T
+    obj = ObjectEstimate(center=(-0.0757, -0.2819, 0.9567), top_z=1.0124, bottom_z=0.901)
+    handle = cavity.Handle(axis=(-0.076, -0.283), radius=0.045, direction=(0.03, 1.0), reach=0.081)
+    grasp = {"xyz": [-0.0734, -0.2085, 0.9704], "yaw": 1.54, "grip_r": 0.0755}
+    cav = cavity.cavity_frame(MICROWAVE)  # floor 0.944, ceiling 1.088
+    # untilted: the plan's own heights (the object's bottom IN_LIFT over the floor)
+    below, above = cavity.carried_extent(obj, handle, grasp, np.eye(3))
+    assert below == pytest.approx(0.9704 - 0.901) and above == pytest.approx(1.0124 - 0.9704)
+    assert cavity.tilted_in_heights(cav, below, above)[0] == pytest.approx(0.944 + cavity.IN_LIFT + below)
+    # turned with the hand, its far top rises: at the plan's height it would reach past the ceiling
+    below_t, above_t = cavity.carried_extent(obj, handle, grasp, rel)
+    assert 0.944 + cavity.IN_LIFT + below + above_t > 1.088
+    in_z, release_z = cavity.tilted_in_heights(cav, below_t, above_t)
+    assert in_z + above_t <= 1.088 - cavity.CEILING_GAP + 1e-9 and in_z - below_t >= 0.944
+    assert in_z < 0.944 + cavity.IN_LIFT + below and release_z <= in_z
+
+
+def test_a_retry_goes_up_when_the_floor_pushed_the_object_up_and_down_when_the_ceiling_did():
+    cav = cavity.cavity_frame(MICROWAVE)  # floor 0.944, ceiling 1.088
+    below, above = 0.069, 0.042  # a mug held 6.9 cm over its bottom, 4.2 cm under its top
+    in_z = 0.944 + cavity.IN_LIFT + below
+    # libero_10_swap t9 seed 1: the hand stopped 8 mm above the carry-in height (the bottom on the floor's edge)
+    z, release_z = cavity.retry_in_heights(cav, below, above, in_z, 0.008)
+    assert z > in_z and z + above == pytest.approx(1.088 - cavity.CEILING_GAP)
+    assert release_z == pytest.approx(0.944 + cavity.RELEASE_LIFT + below)
+    # libero_10_task t9 seed 3: pushed 5 mm down (the top on the ceiling's edge): the tilted heights
+    assert cavity.retry_in_heights(cav, 0.062, 0.071, in_z, -0.005) == cavity.tilted_in_heights(cav, 0.062, 0.071)
+    assert cavity.retry_in_heights(cav, 0.062, 0.071, in_z, -0.005)[0] < in_z

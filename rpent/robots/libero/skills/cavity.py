@@ -28,7 +28,8 @@ handle faces when shut), heights from the hinge's:
   box centred 0.098 m in) begins :data:`REGION_FROM` in from the front plane.
 
 Pure pieces (unit-tested): :func:`cavity_frame`, :func:`find_handle` (the handle from a point cloud
-of the object), :func:`handle_grasp`, :func:`insertion_plan`, :func:`carry_height`; :func:`place_through_door` moves.
+of the object), :func:`handle_grasp`, :func:`insertion_plan`, :func:`carry_height`, :func:`approach_height`;
+:func:`place_through_door` moves.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from rpent.robots.libero import control
+from rpent.robots.libero.geometry import quat_xyzw_to_matrix
 from rpent.robots.libero.skills.articulated import phase_result, phase_runner
 from rpent.robots.libero.skills.doors import door_angle, door_frame
 from rpent.robots.libero.skills.estimate import ObjectEstimate
@@ -48,7 +50,8 @@ from rpent.robots.libero.skills.grasp import (HAND_HALF_LENGTH, HAND_HALF_THICKN
 from rpent.robots.libero.skills.motion import Executor
 
 __all__ = ["Handle", "cavity_frame", "find_handle", "handle_grasp", "insertion_plan", "place_through_door",
-           "door_open_enough", "crosses_body", "carry_height", "CAVITY_U", "CAVITY_DEPTH", "FRONT_GAP", "MIN_DOOR_OPEN"]
+           "door_open_enough", "crosses_body", "crosses_door", "carry_height", "approach_height", "carried_extent",
+           "tilted_in_heights", "retry_in_heights", "CAVITY_U", "CAVITY_DEPTH", "FRONT_GAP", "MIN_DOOR_OPEN"]
 
 #: the cavity's extent along the shut door from the hinge (m), ``microwave.xml``
 CAVITY_U = (0.029, 0.236)
@@ -86,6 +89,14 @@ BODY_FRONT_N = 0.0225
 BODY_TOP_ABOVE_HINGE = 0.091
 #: a carried object passing over the fixture's body keeps its bottom this far (m) above its top
 OVER_BODY_GAP = 0.03
+#: the fingertips reach this far (m) below the grip site (the eef position)
+FINGER_BELOW_EEF = 0.013
+#: an open hand passing over the door or the fixture's body keeps its fingertips this far (m)
+#: above their top
+OVER_DOOR_GAP = 0.03
+#: the hand's footprint seen from above, turning as it goes: within this distance (m) of its
+#: centre (:data:`~rpent.robots.libero.skills.grasp.HAND_HALF_LENGTH` and 1.5 cm)
+HAND_REACH = 0.12
 #: the door must stand at least this far (rad) from shut: its inner face then stays clear of the
 #: hand 0.2 m out of the front (0.2 x tan(0.12) = 2.4 cm < the hand's 3.5 cm past the hinge)
 MIN_DOOR_OPEN = 1.45
@@ -311,6 +322,95 @@ def carry_height(cav: Mapping[str, Any], start_xy: Sequence[float], stage_xy: Se
     return max(low, top + OVER_BODY_GAP + hang)
 
 
+def crosses_door(cav: Mapping[str, Any], start_xy: Sequence[float], end_xy: Sequence[float], margin: float) -> bool:
+    """True when the straight path between two (x, y) points passes within ``margin`` (m) of the
+    open door seen from above (pure): the box of the door's :func:`~rpent.robots.libero.skills.doors.door_frame`
+    (``cav["frame"]``: from the hinge to ``length`` along its line now, ``out_extent`` /
+    ``in_extent`` to either side of it)."""
+    f = cav["frame"]
+    u = np.array([math.cos(f["phi"]), math.sin(f["phi"])])
+    n = f["out"] * np.array([-u[1], u[0]])
+    c = np.asarray(f["c"], dtype=np.float64)
+    a, b = np.asarray(start_xy, dtype=np.float64)[:2], np.asarray(end_xy, dtype=np.float64)[:2]
+    for t in np.linspace(0.0, 1.0, 41):
+        p = a + (b - a) * t - c
+        pu, pn = float(p @ u), float(p @ n)
+        if -margin <= pu <= f["length"] + margin and -f["in_extent"] - margin <= pn <= f["out_extent"] + margin:
+            return True
+    return False
+
+
+def approach_height(cav: Mapping[str, Any], start_xy: Sequence[float], grip_xy: Sequence[float], low: float) -> float:
+    """The hand's height (m, eef) on its way from ``start_xy`` to above the grip (pure): ``low``,
+    or, where the straight path passes within :data:`HAND_REACH` of the open door
+    (:func:`crosses_door`) or the fixture's body (:func:`crosses_body`), high enough that the open
+    fingertips (:data:`FINGER_BELOW_EEF` below the eef) stay :data:`OVER_DOOR_GAP` above the
+    higher of the door's top and the body's top. On libero_10_task t9 (seeds 2 and 7) the door,
+    pushed open to ~1.6 rad, left its free edge under the arm's start; the hand, coming down
+    toward the mug on the straight line, caught that edge 0.22 m from the grip."""
+    if not (crosses_door(cav, start_xy, grip_xy, HAND_REACH) or crosses_body(cav, start_xy, grip_xy, HAND_REACH)):
+        return low
+    body_top = float(cav["ceiling_z"]) - CEILING_ABOVE_HINGE + BODY_TOP_ABOVE_HINGE
+    top = max(float(cav["frame"]["z_top"]), body_top)
+    return max(low, top + FINGER_BELOW_EEF + OVER_DOOR_GAP)
+
+
+def carried_extent(obj: ObjectEstimate, handle: Handle, grasp: Mapping[str, Any], rel_rot: Any,
+                   samples: int = 48) -> tuple[float, float]:
+    """How far (m) the held object's lowest point lies below the eef and its highest above it,
+    the object turned with the hand since the grasp (pure; world frame).
+
+    The object is its body's cylinder (``handle.axis``, ``handle.radius``, ``obj.bottom_z`` to
+    ``obj.top_z``; its rims sampled at ``samples`` angles), fixed in the hand from the grasp at
+    ``grasp["xyz"]`` on, and turned about the eef by ``rel_rot`` (3x3: the hand's rotation now
+    times the transpose of its rotation when the fingers closed). The identity gives
+    ``(grip z - bottom, top - grip z)``.
+    """
+    g = np.asarray(grasp["xyz"], dtype=np.float64)
+    a = np.linspace(0.0, 2.0 * math.pi, samples, endpoint=False)
+    ring = np.column_stack([handle.axis[0] + handle.radius * np.cos(a), handle.axis[1] + handle.radius * np.sin(a)])
+    pts = np.concatenate([np.column_stack([ring, np.full(samples, z)]) for z in (obj.bottom_z, obj.top_z)]) - g
+    z = pts @ np.asarray(rel_rot, dtype=np.float64).reshape(3, 3)[2]
+    return float(-z.min()), float(z.max())
+
+
+def tilted_in_heights(cav: Mapping[str, Any], below: float, above: float) -> tuple[float, float]:
+    """The eef's carry-in and release heights (m) for an object reaching ``below`` / ``above`` the
+    eef (:func:`carried_extent`; pure): its lowest point :data:`IN_LIFT` over the cavity's floor,
+    or, when its highest point would then come closer than :data:`CEILING_GAP` to the ceiling,
+    midway between floor and ceiling; let go with its lowest point :data:`RELEASE_LIFT` over the
+    floor (never higher than the carry-in)."""
+    floor, ceiling = float(cav["floor_z"]), float(cav["ceiling_z"])
+    in_z = floor + IN_LIFT + below
+    if in_z + above > ceiling - CEILING_GAP:
+        in_z = (floor + below + ceiling - above) / 2.0
+    return in_z, min(in_z, floor + RELEASE_LIFT + below)
+
+
+#: the hand's height at a stalled insert differing this much (m) from the commanded one tells which
+#: edge of the opening the object met (pushed up: the floor's; pushed down: the ceiling's)
+STALL_RISE = 0.003
+
+
+def retry_in_heights(cav: Mapping[str, Any], below: float, above: float, in_z: float, rise: float) -> tuple[float, float]:
+    """The eef's carry-in and release heights (m) for a second try after the object stopped short
+    of its place (pure). ``below`` / ``above``: the object's reach below / above the eef turned
+    with the hand (:func:`carried_extent`); ``in_z``: the first try's carry-in height; ``rise``:
+    how far the hand stood above ``in_z`` where it stopped.
+
+    Pushed up (``rise`` > :data:`STALL_RISE`): the object's bottom met the floor's front edge (it
+    sags in the grip about the handle, its far side down: libero_10_swap t9 seed 1, the hand
+    pushed up 8 mm): as high as its highest point allows (:data:`CEILING_GAP` under the ceiling),
+    released :data:`RELEASE_LIFT` over the floor. Otherwise (its top met the ceiling's front edge:
+    on libero_10_task t9 seeds 3 and 6 the hand, tilted 18 degrees with the mug's far side up,
+    was pushed down 5 mm) :func:`tilted_in_heights`."""
+    floor, ceiling = float(cav["floor_z"]), float(cav["ceiling_z"])
+    if rise > STALL_RISE:
+        z = max(in_z, ceiling - CEILING_GAP - above)
+        return z, min(z, floor + RELEASE_LIFT + below)
+    return tilted_in_heights(cav, below, above)
+
+
 def _wrist_margin(yaw: float, points: Sequence[Sequence[float]], base_xy: Sequence[float]) -> float:
     return min(WRIST_LIMIT - abs(wrist_angle(yaw, p, base_xy)) for p in points)
 
@@ -319,11 +419,14 @@ def place_through_door(ex: Executor, obj: ObjectEstimate, handle: Handle, cav: M
                        params: StrategyParams = StrategyParams(), base_xy: Sequence[float] | None = None,
                        carry_z: float | None = None, points: np.ndarray | None = None) -> dict:
     """Take the object by its handle, carry it in through the open door and set it down inside
-    (:func:`handle_grasp` on the object's seen ``points``, :func:`insertion_plan`): approach above the grip, come down, close,
+    (:func:`handle_grasp` on the object's seen ``points``, :func:`insertion_plan`): approach above the grip (over the
+    door and the fixture's body where the way there passes them: :func:`approach_height`), come down, close,
     lift to ``carry_z`` (default: 8 cm above the object's top, or the cavity's ceiling if higher, or
     over the fixture's body where the way to the front crosses it: :func:`carry_height`),
     turn the wrist so the handle points out of the front, travel out in front of the opening,
-    come down to the carry-in height, move in horizontally, lower onto the floor, let go, and
+    come down to the carry-in height, move in horizontally (when the object stops short of its place:
+    back out and once more at the height of :func:`retry_in_heights` for the object turned with
+    the hand since the grasp, :func:`carried_extent`), lower onto the floor, let go, and
     withdraw horizontally to the stage point, then rise.
 
     Of the two wrist angles that hold the handle (the fingers are symmetric) the one nearer the
@@ -371,6 +474,8 @@ def place_through_door(ex: Executor, obj: ObjectEstimate, handle: Handle, cav: M
     if carry_z is None:
         carry_z = carry_height(cav, (gx, gy), plan["stage"][:2], gz - obj.bottom_z, grasp["grip_r"] + handle.radius,
                                max(approach_z, cav["ceiling_z"] + 0.03))
+    # over the door / the fixture's body where the way to the grip passes them
+    approach_z = approach_height(cav, (float(pos[0]), float(pos[1])), (gx, gy), approach_z)
     if float(pos[2]) < approach_z - 0.02:
         if not travel("approach", [float(pos[0]), float(pos[1]), approach_z], control.GRIPPER_OPEN):
             return fail("approach")
@@ -391,6 +496,7 @@ def place_through_door(ex: Executor, obj: ObjectEstimate, handle: Handle, cav: M
     r = run("close", "set_gripper", gripper=control.GRIPPER_CLOSE, steps=params.close_steps)
     if "error" in r or over():
         return fail("close")
+    grip_rot = quat_xyzw_to_matrix(control.robot_state(ex.current_state())["eef_quat"])
     if not travel("lift", [gx, gy, carry_z], control.GRIPPER_CLOSE, step_clip=0.01, max_steps=160):
         return fail("lift")
     opening = control.gripper_opening(control.robot_state(ex.current_state())["gripper_qpos"])
@@ -411,6 +517,7 @@ def place_through_door(ex: Executor, obj: ObjectEstimate, handle: Handle, cav: M
         return phase_result(ex, phases, "carry", False,
                             f"the object slipped out of the gripper on the way (gripper opening {opening:.4f} m)")
     fx, fy, fz = plan["final"]
+    release_z = float(plan["release_z"])
     r = run("insert", "move_to", xyz=[fx, fy, fz], gripper=control.GRIPPER_CLOSE, step_clip=0.01, tol=0.005,
             max_steps=150, target_yaw=carried_yaw)
     if "error" in r or over():
@@ -420,9 +527,28 @@ def place_through_door(ex: Executor, obj: ObjectEstimate, handle: Handle, cav: M
     if short > 0.02:  # stopped out in front: the object met the front
         run.phases.append({"phase": "insert", "stopped_short": short})
         run("withdraw", "move_to", xyz=[sx, sy, sz], gripper=control.GRIPPER_CLOSE, step_clip=0.015, max_steps=80)
-        return phase_result(ex, phases, "insert", False, f"the carried object stopped {short:.3f} m short of its "
-                            "place inside (it met the cavity's front)")
-    r = run("release", "move_to", xyz=[fx, fy, float(plan["release_z"])], gripper=control.GRIPPER_CLOSE,
+        # once more, higher or lower by which edge of the opening the object met (retry_in_heights)
+        rel = quat_xyzw_to_matrix(control.robot_state(ex.current_state())["eef_quat"]) @ grip_rot.T
+        in_z, rz = retry_in_heights(cav, *carried_extent(obj, handle, grasp, rel), fz, float(now[2]) - fz)
+        if abs(in_z - fz) > 0.003 and not over():
+            run.phases.append({"phase": "insert", "tilted_in_z": in_z, "tilted_release_z": rz})
+            run("insert", "move_to", xyz=[sx, sy, in_z], gripper=control.GRIPPER_CLOSE, step_clip=0.01, tol=0.005,
+                max_steps=60, target_yaw=carried_yaw)
+            fz, sz, release_z = in_z, in_z, rz
+            r = run("insert", "move_to", xyz=[fx, fy, fz], gripper=control.GRIPPER_CLOSE, step_clip=0.01, tol=0.005,
+                    max_steps=150, target_yaw=carried_yaw)
+            if "error" in r or over():
+                return fail("insert")
+            now = np.asarray(control.robot_state(ex.current_state())["eef_pos"], dtype=np.float64)
+            short = float((now[:2] - np.array([fx, fy])) @ cav["n"])
+            if short > 0.02:
+                run.phases.append({"phase": "insert", "stopped_short": short})
+                run("withdraw", "move_to", xyz=[sx, sy, sz], gripper=control.GRIPPER_CLOSE, step_clip=0.015,
+                    max_steps=80)
+        if short > 0.02:
+            return phase_result(ex, phases, "insert", False, f"the carried object stopped {short:.3f} m short of "
+                                "its place inside (it met the cavity's front)")
+    r = run("release", "move_to", xyz=[fx, fy, release_z], gripper=control.GRIPPER_CLOSE,
             step_clip=0.01, tol=0.005, max_steps=60, target_yaw=carried_yaw)
     if "error" in r or over():
         return fail("release")
