@@ -157,3 +157,21 @@ def test_push_route_to_the_right_side():
     # from its front-right already: straight
     assert push_route((0.35, 0.4), (0.1, 0.35), 0.05, box, "right") == [pytest.approx((0.1, 0.35))]
 
+
+
+def test_an_object_narrower_than_the_open_fingers_is_pushed_with_them_closed():
+    from rpent.robots.libero import control
+    from rpent.robots.libero.skills.push import push_gripper
+
+    # libero_goal_task t5 seed 4: the cream cheese's first look; its goal at (-0.108, 0.211). After
+    # the first leg the open fingers swept past either side of it
+    cheese = ObjectEstimate(center=(-0.0533, 0.1438, 0.9102), top_z=0.9195, bottom_z=0.9009, major_yaw=0.014,
+                            major_extent=0.0646, minor_extent=0.034, source="test")
+    for u in [(-0.634, 0.773), (-0.553, 0.833)]:  # the first leg's direction, the second's
+        assert extent_along(cheese, (-u[1], u[0])) < 0.079  # fits between the open pads
+        assert push_gripper(cheese, u) == control.GRIPPER_CLOSE
+    # a plate (libero_goal_object t5's estimate) is pushed with the fingers spread across it
+    plate = ObjectEstimate(center=(0.0442, -0.032, 0.9093), top_z=0.9178, bottom_z=0.9009, major_yaw=-1.4062,
+                           major_extent=0.1063, minor_extent=0.1039, source="test")
+    for u in [(1.0, 0.0), (0.0, 1.0), (-0.408, 0.913)]:
+        assert push_gripper(plate, u) == control.GRIPPER_OPEN

@@ -28,7 +28,7 @@ from rpent.robots.libero.skills.layout import extent_along
 from rpent.robots.libero.skills.motion import Executor
 
 __all__ = ["PUSH_SIDES", "PUSH_GAP", "push_goal", "push_object", "look_pose", "partial_view", "reference_box",
-           "push_route", "needs_push", "FLAT_HEIGHT"]
+           "push_route", "needs_push", "FLAT_HEIGHT", "PUSH_STRADDLE", "push_gripper"]
 
 #: height (m) under which an object wider than the gripper opens is pushed, not gripped, when it
 #: must go beside something (LIBERO's plate: 1.7 cm tall, 10-16 cm across; a bowl's rim grasp
@@ -107,6 +107,21 @@ PUSH_VIA_LEGS = 2
 #: that did not satisfy the task, says so: the object rides on something (a plate's top rose
 #: 3.3-4.3 cm where it lay tilted on the cream cheese, goal_swap t5 seed 1).
 PUSH_RIDE_UP = 0.012
+#: an object narrower than this (m) across the push passes between the open fingers, whose pads
+#: stand ~8 cm apart (``grasp.GRIPPER_MAX_OPENING``, 0.079 m), and is pushed with them closed
+#: instead (libero_goal_task t5 seed 4: a cream cheese 6.5 x 3.4 cm, 7.3 cm across the push,
+#: stayed where it was while the open fingers swept past either side of it, twice). LIBERO's
+#: plates are seen at least 10 cm across.
+PUSH_STRADDLE = 0.09
+
+
+def push_gripper(obj: ObjectEstimate, u: Sequence[float]) -> float:
+    """Gripper command for pushing ``obj`` along the unit xy direction ``u``: open (the fingers
+    spread across the push: two contacts keep a round object from sliding off a point pusher)
+    when it is at least :data:`PUSH_STRADDLE` across the push, else closed (one contact at its
+    middle)."""
+    across = extent_along(obj, (-float(u[1]), float(u[0])))
+    return control.GRIPPER_OPEN if across >= PUSH_STRADDLE else control.GRIPPER_CLOSE
 
 
 def needs_push(obj: ObjectEstimate) -> bool:
@@ -233,7 +248,9 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
     :data:`PUSH_MIN_PROGRESS` closer); the legs of all of them count against ``max_legs``.
 
     Closed loop, each leg: rise to :data:`PUSH_ABOVE` above the object's top, go above a point
-    :data:`PUSH_BACKOFF` behind its edge (opposite the remaining push), come down open to
+    :data:`PUSH_BACKOFF` behind its edge (opposite the remaining push), come down (open, or
+    closed for an object narrower across the push than the open fingers, :func:`push_gripper`
+    of its first look) to
     :data:`PUSH_HEIGHT` above its bottom with the fingers' closing line across the push, push at
     most :data:`PUSH_LEG` m (the object's centre moves that far; the fingers go the backoff
     more), rise, move clear of the camera's view (:func:`look_pose`) and ``relook()`` (a new
@@ -290,6 +307,7 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
             # the straight push first; where the fingers cannot come down behind the object (a
             # neighbour stands there) the push is turned, still gaining cos(turn) per metre
             u = turned(off)
+            grip = push_gripper(obj, u)
             yaw = math.atan2(float(u[1]), float(u[0]))  # closing line (-sin, cos) across the push
             cur = control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"])
             yaw = float(cur + (yaw - cur + math.pi / 2) % math.pi - math.pi / 2)
@@ -299,15 +317,15 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
             end = c + u * step - u * radius  # the fingers go the backoff, then push the object `step`
             pos = control.robot_state(ex.current_state())["eef_pos"]
             if float(pos[2]) < z_above - 0.01:
-                run("push rise", "move_to", xyz=[float(pos[0]), float(pos[1]), z_above], gripper=control.GRIPPER_OPEN,
+                run("push rise", "move_to", xyz=[float(pos[0]), float(pos[1]), z_above], gripper=grip,
                     max_steps=60)
             for wp in _legs(control.robot_state(ex.current_state())["eef_pos"], [start[0], start[1], z_above]):
-                r = run("push approach", "move_to", xyz=wp, gripper=control.GRIPPER_OPEN, target_yaw=yaw, max_steps=100)
+                r = run("push approach", "move_to", xyz=wp, gripper=grip, target_yaw=yaw, max_steps=100)
                 if "error" in r or over():
                     return result("push approach", False, str(r.get("error", "episode over")))
-            run("push align", "rotate_wrist", target_yaw=yaw, gripper=control.GRIPPER_OPEN, tol=0.03)
+            run("push align", "rotate_wrist", target_yaw=yaw, gripper=grip, tol=0.03)
             r = run("push descend", "move_to", xyz=[float(start[0]), float(start[1]), z_push],
-                    gripper=control.GRIPPER_OPEN, target_yaw=yaw, step_clip=0.015, tol=0.008, max_steps=80)
+                    gripper=grip, target_yaw=yaw, step_clip=0.015, tol=0.008, max_steps=80)
             if "error" in r or over():
                 return result("push descend", bool(ex.current_state().get("success")), str(r.get("error", "")) or None)
             now = control.robot_state(ex.current_state())["eef_pos"]
@@ -318,19 +336,19 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
                            "off_start_xy": off_xy})
             pos = control.robot_state(ex.current_state())["eef_pos"]
             run("push rise", "move_to", xyz=[float(pos[0]), float(pos[1]), max(z_above, z_now) + 0.03],
-                gripper=control.GRIPPER_OPEN, max_steps=60)
+                gripper=grip, max_steps=60)
             if k == len(PUSH_TURNS) - 1:
                 return result("push descend", bool(ex.current_state().get("success")),
                               f"the fingers could not come down behind the object (the last try stopped {z_now - z_push:.3f} m "
                               f"high, {off_xy:.3f} m from its start; {len(PUSH_TURNS)} push directions tried)")
-        r = run("push", "move_to", xyz=[float(end[0]), float(end[1]), z_push], gripper=control.GRIPPER_OPEN,
+        r = run("push", "move_to", xyz=[float(end[0]), float(end[1]), z_push], gripper=grip,
                 target_yaw=yaw, step_clip=0.015, tol=0.008, max_steps=int(30 + (step + PUSH_BACKOFF) / 0.005))
         if "error" in r or over():
             return result("push", bool(ex.current_state().get("success")), str(r.get("error", "")) or None)
         pos = np.asarray(control.robot_state(ex.current_state())["eef_pos"], dtype=np.float64)
         moved = float((pos[:2] - start) @ u)  # how far the fingers went along the push
         c = c + u * max(0.0, moved - backoff)  # dead reckoning: the object moved with the fingers
-        run("push lift", "move_to", xyz=[float(pos[0]), float(pos[1]), z_above], gripper=control.GRIPPER_OPEN,
+        run("push lift", "move_to", xyz=[float(pos[0]), float(pos[1]), z_above], gripper=grip,
             max_steps=60)
         if over():
             return result("push lift", bool(ex.current_state().get("success")))
@@ -338,7 +356,7 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
         if relook is not None:
             look = look_pose(c, radius, obj.top_z)
             for wp in _legs(control.robot_state(ex.current_state())["eef_pos"], look):
-                run("push look", "move_to", xyz=wp, gripper=control.GRIPPER_OPEN, max_steps=60)
+                run("push look", "move_to", xyz=wp, gripper=grip, max_steps=60)
                 if over():
                     return result("push look", bool(ex.current_state().get("success")))
             seen = relook((float(c[0]), float(c[1])))
