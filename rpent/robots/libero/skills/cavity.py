@@ -518,15 +518,27 @@ def place_through_door(ex: Executor, obj: ObjectEstimate, handle: Handle, cav: M
                             f"the object slipped out of the gripper on the way (gripper opening {opening:.4f} m)")
     fx, fy, fz = plan["final"]
     release_z = float(plan["release_z"])
-    r = run("insert", "move_to", xyz=[fx, fy, fz], gripper=control.GRIPPER_CLOSE, step_clip=0.01, tol=0.005,
-            max_steps=150, target_yaw=carried_yaw)
-    if "error" in r or over():
+
+    def insert_at(z_in: float, z_back: float) -> tuple[bool, float, np.ndarray | None]:
+        """Carry in to the place inside at height ``z_in``; stopped more than 2 cm out in front (the
+        object met the front), back out to the stage at ``z_back``. Returns (failed, how far short (m)
+        along the cavity's normal, the eef position where the carry stopped)."""
+        r = run("insert", "move_to", xyz=[fx, fy, z_in], gripper=control.GRIPPER_CLOSE, step_clip=0.01, tol=0.005,
+                max_steps=150, target_yaw=carried_yaw)
+        if "error" in r or over():
+            return True, 0.0, None
+        now = np.asarray(control.robot_state(ex.current_state())["eef_pos"], dtype=np.float64)
+        short = float((now[:2] - np.array([fx, fy])) @ cav["n"])
+        if short > 0.02:
+            run.phases.append({"phase": "insert", "stopped_short": short})
+            run("withdraw", "move_to", xyz=[sx, sy, z_back], gripper=control.GRIPPER_CLOSE, step_clip=0.015,
+                max_steps=80)
+        return False, short, now
+
+    failed, short, now = insert_at(fz, sz)
+    if failed:
         return fail("insert")
-    now = np.asarray(control.robot_state(ex.current_state())["eef_pos"], dtype=np.float64)
-    short = float((now[:2] - np.array([fx, fy])) @ cav["n"])
-    if short > 0.02:  # stopped out in front: the object met the front
-        run.phases.append({"phase": "insert", "stopped_short": short})
-        run("withdraw", "move_to", xyz=[sx, sy, sz], gripper=control.GRIPPER_CLOSE, step_clip=0.015, max_steps=80)
+    if short > 0.02:
         # once more, higher or lower by which edge of the opening the object met (retry_in_heights)
         rel = quat_xyzw_to_matrix(control.robot_state(ex.current_state())["eef_quat"]) @ grip_rot.T
         in_z, rz = retry_in_heights(cav, *carried_extent(obj, handle, grasp, rel), fz, float(now[2]) - fz)
@@ -535,16 +547,9 @@ def place_through_door(ex: Executor, obj: ObjectEstimate, handle: Handle, cav: M
             run("insert", "move_to", xyz=[sx, sy, in_z], gripper=control.GRIPPER_CLOSE, step_clip=0.01, tol=0.005,
                 max_steps=60, target_yaw=carried_yaw)
             fz, sz, release_z = in_z, in_z, rz
-            r = run("insert", "move_to", xyz=[fx, fy, fz], gripper=control.GRIPPER_CLOSE, step_clip=0.01, tol=0.005,
-                    max_steps=150, target_yaw=carried_yaw)
-            if "error" in r or over():
+            failed, short, now = insert_at(fz, sz)
+            if failed:
                 return fail("insert")
-            now = np.asarray(control.robot_state(ex.current_state())["eef_pos"], dtype=np.float64)
-            short = float((now[:2] - np.array([fx, fy])) @ cav["n"])
-            if short > 0.02:
-                run.phases.append({"phase": "insert", "stopped_short": short})
-                run("withdraw", "move_to", xyz=[sx, sy, sz], gripper=control.GRIPPER_CLOSE, step_clip=0.015,
-                    max_steps=80)
         if short > 0.02:
             return phase_result(ex, phases, "insert", False, f"the carried object stopped {short:.3f} m short of "
                                 "its place inside (it met the cavity's front)")
