@@ -284,3 +284,31 @@ def test_turn_on_the_stove_far_from_the_robot_episode(tmp_path):
     # closed-loop: the joint re-read between short pushes, from off to past LIBERO's on (0.5 rad) or the
     # episode ending on the predicate right after the last push
     assert len(knob) >= 3 and knob[0] < 0.5 and max(knob) > knob[0]
+
+
+def test_an_object_hidden_from_the_front_camera_is_found_by_the_wrist_camera(start_rpc_server, tmp_path):
+    """libero_10_swap t1 seed 9: the arm in its start pose hides the cream cheese box from the
+    agentview camera (an empty mask); the wrist camera, looking down, sees it, and the step's
+    estimate is where the simulator has it."""
+    sp = start_rpc_server(SERVER + ["--suite", "libero_10_swap", "--task", "1", "--seed", "9", "--port", "0"],
+                          timeout=120)
+    env = EnvClient(sp.endpoint)
+    env.reset()
+    tk = LiberoToolkit(env, RunRecord(tmp_path / "run", "swap10_t1_s9"), video=False)
+    try:
+        def call(name, args):
+            return tk.execute(name, args)
+
+        tk.execute("view_env_state", {})
+        front = call("segment", {"prompt": "cream cheese box", "all_instances": True})
+        assert not front.get("found") or not front.get("object_estimate")
+        goal = parse_task("put both the cream cheese box and the butter in the basket").steps[0]
+        picked = scene.localise_step(call, goal)
+        assert picked.object_name == "cream_cheese_1" and "wrist" in picked.obj.source
+        true = env.rpc.call("env.object_poses")["cream_cheese_1"]["pos"]
+        assert math.hypot(picked.obj.center[0] - true[0], picked.obj.center[1] - true[1]) < 0.03
+        assert picked.obj.bottom_z < true[2] < picked.obj.top_z
+    finally:
+        tk.close()
+        env.close()
+        sp.stop()

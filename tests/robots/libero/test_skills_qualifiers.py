@@ -130,3 +130,27 @@ def test_an_object_qualified_on_furniture_stands_on_its_top():
     # an object whose estimate does not reach below the support's top is left as it is
     est = ObjectEstimate(**_SO_T9["black bowl"][1][1])
     assert scene.resting_on(est, ObjectEstimate(**_SO_T9["wooden cabinet"][0][1])) is est
+
+
+def test_a_step_falls_back_to_the_wrist_camera_and_names_both_cameras_when_neither_sees_it():
+    from rpent.robots.libero.skills import scene
+
+    seen = []
+
+    def call(name, args):
+        if name == "view_fixtures":
+            return {"fixtures": {}}
+        seen.append((args["prompt"], args["camera"]))
+        if args["prompt"] == "black bowl" and args["camera"] == "wrist":
+            return _recorded_call(name, args)
+        if args["prompt"] == "black bowl":
+            return {"found": False, "reason": "empty mask"}
+        return _recorded_call(name, args)
+
+    (goal,) = parse_task("pick up the black bowl on the wooden cabinet and place it on the plate").steps
+    picked = scene.localise_step(call, goal)
+    assert picked.object_name == "black_bowl_1"
+    assert seen[:2] == [("black bowl", "agentview"), ("black bowl", "wrist")]
+
+    with pytest.raises(scene.NotFound, match=r"could not localise 'black bowl': empty mask; the wrist camera: empty mask"):
+        scene.find_instances_or_wrist(lambda n, a: {"found": False, "reason": "empty mask"}, "black bowl")

@@ -19,7 +19,7 @@ from rpent.robots.libero.skills.language import PickPlaceGoal
 from rpent.robots.libero.skills.layout import is_rack
 from rpent.robots.libero.skills.spatial import resolve_qualifier
 
-__all__ = ["NotFound", "Instance", "Picked", "find_instances", "choose_instance", "bind_qualified", "localise_step", "resting_on", "wrist_relocator",
+__all__ = ["NotFound", "Instance", "Picked", "find_instances", "find_instances_or_wrist", "choose_instance", "bind_qualified", "localise_step", "resting_on", "wrist_relocator",
            "target_relocator", "find_fixture_part", "drawer_target", "furniture_boxes"]
 
 Call = Callable[[str, dict], Mapping[str, Any]]
@@ -81,6 +81,25 @@ def find_instances(call: Call, phrase: str, camera: str = "agentview") -> list[I
         raise NotFound(f"could not localise '{phrase}': {seg.get('world_error') or 'no valid world points'}")
     out.sort(key=lambda t: -t[0])
     return [inst for _, inst in out]
+
+
+def find_instances_or_wrist(call: Call, phrase: str) -> list[Instance]:
+    """:func:`find_instances` on the agentview camera, else on the wrist camera: an object the
+    front camera does not see (the arm in its start pose stands between the camera and an
+    object under the hand: libero_10_swap t1, the cream cheese box at seeds 1, 6 and 9, an empty
+    mask or 2 pixels) is seen by the wrist camera looking down from above it. Its estimate is
+    in the world frame as any other (its floor from the table around it).
+
+    Raises:
+        NotFound: neither camera sees it (the front camera's reason, and the wrist's).
+    """
+    try:
+        return find_instances(call, phrase)
+    except NotFound as front:
+        try:
+            return find_instances(call, phrase, camera="wrist")
+        except NotFound as wrist:
+            raise NotFound(f"{front}; the wrist camera: {str(wrist).split(': ', 1)[-1]}") from None
 
 
 def _choose(call: Call, phrase: str, qualifier, instances: list[Instance], exclude: set[str],
@@ -185,7 +204,7 @@ def localise_step(call: Call, goal: PickPlaceGoal, exclude: set[str] = frozenset
     """
     pins = pins or {}
     known: dict[str, Instance] = {}
-    objs = find_instances(call, goal.object_phrase)
+    objs = find_instances_or_wrist(call, goal.object_phrase)
     cands, hit = _pinned(objs, goal.object_phrase, goal.object_qualifier, pins)
     obj = hit or _choose(call, goal.object_phrase, goal.object_qualifier, cands, set(exclude), known, bound)
     q = goal.object_qualifier
