@@ -134,9 +134,10 @@ class StrategyParams:
     pan_min_ratio: float = 1.3
     #: ...and its handle reaching at least this far (m) past a round body (``major_extent -
     #: minor_extent``): LIBERO's frypan, where it is seen longer than wide by the ratio, is
-    #: 0.075-0.121 m longer (libero_10_task t2, seeds 0-9); an akita black bowl seen in part, 0.10 x 0.07 m, 0.025-0.032 m (libero_goal_swap
-    #: t1 seeds 3, 4, 9, libero_spatial_swap t7 seed 2: taken for a pan, its "handle" was gripped
-    #: on the bowl's rim and every try came up empty)
+    #: 0.075-0.121 m longer (libero_10_task t2, seeds 0-9); an akita black bowl seen in part,
+    #: 0.10 x 0.07 m, 0.025-0.032 m (libero_goal_swap t1 seeds 3, 4, 9, libero_spatial_swap t7
+    #: seed 2: taken for a pan, its "handle" was gripped on the bowl's rim and every try came up
+    #: empty)
     pan_min_handle: float = 0.045
     pan_grip_depth: float = 0.015
     pan_grip_min: float = 0.035
