@@ -284,6 +284,19 @@ def test_on_takes_the_instance_above_the_references_top_not_one_inside_it():
     assert resolve_qualifier(Qualifier("in", ("wooden cabinet",)), [in_drawer, on_top], {"wooden cabinet": cabinet}) == 0
 
 
+def test_a_bowl_seen_in_part_is_not_taken_for_a_pan():
+    # libero_goal_swap t1 s3, agentview: akita_black_bowl_1 seen 0.103 x 0.071 m (longer than wide by
+    # the pan ratio, its floor 2 cm off centre); as a pan its "handle" was the rim at +x, and the
+    # descent onto it stopped 5 cm high on all three tries
+    bowl = ObjectEstimate(center=(-0.1921, -0.0553, 0.9259), top_z=0.9507, bottom_z=0.9011, major_yaw=0.0025,
+                          major_extent=0.103, minor_extent=0.0712, support=(-0.2114, -0.0454, 0.9098))
+    assert plan_grasp(bowl, 0.0)["kind"] == "rim"
+    # a frypan seen 0.265 x 0.19 m (libero_10_task t2; a handle 7.5 cm past the body as seen)
+    pan = ObjectEstimate(center=(-0.0547, -0.1794, 0.9255), top_z=0.948, bottom_z=0.901, major_yaw=1.569,
+                         major_extent=0.265, minor_extent=0.19, support=(-0.1036, -0.2492, 0.9093))
+    assert plan_grasp(pan, 0.0)["kind"] == "handle"
+
+
 def test_pan_is_taken_by_its_handle_with_the_body_carried_over_the_target():
     # libero_10_task t2 s0, agentview: chefmate_8_frypan (body 0.18 m, handle toward +y; the
     # simulator puts the body's centre at y -0.232 and the handle bar from y -0.106 to 0.027)

@@ -132,6 +132,13 @@ class StrategyParams:
     #: ``pan_grip_fraction`` of its handle's length out from its body
     pan_max_height: float = 0.08
     pan_min_ratio: float = 1.3
+    #: ...and its handle reaching at least this far (m) past a round body (``major_extent -
+    #: minor_extent``): LIBERO's frypan, where it is seen longer than wide by the ratio, is
+    #: 0.075-0.121 m longer (libero_10_task t2, seeds 0-9); an akita black bowl seen in part,
+    #: 0.10 x 0.07 m, 0.025-0.032 m (libero_goal_swap t1 seeds 3, 4, 9, libero_spatial_swap t7
+    #: seed 2: taken for a pan, its "handle" was gripped on the bowl's rim and every try came up
+    #: empty)
+    pan_min_handle: float = 0.045
     pan_grip_depth: float = 0.015
     pan_grip_min: float = 0.035
     pan_grip_fraction: float = 0.4
@@ -276,7 +283,7 @@ def pan_handle(obj: ObjectEstimate, params: StrategyParams = StrategyParams()) -
     """
     if obj.support is None or obj.height > params.pan_max_height or obj.minor_extent < params.rim_min_width:
         return None
-    if obj.major_extent < params.pan_min_ratio * obj.minor_extent:
+    if obj.major_extent < params.pan_min_ratio * obj.minor_extent or obj.major_extent - obj.minor_extent < params.pan_min_handle:
         return None
     ux, uy = math.cos(obj.major_yaw), math.sin(obj.major_yaw)
     d = (obj.support[0] - obj.center[0]) * ux + (obj.support[1] - obj.center[1]) * uy
