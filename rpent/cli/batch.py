@@ -288,6 +288,12 @@ def _run(argv: list[str]) -> int:
     except ValueError as exc:
         parser.error(str(exc).replace("choose a new directory", "choose another --results-root"))
     root = ResultsRoot(args.results_root)
+    from rpent.batch.ray_executor import ray_section_of_matrix_file
+
+    ray_section = ray_section_of_matrix_file(args.matrix)
+    if ray_section is not None and not isinstance(ray_section, dict):
+        parser.error(f"matrix file {args.matrix}: ray must be a mapping, e.g. {{address: auto, results: shared}}; "
+                     f"got {ray_section!r}")
     early = _start_ray_executor(args, root)  # connects while the matrix is checked below (see its docstring)
     try:
         return _run_checked(argv, parser, args, extra, root, early)
