@@ -423,7 +423,12 @@ def _run_checked(argv: list[str], parser, args, extra, root, early) -> int:
         try:
             executor = early.get() if early is not None else create_executor(args.executor, slots=args.parallel)
         except ValueError as exc:
-            print(f"rpent-batch: --executor: {exc}", file=sys.stderr)
+            from rpent.cluster.errors import ClusterConfigError
+
+            # Ray settings come from --ray-address and the matrix file's ray: section, not only --executor
+            where = ("Ray settings (--ray-address, the matrix file's ray: section)" if isinstance(exc, ClusterConfigError)
+                     else f"--executor {args.executor}")
+            print(f"rpent-batch: error: {where}: {exc}", file=sys.stderr)
             return EXIT_USAGE
         if stored is None or added:
             write_bytes_atomic(root.matrix_path, (json.dumps(matrix.to_dict(), indent=1) + "\n").encode("utf-8"))
