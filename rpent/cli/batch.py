@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "'rpent-batch report ROOT', 'rpent-batch status ROOT' and 'rpent-batch leaderboard ROOT...' "
                     "(see their --help). Unknown flags are passed to every rpent run.",
         epilog="Exit codes: 0 every cell has a task outcome; 1 some cells have none (re-run the same command to "
-               "resume); 2 bad input or results root in use.")
+               "resume); 2 bad input or results root in use; 130 interrupted (finished cells are kept; re-run to resume).")
     g = p.add_argument_group("matrix")
     g.add_argument("--matrix", default=None, help="YAML matrix file with arms (see rpent/batch/matrix.py)")
     g.add_argument("--suites", nargs="+", default=None, help="suites, e.g. libero_goal_swap")
