@@ -415,6 +415,8 @@ def _arm_from_yaml(raw: Any, i: int, base: Path) -> Arm:
             except (TypeError, ValueError):
                 raise ValueError(f"arm {kw['name']}: {key} must be a number (USD per million tokens), "
                                  f"got {kw[key]!r}") from None
+            if not kw[key] >= 0:  # as rpent-batch --price-in / --price-out
+                raise ValueError(f"arm {kw['name']}: {key} must be >= 0 USD per million tokens, got {kw[key]:g}")
     if kw.get("seeds") is not None:
         kw["seeds"] = tuple(parse_index_list(kw["seeds"], f"arm {kw['name']}: seeds"))
     for key in ("optional", "share_env"):
