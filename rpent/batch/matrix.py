@@ -410,7 +410,13 @@ def _arm_from_yaml(raw: Any, i: int, base: Path) -> Arm:
             kw[key] = str(p if p.is_absolute() else (base / p).resolve())
     for key in ("price_in_usd_per_mtok", "price_out_usd_per_mtok"):
         if kw.get(key) is not None:
-            kw[key] = float(kw[key])
+            try:
+                kw[key] = float(kw[key])
+            except (TypeError, ValueError):
+                raise ValueError(f"arm {kw['name']}: {key} must be a number (USD per million tokens), "
+                                 f"got {kw[key]!r}") from None
+            if not kw[key] >= 0:  # as rpent-batch --price-in / --price-out
+                raise ValueError(f"arm {kw['name']}: {key} must be >= 0 USD per million tokens, got {kw[key]:g}")
     if kw.get("seeds") is not None:
         kw["seeds"] = tuple(parse_index_list(kw["seeds"], f"arm {kw['name']}: seeds"))
     for key in ("optional", "share_env"):

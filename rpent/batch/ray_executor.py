@@ -562,7 +562,7 @@ def ray_section_of_matrix_file(path: str | Path | None) -> dict[str, Any] | None
 def _factory(*, slots: int, settings: RaySettings | None = None, address: str | None = None,
              results_root: str | Path | None = None, results: str | None = None, **options: Any) -> RayExecutor:
     """``create_executor("ray", slots=N, settings=... | address=...)``; connection problems become ValueError
-    (the CLI's "--executor: ..." line, exit 2)."""
+    (the CLI's one "rpent-batch: error: ..." line, exit 2)."""
     try:
         if settings is None:
             settings = parse_ray_section({}, address or "auto")

@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "'rpent-batch report ROOT', 'rpent-batch status ROOT' and 'rpent-batch leaderboard ROOT...' "
                     "(see their --help). Unknown flags are passed to every rpent run.",
         epilog="Exit codes: 0 every cell has a task outcome; 1 some cells have none (re-run the same command to "
-               "resume); 2 bad input or results root in use.")
+               "resume); 2 bad input or results root in use; 130 interrupted (finished cells are kept; re-run to resume).")
     g = p.add_argument_group("matrix")
     g.add_argument("--matrix", default=None, help="YAML matrix file with arms (see rpent/batch/matrix.py)")
     g.add_argument("--suites", nargs="+", default=None, help="suites, e.g. libero_goal_swap")
@@ -288,6 +288,12 @@ def _run(argv: list[str]) -> int:
     except ValueError as exc:
         parser.error(str(exc).replace("choose a new directory", "choose another --results-root"))
     root = ResultsRoot(args.results_root)
+    from rpent.batch.ray_executor import ray_section_of_matrix_file
+
+    ray_section = ray_section_of_matrix_file(args.matrix)
+    if ray_section is not None and not isinstance(ray_section, dict):
+        parser.error(f"matrix file {args.matrix}: ray must be a mapping, e.g. {{address: auto, results: shared}}; "
+                     f"got {ray_section!r}")
     early = _start_ray_executor(args, root)  # connects while the matrix is checked below (see its docstring)
     try:
         return _run_checked(argv, parser, args, extra, root, early)
@@ -417,7 +423,12 @@ def _run_checked(argv: list[str], parser, args, extra, root, early) -> int:
         try:
             executor = early.get() if early is not None else create_executor(args.executor, slots=args.parallel)
         except ValueError as exc:
-            print(f"rpent-batch: --executor: {exc}", file=sys.stderr)
+            from rpent.cluster.errors import ClusterConfigError
+
+            # Ray settings come from --ray-address and the matrix file's ray: section, not only --executor
+            where = ("Ray settings (--ray-address, the matrix file's ray: section)" if isinstance(exc, ClusterConfigError)
+                     else f"--executor {args.executor}")
+            print(f"rpent-batch: error: {where}: {exc}", file=sys.stderr)
             return EXIT_USAGE
         if stored is None or added:
             write_bytes_atomic(root.matrix_path, (json.dumps(matrix.to_dict(), indent=1) + "\n").encode("utf-8"))

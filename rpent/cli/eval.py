@@ -96,9 +96,10 @@ def _main_metaworld(args: argparse.Namespace) -> int:
                           ("--show-plan", args.show_plan or None), ("--list-configs", args.list_configs or None))
            if v is not None]
     if bad or args.overrides:
-        what = ", ".join(bad + (["overrides " + " ".join(args.overrides)] if args.overrides else []))
-        print(f"rpent-eval: error: {what} apply to --robot libero only; --robot metaworld takes --suite --tasks "
-              "--seeds --policy (see --help)", file=sys.stderr)
+        items = bad + (["overrides " + " ".join(args.overrides)] if args.overrides else [])
+        verb = "applies" if len(items) == 1 else "apply"
+        print(f"rpent-eval: error: {', '.join(items)} {verb} to --robot libero only; --robot metaworld takes "
+              "--suite --tasks --seeds --policy (see --help)", file=sys.stderr)
         return 2
     suite = (args.suite or "mt10").lower()
     try:
@@ -152,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         return _main_metaworld(args)
     given = [f"--{k.replace('_', '-')}" for k in METAWORLD_FLAGS if getattr(args, k) is not None]
     if given:
-        print(f"rpent-eval: error: {', '.join(given)} apply to --robot metaworld only; LIBERO settings come from "
+        verb = "applies" if len(given) == 1 else "apply"
+        print(f"rpent-eval: error: {', '.join(given)} {verb} to --robot metaworld only; LIBERO settings come from "
               "--config and key=value overrides", file=sys.stderr)
         return 2
     err = Console(stderr=True)

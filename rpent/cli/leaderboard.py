@@ -69,13 +69,15 @@ def leaderboard_main(argv: list[str]) -> int:
 
     parser = build_leaderboard_parser()
     args = parser.parse_args(argv)
-    for flag, v in (("--confidence", args.confidence), ("--alpha", args.alpha)):
+    for flag, v, example in (("--confidence", args.confidence, "0.95"), ("--alpha", args.alpha, "0.05")):
         if not 0 < v < 1:
-            parser.error(f"{flag} must be in (0, 1), e.g. 0.95 / 0.05; got {v:g}")
+            parser.error(f"{flag} must be in (0, 1), e.g. {example}; got {v:g}")
     out = Path(args.output) if args.output else Path(args.roots[0]) / "leaderboard.html"
-    for p in (out, *( [Path(args.markdown)] if args.markdown else []), *([Path(args.json)] if args.json else [])):
+    for flag, p, name in (("--output", out, "leaderboard.html"),
+                          *([("--markdown", Path(args.markdown), "leaderboard.md")] if args.markdown else []),
+                          *([("--json", Path(args.json), "leaderboard.json")] if args.json else [])):
         if p.is_dir():
-            parser.error(f"{p} is a directory; give a file name (e.g. {p / 'leaderboard.html'})")
+            parser.error(f"{flag} {p} is a directory; give a file name (e.g. {p / name})")
     try:
         published = [load_published(f) for f in args.published]
         board = build_board(args.roots, out.parent, published, confidence=args.confidence, alpha=args.alpha)

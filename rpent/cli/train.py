@@ -31,9 +31,12 @@ from rpent.training.recipe import RECIPES
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``rpent-train`` parser."""
-    p = argparse.ArgumentParser(prog="rpent-train", description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(prog="rpent-train", description=__doc__.split("\n")[0].replace("``", ""),
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="Exit codes: 0 done, 3 time budget reached (resume), 2 bad input, 1 failed.")
+                                epilog="Also: 'rpent-train compact SRC DEST' (a 16-bit copy of a checkpoint) and\n"
+                                       "'rpent-train plot OUT' (redraw OUT/loss.png); see their --help.\n"
+                                       "Exit codes: 0 done, 3 time budget reached (resume), 2 bad input, 1 failed, "
+                                       "130 interrupted.")
     p.add_argument("--dataset", required=True, help="LeRobot dataset from rpent-flywheel export (its train/ directory)")
     p.add_argument("--val-dataset", default=None, help="validation split (the export's val/) for a validation loss")
     p.add_argument("--output-dir", required=True, help="training output directory (new, or existing with --resume)")

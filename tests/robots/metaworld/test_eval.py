@@ -65,11 +65,11 @@ def test_unreachable_policy_endpoint_is_an_incomplete_record(tmp_path):
 def test_flags_of_the_other_robot_are_refused_with_one_line(tmp_path):
     out = _eval(tmp_path, "--config", "libero_10_pi05_eval", timeout=120)
     assert out.returncode == 2 and out.stdout == ""
-    assert out.stderr.strip() == ("rpent-eval: error: --config apply to --robot libero only; --robot metaworld takes "
+    assert out.stderr.strip() == ("rpent-eval: error: --config applies to --robot libero only; --robot metaworld takes "
                                   "--suite --tasks --seeds --policy (see --help)")
     out = subprocess.run([sys.executable, "-m", "rpent.cli.eval", "--suite", "mt10", "--logs-dir", str(tmp_path)],
                          capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert out.returncode == 2 and out.stderr.strip().startswith("rpent-eval: error: --suite apply to --robot metaworld")
+    assert out.returncode == 2 and out.stderr.strip().startswith("rpent-eval: error: --suite applies to --robot metaworld")
     out = _eval(tmp_path, "--tasks", "10", timeout=120)
     assert out.returncode == 2 and "Meta-World suite mt10 has tasks 0-9" in out.stderr
     assert list(tmp_path.iterdir()) == []  # nothing ran
