@@ -86,9 +86,9 @@ def find_instances(call: Call, phrase: str, camera: str = "agentview") -> list[I
 def find_instances_or_wrist(call: Call, phrase: str) -> list[Instance]:
     """:func:`find_instances` on the agentview camera, else on the wrist camera: an object the
     front camera does not see (the arm in its start pose stands between the camera and an
-    object under the hand: libero_10_swap t1, the cream cheese box at seeds 1, 6 and 9, an empty
-    mask or 2 pixels) is seen by the wrist camera looking down from above it. Its estimate is
-    in the world frame as any other (its floor from the table around it).
+    object under the hand: libero_10_swap t1, the cream cheese box at seeds 1 and 9, 2 pixels or
+    an empty mask) is seen by the wrist camera looking down from above it. Its estimate is in
+    the world frame as any other (its floor from the table around it).
 
     Raises:
         NotFound: neither camera sees it (the front camera's reason, and the wrist's).
