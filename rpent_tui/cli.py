@@ -38,6 +38,10 @@ STDERR_NOT_A_TERMINAL = ("stderr is not a terminal (the UI is drawn on stderr, s
                          "screen); run rpent-tui without redirecting stderr")
 
 
+#: the app's screen modes (``rpent_tui.app.SCREEN_MODES``, F2-F9), named here so that --help and a
+#: bad --screen need no Textual import
+SCREENS = ("services", "run", "editor", "trajectories", "flywheel", "batch", "leaderboard", "explore")
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``rpent-tui`` argument parser."""
     p = argparse.ArgumentParser(prog="rpent-tui", description="rpent operator's workbench (terminal UI).")
@@ -84,8 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--logs-dir", type=Path, default=None, help="where Trajectories/Flywheel look for runs (default the session dir)")
     u.add_argument("--code-timeout-s", type=float, default=120.0, help="code-policy cell timeout in s (default 120)")
     u.add_argument("--code-max-calls", type=int, default=100, help="robot calls per code-policy cell (default 100)")
-    u.add_argument("--screen", default="run", choices=("services", "run", "editor", "trajectories", "flywheel"),
-                   help="first screen (default run)")
+    u.add_argument("--screen", default="run", choices=SCREENS, help="first screen (default run)")
     a = p.add_argument_group("session process (the session outlives this terminal; see rpent.session)")
     a.add_argument("--attach", nargs="?", const="", default=None, metavar="SESSION",
                    help="attach to a running session (your NAME from --list, OWNER/NAME, or its directory; "

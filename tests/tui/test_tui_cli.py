@@ -77,3 +77,12 @@ def test_redirected_stderr_is_refused_with_one_line(tmp_path):
     assert len(lines) == 1 and "stderr is not a terminal" in lines[0] and "2> file" in lines[0]
     assert not (tmp_path / "s").exists()  # nothing started, and the line does not claim logs there
     assert "nothing was started" in lines[0] and "already written" not in lines[0]
+
+
+def test_every_screen_mode_can_be_the_first_screen():
+    from rpent_tui.app import SCREEN_MODES
+    from rpent_tui.cli import SCREENS
+
+    assert set(SCREENS) == set(SCREEN_MODES)
+    for name in SCREENS:
+        assert build_parser().parse_args(["--screen", name]).screen == name
