@@ -8,7 +8,8 @@ Layout under ``<output-dir>`` (RPent reference §6.1; ours where noted):
        init_state_global_id, n_init_states, init_state_sha256, max_episode_steps},
        "run_artifacts": [...],
        "steps": [{"step_idx", "env_steps", "state": {robot0_eef_pos, robot0_eef_quat,
-                  robot0_gripper_qpos, object_names}, "terminated", "truncated", "success",
+                  robot0_gripper_qpos, robot0_joint_pos (LIBERO: the arm's 7 joint angles,
+                  rad; absent in older records), object_names}, "terminated", "truncated", "success",
                   "artifacts": [names], "command": {"action": tool, **args}, "result": {...},
                   "elapsed_s", "call_id", "t"}]}
 

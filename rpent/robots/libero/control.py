@@ -35,6 +35,8 @@ import numpy as np
 from rpent.robots.libero.geometry import pitch_from_matrix, quat_xyzw_to_matrix, wrap_angle, yaw_from_matrix
 
 __all__ = [
+    "PANDA_JOINT_LIMITS",
+    "joints_at_limit",
     "ACTION_SCALE",
     "ROTATION_GAIN",
     "GRIPPER_OPEN",
@@ -110,6 +112,22 @@ def eef_yaw(quat_xyzw: np.ndarray) -> float:
 def eef_pitch(quat_xyzw: np.ndarray) -> float:
     """Gripper pitch (rad) from the eef quaternion (xyzw): ``atan2(R[1,2], -R[2,2])``."""
     return pitch_from_matrix(quat_xyzw_to_matrix(quat_xyzw))
+
+
+#: the Panda arm's joint ranges (rad, joints 1-7; robosuite's ``panda/robot.xml``)
+PANDA_JOINT_LIMITS = ((-2.8973, 2.8973), (-1.7628, 1.7628), (-2.8973, 2.8973), (-3.0718, -0.0698),
+                      (-2.8973, 2.8973), (-0.0175, 3.7525), (-2.8973, 2.8973))
+
+
+def joints_at_limit(state: Mapping[str, Any], margin: float = 0.03) -> list[tuple[int, float]]:
+    """``[(joint number 1-7, angle rad)]`` of the arm's joints within ``margin`` (rad) of an end of
+    :data:`PANDA_JOINT_LIMITS`, from ``state["robot0_joint_pos"]``; ``[]`` when the state has no
+    joint angles (a record or server without them)."""
+    q = state.get("robot0_joint_pos")
+    if q is None or len(q) != len(PANDA_JOINT_LIMITS):
+        return []
+    return [(i + 1, float(v)) for i, (v, (lo, hi)) in enumerate(zip(q, PANDA_JOINT_LIMITS))
+            if float(v) <= lo + margin or float(v) >= hi - margin]
 
 
 def gripper_opening(gripper_qpos: np.ndarray) -> float:

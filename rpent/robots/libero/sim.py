@@ -408,6 +408,7 @@ class LiberoSim:
             ``robot0_eef_quat`` float64[4] (xyzw; eef body ``robot0_right_hand``),
             ``robot0_eef_axis_angle`` float64[3] (rad; :func:`geometry.quat_to_axis_angle`),
             ``robot0_gripper_qpos`` float64[2] (finger joint positions, m; ~+/-0.04 open, ~0 closed),
+            ``robot0_joint_pos`` float64[7] (the arm's joint angles, rad, joints 1-7),
             ``state`` float32[8] (eef pos, axis-angle, gripper qpos: the VLA state).
             Same values as robosuite's ``robot0_*`` observations.
         """
@@ -423,6 +424,7 @@ class LiberoSim:
             "robot0_eef_quat": quat,
             "robot0_eef_axis_angle": aa,
             "robot0_gripper_qpos": grip,
+            "robot0_joint_pos": np.array(data.qpos[self._robot._ref_joint_pos_indexes], dtype=np.float64),
             "state": np.concatenate([pos, aa, grip]).astype(np.float32),
         }
 

@@ -265,3 +265,14 @@ def test_scripted_pick_and_place_succeeds_end_to_end():
         assert result["env_steps"] == sim.status()["steps"] < 300
         phases = [p["phase"] for p in result["phases"]]
         assert phases[:2] == ["approach", "approach"] and "close" in phases and "release" in phases
+
+
+def test_joints_at_their_limits_are_named_from_the_recorded_joint_angles():
+    from rpent.robots.libero.control import joints_at_limit
+
+    # libero_10_task t7 seed 2, during the lift that stalled 20 cm short: joints 5 and 6 at their limits
+    stalled = {"robot0_joint_pos": [-0.179, 0.071, 0.485, -2.39, 2.898, 3.753, -1.943]}
+    assert joints_at_limit(stalled) == [(5, 2.898), (6, 3.753)]
+    # the start pose (robosuite's Panda init qpos) is well inside every range
+    assert joints_at_limit({"robot0_joint_pos": [0.0, 0.196, 0.0, -2.618, 0.0, 2.94, 0.785]}) == []
+    assert joints_at_limit({}) == []  # a state recorded without joint angles

@@ -180,6 +180,9 @@ def test_robot_obs_matches_vla_state(sim):
     np.testing.assert_allclose(o["robot0_eef_axis_angle"], expected, rtol=1e-9)
     np.testing.assert_allclose(o["state"], np.concatenate([o["robot0_eef_pos"], expected, o["robot0_gripper_qpos"]]), rtol=1e-6)
     assert 0.07 < abs(o["robot0_gripper_qpos"][0]) + abs(o["robot0_gripper_qpos"][1]) < 0.09  # open after settling
+    # the arm's joint angles: near robosuite's Panda init pose, the last joint 0.785 rad (yaw 0)
+    assert o["robot0_joint_pos"].shape == (7,)
+    assert abs(o["robot0_joint_pos"][6] - 0.785) < 0.1 and -3.07 < o["robot0_joint_pos"][3] < -0.07
 
 
 # ---------------------------------------------------------------------- cameras

@@ -208,6 +208,9 @@ def pick_and_place(
             "phases": phases,
         }
         if reason:
+            limits = control.joints_at_limit(s)
+            if limits:  # the arm ran into its own range: moves there end short of their targets
+                reason += "; the arm's " + ", ".join(f"joint {j} at its limit ({q:+.2f} rad)" for j, q in limits)
             out["reason"] = reason
         return out
 

@@ -57,6 +57,8 @@ CAPTURE_MODES = ("every_step", "on_demand")
 IMAGE_TOOLS = ("segment", "back_project", "view_env_state", "view_camera_meta")
 
 _STATE_KEYS = ("robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos")
+#: recorded too where the env server gives it (the arm's joint angles, rad; older servers do not)
+_OPTIONAL_STATE_KEYS = ("robot0_joint_pos",)
 #: ``env.get_env_meta`` keys copied to ``states.json`` ``episode`` (which init state was loaded).
 EPISODE_KEYS = ("suite", "task", "seed", "libero_type", "max_episode_steps", "init_state_id",
                 "init_state_global_id", "n_init_states", "init_state_sha256")
@@ -269,7 +271,7 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         for cam, render in cap["cameras"].items():
             artifacts.update(camera_artifacts(cam, render))
         robot, status = cap["robot"], cap["status"]
-        state = {k: robot[k] for k in _STATE_KEYS}
+        state = {k: robot[k] for k in (*_STATE_KEYS, *_OPTIONAL_STATE_KEYS) if k in robot}
         state.update(terminated=status["terminated"], truncated=status["truncated"], success=status["success"],
                      env_steps=status["steps"])
         idx = self.record.add_step(state, artifacts, command=command, result=result, elapsed_s=elapsed_s,
@@ -293,7 +295,7 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         if not all(k in cur for k in (*_STATE_KEYS, "steps", "terminated", "truncated", "success")):
             cur = {**self.env.robot_obs(), **self.env.status()}
             self._state = {**self._state, **cur}
-        state = {k: cur[k] for k in _STATE_KEYS}
+        state = {k: cur[k] for k in (*_STATE_KEYS, *_OPTIONAL_STATE_KEYS) if k in cur}
         state.update(terminated=cur["terminated"], truncated=cur["truncated"], success=cur["success"],
                      env_steps=cur["steps"])
         idx = self.record.add_step(state, {}, command=command, result=result, elapsed_s=elapsed_s,
