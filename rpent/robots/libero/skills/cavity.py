@@ -294,18 +294,32 @@ def insertion_plan(cav: Mapping[str, Any], obj: ObjectEstimate, handle: Handle, 
             "release_z": cav["floor_z"] + RELEASE_LIFT + hang, "yaw": math.atan2(n[1], n[0]), "axis_depth": -axis_n}
 
 
-def crosses_body(cav: Mapping[str, Any], start_xy: Sequence[float], end_xy: Sequence[float], margin: float) -> bool:
+def _path_near_box(start_xy: Sequence[float], end_xy: Sequence[float], c: Any, u: Any, n: Any,
+                   u_range: tuple[float, float], n_range: tuple[float, float], margin: float) -> bool:
     """True when the straight path between two (x, y) points passes within ``margin`` (m) of the
-    fixture's body seen from above (:data:`BODY_U`, :data:`BODY_BACK_N`, :data:`BODY_FRONT_N`;
-    pure)."""
-    c, u, n = cav["c"], cav["u"], cav["n"]
+    box ``u_range`` x ``n_range`` (m) in the frame with origin ``c`` and unit axes ``u``, ``n``
+    (xy; the path sampled at 41 points; pure)."""
+    c, u, n = (np.asarray(v, dtype=np.float64)[:2] for v in (c, u, n))
     a, b = np.asarray(start_xy, dtype=np.float64)[:2], np.asarray(end_xy, dtype=np.float64)[:2]
     for t in np.linspace(0.0, 1.0, 41):
         p = a + (b - a) * t - c
         pu, pn = float(p @ u), float(p @ n)
-        if -margin <= pu <= BODY_U + margin and BODY_BACK_N - margin <= pn <= BODY_FRONT_N + margin:
+        if u_range[0] - margin <= pu <= u_range[1] + margin and n_range[0] - margin <= pn <= n_range[1] + margin:
             return True
     return False
+
+
+def crosses_body(cav: Mapping[str, Any], start_xy: Sequence[float], end_xy: Sequence[float], margin: float) -> bool:
+    """True when the straight path between two (x, y) points passes within ``margin`` (m) of the
+    fixture's body seen from above (:data:`BODY_U`, :data:`BODY_BACK_N`, :data:`BODY_FRONT_N`;
+    pure)."""
+    return _path_near_box(start_xy, end_xy, cav["c"], cav["u"], cav["n"], (0.0, BODY_U), (BODY_BACK_N, BODY_FRONT_N),
+                          margin)
+
+
+def _body_top(cav: Mapping[str, Any]) -> float:
+    """World z (m) of the fixture body's top (:data:`BODY_TOP_ABOVE_HINGE` above the hinge)."""
+    return float(cav["ceiling_z"]) - CEILING_ABOVE_HINGE + BODY_TOP_ABOVE_HINGE
 
 
 def carry_height(cav: Mapping[str, Any], start_xy: Sequence[float], stage_xy: Sequence[float], hang: float,
@@ -318,8 +332,7 @@ def carry_height(cav: Mapping[str, Any], start_xy: Sequence[float], stage_xy: Se
     cavity's ceiling height, the mug dragged over the microwave's top and fell out."""
     if not crosses_body(cav, start_xy, stage_xy, span):
         return low
-    top = float(cav["ceiling_z"]) - CEILING_ABOVE_HINGE + BODY_TOP_ABOVE_HINGE
-    return max(low, top + OVER_BODY_GAP + hang)
+    return max(low, _body_top(cav) + OVER_BODY_GAP + hang)
 
 
 def crosses_door(cav: Mapping[str, Any], start_xy: Sequence[float], end_xy: Sequence[float], margin: float) -> bool:
@@ -330,14 +343,8 @@ def crosses_door(cav: Mapping[str, Any], start_xy: Sequence[float], end_xy: Sequ
     f = cav["frame"]
     u = np.array([math.cos(f["phi"]), math.sin(f["phi"])])
     n = f["out"] * np.array([-u[1], u[0]])
-    c = np.asarray(f["c"], dtype=np.float64)
-    a, b = np.asarray(start_xy, dtype=np.float64)[:2], np.asarray(end_xy, dtype=np.float64)[:2]
-    for t in np.linspace(0.0, 1.0, 41):
-        p = a + (b - a) * t - c
-        pu, pn = float(p @ u), float(p @ n)
-        if -margin <= pu <= f["length"] + margin and -f["in_extent"] - margin <= pn <= f["out_extent"] + margin:
-            return True
-    return False
+    return _path_near_box(start_xy, end_xy, f["c"], u, n, (0.0, f["length"]), (-f["in_extent"], f["out_extent"]),
+                          margin)
 
 
 def approach_height(cav: Mapping[str, Any], start_xy: Sequence[float], grip_xy: Sequence[float], low: float) -> float:
@@ -350,8 +357,7 @@ def approach_height(cav: Mapping[str, Any], start_xy: Sequence[float], grip_xy: 
     toward the mug on the straight line, caught that edge 0.22 m from the grip."""
     if not (crosses_door(cav, start_xy, grip_xy, HAND_REACH) or crosses_body(cav, start_xy, grip_xy, HAND_REACH)):
         return low
-    body_top = float(cav["ceiling_z"]) - CEILING_ABOVE_HINGE + BODY_TOP_ABOVE_HINGE
-    top = max(float(cav["frame"]["z_top"]), body_top)
+    top = max(float(cav["frame"]["z_top"]), _body_top(cav))
     return max(low, top + FINGER_BELOW_EEF + OVER_DOOR_GAP)
 
 

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from rpent.robots.libero.control import PANDA_JOINT_LIMITS
 from rpent.robots.libero.skills.estimate import ObjectEstimate
 
 __all__ = ["StrategyParams", "plan_grasp", "min_opening", "wrist_fold", "wrist_angle", "base_from_home", "needs_rim_grasp", "handle_point", "pan_handle", "GRIPPER_MAX_OPENING", "RIM_INSET", "RIM_DEPTH", "Box",
@@ -48,9 +49,10 @@ REACH_PENALTY = 0.2
 #: ahead of it in each)
 HOME_FROM_BASE = 0.452
 #: the Panda's last joint: its angle (rad) at the start pose (gripper yaw 0, robosuite's init
-#: qpos), its limit (+/- rad, robosuite's Panda model) and the margin a grasp yaw keeps from it
+#: qpos), its limit (+/- rad, robosuite's Panda model: :data:`~rpent.robots.libero.control.PANDA_JOINT_LIMITS`)
+#: and the margin a grasp yaw keeps from it
 WRIST_NEUTRAL = 0.785
-WRIST_LIMIT = 2.8973
+WRIST_LIMIT = PANDA_JOINT_LIMITS[6][1]
 WRIST_MARGIN = 0.35
 #: clutter points (m) below / above a rim grasp's height that its outer finger must keep off
 #: (the fingertips reach ~1.3 cm below the grip site, the hand starts 2.4 cm above it).
