@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -59,6 +59,17 @@ IMAGE_TOOLS = ("segment", "back_project", "view_env_state", "view_camera_meta")
 _STATE_KEYS = ("robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos")
 #: recorded too where the env server gives it (the arm's joint angles, rad; older servers do not)
 _OPTIONAL_STATE_KEYS = ("robot0_joint_pos",)
+
+
+def _step_state(robot: Mapping[str, Any], status: Mapping[str, Any]) -> dict:
+    """A recorded step's ``state``: the robot keys (:data:`_STATE_KEYS`, and
+    :data:`_OPTIONAL_STATE_KEYS` where given) and the episode flags and env steps of ``status``."""
+    state = {k: robot[k] for k in (*_STATE_KEYS, *_OPTIONAL_STATE_KEYS) if k in robot}
+    state.update(terminated=status["terminated"], truncated=status["truncated"], success=status["success"],
+                 env_steps=status["steps"])
+    return state
+
+
 #: ``env.get_env_meta`` keys copied to ``states.json`` ``episode`` (which init state was loaded).
 EPISODE_KEYS = ("suite", "task", "seed", "libero_type", "max_episode_steps", "init_state_id",
                 "init_state_global_id", "n_init_states", "init_state_sha256")
@@ -271,9 +282,7 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         for cam, render in cap["cameras"].items():
             artifacts.update(camera_artifacts(cam, render))
         robot, status = cap["robot"], cap["status"]
-        state = {k: robot[k] for k in (*_STATE_KEYS, *_OPTIONAL_STATE_KEYS) if k in robot}
-        state.update(terminated=status["terminated"], truncated=status["truncated"], success=status["success"],
-                     env_steps=status["steps"])
+        state = _step_state(robot, status)
         idx = self.record.add_step(state, artifacts, command=command, result=result, elapsed_s=elapsed_s,
                                    call_id=self._call_id if command is not None else None)
         step = self.record.steps[idx]
@@ -295,9 +304,7 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         if not all(k in cur for k in (*_STATE_KEYS, "steps", "terminated", "truncated", "success")):
             cur = {**self.env.robot_obs(), **self.env.status()}
             self._state = {**self._state, **cur}
-        state = {k: cur[k] for k in (*_STATE_KEYS, *_OPTIONAL_STATE_KEYS) if k in cur}
-        state.update(terminated=cur["terminated"], truncated=cur["truncated"], success=cur["success"],
-                     env_steps=cur["steps"])
+        state = _step_state(cur, cur)
         idx = self.record.add_step(state, {}, command=command, result=result, elapsed_s=elapsed_s,
                                    call_id=self._call_id if command is not None else None)
         self.record.annotate_step(idx, capture="state_only")
