@@ -115,3 +115,17 @@ def test_the_checked_in_leaderboard_experiment():
     # narrowed on the command line for a smoke run: the flash arm keeps the seeds left
     small = Matrix(("libero_object_swap",), (0, 1), (0, 1), arms=m.arms)
     assert [c.seed for c in small.cells("flash")] == [1, 1]
+
+
+def test_the_checked_in_flash_experiment_matches_the_leaderboard_flash_arm():
+    lb = load_matrix_file(REPO / "experiments" / "libero_pro_leaderboard.yaml")
+    doc = load_matrix_file(REPO / "experiments" / "libero_pro_flash.yaml")
+    m = Matrix(doc["suites"], doc["tasks"], doc["seeds"], arms=doc["arms"])
+    full = Matrix(lb["suites"], lb["tasks"], lb["seeds"], arms=lb["arms"])
+    assert (m.suites, m.tasks, m.seeds) == (full.suites, full.tasks, full.seeds)
+    assert [a.name for a in m.arms] == ["scripted", "flash"]
+    # the plan source only: seed 0 of every task; the flash arm itself is the leaderboard's
+    assert len(m.cells("scripted")) == 80 and {c.seed for c in m.cells("scripted")} == {0}
+    assert m.arm("flash") == full.arm("flash") and m.cells("flash") == full.cells("flash")
+    assert m.arm("scripted").planner == full.arm("scripted").planner
+    assert m.arm("scripted").flags == full.arm("scripted").flags
