@@ -85,6 +85,8 @@ class AttemptResult:
         label: the run's label (:mod:`rpent.recording.outcome`; derived for older records), or None.
         verdict: the operator's final verdict (``success`` / ``failure`` / ``abort``) or None.
         disagreement: the record's verdict/predicate disagreement note, or None.
+        unstable: where the simulation blew up in the episode (the record's
+            ``environment_unstable`` detail: MuJoCo reset its state), or None.
         not_run: decided by the runner without a run (``not_run.json``).
     """
 
@@ -108,6 +110,7 @@ class AttemptResult:
     label: str | None = None
     verdict: str | None = None
     disagreement: str | None = None
+    unstable: str | None = None
     not_run: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -218,6 +221,8 @@ def classify_attempt(cell: Cell, attempt: int, run_dir: Path, end: dict | None,
     outcome = outcome_from_doc(doc, str(transcript))
     res.environment_success, res.label, res.verdict = outcome.environment_success, outcome.label, outcome.verdict
     res.disagreement = outcome.disagreement
+    if outcome.environment_unstable:
+        res.unstable = str(outcome.environment_unstable.get("detail") or "simulation unstable")
     error = doc.get("error")
     if doc.get("environment_success") is True:
         res.status = "success"

@@ -68,7 +68,9 @@ def summarize(states: list[CellState], arm: Arm | None = None, confidence: float
         (USD; None when no price is configured and the planner reports none); and the label's
         account: ``label_k`` (deciding attempts labelled succeeded), ``label_n`` (deciding attempts
         with a label), ``label_rate``, ``label_wilson_low``/``label_wilson_high``, ``verdicts``
-        (deciding attempts with an operator's final verdict), ``disagreements``.
+        (deciding attempts with an operator's final verdict), ``disagreements``; ``unstable``
+        (deciding attempts whose simulation blew up: MuJoCo reset the scene; they count as
+        recorded, a failure stays a failure).
     """
     statuses = [s.status for s in states]
     k, fails = statuses.count("success"), statuses.count("failure")
@@ -91,6 +93,7 @@ def summarize(states: list[CellState], arm: Arm | None = None, confidence: float
         "label_wilson_high": round(label_ci[1], 6) if label_ci else None,
         "verdicts": sum(1 for a in decided if a.verdict is not None),
         "disagreements": sum(1 for a in decided if a.disagreement),
+        "unstable": sum(1 for a in decided if a.unstable),
         "infra_attempts": sum(len(s.infra_attempts()) for s in states),
         "interrupted_attempts": sum(1 for s in states for a in s.attempts if a.status in ("interrupted", "invalid")),
         "median_wall_s": _median([a.wall_s for a in decided]),
@@ -113,7 +116,7 @@ def build_report(matrix: Matrix, states: dict[str, CellState], *, results_root: 
         ``{"schema_version": 1, "results_root", "generated_at", "confidence", "arms": [{"arm",
         "planner", "model", "overall": row, "tasks": [row + {"suite", "task"}]}], "cells":
         [{"key", "status", "attempts", "infra_attempts", "decided_attempt", "run_dir", "reason",
-        "environment_success", "label", "verdict", "disagreement"}]}`` with rows as in
+        "environment_success", "label", "verdict", "disagreement", "unstable"}]}`` with rows as in
         :func:`summarize`.
     """
     arms = []
@@ -143,6 +146,7 @@ def build_report(matrix: Matrix, states: dict[str, CellState], *, results_root: 
                 "environment_success": d.environment_success if d else None,
                 "label": d.label if d else None, "verdict": d.verdict if d else None,
                 "disagreement": d.disagreement if d else None,
+                "unstable": d.unstable if d else None,
                 "infra_errors": [a.reason for a in st.infra_attempts()],
                 "invalid_attempts": [{"attempt": a.attempt, "reason": a.reason} for a in st.attempts
                                      if a.status == "invalid"],
@@ -214,6 +218,15 @@ def render_markdown(report: dict[str, Any]) -> str:
         o = a["overall"]
         lines.append(f"| **all** | | **{o['k']}/{o['n']}** | **{_pct(o['rate'])}** | {_ci(o)} | {o['infra']} | "
                      f"{o['pending']} | {_num(o['median_wall_s'], '{:.1f}')} | {_num(o['median_env_steps'])} |")
+    unstable = [c for c in report["cells"] if c.get("unstable")]
+    if unstable:
+        lines += ["", "## simulation unstable", "",
+                  "Episodes in which MuJoCo found a NaN or huge value and reset the scene: what the environment "
+                  "reported is counted as it is (a failure stays a failure), but the scene was not the init "
+                  "state's after that step.", "",
+                  "| cell | status | where |", "|---|---|---|"]
+        for c in unstable:
+            lines.append(f"| {c['key']} | {c['status']} | {c['unstable'].replace('|', '/')[:240]} |")
     infra_cells = [c for c in report["cells"] if c["infra_errors"]]
     if infra_cells:
         lines += ["", "## infrastructure errors", "",

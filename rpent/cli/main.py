@@ -436,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
         verdict = outcome.label.upper()
     if outcome.disagreement:
         basis += f" [disagreement: {outcome.disagreement}]"
+    if outcome.environment_unstable:
+        basis += f" [{outcome.environment_unstable.get('detail')}]"
     print(f"rpent: {verdict}{basis} | finish={outcome.finish} | error={outcome.error} | "
           f"env_steps={outcome.env_steps} | elapsed={outcome.stats.get('elapsed_s')}s")
     print(f"rpent: run record in {outcome.output_dir}")

@@ -17,12 +17,15 @@ A run's outcome has four parts, recorded side by side and never substituted for 
    when it stopped early: ``starting env_server``, ``running the planner``, ...).
 
 ``disagreement`` is a one-line note when the operator's final verdict and the predicate disagree.
+``environment_unstable`` says where the simulation blew up during the episode (MuJoCo found a NaN or
+huge value and reset the state: the scene the predicate was read from is not the init state's), or
+``null``.
 
 Label policy of everything built from runs (flywheel exports, recipes, flash plans, memory
 task pairs, exploration merges): only runs labelled ``succeeded`` whose environment predicate
 held (:func:`label_exclusion`). Each excluded run gets a named reason: ``operator_rejected``,
 ``aborted``, ``cancelled``, ``run_error``, ``no_operator_verdict``, ``not_successful``,
-``disagreement``, ``label_unknown``. A study of disagreements may include the runs the operator
+``disagreement``, ``sim_unstable``, ``label_unknown``. A study of disagreements may include the runs the operator
 rejected although the predicate held (``include_disagreements=True``, never the default).
 
 Readers: :func:`read_run_outcome` (a run directory: its transcript, else the TUI's
@@ -59,6 +62,7 @@ NO_OPERATOR_VERDICT = "no_operator_verdict"
 NOT_SUCCESSFUL = "not_successful"
 DISAGREEMENT = "disagreement"
 LABEL_UNKNOWN = "label_unknown"
+SIM_UNSTABLE = "sim_unstable"
 
 EXCLUSION_TEXT = {
     OPERATOR_REJECTED: "the operator's verdict was failure (label failed)",
@@ -69,6 +73,7 @@ EXCLUSION_TEXT = {
     NOT_SUCCESSFUL: "the environment's success predicate did not hold (label failed)",
     DISAGREEMENT: "the operator said success but the environment predicate was not satisfied",
     LABEL_UNKNOWN: "the record has no label and none can be derived",
+    SIM_UNSTABLE: "the simulation blew up during the episode (MuJoCo reset its state): not a demonstration",
 }
 
 #: Label policy names written into export reports and dataset cards.
@@ -141,7 +146,7 @@ def verdict_disagreement(environment_success: bool | None, verdict: str | None) 
 
 #: The outcome fields a trajectory record's ``task.json`` carries (next to ``environment_success``).
 TASK_OUTCOME_FIELDS = ("label", "operator_verdict", "operator_verdicts", "verdict_required", "disagreement",
-                       "environment_success_unknown")
+                       "environment_success_unknown", "environment_unstable")
 
 
 def record_outcome_fields(outcome: dict | None, *, success: bool | None, status: str, error: str | None) -> dict:
@@ -185,6 +190,8 @@ class Outcome:
         disagreement: :func:`verdict_disagreement` note, or None.
         stop_reason, error: how the run ended.
         stopped_during: what the run was doing when it stopped early, or None.
+        environment_unstable: where the simulation blew up during the episode (``env_step``,
+            ``warning``, ``joint``, ``body``, ``detail``), or None.
         source: the file this was read from (``""`` for a document given directly).
     """
 
@@ -199,6 +206,7 @@ class Outcome:
     stop_reason: str | None = None
     error: str | None = None
     stopped_during: str | None = None
+    environment_unstable: dict | None = None
     source: str = ""
 
     @property
@@ -261,6 +269,7 @@ def outcome_from_doc(doc: dict, source: str = "") -> Outcome:
         stop_reason=stop_reason,
         error=get("error") if isinstance(get("error"), str) else None,
         stopped_during=get("stopped_during") if isinstance(get("stopped_during"), str) else None,
+        environment_unstable=get("environment_unstable") if isinstance(get("environment_unstable"), dict) else None,
         source=source,
     )
     label = get("label")
@@ -363,7 +372,8 @@ def label_exclusion(outcome: Outcome, *, include_disagreements: bool = False) ->
     (with ``include_disagreements``, a rejected run whose predicate held is let through);
     ``failed`` with a required verdict never given -> ``no_operator_verdict``; other ``failed``
     -> ``not_successful``; ``succeeded`` with a predicate that did not hold -> ``disagreement``;
-    no label -> ``label_unknown``. A run passing this still needs ``environment_success`` true
+    ``succeeded`` in an episode whose simulation blew up -> ``sim_unstable``; no label ->
+    ``label_unknown``. A run passing this still needs ``environment_success`` true
     wherever data is built from its actions (the caller checks it).
 
     Returns:
@@ -393,4 +403,6 @@ def label_exclusion(outcome: Outcome, *, include_disagreements: bool = False) ->
         if include_disagreements:
             return None
         return DISAGREEMENT, f"label succeeded by {said}; {env}"
+    if outcome.environment_unstable:
+        return SIM_UNSTABLE, f"label {label}; {outcome.environment_unstable.get('detail') or 'simulation unstable'}"
     return None

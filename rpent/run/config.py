@@ -185,6 +185,10 @@ class RunOutcome:
         stopped_during: what the run was doing when it stopped on an error or a cancellation
             (``starting env_server``, ``reaching env_server at socket://...``, ``running the
             planner``, ...), else None.
+        environment_unstable: where the simulation blew up during the episode
+            (``LiberoSim.instability``: ``env_step``, ``warning``, ``dof``, ``joint``, ``body``,
+            ``detail``), else None. The predicate is still what the environment reports; this says
+            the scene it was read from is not the init state's.
     """
 
     environment_success: bool | None = None
@@ -200,6 +204,7 @@ class RunOutcome:
     disagreement: str | None = None
     environment_success_unknown: str | None = None
     stopped_during: str | None = None
+    environment_unstable: dict | None = None
 
     @property
     def exit_code(self) -> int:

@@ -454,6 +454,14 @@ def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome,
                               f"after {int(last.get('steps', 0))} env steps")
             outcome.error = outcome.error or unknown_reason
             success = None
+        if success is not None:
+            try:
+                outcome.environment_unstable = (toolkit.sim_instability()
+                                                if hasattr(toolkit, "sim_instability") else None)
+            except Exception as exc:  # noqa: BLE001 — an env server without the check
+                log.info("could not ask the env server whether the simulation stayed stable: %s", exc)
+            if outcome.environment_unstable:
+                log.warning("%s", outcome.environment_unstable.get("detail"))
         try:
             toolkit.close()
         except Exception:  # noqa: BLE001
@@ -484,7 +492,8 @@ def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome,
     if cfg.policy_mode == "tools" and not cfg.code_file:
         excluded = label_exclusion(Outcome(environment_success=success, label=outcome.label,
                                            verdict_required=outcome.verdict_required,
-                                           operator_verdict=outcome.operator_verdict, error=outcome.error))
+                                           operator_verdict=outcome.operator_verdict, error=outcome.error,
+                                           environment_unstable=outcome.environment_unstable))
         if excluded is None and success is True:
             recipe_name = f"{record.tag}_recipe.jsonl"
         elif success is True or (excluded is not None and excluded[0] == "disagreement"):
@@ -497,8 +506,8 @@ def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome,
         "planner": cfg.planner, "model": cfg.planner_config.model, "policy_mode": cfg.policy_mode,
         "elapsed_s": round(elapsed, 3), "finish": outcome.finish, "error": outcome.error,
         "stop_reason": outcome.stop_reason, "stopped_during": outcome.stopped_during, "environment_success": success,
-        "environment_success_unknown": unknown_reason, "env_steps": outcome.env_steps,
-        "label": outcome.label, "operator_verdict": outcome.operator_verdict, "verdict_required": outcome.verdict_required,
+        "environment_success_unknown": unknown_reason, "environment_unstable": outcome.environment_unstable,
+        "env_steps": outcome.env_steps, "label": outcome.label, "operator_verdict": outcome.operator_verdict, "verdict_required": outcome.verdict_required,
         "disagreement": outcome.disagreement, "operator_verdicts": verdicts,
         "recipe": recipe_name, "recipe_withheld": withheld, "steering": list(steering_log or []),
         "undelivered_operator_lines": undelivered, "provenance": provenance,
@@ -520,7 +529,8 @@ def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome,
             recorder.close(status, success, rec_error, outcome={
                 "label": outcome.label, "operator_verdict": outcome.operator_verdict, "operator_verdicts": verdicts,
                 "verdict_required": outcome.verdict_required, "disagreement": outcome.disagreement,
-                "environment_success_unknown": unknown_reason, "stop_reason": outcome.stop_reason})
+                "environment_success_unknown": unknown_reason, "stop_reason": outcome.stop_reason,
+                "environment_unstable": outcome.environment_unstable})
         except Exception:  # noqa: BLE001
             log.exception("closing the trajectory record failed")
     for c in clients:

@@ -351,6 +351,7 @@ class TaskRunView:
             "steps": len(self.timeline),
             "environment_success": (self.outcome or {}).get("environment_success"),
             "environment_success_unknown": (self.outcome or {}).get("environment_success_unknown"),
+            "environment_unstable": (self.outcome or {}).get("environment_unstable"),
             "label": (self.outcome or {}).get("label"),
             "operator_verdict": (self.outcome or {}).get("operator_verdict"),
             "verdict_required": (self.outcome or {}).get("verdict_required"),

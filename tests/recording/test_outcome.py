@@ -78,6 +78,9 @@ def test_disagreement_only_when_both_are_known_and_differ():
     (_transcript(label="succeeded", environment_success=False, verdict_required=True,
                  operator_verdict={"answer": "success"}), "disagreement"),
     ({"suite": "libero_object"}, "label_unknown"),
+    (_transcript(environment_unstable={"env_step": 3, "detail": "the simulation became unstable at env step 3"}),
+     "sim_unstable"),
+    (_transcript(label="failed", environment_success=False, environment_unstable={"env_step": 3}), "not_successful"),
 ])
 def test_label_exclusion_names_the_reason(doc, reason):
     out = outcome_from_doc(doc, "transcript_object_t0_s0.json")

@@ -290,3 +290,32 @@ def test_sigterm_records_a_cancelled_run_that_names_the_signal(tmp_path):
     assert tr["stop_reason"] == "cancelled"
     assert "received SIGTERM" in tr["error"] and "operator" not in tr["error"], tr["error"]
     assert tr["environment_success"] is False
+
+
+def test_a_run_on_an_init_state_that_blows_up_says_so_in_its_record(tmp_path):
+    """libero_10_task t5 seed 0: the simulation blows up in the first steps (the book and the mug
+    start in contact); the record, the final line and the batch reading of the run all say where."""
+    out = tmp_path / "run"
+    p = _rpent("--suite", "libero_10_task", "--task", "5", "--seed", "0", "--planner", "scripted",
+               "--no-video", "--output-dir", str(out))
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "the simulation became unstable at env step" in p.stdout
+    tr = json.loads((out / "transcript_10_task_t5_s0.json").read_text())
+    bad = tr["environment_unstable"]
+    assert tr["environment_success"] is False and bad["joint"] == "black_book_1_joint0"
+    assert 1 <= bad["env_step"] <= tr["env_steps"] and bad["warning"] == "bad qacc"
+    from rpent.batch.matrix import Cell
+    from rpent.batch.records import classify_attempt
+
+    from rpent.batch.matrix import Arm, Matrix
+    from rpent.batch.records import CellState
+    from rpent.batch.report import build_report, render_markdown
+
+    cell = Cell("a", "libero_10_task", 5, 0, 0)
+    res = classify_attempt(cell, 1, out, {"exit_code": 1, "wall_s": 30.0})
+    assert res.status == "failure" and res.unstable == bad["detail"]
+    report = build_report(Matrix(("libero_10_task",), (5,), (0,), arms=(Arm("a"),)),
+                          {cell.key: CellState(cell, [res])})
+    assert report["arms"][0]["overall"]["unstable"] == 1 and report["arms"][0]["overall"]["failures"] == 1
+    md = render_markdown(report)
+    assert "## simulation unstable" in md and f"| {cell.key} | failure | the simulation became unstable" in md

@@ -78,6 +78,10 @@ class EnvClient:
         """``{steps, terminated, truncated, success, done}``."""
         return self.rpc.call("env.status")
 
+    def instability(self) -> dict | None:
+        """None, or where the simulation blew up this episode (``LiberoSim.instability``)."""
+        return self.rpc.call("env.instability")
+
     def robot_obs(self) -> dict:
         """Robot state (no rendering)."""
         return self.rpc.call("env.robot_obs")

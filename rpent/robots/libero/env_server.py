@@ -22,6 +22,8 @@ Methods (``ro`` = read-only: never advances physics):
 ``env.chunk_step(actions,``       (n,7) actions, stops early at episode end; ``return_all_frames``
 ``  return_all_frames)``          also returns the policy observation after every step
 ``env.status``              ro    {steps, terminated, truncated, success, done}
+``env.instability``         ro    None, or where MuJoCo found the simulation unstable this episode
+                                  (env step, warning, DOF, joint, body; ``LiberoSim.instability``)
 ``env.step_timing``         ro    {steps, sim_step_s}: env.step calls served and the seconds spent inside
                                   ``LiberoSim.step`` (RPC overhead = client time - sim_step_s)
 ``env.success``             ro    the BDDL success predicate evaluated now (bool)
@@ -103,6 +105,7 @@ class EnvServer(RpcServer):
             "env.get_env_meta": sim.meta,
             "env.get_task_language": lambda: sim.task_language,
             "env.status": sim.status,
+            "env.instability": sim.instability,
             "env.success": sim.success,
             "env.robot_obs": sim.robot_obs,
             "env.policy_obs": sim.policy_obs,

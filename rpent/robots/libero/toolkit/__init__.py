@@ -163,6 +163,15 @@ class LiberoToolkit(MotionTools, VlaTools, PerceptionTools, OperatorTools, Toolk
         """The environment's own success predicate (LIBERO BDDL goal), never the planner's claim."""
         return bool(self._state.get("success")) or bool(self.env.status().get("success"))
 
+    def sim_instability(self) -> dict | None:
+        """Where the simulation blew up this episode (``LiberoSim.instability``: env step, MuJoCo
+        warning, DOF, joint, body, one-line ``detail``), or None: stable, or an env without the check."""
+        method = getattr(self.env, "instability", None)
+        if method is None:
+            return None
+        found = method()
+        return dict(found) if isinstance(found, dict) else None
+
     def policy_obs(self) -> dict:
         """The current VLA observation (main/wrist 256x256x3 uint8 in VLA orientation, 8-D state);
         rendered now unless the last VLA step already returned it."""
