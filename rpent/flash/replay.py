@@ -288,8 +288,14 @@ class FlashPlanner:
                     ref0 = anchor["observations"][k].get("estimate") or {}
                     several = int(step.get("instances") or 1) > 1
                     near = ref0.get("center") if several else None
+                    if live[aid]:
+                        # a re-look (the wrist camera over the hand's target): the instance nearest where
+                        # this anchor was last seen live, not the first one the camera shows. The source
+                        # run's close look may have seen one bowl where this scene shows two
+                        # (libero_spatial_task t0 seed 7: the other bowl, 16 cm away, was taken)
+                        near = live[aid][max(live[aid])].get("center") or near
                     est = self._locate(call, anchor["prompt"], step.get("camera") or "agentview", near,
-                                       names.get(anchor["prompt"]) if several else None)
+                                       names.get(anchor["prompt"]) if near is not None else None)
                 ref = (anchor["observations"][k].get("estimate") or {}) if k < len(anchor["observations"]) else {}
                 j = max((x for x in live[aid] if anchor["observations"][x].get("camera") == step.get("camera")),
                         default=None)  # the latest earlier live look with this camera (rpent.flash.occlusion)

@@ -1104,3 +1104,39 @@ def test_an_empty_grasp_of_one_of_several_instances_looks_again_near_its_live_es
     repair = next(e for e in planner._log if e["op"] == "repair")
     assert repair["kind"] == "empty_grasp" and repair["live_center"][:2] == [-0.17, -0.22]
     assert [a["xyz"][:2] for n, a in sent if n == "move_to"][-2:] == [[-0.17, -0.22], [-0.17, -0.22]]
+
+
+def test_a_close_relook_takes_the_instance_nearest_where_the_anchor_was_seen():
+    """libero_spatial_task t0 seed 7: the source run's wrist look over the bowl saw one bowl; the
+    live wrist look sees two, the other bowl (16 cm away) listed first. The re-look keeps the
+    instance nearest the anchor's live front-camera estimate, and the grasp goes there."""
+    front = _est(-0.171, 0.3245)
+    anchors = {"anchors": [{"id": "a0", "prompt": "akita black bowl", "observations": [
+        {"camera": "agentview", "estimate": front}, {"camera": "wrist", "estimate": _est(-0.17, 0.324)}]}]}
+    steps = [{"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 0},
+             {"op": "tool", "tool": "move_to", "args": {"xyz": [-0.171, 0.3245, 1.03]}, "anchor": "a0",
+              "observation": 0, "offset_xy": [0.0, 0.0]},
+             {"op": "locate", "anchor": "a0", "camera": "wrist", "observation": 1},
+             {"op": "tool", "tool": "move_to", "args": {"xyz": [-0.17, 0.3606, 0.93]}, "anchor": "a0",
+              "observation": 1, "offset_xy": [0.0, 0.0366]}]
+    live_front, live_bowl, other_bowl = _est(-0.1796, 0.3055), _est(-0.18, 0.305), _est(-0.0437, 0.2143)
+    sent = []
+
+    def call(name, args):
+        sent.append((name, dict(args)))
+        if name != "segment":
+            return {"reached": True, "final_eef_pos": args.get("xyz")}
+        if args.get("camera") == "agentview":
+            return {"found": True, "object_estimate": live_front}
+        insts = [{"object": "akita_black_bowl_1", "object_estimate": other_bowl},
+                 {"object": "akita_black_bowl_2", "object_estimate": live_bowl}]
+        return {"found": True, "object_estimate": other_bowl, "instances": insts}
+
+    planner = FlashPlanner()
+    planner._replay({"steps": steps}, anchors, call, lambda text: None, None)
+    wrist = [a for n, a in sent if n == "segment" and a["camera"] == "wrist"]
+    assert wrist and wrist[0].get("all_instances") is True
+    relook = [e for e in planner._log if e["op"] == "locate"][-1]
+    assert relook["live_center"][:2] == [-0.18, 0.305]
+    grasp = [a["xyz"] for n, a in sent if n == "move_to"][-1]
+    assert abs(grasp[0] + 0.18) < 1e-6 and abs(grasp[1] - 0.3416) < 1e-6
