@@ -2,8 +2,11 @@
 
 For each plan step, in order:
 
-* ``locate``: ``segment(prompt=<anchor prompt>, camera=<camera>)`` on the live scene; the
-  anchor's live estimate is the mask's ``object_estimate``; when the mask has too few valid
+* ``locate``: ``segment(prompt=<anchor prompt>, camera=<camera>, all_instances=True)`` on the
+  live scene; the anchor's live estimate is the ``object_estimate`` of the instance the
+  instruction's qualifier names, else of the one nearest the recorded centre (a first look) or
+  the anchor's latest live centre (a re-look: the wrist camera over the hand's target may show a
+  look-alike first); when the mask has too few valid
   world points, the box is back-projected with ``back_project`` (region mode, low resolution)
   and its ``center_xyz`` is used. The first observation of an anchor that cannot be found
   ends the replay with ``finish(status="failure")`` and the named reason
@@ -112,6 +115,13 @@ def grasp_axis(est: dict) -> float | None:
     if minor > 1e-6 and major / minor >= StrategyParams().round_ratio:
         return float(est["major_yaw"])
     return None
+
+
+def _distance(center, near) -> float:
+    """Distance (m, world frame) between an estimate's centre and ``near``: in 3-D where both have a
+    height (a look-alike may stand right above or below), else in XY."""
+    dims = 3 if len(center) >= 3 and len(near) >= 3 else 2
+    return math.sqrt(sum((float(center[d]) - float(near[d])) ** 2 for d in range(dims)))
 
 
 def _same_footprint(est: dict, ref: dict, rel_tol: float = 0.2) -> bool:
@@ -287,7 +297,9 @@ class FlashPlanner:
                 else:
                     ref0 = anchor["observations"][k].get("estimate") or {}
                     several = int(step.get("instances") or 1) > 1
-                    near = ref0.get("center") if several else None
+                    # the instance nearest the recorded centre: this scene may show a look-alike the
+                    # source's look did not, and the segment's first instance need not be the plan's
+                    near = ref0.get("center")
                     if live[aid]:
                         # a re-look (the wrist camera over the hand's target): the instance nearest where
                         # this anchor was last seen live, not the first one the camera shows. The source
@@ -295,7 +307,7 @@ class FlashPlanner:
                         # (libero_spatial_task t0 seed 7: the other bowl, 16 cm away, was taken)
                         near = live[aid][max(live[aid])].get("center") or near
                     est = self._locate(call, anchor["prompt"], step.get("camera") or "agentview", near,
-                                       names.get(anchor["prompt"]) if near is not None else None)
+                                       names.get(anchor["prompt"]) if several or live[aid] else None)
                 ref = (anchor["observations"][k].get("estimate") or {}) if k < len(anchor["observations"]) else {}
                 j = max((x for x in live[aid] if anchor["observations"][x].get("camera") == step.get("camera")),
                         default=None)  # the latest earlier live look with this camera (rpent.flash.occlusion)
@@ -557,11 +569,11 @@ class FlashPlanner:
     def _locate(call, prompt: str, camera: str, near: list | None = None, name: str | None = None) -> dict | None:
         """Live estimate of an anchor: ``segment``'s object estimate, else ``back_project`` of its box.
 
-        ``near`` (recorded centre, m, world frame; for a look that found several instances in the
-        source run): ``segment(all_instances=True)`` and the instance named ``name`` (the one the
-        instruction's qualifier designates, :func:`qualified_instances`) where it is among them,
-        else the one whose estimate centre is nearest ``near`` in XY (the seeds of a task perturb
-        positions by a few cm; instances stand farther apart)."""
+        ``near`` (m, world frame: the recorded centre of a first look, the anchor's latest live
+        centre for a re-look): ``segment(all_instances=True)`` and the instance named ``name`` (the
+        one the instruction's qualifier designates, :func:`qualified_instances`) where it is among
+        them, else the one whose estimate centre is nearest ``near`` (:func:`_distance`; the seeds of
+        a task perturb positions by a few cm, look-alikes stand farther apart)."""
         if not prompt:  # a point anchor (rpent.flash.points) has no prompt to segment
             return None
         args = {"prompt": prompt, "camera": camera}
@@ -575,8 +587,7 @@ class FlashPlanner:
         if near is not None and named:
             return dict(named[0]["object_estimate"])
         if near is not None and insts:
-            best = min(insts, key=lambda i: math.hypot(float(i["object_estimate"]["center"][0]) - float(near[0]),
-                                                       float(i["object_estimate"]["center"][1]) - float(near[1])))
+            best = min(insts, key=lambda i: _distance(i["object_estimate"]["center"], near))
             return dict(best["object_estimate"])
         if seg.get("object_estimate"):
             return dict(seg["object_estimate"])

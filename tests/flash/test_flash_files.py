@@ -1140,3 +1140,27 @@ def test_a_close_relook_takes_the_instance_nearest_where_the_anchor_was_seen():
     assert relook["live_center"][:2] == [-0.18, 0.305]
     grasp = [a["xyz"] for n, a in sent if n == "move_to"][-1]
     assert abs(grasp[0] + 0.18) < 1e-6 and abs(grasp[1] - 0.3416) < 1e-6
+
+
+def test_a_first_look_takes_the_instance_nearest_the_recorded_centre_in_three_dimensions():
+    """The source run's front look saw one bowl, on top of a cabinet; this scene also shows a
+    look-alike 43 cm lower at nearly the same x, y, listed first. The first look keeps the one
+    nearest the recorded centre, height included."""
+    recorded = [0.0374, -0.2675, 1.0399]
+    on_top, below = _est(0.045, -0.27), _est(-0.0086, -0.2867)
+    on_top["center"][2], below["center"][2] = 1.04, 0.6122
+    anchors = {"anchors": [{"id": "a0", "prompt": "akita black bowl", "observations": [
+        {"camera": "agentview", "estimate": dict(_est(*recorded[:2]), center=recorded)}]}]}
+    steps = [{"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 0}]
+    sent = []
+
+    def call(name, args):
+        sent.append((name, dict(args)))
+        insts = [{"object": "akita_black_bowl_2", "object_estimate": below},
+                 {"object": "akita_black_bowl_1", "object_estimate": on_top}]
+        return {"found": True, "object_estimate": below, "instances": insts}
+
+    planner = FlashPlanner()
+    planner._replay({"steps": steps}, anchors, call, lambda text: None, None)
+    assert sent[0][1].get("all_instances") is True
+    assert planner._log[0]["live_center"] == on_top["center"]
