@@ -76,7 +76,7 @@ def test_flash_replay_serves_seeds_from_one_env_server_with_separate_records(fla
         assert stats["total_input_tokens"] == stats["total_output_tokens"] == stats["requests"] == 0
         calls = _calls(tr)
         segs = [c["input"] for c in calls if c["name"] == "segment"]
-        assert {"prompt": "alphabet soup", "camera": "agentview"} in segs
+        assert {"prompt": "alphabet soup", "camera": "agentview", "all_instances": True} in segs
         # the anchored waypoints were rebuilt from this scene's segment results, not copied
         results = {m["tool_call_id"]: m["content"] for m in tr["messages"] if m["role"] == "tool"}
         soup = next(results[c["id"]] for c in calls if c["name"] == "segment" and c["input"]["prompt"] == "alphabet soup")
