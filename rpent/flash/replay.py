@@ -70,6 +70,7 @@ from pathlib import Path
 from rpent.flash.episode import REPORT_NAME, episode_identity, qualified_instances, server_identity, task_instruction, write_report
 from rpent.flash.files import FlashFileError, find_plan, load_flash
 from rpent.flash.generate import FIXTURE_CAMERA, fixture_estimate
+from rpent.flash.locate import locate_anchor
 from rpent.flash.occlusion import occluded_relook
 from rpent.flash.points import POINTS_KIND, relocate as relocate_points
 from rpent.flash.regrasp import EMPTY_GRASP_M, RELEASE_OPEN_M, RELEASE_STALL_M, REOPEN_STEPS, closing_step, \
@@ -115,13 +116,6 @@ def grasp_axis(est: dict) -> float | None:
     if minor > 1e-6 and major / minor >= StrategyParams().round_ratio:
         return float(est["major_yaw"])
     return None
-
-
-def _distance(center, near) -> float:
-    """Distance (m, world frame) between an estimate's centre and ``near``: in 3-D where both have a
-    height (a look-alike may stand right above or below), else in XY."""
-    dims = 3 if len(center) >= 3 and len(near) >= 3 else 2
-    return math.sqrt(sum((float(center[d]) - float(near[d])) ** 2 for d in range(dims)))
 
 
 def _same_footprint(est: dict, ref: dict, rel_tol: float = 0.2) -> bool:
@@ -565,43 +559,7 @@ class FlashPlanner:
                 args["target_yaw"] = round(yaw, 5)
         return args
 
-    @staticmethod
-    def _locate(call, prompt: str, camera: str, near: list | None = None, name: str | None = None) -> dict | None:
-        """Live estimate of an anchor: ``segment``'s object estimate, else ``back_project`` of its box.
-
-        ``near`` (m, world frame: the recorded centre of a first look, the anchor's latest live
-        centre for a re-look): ``segment(all_instances=True)`` and the instance named ``name`` (the
-        one the instruction's qualifier designates, :func:`qualified_instances`) where it is among
-        them, else the one whose estimate centre is nearest ``near`` (:func:`_distance`; the seeds of
-        a task perturb positions by a few cm, look-alikes stand farther apart)."""
-        if not prompt:  # a point anchor (rpent.flash.points) has no prompt to segment
-            return None
-        args = {"prompt": prompt, "camera": camera}
-        if near is not None:
-            args["all_instances"] = True
-        seg = call("segment", args)
-        if "error" in seg or not seg.get("found"):
-            return None
-        insts = [i for i in (seg.get("instances") or []) if isinstance(i, dict) and i.get("object_estimate")]
-        named = [i for i in insts if name is not None and i.get("object") == name]
-        if near is not None and named:
-            return dict(named[0]["object_estimate"])
-        if near is not None and insts:
-            best = min(insts, key=lambda i: _distance(i["object_estimate"]["center"], near))
-            return dict(best["object_estimate"])
-        if seg.get("object_estimate"):
-            return dict(seg["object_estimate"])
-        box = seg.get("box")
-        if not box:
-            return None
-        x0, y0, x1, y1 = box
-        bp = call("back_project", {"row_range": [y0, y1], "col_range": [x0, x1], "camera": camera,
-                                   "step": seg.get("step", -1), "resolution": "low"})
-        if "error" in bp or not bp.get("center_xyz"):
-            return None
-        c = bp["center_xyz"]
-        return {"center": c, "top_z": c[2], "bottom_z": c[2], "major_yaw": 0.0, "major_extent": 0.0,
-                "minor_extent": 0.0, "ridge_yaw": None, "source": "back_project_box"}
+    _locate = staticmethod(locate_anchor)
 
     @staticmethod
     def _finish(call, result: PlannerResult, status: str, summary: str) -> None:

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from rpent.robots.libero import bodies, geometry, suites
+from rpent.robots.libero.stability import first_instability, warning_counts
 from rpent.robots.libero.egl import configure_rendering
 
 __all__ = [
@@ -63,11 +64,6 @@ MAX_RENDER_SIZE = 2048
 #: Policy camera size (pixels): LIBERO training data was rendered at 256x256 (openpi LIBERO_ENV_RESOLUTION).
 POLICY_IMAGE_SIZE = 256
 _MJOBJ_GEOM = 5  # mujoco.mjtObj.mjOBJ_GEOM
-#: MuJoCo's warnings that mean the simulation blew up (``mujoco.mjtWarning``: mjWARN_BADQPOS,
-#: mjWARN_BADQVEL, mjWARN_BADQACC): a NaN, inf or huge value in a joint's position, velocity or
-#: acceleration. MuJoCo then resets the whole state to the model's defaults (every free object
-#: jumps to the world origin), so nothing after it is the episode the init state described.
-UNSTABLE_WARNINGS = {4: "bad qpos", 5: "bad qvel", 6: "bad qacc"}
 
 
 _OPEN_SIMS: "weakref.WeakSet[LiberoSim]" = weakref.WeakSet()
@@ -307,7 +303,7 @@ class LiberoSim:
         gripper = self._robot.gripper
         gripper.current_action = np.zeros_like(np.asarray(gripper.current_action, dtype=np.float64))
         self._instability = None
-        self._warnings_at_reset = self._warning_counts()
+        self._warnings_at_reset = warning_counts(self._data)
         for _ in range(self.settle_steps):
             self._env.step(DUMMY_ACTION)
         self.steps = 0
@@ -410,43 +406,21 @@ class LiberoSim:
         }
 
     def instability(self) -> dict | None:
-        """Whether the simulation blew up in this episode (:data:`UNSTABLE_WARNINGS`), and where.
+        """Whether the simulation blew up in this episode, and where
+        (:mod:`rpent.robots.libero.stability`).
 
         Returns:
-            None while MuJoCo has raised none of those warnings since :meth:`reset`; else the first
-            one: ``{"env_step": int (0: while the init state settled, before any action),
-            "warning": "bad qacc" | "bad qvel" | "bad qpos", "dof": int (the DOF index MuJoCo
-            named), "joint": str | None (its joint), "body": str | None (the joint's body),
-            "detail": one line}``. MuJoCo resets the state when it raises them, so the scene after
+            None while MuJoCo has raised none of its bad qpos/qvel/qacc warnings since
+            :meth:`reset`; else the first one (:func:`~rpent.robots.libero.stability.first_instability`:
+            ``env_step`` (0: while the init state settled), ``warning``, ``dof``, ``joint``,
+            ``body``, ``detail``). MuJoCo resets the state when it raises them, so the scene after
             that step is not the one the init state described.
         """
         return None if self._instability is None else dict(self._instability)
 
-    def _warning_counts(self) -> dict[int, int]:
-        warnings = self._data.warning
-        return {i: int(warnings[i].number) for i in UNSTABLE_WARNINGS}
-
     def _check_stability(self) -> None:
-        if self._instability is not None:
-            return
-        warnings = self._data.warning
-        for i, name in UNSTABLE_WARNINGS.items():
-            if int(warnings[i].number) > self._warnings_at_reset.get(i, 0):
-                dof = int(warnings[i].lastinfo)
-                joint = body = None
-                if 0 <= dof < self._model.nv:
-                    jid = int(self._model.dof_jntid[dof])
-                    joint = self._model.joint_id2name(jid)
-                    body = self._model.body_id2name(int(self._model.jnt_bodyid[jid]))
-                where = "while the init state settled, before any action" if self.steps == 0 \
-                    else f"at env step {self.steps}"
-                self._instability = {
-                    "env_step": self.steps, "warning": name, "dof": dof, "joint": joint, "body": body,
-                    "detail": (f"the simulation became unstable {where}: MuJoCo found a NaN, inf or huge "
-                               f"{name.split()[1]} at DOF {dof} (joint {joint or '?'} of {body or '?'}) and reset "
-                               f"the state; the scene after it is not the init state's"),
-                }
-                return
+        if self._instability is None:
+            self._instability = first_instability(self._data, self._model, self._warnings_at_reset, self.steps)
 
     # ------------------------------------------------------------------ state
     def robot_obs(self) -> dict:
