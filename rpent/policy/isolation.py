@@ -49,6 +49,11 @@ layer is off (docs/guides/sandbox.md has the table of layers, their limits and w
    :func:`rpent.policy.worker_process.read_paths`);
    writes only beneath the scratch directory; no TCP; no signals to processes outside
    the cell. Works without namespaces or root.
+9. **system-call filter** (``syscall_filter``, :mod:`rpent.policy.seccomp`): seccomp-bpf refuses
+   ``socket()``, ``socketpair()`` other than ``SOCK_STREAM`` and ``io_uring_setup()``, so no
+   process of the cell can reach a Unix socket on the host (a tmux or D-Bus server: neither the
+   network namespace nor Landlock stops ``connect()`` to a socket file) or the host of a virtual
+   machine over vsock. Needs ``PR_SET_NO_NEW_PRIVS`` (layer 7); works without namespaces or root.
 
 Linux-only; on other systems every layer reports off and nothing changes.
 """
@@ -65,7 +70,7 @@ import sys
 import time
 from typing import Any, Callable
 
-from rpent.policy import landlock
+from rpent.policy import landlock, seccomp
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
@@ -92,7 +97,7 @@ SYSTEM_READ_PATHS = (
 
 #: Order of the layers in reports (see the module docstring).
 LAYERS = ("cgroup", "cpu_quota", "rlimits", "namespaces", "readonly_fs", "scratch_quota", "pid_namespace",
-          "process_limit", "capabilities_dropped", "landlock")
+          "process_limit", "capabilities_dropped", "landlock", "syscall_filter")
 
 #: Inodes of the scratch tmpfs per MiB of its size (a cell cannot pin memory in empty files).
 SCRATCH_INODES_PER_MIB = 64
@@ -483,4 +488,9 @@ def isolate_self(*, namespaces: bool = True, scratch: str | None = None, scratch
         report.set("landlock", True, f"ABI {ll.get('abi')}: " + "; ".join(parts))
     else:
         report.set("landlock", False, str(ll.get("note")))
+    try:
+        filtered, detail = seccomp.restrict_sockets(libc)
+    except Exception as exc:  # best effort by design
+        filtered, detail = False, f"{type(exc).__name__}: {exc}"
+    report.set("syscall_filter", filtered, detail)
     return {**report.as_dict(), "limits": dict(report.applied_limits)}  # type: ignore[attr-defined]

@@ -262,3 +262,69 @@ def test_a_cell_flooding_output_and_errors_keeps_a_small_record(make_runner, tmp
     assert result["output_dropped_chars"] > 0
     path = tmp_path / "run" / result["result_path"]
     assert path.stat().st_size <= 1_000_000
+
+
+def test_a_cell_cannot_talk_to_a_unix_socket_on_the_host(make_runner, tmp_path):
+    """A service listening on a Unix socket file (a tmux server in /tmp, D-Bus in /run) would run
+    commands for whoever connects: neither the network namespace nor Landlock stops connect() to
+    a socket file. The cell gets no socket at all (seccomp), nor a datagram pair it could point
+    at one; a stream pair (asyncio, multiprocessing) still works."""
+    import socket
+
+    path = tmp_path / "host.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(4)
+    server.settimeout(0.5)
+    dgram_path = tmp_path / "host_dgram.sock"
+    dgram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    dgram.bind(str(dgram_path))
+    dgram.settimeout(0.5)
+    try:
+        runner = make_runner()
+        result = runner.run_cell(textwrap.dedent(f"""
+            import socket
+            out = {{}}
+            def attempt(name, fn):
+                try:
+                    fn()
+                    out[name] = "done"
+                except OSError as e:
+                    out[name] = type(e).__name__
+            def stream():
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect({str(path)!r})
+                s.sendall(b"run-shell touch /tmp/pwned")
+            def dgram_pair():
+                a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+                a.sendto(b"hello", {str(dgram_path)!r})
+            def vsock():
+                socket.socket(getattr(socket, "AF_VSOCK", 40), socket.SOCK_STREAM).connect((2, 1024))
+            def stream_pair():
+                a, b = socket.socketpair()
+                a.sendall(b"x")
+                assert b.recv(1) == b"x"
+            attempt("unix_stream", stream)
+            attempt("unix_dgram_pair", dgram_pair)
+            attempt("vsock", vsock)
+            attempt("stream_pair", stream_pair)
+            out
+        """))
+        assert result["ok"], result["exception"]
+        out = ast.literal_eval(result["value"])
+        layers = result["sandbox"]["isolation"].get("layers") or {}
+        if layers and not layers.get("syscall_filter", {}).get("on"):
+            pytest.skip(f"no seccomp filter here: {layers.get('syscall_filter')}")
+        with pytest.raises(TimeoutError):
+            server.accept()
+        with pytest.raises(TimeoutError):
+            dgram.recv(64)
+        assert out["unix_stream"] == "PermissionError" and out["unix_dgram_pair"] == "PermissionError"
+        assert out["vsock"] == "PermissionError"
+        assert out["stream_pair"] == "done"
+        assert "socket()" in layers["syscall_filter"]["detail"]
+        after = runner.run_cell("1 + 1")
+        assert after["value"] == "2"
+    finally:
+        server.close()
+        dgram.close()
