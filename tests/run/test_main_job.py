@@ -170,6 +170,24 @@ def test_output_dir_under_a_file_is_refused_in_one_line(tmp_path):
         "choose a directory you can write to"], p.stderr
 
 
+def test_a_code_file_that_is_not_python_is_refused_in_one_line_before_anything_starts(tmp_path):
+    bad = tmp_path / "policy.py"
+    bad.write_text("def f(:\n")
+    before = bad.read_bytes()
+    out = tmp_path / "o"
+    p = _rpent("--suite", "libero_object", "--task", "0", "--policy-mode", "code", "--code-file", str(bad),
+               "--output-dir", str(out), timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr.strip().splitlines() == [f"rpent: error: --code-file {bad}: syntax error at line 1: invalid syntax"]
+    assert not out.exists() and bad.read_bytes() == before  # no env server, no run directory
+    latin1 = tmp_path / "latin1.py"
+    latin1.write_bytes(b"x = '\xe9'\n")
+    p = _rpent("--suite", "libero_object", "--task", "0", "--code-file", str(latin1), "--output-dir", str(out),
+               timeout=120)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip().startswith(f"rpent: error: --code-file {latin1}: not UTF-8 text") and not out.exists()
+
+
 def test_killed_env_server_keeps_record_and_leaves_no_orphans(tmp_path):
     out = tmp_path / "killed"
     cfg = RunConfig(suite="libero_object", task=0, seed=0, planner="scripted", output_dir=out, video=False,
