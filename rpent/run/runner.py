@@ -107,6 +107,8 @@ def _run_error(exc: BaseException) -> str:
     line (:attr:`rpent.services.ServiceStartError.summary`; the full tail stays in its log)."""
     from rpent.services import ServiceStartError
 
+    if isinstance(exc, BaseExceptionGroup):  # a nursery's wrapper: the record names what failed inside it
+        return "; ".join(dict.fromkeys(_run_error(e) for e in exc.exceptions))
     if isinstance(exc, ServiceStartError):
         return f"{type(exc).__name__}: {exc.summary}"
     return f"{type(exc).__name__}: {exc}"

@@ -188,6 +188,24 @@ def test_a_code_file_that_is_not_python_is_refused_in_one_line_before_anything_s
     assert p.stderr.strip().startswith(f"rpent: error: --code-file {latin1}: not UTF-8 text") and not out.exists()
 
 
+def test_an_error_raised_inside_the_run_is_recorded_by_its_own_message_not_as_an_exception_group(tmp_path):
+    # a host that skips the command line's checks (a script, the TUI) hands the run a broken policy file
+    bad = tmp_path / "policy.py"
+    bad.write_text("def f(:\n")
+    out = tmp_path / "o"
+    cfg = RunConfig(suite="libero_object", task=0, seed=0, planner="scripted", output_dir=out, video=False,
+                    planner_config=PlannerConfig(), policy_mode="code", code_file=str(bad))
+
+    async def main():
+        async with Supervisor(log_dir=out) as sup:
+            return await run_task(cfg, sup)
+
+    outcome = trio.run(main)
+    tr = json.loads((out / "transcript_object_t0_s0.json").read_text())
+    assert outcome.label == tr["label"] == "error"
+    assert tr["error"] == f"ValueError: --code-file {bad}: syntax error at line 1: invalid syntax", tr["error"]
+
+
 def test_killed_env_server_keeps_record_and_leaves_no_orphans(tmp_path):
     out = tmp_path / "killed"
     cfg = RunConfig(suite="libero_object", task=0, seed=0, planner="scripted", output_dir=out, video=False,
