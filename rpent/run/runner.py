@@ -344,8 +344,9 @@ def _dead_services(supervisor, exclude: str | None = None) -> str:
     (``exclude``: a service whose failed start the error already names)."""
     parts = []
     for svc in getattr(supervisor, "services", []):
-        if not svc.external and svc.returncode is not None and svc.name != exclude:
-            parts.append(f"{svc.name} exited with code {svc.returncode} during the run; see {svc.name}.log")
+        code = None if svc.external else svc.exit_code()
+        if code is not None and svc.name != exclude:
+            parts.append(f"{svc.name} exited with code {code} during the run; see {svc.name}.log")
     return "; ".join(parts)
 
 
