@@ -28,7 +28,7 @@ __all__ = ["EditorScreen", "STARTER_CELL", "format_cell_result"]
 
 STARTER_CELL = '''# A code-policy cell: `robo.<tool>(...)` calls the TaskRun's toolkit (same tools as the planner).
 # Variables persist between cells. ctrl+r runs this buffer.
-s = robo.state()
+s = robo.view_env_state()
 print(s)
 '''
 

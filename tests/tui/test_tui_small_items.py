@@ -102,3 +102,20 @@ def test_run_list_shows_label_predicate_verdict_and_disagreement(tmp_path):
     outcome = read_outcome(plain)
     assert (outcome.label, outcome.environment_success, outcome.verdict) == ("failed", True, "failure")
     assert outcome.verdict_cell() == "failure ≠ env"
+
+
+def test_the_editor_starter_cell_calls_only_tools_every_robot_has():
+    # the F4 editor opens with this cell: ctrl+r on it must run, on LIBERO as on Meta-World
+    import re
+
+    from rpent.robots.libero.toolkit import LiberoToolkit
+    from rpent.robots.metaworld.toolkit import MetaWorldToolkit
+    from rpent.toolkit.registry import build_spec
+    from rpent_tui.screens.editor import STARTER_CELL
+
+    called = set(re.findall(r"\brobo\.(\w+)\(", STARTER_CELL))
+    assert called
+    for cls in (LiberoToolkit, MetaWorldToolkit):
+        tools = {build_spec(getattr(cls, n)).spec.name for n in dir(cls)
+                 if callable(getattr(cls, n, None)) and hasattr(getattr(cls, n), "__rpent_tool__")}
+        assert called <= tools, (cls.__name__, called - tools)
