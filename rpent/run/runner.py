@@ -37,6 +37,7 @@ from typing import Callable
 
 import trio
 
+from rpent.display import printable
 from rpent.recording.outcome import Outcome, label_exclusion
 from rpent.recording.provenance import model_identity, run_provenance
 from rpent.run.config import RunConfig, RunOutcome, default_output_dir, run_label, verdict_disagreement
@@ -279,6 +280,8 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
         log.error("run failed: %s", outcome.error)
         log.debug("run failure traceback", exc_info=True)
     finally:
+        if outcome.error:  # it may quote a code cell's or a model's text: no terminal controls in the summary
+            outcome.error = printable(outcome.error)
         with trio.CancelScope(shield=True):
             stop_recording()
             await trio.to_thread.run_sync(lambda: _finalize(cfg, info, record, toolkit, recorder,

@@ -206,6 +206,22 @@ def test_an_error_raised_inside_the_run_is_recorded_by_its_own_message_not_as_an
     assert tr["error"] == f"ValueError: --code-file {bad}: syntax error at line 1: invalid syntax", tr["error"]
 
 
+def test_a_cells_terminal_controls_never_reach_the_terminal_through_the_final_line(tmp_path):
+    policy = tmp_path / "policy.py"
+    policy.write_text('raise ValueError("boom\\x1b]2;PWNED\\x07\\x1b[2J")\n')
+    out = tmp_path / "o"
+    p = _rpent("--suite", "libero_object", "--task", "0", "--code-file", str(policy), "--output-dir", str(out),
+               "--progress", "off", timeout=300)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "\x1b" not in p.stdout + p.stderr, (p.stdout + p.stderr)[-2000:]
+    assert "error=policy code raised ValueError: boom\u241b]2;PWNED\u2407\u241b[2J |" in p.stdout, p.stdout
+    tr = json.loads((out / "transcript_object_t0_s0.json").read_text())
+    assert tr["error"] == "policy code raised ValueError: boom\u241b]2;PWNED\u2407\u241b[2J"
+    # the cell's own record keeps the exact message
+    cell = json.loads((out / "code_policy" / "cell_001.json").read_text())
+    assert cell["exception"]["message"] == "boom\x1b]2;PWNED\x07\x1b[2J"
+
+
 def test_killed_env_server_keeps_record_and_leaves_no_orphans(tmp_path):
     out = tmp_path / "killed"
     cfg = RunConfig(suite="libero_object", task=0, seed=0, planner="scripted", output_dir=out, video=False,
