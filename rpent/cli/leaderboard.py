@@ -84,15 +84,18 @@ def leaderboard_main(argv: list[str]) -> int:
     except (LeaderboardError, PublishedError) as exc:
         parser.error(str(exc))
     md = render_markdown(board, title=args.title)
+    flag, target = "--output", out
     try:
         write_page(out, render_html(board, title=args.title))
         if args.markdown:
-            write_page(args.markdown, md)
+            flag, target = "--markdown", Path(args.markdown)
+            write_page(target, md)
         if args.json:
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            write_bytes_atomic(Path(args.json), (json.dumps(board, indent=1) + "\n").encode("utf-8"))
+            flag, target = "--json", Path(args.json)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_bytes_atomic(target, (json.dumps(board, indent=1) + "\n").encode("utf-8"))
     except OSError as exc:
-        parser.error(f"cannot write the page: {exc.strerror or exc} ({exc.filename or out}); choose another --output")
+        parser.error(f"cannot write {flag} {target}: {exc.strerror or exc}; choose another {flag}")
     print(md, end="")
     runs = sum(r["kind"] == "run" for r in board["rows"])
     print(f"rpent-batch leaderboard: {out} ({runs} arm(s), {len(board['rows']) - runs} published row(s))"

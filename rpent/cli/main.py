@@ -211,6 +211,11 @@ def config_from_args(args: argparse.Namespace):
         raise ValueError(f"--code-file {args.code_file!r} is a directory; pass the policy's .py file")
     if args.code_file and not os.path.isfile(args.code_file):
         raise ValueError(f"--code-file {args.code_file!r} does not exist")
+    if args.code_file:
+        # not UTF-8 or not Python: said now, before an env server starts or a run directory is made
+        from rpent.policy.code_file import read_code_file
+
+        read_code_file(args.code_file)
     if args.policy_mode == "code":
         from rpent.policy.compat import check_code_mode_options
 

@@ -37,6 +37,7 @@ from typing import Callable
 
 import trio
 
+from rpent.display import printable
 from rpent.recording.outcome import Outcome, label_exclusion
 from rpent.recording.provenance import model_identity, run_provenance
 from rpent.run.config import RunConfig, RunOutcome, default_output_dir, run_label, verdict_disagreement
@@ -107,6 +108,8 @@ def _run_error(exc: BaseException) -> str:
     line (:attr:`rpent.services.ServiceStartError.summary`; the full tail stays in its log)."""
     from rpent.services import ServiceStartError
 
+    if isinstance(exc, BaseExceptionGroup):  # a nursery's wrapper: the record names what failed inside it
+        return "; ".join(dict.fromkeys(_run_error(e) for e in exc.exceptions))
     if isinstance(exc, ServiceStartError):
         return f"{type(exc).__name__}: {exc.summary}"
     return f"{type(exc).__name__}: {exc}"
@@ -277,6 +280,8 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
         log.error("run failed: %s", outcome.error)
         log.debug("run failure traceback", exc_info=True)
     finally:
+        if outcome.error:  # it may quote a code cell's or a model's text: no terminal controls in the summary
+            outcome.error = printable(outcome.error)
         with trio.CancelScope(shield=True):
             stop_recording()
             await trio.to_thread.run_sync(lambda: _finalize(cfg, info, record, toolkit, recorder,
@@ -342,8 +347,9 @@ def _dead_services(supervisor, exclude: str | None = None) -> str:
     (``exclude``: a service whose failed start the error already names)."""
     parts = []
     for svc in getattr(supervisor, "services", []):
-        if not svc.external and svc.returncode is not None and svc.name != exclude:
-            parts.append(f"{svc.name} exited with code {svc.returncode} during the run; see {svc.name}.log")
+        code = None if svc.external else svc.exit_code()
+        if code is not None and svc.name != exclude:
+            parts.append(f"{svc.name} exited with code {code} during the run; see {svc.name}.log")
     return "; ".join(parts)
 
 

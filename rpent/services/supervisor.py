@@ -137,6 +137,13 @@ class RunningService:
         # cancelled run is complete); the supervisor cancels these scopes itself at exit.
         self._io_scopes: list[trio.CancelScope] = []
 
+    def exit_code(self) -> int | None:
+        """The child's exit status now (None while it runs, and for external services): the reaper's,
+        else a non-blocking poll, so a death is seen before the reaper task has had its turn."""
+        if self.returncode is not None or self._proc is None:
+            return self.returncode
+        return self._proc.poll()
+
     @property
     def external(self) -> bool:
         """True when the service was reached at ``spec.endpoint`` rather than spawned."""

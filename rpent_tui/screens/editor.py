@@ -19,6 +19,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Label, ProgressBar, RichLog, TextArea
 
+from rpent.display import printable
+
 from .base import LiveScreen
 from ..widgets.footer import StableFooter
 from ..widgets.stable import StableHeader
@@ -28,13 +30,14 @@ __all__ = ["EditorScreen", "STARTER_CELL", "format_cell_result"]
 
 STARTER_CELL = '''# A code-policy cell: `robo.<tool>(...)` calls the TaskRun's toolkit (same tools as the planner).
 # Variables persist between cells. ctrl+r runs this buffer.
-s = robo.state()
+s = robo.view_env_state()
 print(s)
 '''
 
 
 def format_cell_result(result: dict[str, Any]) -> list[Text]:
-    """Display lines of a cell result dict (stdout, stderr, value/result, error/exception)."""
+    """Display lines of a cell result dict (stdout, stderr, value/result, error/exception); terminal
+    control characters in them are replaced by visible stand-ins (:func:`rpent.display.printable`)."""
     lines: list[Text] = []
     for key, style in (("stdout", ""), ("stderr", "yellow")):
         text = result.get(key)
@@ -63,6 +66,8 @@ def format_cell_result(result: dict[str, Any]) -> list[Text]:
              and isinstance(v, (int, float, str, bool))}
     if extra:
         lines.append(Text(" · ".join(f"{k}={v}" for k, v in extra.items()), style="dim"))
+    for line in lines:  # what the cell printed or raised is shown, never sent to the terminal as controls
+        line.plain = printable(line.plain)
     return lines
 
 

@@ -31,6 +31,7 @@ from .base import LiveScreen
 from ..widgets.footer import StableFooter
 from rpent.recording import run_readers as readers
 from rpent.session.flywheel_jobs import FlywheelJob, FlywheelJobError, FlywheelOutput
+from ..services.outcome import RunOutcomeView, read_outcome
 from ..widgets.tables import VimDataTable, VimSelectionList
 from ..widgets.stable import StableHeader
 
@@ -57,6 +58,19 @@ class PickList(VimSelectionList):
         inner = segments[1]
         segments[1] = Segment("x" if picked else " ", inner.style, inner.control)
         return Strip(segments, line.cell_length)
+
+
+def run_choice(outcome: RunOutcomeView | None, run: readers.RunSummary) -> str:
+    """One run in the pick list: its label first (what the export's label policy reads, the operator's
+    verdict where one was given), then the environment's predicate, the task, trajectories and name:
+    ``failed (operator: failure) · env ✓ · libero_object t0 s0 · 1 traj · 0001_libero_object_t0_s0``."""
+    outcome = outcome or RunOutcomeView()
+    label = outcome.label or run.state or "-"
+    if outcome.verdict:
+        label += f" (operator: {outcome.verdict})"
+    env = outcome.environment_success if outcome.environment_success is not None else run.success
+    ok = {True: "✓", False: "✗", None: "?"}[env]
+    return f"{label} · env {ok} · {run.task_label} · {run.trajectories} traj · {run.name}"
 
 
 def report_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
@@ -154,15 +168,15 @@ class FlywheelScreen(LiveScreen):
     @work(thread=True, exclusive=True, group="flywheel-scan", exit_on_error=False)
     def _scan(self, root: Path) -> None:
         runs = readers.list_runs(root)
-        self.app.call_from_thread(self._show_runs, runs)
+        outcomes = {run.path: read_outcome(run.path) for run in runs}
+        self.app.call_from_thread(self._show_runs, runs, outcomes)
 
-    def _show_runs(self, runs: list[readers.RunSummary]) -> None:
+    def _show_runs(self, runs: list[readers.RunSummary], outcomes: dict | None = None) -> None:
         selection = self.query_one("#fw-runs", SelectionList)
         chosen = set(selection.selected)
         selection.clear_options()
         for run in runs:
-            ok = {True: "✓", False: "✗", None: "?"}[run.success]
-            label = f"{ok} {run.task_label} · {run.trajectories} traj · {run.name}"
+            label = run_choice((outcomes or {}).get(run.path), run)
             selection.add_option((label, str(run.path), str(run.path) in chosen))
         if runs and selection.highlighted is None:
             selection.highlighted = 0  # so space toggles at once

@@ -25,6 +25,7 @@ from textual.widgets import DataTable, RichLog, Static
 
 from .base import LiveScreen
 from ..widgets.footer import StableFooter
+from rpent.display import printable
 from rpent.recording import run_readers as readers
 from ..services import datasets
 from ..services.outcome import RunOutcomeView, read_outcome
@@ -112,7 +113,7 @@ def transcript_lines(entries: list[dict[str, Any]], limit: int = 60) -> list[Tex
         elif not isinstance(content, str):
             content = json.dumps(content, default=str)[:MAX_RESULT_CHARS]
         style = {"assistant": "", "user": "yellow", "tool": "green"}.get(role, "dim")
-        out.append(Text.assemble((f"{role}: ", f"bold {style}".strip()), (content[:2000], style)))
+        out.append(Text.assemble((printable(f"{role}: "), f"bold {style}".strip()), (printable(content[:2000]), style)))
     return out
 
 

@@ -27,6 +27,8 @@ from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from rpent.display import printable
+
 from ..services.tool_summary import summarize_tool_result
 
 __all__ = ["TranscriptView", "render_event", "raw_text", "summarize_result", "MAX_RESULT_CHARS"]
@@ -50,7 +52,15 @@ def summarize_result(result: Any, tool: str | None = None) -> str | None:
 
 
 def render_event(event: Mapping[str, Any]) -> Text | None:
-    """One transcript line for a run event (None for events the transcript does not show)."""
+    """One transcript line for a run event (None for events the transcript does not show); terminal
+    control characters in it (a code cell's output, a model's text) are shown, not sent to the terminal."""
+    line = _render_event(event)
+    if line is not None:
+        line.plain = printable(line.plain)  # same length: the styles stay on their characters
+    return line
+
+
+def _render_event(event: Mapping[str, Any]) -> Text | None:
     kind = event.get("kind")
     if kind == "status":
         return Text.assemble(("● ", "bold"), (f"{event.get('state', '')}", "bold"),
@@ -112,7 +122,7 @@ def raw_text(event: Mapping[str, Any]) -> Text:
         body = json.dumps(payload, ensure_ascii=False, default=str, indent=2)
     except (TypeError, ValueError):
         body = repr(payload)
-    return Text.assemble(head, "\n", (body, "dim"))
+    return Text.assemble(head, "\n", (printable(body), "dim"))
 
 
 def _line_spans(plain: str, width: int) -> tuple[tuple[int, int], ...]:

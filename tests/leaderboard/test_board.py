@@ -143,3 +143,11 @@ def test_bad_input_is_one_line(tmp_path, board_dir):
     done = _lb(board_dir / "lb", board_dir / "lb", "--output", tmp_path / "y.html")
     assert done.returncode == 2 and "is given twice" in done.stderr
     assert not (tmp_path / "x.html").exists() and not (tmp_path / "y.html").exists()
+    # a file that cannot be written is named by its own flag
+    done = _lb(board_dir / "lb", "--output", tmp_path / "z.html", "--json", "/proc/rpent-nope/lb.json")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "rpent-batch leaderboard: error: cannot write --json /proc/rpent-nope/lb.json: No such file or directory; "
+        "choose another --json"), done.stderr
+    done = _lb(board_dir / "lb", "--output", "/proc/rpent-nope/lb.html")
+    assert done.returncode == 2 and "cannot write --output /proc/rpent-nope/lb.html: " in done.stderr, done.stderr

@@ -170,6 +170,58 @@ def test_output_dir_under_a_file_is_refused_in_one_line(tmp_path):
         "choose a directory you can write to"], p.stderr
 
 
+def test_a_code_file_that_is_not_python_is_refused_in_one_line_before_anything_starts(tmp_path):
+    bad = tmp_path / "policy.py"
+    bad.write_text("def f(:\n")
+    before = bad.read_bytes()
+    out = tmp_path / "o"
+    p = _rpent("--suite", "libero_object", "--task", "0", "--policy-mode", "code", "--code-file", str(bad),
+               "--output-dir", str(out), timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr.strip().splitlines() == [f"rpent: error: --code-file {bad}: syntax error at line 1: invalid syntax"]
+    assert not out.exists() and bad.read_bytes() == before  # no env server, no run directory
+    latin1 = tmp_path / "latin1.py"
+    latin1.write_bytes(b"x = '\xe9'\n")
+    p = _rpent("--suite", "libero_object", "--task", "0", "--code-file", str(latin1), "--output-dir", str(out),
+               timeout=120)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip().startswith(f"rpent: error: --code-file {latin1}: not UTF-8 text") and not out.exists()
+
+
+def test_an_error_raised_inside_the_run_is_recorded_by_its_own_message_not_as_an_exception_group(tmp_path):
+    # a host that skips the command line's checks (a script, the TUI) hands the run a broken policy file
+    bad = tmp_path / "policy.py"
+    bad.write_text("def f(:\n")
+    out = tmp_path / "o"
+    cfg = RunConfig(suite="libero_object", task=0, seed=0, planner="scripted", output_dir=out, video=False,
+                    planner_config=PlannerConfig(), policy_mode="code", code_file=str(bad))
+
+    async def main():
+        async with Supervisor(log_dir=out) as sup:
+            return await run_task(cfg, sup)
+
+    outcome = trio.run(main)
+    tr = json.loads((out / "transcript_object_t0_s0.json").read_text())
+    assert outcome.label == tr["label"] == "error"
+    assert tr["error"] == f"ValueError: --code-file {bad}: syntax error at line 1: invalid syntax", tr["error"]
+
+
+def test_a_cells_terminal_controls_never_reach_the_terminal_through_the_final_line(tmp_path):
+    policy = tmp_path / "policy.py"
+    policy.write_text('raise ValueError("boom\\x1b]2;PWNED\\x07\\x1b[2J")\n')
+    out = tmp_path / "o"
+    p = _rpent("--suite", "libero_object", "--task", "0", "--code-file", str(policy), "--output-dir", str(out),
+               "--progress", "off", timeout=300)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "\x1b" not in p.stdout + p.stderr, (p.stdout + p.stderr)[-2000:]
+    assert "error=policy code raised ValueError: boom\u241b]2;PWNED\u2407\u241b[2J |" in p.stdout, p.stdout
+    tr = json.loads((out / "transcript_object_t0_s0.json").read_text())
+    assert tr["error"] == "policy code raised ValueError: boom\u241b]2;PWNED\u2407\u241b[2J"
+    # the cell's own record keeps the exact message
+    cell = json.loads((out / "code_policy" / "cell_001.json").read_text())
+    assert cell["exception"]["message"] == "boom\x1b]2;PWNED\x07\x1b[2J"
+
+
 def test_killed_env_server_keeps_record_and_leaves_no_orphans(tmp_path):
     out = tmp_path / "killed"
     cfg = RunConfig(suite="libero_object", task=0, seed=0, planner="scripted", output_dir=out, video=False,

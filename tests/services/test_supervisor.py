@@ -394,3 +394,24 @@ def test_a_server_still_starting_dies_with_its_killed_parent(tmp_path):
         parent.stdout.close()
         if child_pid is not None and not pid_gone(child_pid):
             os.kill(child_pid, signal.SIGKILL)
+
+
+def test_a_service_killed_before_its_reaper_runs_is_named_dead_in_the_run_error(tmp_path):
+    # the planner's RPC sees the broken connection as soon as the server is killed; the run's error is
+    # composed before the supervisor's reaper task has had its turn, and must still name the death
+    from rpent.run.runner import _dead_services
+
+    async def main():
+        async with Supervisor(tmp_path) as sup:
+            svc = await sup.start(child_spec("env_server"))
+            os.kill(svc.pid, signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while not pid_gone(svc.pid):
+                assert time.monotonic() < deadline
+                time.sleep(0.01)  # blocking on purpose: no checkpoint, so the reaper cannot run
+            assert svc.returncode is None
+            return svc.exit_code(), _dead_services(sup)
+
+    code, dead = trio.run(main)
+    assert code == -signal.SIGKILL
+    assert dead == "env_server exited with code -9 during the run; see env_server.log"

@@ -73,3 +73,22 @@ def test_picks_are_marked_rules_chosen_and_each_exclusion_named(tmp_path):
     LeRobotDataset = import_lerobot_dataset()
     dataset = LeRobotDataset("rpent/test", root=out / "train")
     assert dataset.num_episodes == 1 and dataset.num_frames == report["counts"]["frames"] > 0
+
+
+def test_a_run_the_operator_rejected_is_listed_by_its_label_not_only_by_the_predicate(tmp_path):
+    logs = tmp_path / "logs"
+    build_run(logs, "0001_libero_goal_t0_s0", steps=3)
+    build_run(logs, "0002_libero_goal_t1_s0", task=1, steps=3, label="failed",
+              verdict={"answer": "failure", "notes": "bowl tipped over"})
+    app = make_app(tmp_path, StandInRun(), shared=(), start_mode="flywheel", logs_dir=logs)
+
+    async def main():
+        async with app.run_test(size=(160, 40)) as pilot:
+            selection = app.screen.query_one("#fw-runs")
+            await wait_for(pilot, lambda: selection.option_count == 2, what="run list")
+            return sorted(str(selection.get_option_at_index(i).prompt) for i in range(2))
+
+    prompts = asyncio.run(main())
+    assert prompts == [
+        "failed (operator: failure) · env ✓ · libero_goal t1 s0 · 1 traj · 0002_libero_goal_t1_s0",
+        "succeeded · env ✓ · libero_goal t0 s0 · 1 traj · 0001_libero_goal_t0_s0"], prompts

@@ -102,3 +102,42 @@ def test_run_list_shows_label_predicate_verdict_and_disagreement(tmp_path):
     outcome = read_outcome(plain)
     assert (outcome.label, outcome.environment_success, outcome.verdict) == ("failed", True, "failure")
     assert outcome.verdict_cell() == "failure ≠ env"
+
+
+def test_the_editor_starter_cell_calls_only_tools_every_robot_has():
+    # the F4 editor opens with this cell: ctrl+r on it must run, on LIBERO as on Meta-World
+    import re
+
+    from rpent.robots.libero.toolkit import LiberoToolkit
+    from rpent.robots.metaworld.toolkit import MetaWorldToolkit
+    from rpent.toolkit.registry import build_spec
+    from rpent_tui.screens.editor import STARTER_CELL
+
+    called = set(re.findall(r"\brobo\.(\w+)\(", STARTER_CELL))
+    assert called
+    for cls in (LiberoToolkit, MetaWorldToolkit):
+        tools = {build_spec(getattr(cls, n)).spec.name for n in dir(cls)
+                 if callable(getattr(cls, n, None)) and hasattr(getattr(cls, n), "__rpent_tool__")}
+        assert called <= tools, (cls.__name__, called - tools)
+
+
+def test_terminal_controls_from_a_cell_or_a_model_are_shown_not_sent_to_the_terminal():
+    # ESC sequences a hostile cell prints (retitle the window, clear the screen, write the clipboard) and
+    # a C1 CSI: each becomes one visible stand-in character in every pane that shows run text
+    from rpent_tui.screens.editor import format_cell_result
+    from rpent_tui.screens.trajectories import transcript_lines
+    from rpent_tui.widgets.transcript import raw_text
+
+    hostile = "a\x1b]2;PWNED\x07b\x1b[2Jc\x1b]52;c;cHduZWQ=\x07d\x9b2Je"
+    lines = [render_event({"kind": "planner", "event": "text", "text": hostile}),
+             render_event({"kind": "planner", "event": "tool_result", "name": "python",
+                           "result": {"stdout": hostile}}),
+             raw_text({"kind": "planner", "event": "tool_result", "name": "python", "result": {"stdout": hostile}}),
+             *format_cell_result({"stdout": hostile, "exception": {"type": "ValueError", "message": hostile}}),
+             *transcript_lines([{"role": "assistant", "content": hostile},
+                                {"role": "tool", "name": "python", "content": {"stdout": hostile}}])]
+    for line in lines:
+        assert not any(ord(ch) < 0x20 and ch not in "\t\n" or 0x7F <= ord(ch) < 0xA0 for ch in line.plain), \
+            repr(line.plain)
+    assert "a␛]2;PWNEDb␛[2Jc" in lines[0].plain and "d�2Je" in lines[0].plain
+    assert any("stdout a␛]2;PWNED" in line.plain for line in lines[1:3])
