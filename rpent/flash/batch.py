@@ -168,8 +168,10 @@ def check_options(opts: ReplayOptions) -> None:
     try:  # a malformed plan or anchors file is refused here, before an env server starts
         load_flash(flash_dir, cell)
     except FlashFileError as exc:
-        raise ValueError(f"{exc}; regenerate the plan with `rpent-flash generate --audit A --recipe R "
-                         f"--destination {flash_dir}`") from None
+        hint = f"`rpent-flash generate --audit A --recipe R --destination {flash_dir}`"
+        text = str(exc)  # one hint with the full command, not a second "regenerate"
+        raise ValueError(f"{text} ({hint})" if "regenerate" in text
+                         else f"{text}; regenerate the plan with {hint}") from None
 
 
 async def replay_seeds(opts: ReplayOptions, *, on_row=None) -> list[dict]:

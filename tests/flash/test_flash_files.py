@@ -657,6 +657,12 @@ def test_a_malformed_plan_is_refused_before_an_env_server_starts(tmp_path):
         check_options(ReplayOptions(flash_dir=str(flash), suite="libero_object", task=0, seeds=[1],
                                     output_root=str(tmp_path / "out")))
     assert not (tmp_path / "out").exists()
+    # a plan that is not JSON: one hint to regenerate it, with the command
+    (flash / "object_t0_s0_plan.json").write_text("{not json")
+    with pytest.raises(ValueError) as err:
+        check_options(ReplayOptions(flash_dir=str(flash), suite="libero_object", task=0, seeds=[1],
+                                    output_root=str(tmp_path / "out")))
+    assert str(err.value).count("regenerate") == 1 and "rpent-flash generate --audit A" in str(err.value)
 
 
 def test_only_waypoints_on_the_way_between_two_anchored_ones_are_interpolated():
