@@ -54,6 +54,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from rpent.flywheel import runcheck
 from rpent.recording import layout
 from rpent.recording import outcome as _outcome
 from rpent.recording.reader import TrajectoryRecord
@@ -88,6 +89,7 @@ NO_SUCCESS_STEP = "no_success_step"
 OBSERVATIONS_MISSING = "observations_missing"
 NO_TASK_LANGUAGE = "no_task_language"
 IMAGE_SIZE_MISMATCH = "image_size_mismatch"
+RUN_RECORD_PROBLEM = "run_record_problem"
 # Action-level exclusion reasons.
 NOT_VLA = "not_vla"
 MISSING_LINK = "missing_link"
@@ -108,7 +110,9 @@ RUN_ERROR = _outcome.RUN_ERROR
 NO_OPERATOR_VERDICT = _outcome.NO_OPERATOR_VERDICT
 DISAGREEMENT = _outcome.DISAGREEMENT
 LABEL_UNKNOWN = _outcome.LABEL_UNKNOWN
-LABEL_REASONS = (OPERATOR_REJECTED, ABORTED, CANCELLED, RUN_ERROR, NO_OPERATOR_VERDICT, DISAGREEMENT, LABEL_UNKNOWN)
+SIM_UNSTABLE = _outcome.SIM_UNSTABLE
+LABEL_REASONS = (OPERATOR_REJECTED, ABORTED, CANCELLED, RUN_ERROR, NO_OPERATOR_VERDICT, DISAGREEMENT, LABEL_UNKNOWN,
+                 SIM_UNSTABLE)
 
 REASON_TEXT = {
     **{r: _outcome.EXCLUSION_TEXT[r] for r in LABEL_REASONS},
@@ -128,6 +132,8 @@ REASON_TEXT = {
     NO_SUCCESS_STEP: "environment_success is true but no action has terminated=true (the success step is unknown)",
     OBSERVATIONS_MISSING: "an action to export has no images (record with --record-observations all)",
     NO_TASK_LANGUAGE: "task.json has no task_language (the frames' task string)",
+    RUN_RECORD_PROBLEM: "the run record around the trajectory (transcript, states.json) is unreadable or "
+                        "contradicts task.json (rpent-flywheel validate names the problem)",
     NO_QUALIFYING_ACTIONS: "successful run, but no action links to a valid VLA prediction",
     NOT_VLA: "not a VLA action (scripted or other source)",
     MISSING_LINK: "VLA action without pred_id/index_in_chunk",
@@ -365,6 +371,14 @@ def _run_level(record: TrajectoryRecord, sel: RunSelection) -> RunSelection | No
         return sel.exclude_run(NOT_SUCCESSFUL, f"status {task.get('status')!r}")
     if success is not True:
         return sel.exclude_run(SUCCESS_UNKNOWN, f"environment_success={success!r}, status {task.get('status')!r}")
+    run_dir = runcheck.run_dir_of(rd)
+    if run_dir is not None:  # the run record around the trajectory must agree with it, as validate requires
+        try:
+            found = runcheck.check_run_record(run_dir, task, [a for a in record.actions.records if isinstance(a, dict)])
+        except OSError as exc:
+            found = [("run_record", f"cannot be read: {exc}")]
+        if found:
+            return sel.exclude_run(RUN_RECORD_PROBLEM, "; ".join(f"{c}: {d}" for c, d in found[:3]))
     if (task.get("capture") or {}).get("actions") != layout.CAPTURE_FULL:
         return sel.exclude_run(ACTIONS_UNAVAILABLE, f"capture.actions={(task.get('capture') or {}).get('actions')!r}")
     if sel.robot not in ROBOT_TYPES:

@@ -183,3 +183,33 @@ def test_a_successful_record_whose_actions_were_emptied_is_not_ok(tmp_path, reco
     assert any(c == "transcript" and "env_steps 5 but the record has no readable action" in t for c, t in details)
     assert flywheel_main(["validate", str(root)]) == 1
     assert "1 record(s): 0 ok, 1 with problems" in capsys.readouterr().out
+
+
+def test_export_leaves_out_a_run_whose_run_record_validate_rejects(tmp_path, record_run):
+    """Export and validate read a run the same way: a trajectory whose transcript is unreadable,
+    contradicts its task.json, or whose states.json is truncated is not exported; the clean one is."""
+    from rpent.flywheel.selection import RULES_V1, RULES_V2, RUN_RECORD_PROBLEM, select_run
+    from rpent.recording.reader import load_record
+
+    root = tmp_path / "runs"
+    dirs = {}
+
+    def run(name: str) -> tuple[Path, Path]:
+        d, _ = record_run(root / name, PLAN, observations="all", success_seq=4)
+        dirs[name] = d
+        return write_run_record(root / name, d)
+
+    run("clean")
+    t, _ = run("empty_transcript")
+    t.write_text("")
+    t, _ = run("label_contradicts")
+    _edit(t, label="failed", environment_success=False)
+    _, s = run("states_empty")
+    s.write_text("")
+    for rules in (RULES_V1, RULES_V2):
+        clean = select_run(load_record(dirs["clean"]), rules)
+        assert clean.exported and not [x for x in clean.exclusions if x["scope"] == "run"], clean.exclusions
+        for name in ("empty_transcript", "label_contradicts", "states_empty"):
+            sel = select_run(load_record(dirs[name]), rules)
+            assert not sel.exported, name
+            assert [(x["scope"], x["reason"]) for x in sel.exclusions] == [("run", RUN_RECORD_PROBLEM)], (name, sel.exclusions)
