@@ -42,7 +42,10 @@ send, a ``done`` claiming a finish the toolkit never accepted or naming another 
 worker that stops reading its replies) ends the cell: its worker is killed and the result
 says ``protocol_violation`` (exception ``ProtocolViolation``). Frames the worker sends after
 a cell's ``done`` (a forged early ``done``) are found before the next cell starts; that
-cell then runs in a fresh worker and its result names the violation.
+cell then runs in a fresh worker and its result names the violation. After the last cell they
+are looked for when the runner closes (for up to :data:`CLOSE_DRAIN_S` seconds): the last cell's
+record is then rewritten with ``ok: false`` and the violation, since its value came from the
+forged ``done``.
 
 Without a mount namespace the scratch directory is not a size-limited tmpfs; the runner then
 measures it every :data:`SCRATCH_POLL_S` seconds while a cell runs and ends the cell (exception
@@ -77,6 +80,9 @@ log = logging.getLogger(__name__)
 MAX_REFUSALS = 20
 #: Seconds between the runner's measurements of the scratch directory (only without a tmpfs quota).
 SCRATCH_POLL_S = 0.5
+#: Seconds :meth:`CodePolicyRunner.close` waits for frames the worker sends after the last cell's
+#: ``done`` (an honest worker sends none; a forged ``done`` is followed by the cell's own frames).
+CLOSE_DRAIN_S = 0.3
 class _CellState:
     """Mutable bookkeeping of the cell being run (shared with the timer thread)."""
 
@@ -154,6 +160,7 @@ class CodePolicyRunner:
         self.recorder = CellRecorder(self.output_dir)
         #: the one directory policy code can write (cwd, HOME and TMPDIR of the worker)
         self.scratch_dir = self.recorder.code_dir / "scratch"
+        self._last_result: CellResult | None = None
         self._env = worker_env(self.scratch_dir, extra_env)
         self._specs = [spec_to_dict(s) for s in toolkit.specs()]
         self._readonly = {s["name"]: s["readonly"] for s in self._specs}
@@ -209,10 +216,36 @@ class CodePolicyRunner:
         return self._stop("interrupt")
 
     def close(self) -> None:
-        """End the worker process (and anything it forked). Idempotent."""
+        """End the worker process (and anything it forked). Idempotent.
+
+        Before that, frames the worker sent after the last cell's ``done`` are looked for (a
+        forged ``done`` lets the cell run on): if there are any, the last cell's record is
+        rewritten with ``ok: false``, ``protocol_violation`` and a ``ProtocolViolation`` exception."""
         worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.close()
+        if worker is None:
+            return
+        last, self._last_result = self._last_result, None
+        if last is not None and worker.alive:
+            try:
+                self._flag_forged_last_cell(worker, last)
+            except Exception:  # noqa: BLE001 - closing must not fail; the record stays as written
+                log.exception("code-policy worker: checking the last cell's frames failed")
+        worker.close()
+
+    def _flag_forged_last_cell(self, worker: WorkerProcess, last: CellResult) -> None:
+        deadline = time.monotonic() + CLOSE_DRAIN_S
+        found: str | None = None
+        while found is None:
+            message = worker.get(deadline - time.monotonic())
+            if message is None:
+                return
+            found = self._frame_after_done(message, last["cell"], None, None)
+        last["ok"] = False
+        last["protocol_violation"] = found
+        last["exception"] = {"type": "ProtocolViolation", "traceback": "",
+                             "message": f"the worker broke the frame protocol: {found}"}
+        log.warning("code-policy worker: %s", found)
+        self.recorder.write_result(int(last["cell"]), last)
 
     def __enter__(self) -> "CodePolicyRunner":
         return self
@@ -281,6 +314,7 @@ class CodePolicyRunner:
             "images": (state.images or []) if self.images else [],
         }
         self.recorder.write_result(index, result)
+        self._last_result = result
         return result
 
     def _ensure_worker(self) -> bool:
@@ -305,21 +339,29 @@ class CodePolicyRunner:
         if worker is None or not worker.alive:
             return
         for message in worker.pending():
-            kind = message.get("t")
-            if kind == "out":
-                (state.stderr if message.get("stream") == "stderr" else state.stdout).add(str(message.get("text", "")))
+            found = self._frame_after_done(message, state.index - 1, state.stdout, state.stderr)
+            if found is None:
                 continue
-            if kind == "_error" and not message.get("violation"):
-                continue  # the worker died between cells; the restart says so
-            if kind == "_eof":
-                continue
-            what = (f"a {kind!r} frame" if kind != "_error" else str(message.get("message")))
-            state.protocol_violation = (f"after cell {state.index - 1} had ended, the worker sent {what} "
-                                        "(an earlier 'done' was forged); the worker was replaced")
+            state.protocol_violation = f"{found}; the worker was replaced"
             log.warning("code-policy worker: %s", state.protocol_violation)
             worker.kill()
             self._worker_lost = True
             return
+
+    @staticmethod
+    def _frame_after_done(message: dict[str, Any], cell: int, stdout, stderr) -> str | None:
+        """What a frame the worker sent after cell ``cell``'s ``done`` says: None for output (kept in
+        ``stdout``/``stderr`` when given) and the end of a dead worker; else the violation."""
+        kind = message.get("t")
+        if kind == "out":
+            sink = stderr if message.get("stream") == "stderr" else stdout
+            if sink is not None:
+                sink.add(str(message.get("text", "")))
+            return None
+        if (kind == "_error" and not message.get("violation")) or kind == "_eof":
+            return None  # the worker died between cells; the restart says so
+        what = (f"a {kind!r} frame" if kind != "_error" else str(message.get("message")))
+        return f"after cell {cell} had ended, the worker sent {what} (an earlier 'done' was forged)"
 
     def _violation(self, worker: WorkerProcess, state: _CellState, problem: str) -> None:
         """End the cell for a protocol violation: kill its worker, record why."""

@@ -179,6 +179,31 @@ def test_a_done_after_the_cell_ended_is_a_protocol_violation(make_runner):
     assert second["value"] == "2" and second["ok"]
 
 
+def test_a_forged_done_in_the_last_cell_is_flagged_in_its_record_when_the_runner_closes(make_runner, tmp_path):
+    """The same forgery in the last cell: no next cell reveals it, so closing the runner looks for
+    frames after the last ``done`` and rewrites that cell's record (ok false, the violation)."""
+    runner = make_runner()
+    last = runner.run_cell(RAW_FRAMES + textwrap.dedent("""
+        import msgpack
+        send(msgpack.packb({"t": "done", "cell": 1, "value": "'forged'", "exception": None, "finished": None},
+                           use_bin_type=True))
+        'late'
+    """))
+    assert last["ok"] and last["value"] == "'forged'"   # what the forged done said, for now
+    import time
+    time.sleep(1.5)
+    runner.close()
+    saved = json.loads((tmp_path / "run" / last["result_path"]).read_text())
+    assert saved["ok"] is False and "forged" in saved["protocol_violation"]
+    assert saved["exception"]["type"] == "ProtocolViolation"
+    # an honest last cell keeps its record as written
+    honest = make_runner()
+    ok = honest.run_cell("1 + 1")
+    before = (tmp_path / "run" / ok["result_path"]).read_bytes()
+    honest.close()
+    assert (tmp_path / "run" / ok["result_path"]).read_bytes() == before
+
+
 @pytest.mark.parametrize("message, problem", [
     ({"t": "_eof"}, "type"),
     ({"t": "ready", "pid": 1, "sandbox": {}}, "type"),
