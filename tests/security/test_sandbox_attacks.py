@@ -44,6 +44,18 @@ def _at_most(marker: str, n: int, timeout_s: float = 30.0) -> bool:
     return len(cell_processes(marker)) <= n
 
 
+# cell code: attempt(name, fn) records "done" or the OSError's type in the dict ``out``
+ATTEMPT = textwrap.dedent("""
+    out = {}
+    def attempt(name, fn):
+        try:
+            fn()
+            out[name] = "done"
+        except OSError as e:
+            out[name] = type(e).__name__
+""")
+
+
 BOUNDED_FORKS = textwrap.dedent("""
     import os, time
     kids = 0
@@ -177,15 +189,8 @@ def test_a_cell_cannot_reach_outside_its_sandbox(make_runner, tmp_path):
     project = Path(rpent.__file__).parent
     try:
         runner = make_runner()
-        result = runner.run_cell(textwrap.dedent(f"""
+        result = runner.run_cell(ATTEMPT + textwrap.dedent(f"""
             import os, resource, socket
-            out = {{}}
-            def attempt(name, fn):
-                try:
-                    fn()
-                    out[name] = "done"
-                except OSError as e:
-                    out[name] = type(e).__name__
             attempt("kill", lambda: os.kill({sibling.pid}, 9))
             attempt("prlimit", lambda: resource.prlimit({sibling.pid}, resource.RLIMIT_NOFILE, (1, 1)))
             attempt("read_secret", lambda: open({str(secret)!r}).read())
@@ -282,15 +287,8 @@ def test_a_cell_cannot_talk_to_a_unix_socket_on_the_host(make_runner, tmp_path):
     dgram.settimeout(0.5)
     try:
         runner = make_runner()
-        result = runner.run_cell(textwrap.dedent(f"""
+        result = runner.run_cell(ATTEMPT + textwrap.dedent(f"""
             import socket
-            out = {{}}
-            def attempt(name, fn):
-                try:
-                    fn()
-                    out[name] = "done"
-                except OSError as e:
-                    out[name] = type(e).__name__
             def stream():
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 s.connect({str(path)!r})
