@@ -41,8 +41,13 @@ def build_run(root: Path, name: str = "0001_libero_goal_t0_s0", *, suite: str = 
 
     out = root / name
     record = RunRecord(out, run_tag(suite, task, seed))
+    record.set_episode({"suite": suite, "task": task, "seed": seed, "init_state_id": seed % 50,
+                        "init_state_global_id": seed % 50, "n_init_states": 50, "max_episode_steps": 300})
+    # env steps per recorded step: 0, 10, 20, ... without a trajectory; with one, the VLA call's
+    # ``steps`` actions are env steps 0 .. steps-1, so the run ends at env step ``steps``
+    env_steps = [10 * i for i in range(steps)] if not trajectory else [0] + [i + 1 for i in range(1, steps)]
     for i in range(steps):
-        state = {"robot0_eef_pos": [0.1 * i, 0.0, 1.0], "env_steps": 10 * i, "terminated": success and i == steps - 1,
+        state = {"robot0_eef_pos": [0.1 * i, 0.0, 1.0], "env_steps": env_steps[i], "terminated": success and i == steps - 1,
                  "truncated": False, "success": success and i == steps - 1}
         command = None if i == 0 else {"action": "pi0_pick" if i == 1 else "move_to", "xyz": [0.1 * i, 0.0, 1.0]}
         record.add_step(state, {"agentview.png": png(gradient(i))}, command=command,
@@ -55,8 +60,14 @@ def build_run(root: Path, name: str = "0001_libero_goal_t0_s0", *, suite: str = 
         {"role": "tool", "name": "pi0_pick", "tool_call_id": "call-1", "content": '{"success": true}'},
         {"role": "assistant", "content": [{"type": "text", "text": "Done."}]},
     ]
-    record.write_transcript({"suite": suite, "task": task, "seed": seed, "planner": "scripted", "model": None,
-                             "environment_success": success, "messages": messages})
+    from rpent.run.config import verdict_disagreement
+
+    state = label or ("succeeded" if success else "failed")
+    record.write_transcript({"suite": suite, "task": task, "seed": seed, "task_language": "put the bowl on the plate",
+                             "planner": "scripted", "model": None, "policy_mode": "tools", "finish": "done",
+                             "error": None, "stop_reason": None, "environment_success": success,
+                             "env_steps": env_steps[-1] if steps else 0, "label": state,
+                             "operator_verdict": verdict, "stats": {"elapsed_s": 0.5 * steps}, "messages": messages})
     if trajectory:
         from rpent.recording import TaskInfo, TrajectoryRecorder
 
@@ -73,9 +84,6 @@ def build_run(root: Path, name: str = "0001_libero_goal_t0_s0", *, suite: str = 
         rec.end_prediction(pred, steps)
         rec.end_tool_call("call-1", {"success": True})
         rec.close("finished", success)
-    from rpent.run.config import verdict_disagreement
-
-    state = label or ("succeeded" if success else "failed")
     (out / "taskrun.json").write_text(json.dumps({
         "id": name[:4], "suite": suite, "task": task, "seed": seed, "state": state, "label": state,
         "environment_success": success, "planner": "scripted", "operator_verdict": verdict,
