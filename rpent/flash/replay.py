@@ -42,6 +42,9 @@ For each plan step, in order:
 * a plan that ends holding the object (its last gripper command, ``set_gripper`` or a motion's
   ``gripper`` argument, closes it: its source run was solved during the last motion, before it
   opened the gripper) and leaves the predicate false gets one final ``release``.
+* a replay that leaves the predicate false and whose instruction ends with a fixture goal ("... and
+  close it", "turn on the stove") has that goal finished by the offline planner's fixture skill from
+  the part's live state (:mod:`rpent.flash.fixture_finish`).
 
 Every replay writes ``flash_replay.json`` into its run directory (a run artifact): the plan cell,
 the env server that served it (init state; pid and seed switches of a shared server), and per
@@ -50,7 +53,8 @@ world frame, ``kept_earlier``; ``occluded_by_place`` where a hidden re-look was 
 arguments, error) and ``repair`` (a blocked descent's shift and how many looks it took, with the
 camera that re-localised it; an empty grasp's new look and the opening after its retry; or a
 stalled release's opening before and after), with the counts ``replayed``,
-``relocalised``, ``not_found`` and ``repairs``. Under ``rpent`` the flash planner gets the
+``relocalised``, ``not_found`` and ``repairs`` (a ``fixture_skill`` repair: the goal, the skill's
+last stage, whether it got there and whether the predicate then held). Under ``rpent`` the flash planner gets the
 :class:`rpent.flash.toolkit.FlashToolkit` (state-only steps, images where it looks).
 
 The run ends with ``finish(status="success")`` iff the environment's predicate holds. A plan
@@ -69,6 +73,7 @@ from pathlib import Path
 
 from rpent.flash.episode import REPORT_NAME, episode_identity, qualified_instances, server_identity, task_instruction, write_report
 from rpent.flash.files import FlashFileError, find_plan, load_flash
+from rpent.flash.fixture_finish import finish_fixture_goals
 from rpent.flash.generate import FIXTURE_CAMERA, fixture_estimate
 from rpent.flash.locate import locate_anchor
 from rpent.flash.occlusion import occluded_relook
@@ -230,6 +235,10 @@ class FlashPlanner:
             solved = toolkit.solved()
             if not solved and not self._episode_over and self._ends_holding(plan["steps"]):
                 self._final_release(call, say)
+                solved = toolkit.solved()
+            if not solved and not self._episode_over and finish_fixture_goals(
+                    task_instruction(user_message) or str(plan.get("task_language") or ""), call, say, self._log,
+                    toolkit.solved):
                 solved = toolkit.solved()
             if solved:
                 self._finish(call, result, "success", f"flash replay of {cell}: the environment reports success")

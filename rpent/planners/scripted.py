@@ -29,6 +29,7 @@ import uuid
 from typing import Any
 
 from rpent.planners import scripted_steps
+from rpent.planners.scripted_steps import FLOOR_BELOW_DRAWER, fixture_step  # noqa: F401 (re-exported)
 from rpent.planners.base import Finish, PlannerConfig, PlannerResult, PlannerStats
 from rpent.planners.scripted_executor import Latest as _Latest
 from rpent.planners.scripted_executor import ToolExecutor as _ToolExecutor
@@ -63,9 +64,6 @@ LOOK_REACH_Z = 1.30
 LOOK_SKIP_EXTENT = 0.14
 
 
-#: what a cabinet stands on lies this far (m) under its lowest drawer's box (LIBERO's wooden
-#: cabinet: bottom drawer box from 0.913 m, the table at 0.90-0.905 m).
-FLOOR_BELOW_DRAWER = 0.01
 #: pick-and-place attempts a step makes again when the object was lost (the grasp came up empty,
 #: or the object slipped out on the way), from a new look at the scene.
 STEP_RETRIES = 2
@@ -466,37 +464,7 @@ class ScriptedPlanner:
         for wp in xy_waypoints(start, [float(v) for v in home], 0.25):
             call("move_to", {"xyz": [float(v) for v in wp], "gripper": control.GRIPPER_OPEN, "max_steps": 80})
 
-    @staticmethod
-    def _fixture_step(call, goal) -> dict:
-        """Turn a knob / open / close a drawer (:mod:`rpent.robots.libero.skills.fixtures`; a drawer
-        is pushed shut with the hand clear of what the agentview cloud shows beside it,
-        :func:`rpent.robots.libero.skills.clutter.scene_points`)."""
-        from rpent.robots.libero.skills import clutter, fixtures, scene
-
-        ex = _ToolExecutor(call)
-        if goal.action in ("turn_on", "turn_off"):
-            _, part, read = scene.find_fixture_part(call, goal.fixture_phrase, (), "hinge")
-            return fixtures.turn_knob(ex, part, read, on=goal.action == "turn_on")
-        try:
-            fx, part, read = scene.find_fixture_part(call, goal.fixture_phrase, goal.part_words, "slide")
-        except scene.NotFound:
-            if goal.part_words:
-                raise
-            from rpent.robots.libero.skills import doors
-
-            # no drawer: a hinged door ("open the microwave")
-            _, part, read = scene.find_fixture_part(call, goal.fixture_phrase, (), "hinge")
-            return (doors.open_door if goal.action == "open" else doors.close_door)(ex, part, read)
-        # what the cabinet stands on: just under its lowest drawer's box
-        boxes = [p["min"][2] for p in (call("view_fixtures", {}).get("fixtures") or {}).get(fx, []) if p.get("min")]
-        floor_z = min(boxes) - FLOOR_BELOW_DRAWER if boxes else None
-        if goal.action == "open":
-            return fixtures.open_drawer(ex, part, read, floor_z=floor_z)
-        # what stands beside the drawer, for the push to keep the hand off it
-        eef = ex.current_state().get("robot0_eef_pos")
-        points = (clutter.scene_points(call, floor_z, float(eef[2]))
-                  if floor_z is not None and eef is not None else None)
-        return fixtures.close_drawer(ex, part, read, points=points)
+    _fixture_step = staticmethod(fixture_step)
 
     @classmethod
     def _finish_or_give_up(cls, call, result: PlannerResult, status: str, summary: str) -> None:

@@ -9,7 +9,54 @@ from __future__ import annotations
 
 from rpent.planners.scripted_executor import ToolExecutor
 
-__all__ = ["clear_drawer_path", "push_if_flat", "push_step", "door_place_step", "object_points"]
+__all__ = ["FLOOR_BELOW_DRAWER", "clear_drawer_path", "fixture_step", "push_if_flat", "push_step", "door_place_step",
+           "object_points"]
+
+#: what a cabinet stands on lies this far (m) under its lowest drawer's box (LIBERO's wooden
+#: cabinet: bottom drawer box from 0.913 m, the table at 0.90-0.905 m).
+FLOOR_BELOW_DRAWER = 0.01
+
+
+def fixture_step(call, goal) -> dict:
+    """Bring one fixture to the state a :class:`~rpent.robots.libero.skills.language.FixtureGoal`
+    names: turn a stove knob on or off, open or close a drawer (a drawer is pushed shut with the
+    hand clear of what the agentview cloud shows beside it,
+    :func:`rpent.robots.libero.skills.clutter.scene_points`), or, where the fixture has no drawer,
+    open or close its hinged door (:mod:`rpent.robots.libero.skills.doors`). Every motion is a
+    toolkit call through ``call(tool, args) -> dict``; the part is read live with
+    ``view_fixtures`` (simulator state), so the skill starts from wherever the part and the arm are.
+
+    Returns:
+        The skill's result: ``{"success": env predicate, "done", "stage", "phases", "reason"?}``.
+    Raises:
+        rpent.robots.libero.skills.scene.NotFound: no fixture part matches the goal's phrase.
+    """
+    from rpent.robots.libero.skills import clutter, fixtures, scene
+
+    ex = ToolExecutor(call)
+    if goal.action in ("turn_on", "turn_off"):
+        _, part, read = scene.find_fixture_part(call, goal.fixture_phrase, (), "hinge")
+        return fixtures.turn_knob(ex, part, read, on=goal.action == "turn_on")
+    try:
+        fx, part, read = scene.find_fixture_part(call, goal.fixture_phrase, goal.part_words, "slide")
+    except scene.NotFound:
+        if goal.part_words:
+            raise
+        from rpent.robots.libero.skills import doors
+
+        # no drawer: a hinged door ("open the microwave")
+        _, part, read = scene.find_fixture_part(call, goal.fixture_phrase, (), "hinge")
+        return (doors.open_door if goal.action == "open" else doors.close_door)(ex, part, read)
+    # what the cabinet stands on: just under its lowest drawer's box
+    boxes = [p["min"][2] for p in (call("view_fixtures", {}).get("fixtures") or {}).get(fx, []) if p.get("min")]
+    floor_z = min(boxes) - FLOOR_BELOW_DRAWER if boxes else None
+    if goal.action == "open":
+        return fixtures.open_drawer(ex, part, read, floor_z=floor_z)
+    # what stands beside the drawer, for the push to keep the hand off it
+    eef = ex.current_state().get("robot0_eef_pos")
+    points = (clutter.scene_points(call, floor_z, float(eef[2]))
+              if floor_z is not None and eef is not None else None)
+    return fixtures.close_drawer(ex, part, read, points=points)
 
 
 def clear_drawer_path(call, say, goal, later) -> bool:
