@@ -5,8 +5,9 @@ For each plan step, in order:
 * ``locate``: ``segment(prompt=<anchor prompt>, camera=<camera>, all_instances=True)`` on the
   live scene; the anchor's live estimate is the ``object_estimate`` of the instance the
   instruction's qualifier names, else of the one nearest the recorded centre (a first look) or
-  the anchor's latest live centre (a re-look: the wrist camera over the hand's target may show a
-  look-alike first); when the mask has too few valid
+  the anchor's latest live centre (a re-look of the same instance: the wrist camera over the hand's
+  target may show a look-alike first; a look the source run made at another instance of the
+  prompt, the second of "both moka pots", is matched like a first look); when the mask has too few valid
   world points, the box is back-projected with ``back_project`` (region mode, low resolution)
   and its ``center_xyz`` is used. The first observation of an anchor that cannot be found
   ends the replay with ``finish(status="failure")`` and the named reason
@@ -303,12 +304,13 @@ class FlashPlanner:
                     # the instance nearest the recorded centre: this scene may show a look-alike the
                     # source's look did not, and the segment's first instance need not be the plan's
                     near = ref0.get("center")
-                    if live[aid]:
+                    last = max(live[aid]) if live[aid] else None
+                    if last is not None and self._same_instance(anchor, k, last):
                         # a re-look (the wrist camera over the hand's target): the instance nearest where
                         # this anchor was last seen live, not the first one the camera shows. The source
                         # run's close look may have seen one bowl where this scene shows two
                         # (libero_spatial_task t0 seed 7: the other bowl, 16 cm away, was taken)
-                        near = live[aid][max(live[aid])].get("center") or near
+                        near = live[aid][last].get("center") or near
                     est = self._locate(call, anchor["prompt"], step.get("camera") or "agentview", near,
                                        names.get(anchor["prompt"]) if several or live[aid] else None)
                 ref = (anchor["observations"][k].get("estimate") or {}) if k < len(anchor["observations"]) else {}
@@ -368,6 +370,18 @@ class FlashPlanner:
             if after.get("success") or after.get("terminated") or after.get("truncated"):
                 self._episode_over = True
                 break  # the episode is over; finish reports the predicate
+
+    @staticmethod
+    def _same_instance(anchor: dict, k: int, j: int) -> bool:
+        """Observations ``k`` and ``j`` of ``anchor`` stand for the same instance: the source run
+        recorded the same object for both, or did not say for one of them. A later look of a
+        prompt with several instances may be at another one ("put both moka pots on the stove":
+        the second look is at the second pot, the first one already stands on the stove), and is
+        then matched like a first look, nearest its recorded centre."""
+        obs = anchor["observations"]
+        a = obs[k].get("object") if k < len(obs) else None
+        b = obs[j].get("object") if j < len(obs) else None
+        return a is None or b is None or a == b
 
     _ends_holding = staticmethod(ends_holding)
 

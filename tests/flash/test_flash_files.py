@@ -1170,3 +1170,29 @@ def test_a_first_look_takes_the_instance_nearest_the_recorded_centre_in_three_di
     planner._replay({"steps": steps}, anchors, call, lambda text: None, None)
     assert sent[0][1].get("all_instances") is True
     assert planner._log[0]["live_center"] == on_top["center"]
+
+
+def test_a_later_look_at_another_instance_is_matched_near_its_recorded_centre():
+    """libero_10_swap t8 "put both moka pots on the stove": the source run's second look at "moka
+    pot" was at the second pot (another object than its first look). The replay matches it near
+    its recorded centre, not near where the first pot was last seen (it now stands on the stove)."""
+    first, second = _est(-0.0458, 0.2416), _est(-0.183, -0.2061)
+    anchors = {"anchors": [{"id": "a0", "prompt": "moka pot", "observations": [
+        {"camera": "agentview", "estimate": first, "object": "moka_pot_1", "instances": 2},
+        {"camera": "agentview", "estimate": second, "object": "moka_pot_2", "instances": 2}]}]}
+    steps = [{"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 0, "instances": 2},
+             {"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 1, "instances": 2}]
+    on_stove, pot2 = _est(0.2397, 0.055), _est(-0.18, -0.21)
+    looks = iter([[{"object": "moka_pot_1", "object_estimate": _est(-0.046, 0.226)},
+                   {"object": "moka_pot_2", "object_estimate": pot2}],
+                  [{"object": "moka_pot_1", "object_estimate": on_stove},
+                   {"object": "moka_pot_2", "object_estimate": pot2}]])
+
+    def call(name, args):
+        insts = next(looks)
+        return {"found": True, "object_estimate": insts[0]["object_estimate"], "instances": insts}
+
+    planner = FlashPlanner()
+    planner._replay({"steps": steps}, anchors, call, lambda text: None, None)
+    centres = [e["live_center"][:2] for e in planner._log if e["op"] == "locate"]
+    assert centres == [[-0.046, 0.226], [-0.18, -0.21]]
