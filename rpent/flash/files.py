@@ -38,7 +38,9 @@ A ``"kind": "points"`` anchor (``prompt`` null) is a thing the source run knew o
      "steps": [{"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 0},
                {"op": "tool", "tool": "move_to", "args": {...}, "anchor": "a0" | null,
                 "observation": k | null, "offset_xy": [dx, dy] (m) | null,
-                "ref": "support" (optional), "interp": [prev_step, next_step, t] (optional)}, ...]}
+                "ref": "support" (optional), "interp": [prev_step, next_step, t] (optional),
+                "source_stop_z": z (m, optional: where the source run's motion stopped short of its
+                target, the eef's final height)}, ...]}
 
 ``op: locate`` re-localises an anchor (``segment`` with the anchor's prompt on that camera;
 with ``"instances": n`` > 1, the source look found n instances and the observation is the one the
@@ -60,6 +62,7 @@ recorded have none and were generated from runs whose predicate held).
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -178,6 +181,11 @@ def load_flash(directory: str | Path, cell: str) -> tuple[dict, dict]:
             raise FlashFileError("flash_plan_invalid", f"step {i} of {cell} has a bad interp {interp!r}")
         if op == "tool" and not isinstance(s.get("tool"), str):
             raise FlashFileError("flash_plan_invalid", f"step {i} of {cell} has no tool name")
+        stop = s.get("source_stop_z")
+        if stop is not None and (isinstance(stop, bool) or not isinstance(stop, (int, float))
+                                 or not math.isfinite(stop)):
+            raise FlashFileError("flash_plan_invalid", f"step {i} of {cell} has a bad source_stop_z {stop!r} "
+                                                       "(a height in m)")
     return plan, anchors
 
 

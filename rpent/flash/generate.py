@@ -378,12 +378,17 @@ class _PlanBuilder:
         anchor["observations"].append(obs)
         self.steps.append(step)
 
-    def tool(self, cmd: dict) -> None:
+    def tool(self, cmd: dict, result: dict | None = None) -> None:
         """A recipe command: bound to the nearest anchor within the radius when it has an ``xyz``
-        (see :meth:`_bind`)."""
+        (see :meth:`_bind`). ``result``: the source run's answer to it, where known; a motion that
+        stopped short of its target (``reached: false``) keeps the eef's final height as
+        ``source_stop_z`` (m, world frame: a grasp descent that came down on the handle it took)."""
         args = {k: v for k, v in cmd.items() if k != "action"}
         step: dict[str, Any] = {"op": "tool", "tool": cmd["action"], "args": args, "anchor": None,
                                 "observation": None, "offset_xy": None}
+        final = (result or {}).get("final_eef_pos")
+        if (result or {}).get("reached") is False and isinstance(final, list) and len(final) == 3:
+            step["source_stop_z"] = round(float(final[2]), 4)
         if isinstance(args.get("xyz"), list) and len(args["xyz"]) == 3:
             self._bind(step, args["xyz"])
         elif cmd["action"] in ("set_gripper", "release"):
@@ -438,6 +443,21 @@ class _PlanBuilder:
         self.gripper_closed = float(g) > 0
 
 
+def _source_results(calls: list[dict], tools: list[dict]) -> list[dict | None]:
+    """The source run's answer to each recipe command of ``tools`` (the recipe's tool lines, in
+    order), matched in order to the transcript's successful calls as :func:`_from_transcript`
+    does; None where no call matches."""
+    out: list[dict | None] = [None] * len(tools)
+    ci = 0
+    for c in calls:
+        if ci >= len(tools):
+            break
+        if not c["error"] and c["name"] not in _READONLY and _same_command(tools[ci], c):
+            out[ci] = c["result"]
+            ci += 1
+    return out
+
+
 def _from_segment_recipe(builder: _PlanBuilder, commands: list[dict], calls: list[dict], run_dir: Path,
                          recipe, audit_path: Path) -> None:
     """A recipe that lists its ``segment`` calls (reference §6.1; written by
@@ -447,16 +467,17 @@ def _from_segment_recipe(builder: _PlanBuilder, commands: list[dict], calls: lis
     ``segment`` call with the same prompt and camera. Point-prompt segments are kept out of the
     plan (a pixel of the source scene names nothing in another scene)."""
     seg_calls = [c for c in calls if c["name"] == "segment" and not c["error"]]
-    looks = points.looks_by_position(calls, [c for c in commands if c["action"] not in _READONLY],
-                                     _same_command)  # back_project point clouds
+    tools = [c for c in commands if c["action"] not in _READONLY]
+    looks = points.looks_by_position(calls, tools, _same_command)  # back_project point clouds
+    results = _source_results(calls, tools)
     used, ti = 0, 0
     for n, cmd in enumerate(commands, 1):
         if cmd["action"] != "segment":
             if cmd["action"] not in _READONLY:
                 for args, res in looks.get(ti, []):
                     points.observe(builder, args, res, [c for c in commands[n - 1:] if c["action"] not in _READONLY])
+                builder.tool(cmd, results[ti])
                 ti += 1
-                builder.tool(cmd)
             continue
         prompt, camera = cmd.get("prompt"), cmd.get("camera") or "agentview"
         if not isinstance(prompt, str) or not prompt:
@@ -507,7 +528,7 @@ def _from_transcript(builder: _PlanBuilder, commands: list[dict], calls: list[di
         if not _same_command(cmd, call):
             continue  # a call the recipe left out (e.g. before a reset)
         ci += 1
-        builder.tool(cmd)
+        builder.tool(cmd, call["result"])
     if ci < len(commands):
         raise FlashGenerateError(f"--recipe {recipe}: command {ci + 1} ({commands[ci]['action']}) has no matching "
                                  f"successful call in the audit {audit_path}; pass the recipe of the same run")

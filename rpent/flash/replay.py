@@ -420,7 +420,10 @@ class FlashPlanner:
     def _blocked_grasp_descent(steps: list[dict], i: int, args: dict, res: dict) -> bool:
         """Step ``i`` is an anchored ``move_to`` straight before a gripper close (the grasp
         descent) that stopped more than :data:`BLOCKED_DESCENT_M` above its target without
-        reaching it: the hand hit something (a neighbouring object) on the way down."""
+        reaching it: the hand hit something (a neighbouring object) on the way down. Where the
+        source run's own descent stopped short too (the plan step's ``source_stop_z``: it came down
+        on the handle it then took, libero_10_swap t8's second moka pot), the height is measured
+        from that stop instead."""
         step = steps[i]
         if step.get("tool") != "move_to" or step.get("anchor") is None or res.get("reached", True):
             return False
@@ -428,7 +431,10 @@ class FlashPlanner:
         if nxt is None or nxt.get("tool") != "set_gripper" or float((nxt.get("args") or {}).get("gripper", -1)) <= 0:
             return False
         final, target = res.get("final_eef_pos"), args.get("xyz")
-        return bool(final and target) and float(final[2]) - float(target[2]) > BLOCKED_DESCENT_M
+        if not (final and target):
+            return False
+        floor = max(float(target[2]), float(step.get("source_stop_z", target[2])))
+        return float(final[2]) - floor > BLOCKED_DESCENT_M
 
     def _retry_descent(self, steps: list[dict], i: int, args: dict, res: dict, anchors: dict, live: dict, call,
                        say, pitch_before: float | None = None) -> dict:

@@ -1196,3 +1196,51 @@ def test_a_later_look_at_another_instance_is_matched_near_its_recorded_centre():
     planner._replay({"steps": steps}, anchors, call, lambda text: None, None)
     centres = [e["live_center"][:2] for e in planner._log if e["op"] == "locate"]
     assert centres == [[-0.046, 0.226], [-0.18, -0.21]]
+
+
+def test_a_descent_stopped_as_high_as_the_source_s_own_is_not_a_blocked_one(tmp_path):
+    """libero_10_swap t8: the source run's descent onto the second moka pot's handle stopped 1 cm
+    above its target and the grasp held. The plan keeps that stop (``source_stop_z``); a replayed
+    descent that stops as high is grasped as recorded, not "repaired" off the handle; one that
+    stops well above the source's stop is still repaired."""
+    calls = [
+        ("segment", {"prompt": "moka pot"}, {"found": True, "object": "moka_pot_2",
+                                             "object_estimate": _est(-0.18, -0.21, 1.5, 0.1, 0.045)}),
+        ("move_to", {"xyz": [-0.186, -0.26, 0.12], "target_yaw": 1.5}, {"reached": True,
+                                                                      "final_eef_pos": [-0.186, -0.26, 0.12]}),
+        ("move_to", {"xyz": [-0.186, -0.26, 0.0], "tol": 0.008}, {"reached": False,
+                                                                  "final_eef_pos": [-0.182, -0.269, 0.0099]}),
+        ("set_gripper", {"gripper": 1.0, "steps": 15}, {"gripper_opening": 0.024}),
+        ("move_to", {"xyz": [-0.186, -0.26, 0.2], "gripper": 1.0}, {"reached": True}),
+        ("finish", {"status": "success", "summary": "ok"}, {"_finish": True}),
+    ]
+    audit, recipe = _write_run(tmp_path, calls, suite="libero_10_swap", task=8, language="put both moka pots on the stove")
+    plan_file, anchors_file = generate(audit, recipe, tmp_path / "plans")
+    plan, anchors = json.loads(plan_file.read_text()), json.loads(anchors_file.read_text())
+    descent = plan["steps"][2]
+    assert descent["source_stop_z"] == 0.0099 and "source_stop_z" not in plan["steps"][1]
+    load_flash(tmp_path / "plans", "10_swap_t8_s0")  # a plan with the key is valid
+
+    def replay(stop_z):
+        sent = []
+
+        def call(name, args):
+            sent.append(name)
+            if name == "segment":
+                return {"found": True, "object_estimate": _est(-0.18, -0.21, 1.5, 0.1, 0.045)}
+            if name == "move_to" and args["xyz"][2] == 0.0:
+                return {"reached": False, "final_eef_pos": [-0.18, -0.26, stop_z]}
+            return {"reached": True, "final_eef_pos": args.get("xyz"), "gripper_opening": 0.024}
+
+        planner = FlashPlanner()
+        planner._replay(plan, anchors, call, lambda text: None, None)
+        return [e.get("kind") for e in planner._log if e["op"] == "repair"], sent
+
+    repairs, sent = replay(0.012)  # 2 mm above the source's own stop
+    assert repairs == [] and sent == ["segment", "move_to", "move_to", "set_gripper", "move_to"]
+    repairs, _ = replay(0.03)  # 2 cm above it: the hand met something the source's did not
+    assert repairs == ["blocked_grasp_descent"]
+    bad = dict(plan, steps=[*plan["steps"][:2], dict(descent, source_stop_z="high"), *plan["steps"][3:]])
+    (tmp_path / "plans" / "10_swap_t8_s0_plan.json").write_text(json.dumps(bad))
+    with pytest.raises(FlashFileError, match="bad source_stop_z 'high'"):
+        load_flash(tmp_path / "plans", "10_swap_t8_s0")
