@@ -96,6 +96,11 @@ BLOCKED_DESCENT_M = 0.008
 #: side, so the fingers still close on it. 1.5 cm clears the neighbour of libero_object task 1
 #: (cream cheese next to the tomato sauce) on the seeds where the seed-0 grasp point is blocked.
 GRASP_SHIFT_M = 0.015
+#: A blocked descent's retry servoes the hand back to its earlier pitch only from a pitch within
+#: this many rad of pointing straight down (0); a reading farther off (near +/- pi on a hand turned
+#: about 90 degrees in yaw after a long carry) is no pose to go back to: the retry then keeps the
+#: hand's orientation (``move_to``).
+LEVEL_PITCH_MAX = math.pi / 4
 
 
 def default_flash_dir() -> Path:
@@ -448,8 +453,8 @@ class FlashPlanner:
         (libero_object task 1: 0.13 rad about world x, and ``move_to`` holds whatever orientation the
         hand has, so the fingers then close askew on the box and it slips): when ``pitch_before``
         (rad, the hand's pitch before the blocked descent) is known, the re-alignment and the
-        retried descent are ``move_pose`` calls that servo the pitch back to it. Returns the
-        retried descent's result."""
+        retried descent are ``move_pose`` calls that servo the pitch back to it (only from within
+        :data:`LEVEL_PITCH_MAX` of pointing down). Returns the retried descent's result."""
         step = steps[i]
         aid = step["anchor"]
         target, final = args["xyz"], res["final_eef_pos"]
@@ -512,7 +517,7 @@ class FlashPlanner:
                           "pitch_before_rad": pitch_before, "pitch_blocked_rad": _eef_pitch(res, None)})
         descent = self._args(steps, i, anchors, live)
         tool = "move_to"
-        if pitch_before is not None:  # level the hand again (see the docstring)
+        if pitch_before is not None and abs(float(pitch_before)) <= LEVEL_PITCH_MAX:  # level the hand again
             tool = "move_pose"
             descent = {k2: v for k2, v in descent.items() if k2 in ("xyz", "target_yaw", "gripper", "tol", "step_clip",
                                                                     "max_steps", "action_scale")}

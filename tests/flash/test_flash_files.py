@@ -406,6 +406,19 @@ def test_retried_descent_levels_the_hand_tilted_by_the_block():
     repair = next(e for e in planner._log if e["op"] == "repair")
     assert repair["pitch_before_rad"] == -0.003 and repair["pitch_blocked_rad"] == -0.132
     assert repair["level_pitch"] == -0.003
+    # a pitch reading far from pointing down (2.95 rad) is no pose to go back to: the retry keeps
+    # the hand's orientation
+    calls.clear()
+
+    def odd(name, args):
+        res = call(name, args)
+        return {**res, **state(2.949)} if name == "move_to" and args["xyz"][2] == 0.1 else res
+
+    planner = FlashPlanner()
+    planner._replay(plan, anchors, odd, lambda text: None, None)
+    assert [n for n, _ in calls] == ["segment", "move_to", "move_to", "move_to", "segment", "move_to", "move_to",
+                                     "set_gripper"]
+    assert next(e for e in planner._log if e["op"] == "repair")["level_pitch"] is None
 
 
 def test_retry_keeps_the_earlier_estimate_when_the_new_look_is_partial():
