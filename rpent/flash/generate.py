@@ -20,8 +20,10 @@ motion are anchors too (:func:`fixture_anchors`), bound only by waypoints with n
 within the radius; while the gripper is closed on a part (a drawer pull), every farther waypoint
 follows that part too. A plan keeps only the parts some waypoint is bound to.
 A thing the run knew only by its ``back_project`` points (set aside from a push's way) is a point
-anchor of the grasp that picks it when that grasp binds to nothing else (:mod:`rpent.flash.points`);
-it is retired once let go.
+anchor of the grasp that picks it when that grasp binds to nothing else (:mod:`rpent.flash.points`).
+An object the gripper let go of after carrying it is retired: its looks show where it stood before
+the grasp, so later waypoints (the retreat, a drawer pushed shut after the bottle went in) bind to
+other anchors until a new look at it.
 A waypoint binds to the nearest centre of the latest observations within the radius, else to
 the nearest ``support`` point (the largest flat surface, where a look gave one: the scripted
 planner sets a plate down on a stove's burner plate, 17 cm from the centre of the stove's mask;
@@ -66,6 +68,10 @@ __all__ = ["FlashGenerateError", "generate", "BIND_RADIUS_M", "FIXTURE_CAMERA", 
 #: A waypoint is stored relative to the nearest localised anchor within this XY distance (m);
 #: farther waypoints (e.g. the first rise above the robot's start pose) stay absolute.
 BIND_RADIUS_M = 0.15
+#: While the gripper holds a segmented object, a waypoint within this XY distance (m) of where it
+#: was grasped (the lift) follows the object's look; one farther off follows a fixture part within
+#: the bind radius when there is one (a place into a drawer or a cavity).
+HELD_LIFT_RADIUS_M = 0.03
 #: Estimate keys kept in the anchors file (the ``object_estimate`` of a ``segment`` result).
 _ESTIMATE_KEYS = ("center", "top_z", "bottom_z", "major_yaw", "major_extent", "minor_extent", "ridge_yaw")
 #: Optional estimate keys kept when the look gave them: ``support`` (x, y, z of the object's largest
@@ -376,6 +382,7 @@ class _PlanBuilder:
             obs.update(object=obj, instances=instances)
             step["instances"] = instances
         anchor["observations"].append(obs)
+        self.retired.discard(anchor["id"])  # a new look: it binds again, through this look
         self.steps.append(step)
 
     def tool(self, cmd: dict, result: dict | None = None) -> None:
@@ -406,12 +413,21 @@ class _PlanBuilder:
         :meth:`_nearest_point`), the object in the hand only where no other one is near (and then
         through the observation it was grasped from: a look at it while carried sees it where the
         hand is); fixture parts only where no object is near (parts stacked in one fixture: the
-        nearest in 3-D); beyond all, the part the gripper holds."""
+        nearest in 3-D), and before the object in the hand for a waypoint more than
+        :data:`HELD_LIFT_RADIUS_M` from where it was grasped (a place into a drawer follows the
+        drawer, not where the bottle stood; the lift straight up follows the object); beyond all,
+        the part the gripper holds."""
         held = self.held[0] if self.held is not None else None
         hit = self._nearest_point([(a, len(a["observations"]) - 1) for a in self.anchors
                                    if a is not held and a["id"] not in self.retired], xyz)
         if hit is None and self.held is not None:
             hit = self._nearest_point([self.held], xyz)
+            if hit is not None:
+                a, k, ref = hit
+                c = a["observations"][k]["estimate"][ref]
+                if math.hypot(xyz[0] - c[0], xyz[1] - c[1]) > HELD_LIFT_RADIUS_M and \
+                        self._nearest(self.fixtures, xyz, lambda c: math.dist(xyz, c)) is not None:
+                    hit = None  # away from the grasp, by a fixture part: bind to the part
         if hit is None:
             part = self._nearest(self.fixtures, xyz, lambda c: math.dist(xyz, c)) or self.held_fixture
             if part is None:
@@ -437,7 +453,8 @@ class _PlanBuilder:
             a = next((x for x in self.anchors if x["id"] == self.current_anchor), None)
             self.held = (a, len(a["observations"]) - 1) if a is not None else None
         elif float(g) <= 0:
-            if self.held is not None and self.held[0].get("kind") == POINTS_KIND:
+            if self.held is not None:
+                # let go elsewhere: its looks show where it stood before the grasp, not where it is
                 self.retired.add(self.held[0]["id"])
             self.held = None
         self.gripper_closed = float(g) > 0

@@ -96,6 +96,10 @@ BLOCKED_DESCENT_M = 0.008
 #: side, so the fingers still close on it. 1.5 cm clears the neighbour of libero_object task 1
 #: (cream cheese next to the tomato sauce) on the seeds where the seed-0 grasp point is blocked.
 GRASP_SHIFT_M = 0.015
+#: A footprint whose long and short extents (m) differ by less than this has no grasp axis the
+#: replay turns a recorded yaw by (:func:`grasp_axis`): a 1 cm difference is about what the
+#: gripper's 8 cm opening cannot tell apart anyway.
+MIN_ELONGATION_M = 0.01
 #: A blocked descent's retry servoes the hand back to its earlier pitch only from a pitch within
 #: this many rad of pointing straight down (0); a reading farther off (near +/- pi on a hand turned
 #: about 90 degrees in yaw after a long carry) is no pose to go back to: the retry then keeps the
@@ -117,14 +121,18 @@ def grasp_axis(est: dict) -> float | None:
     """Grasp axis of an object estimate (rad), or None for a round footprint.
 
     The rule of :func:`rpent.robots.libero.strategy.plan_grasp`: a ridge closes along the
-    ridge (axis = ridge_yaw - pi/2); else the major axis when major/minor >= ``round_ratio``.
+    ridge (axis = ridge_yaw - pi/2); else the major axis when major/minor >= ``round_ratio`` and
+    the two extents differ by at least :data:`MIN_ELONGATION_M` (a bottle's cap seen from above,
+    7.6 x 4.5 mm, has a ratio of 1.7 but no axis to turn a grasp by: on libero_10_task t3 the
+    hover turned by 1.7 rad with it while the descent, from a rounder wrist look, did not, and the
+    hand knocked the bottle over).
     """
     from rpent.robots.libero.strategy import StrategyParams
 
     if est.get("ridge_yaw") is not None:
         return float(est["ridge_yaw"]) - math.pi / 2
     major, minor = float(est.get("major_extent") or 0.0), float(est.get("minor_extent") or 0.0)
-    if minor > 1e-6 and major / minor >= StrategyParams().round_ratio:
+    if minor > 1e-6 and major / minor >= StrategyParams().round_ratio and major - minor >= MIN_ELONGATION_M:
         return float(est["major_yaw"])
     return None
 

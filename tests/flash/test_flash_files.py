@@ -1257,3 +1257,55 @@ def test_a_descent_stopped_as_high_as_the_source_s_own_is_not_a_blocked_one(tmp_
     (tmp_path / "plans" / "10_swap_t8_s0_plan.json").write_text(json.dumps(bad))
     with pytest.raises(FlashFileError, match="bad source_stop_z 'high'"):
         load_flash(tmp_path / "plans", "10_swap_t8_s0")
+
+
+def test_a_few_millimetres_of_footprint_give_no_grasp_axis_to_turn_by():
+    """libero_10_task t3: a wine bottle's cap seen from above (7.6 x 4.5 mm, ratio 1.7) turned the
+    replayed hover by 1.7 rad while the descent, from a rounder wrist look, kept the recorded yaw;
+    the hand knocked the bottle over. Extents that differ by less than 1 cm give no axis; a butter
+    box (7 x 3.5 cm) still does."""
+    from rpent.flash.replay import grasp_axis
+
+    cap = {"major_yaw": 1.4395, "major_extent": 0.0076, "minor_extent": 0.0045, "ridge_yaw": None}
+    assert grasp_axis(cap) is None
+    assert grasp_axis({"major_yaw": 0.3, "major_extent": 0.07, "minor_extent": 0.035, "ridge_yaw": None}) == 0.3
+    anchors = {"anchors": [{"id": "a0", "prompt": "bottle", "object": None, "observations": [
+        {"camera": "agentview", "estimate": dict(_est(-0.1257, 0.0488), major_yaw=-0.2, major_extent=0.007,
+                                                 minor_extent=0.004)}]}]}
+    steps = [{"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 0},
+             {"op": "tool", "tool": "move_to", "args": {"xyz": [-0.1257, 0.0488, 1.18], "target_yaw": -0.279},
+              "anchor": "a0", "observation": 0, "offset_xy": [0.0, 0.0]}]
+    sent = []
+
+    def call(name, args):
+        sent.append((name, args))
+        if name == "segment":
+            return {"found": True, "object_estimate": dict(_est(-0.1622, 0.0631), **cap)}
+        return {"reached": True, "final_eef_pos": args.get("xyz")}
+
+    FlashPlanner()._replay({"steps": steps}, anchors, call, lambda text: None, None)
+    assert [a["target_yaw"] for n, a in sent if n == "move_to"] == [-0.279]
+
+
+def test_a_place_by_a_drawer_follows_the_drawer_and_a_released_object_binds_nothing(tmp_path):
+    """libero_10_task t3 "put the bottle in the bottom drawer of the cabinet and close it": the
+    place into the open drawer (8 cm from where the bottle stood) binds to the drawer part, not to
+    the bottle's look before the grasp; the lift straight above the grasp still follows the bottle;
+    and once the bottle is let go, the drawer push binds to the drawer too, never to where the
+    bottle stood."""
+    bottle = dict(_est(0.0, -0.22), major_extent=0.02, minor_extent=0.02)
+    calls = [("view_fixtures", {}, _cabinet()),
+             ("segment", {"prompt": "bottle"}, {"found": True, "object": "wine_bottle_1", "object_estimate": bottle}),
+             ("move_to", {"xyz": [0.0, -0.22, 1.1]}, {"reached": True}),
+             ("move_to", {"xyz": [0.0, -0.22, 0.99]}, {"reached": True}),
+             ("set_gripper", {"gripper": 1.0, "steps": 15}, {"gripper_opening": 0.03}),
+             ("move_to", {"xyz": [0.0, -0.22, 1.18]}, {"reached": True}),  # the lift: follows the bottle
+             ("move_to", {"xyz": [0.04, -0.15, 1.07]}, {"reached": True}),  # the place, by the drawer
+             ("release", {}, {}),
+             ("move_to", {"xyz": [0.02, -0.20, 1.02], "gripper": 1.0}, {"reached": True}),  # the push: the drawer
+             ("finish", {"status": "success", "summary": "ok"}, {"_finish": True})]
+    audit, recipe = _write_run(tmp_path, calls, suite="libero_10_task", task=3,
+                               language="put the bottle in the bottom drawer of the cabinet and close it")
+    plan_file, _ = generate(audit, recipe, tmp_path / "plans")
+    tools = [s for s in json.loads(plan_file.read_text())["steps"] if s["op"] == "tool" and "xyz" in s["args"]]
+    assert [(s["anchor"] or "")[:1] for s in tools] == ["a", "a", "a", "f", "f"]
