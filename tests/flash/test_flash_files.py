@@ -1309,3 +1309,47 @@ def test_a_place_by_a_drawer_follows_the_drawer_and_a_released_object_binds_noth
     plan_file, _ = generate(audit, recipe, tmp_path / "plans")
     tools = [s for s in json.loads(plan_file.read_text())["steps"] if s["op"] == "tool" and "xyz" in s["args"]]
     assert [(s["anchor"] or "")[:1] for s in tools] == ["a", "a", "a", "f", "f"]
+
+
+def test_a_first_look_that_cannot_see_the_object_looks_again_from_above_with_the_wrist_camera():
+    """libero_10_swap t1 seeds 1, 6, 9: the cream cheese box stands behind the orange juice, 2 px
+    of it in the front camera. The replay moves the open hand 25 cm above the recorded estimate's
+    top and segments on the wrist camera; the instance found there is the anchor's live estimate.
+    One found more than 10 cm off, or none, ends the replay with flash_anchor_not_found."""
+    recorded = dict(_est(0.01, -0.25), top_z=0.47)
+    anchors = {"anchors": [{"id": "a0", "prompt": "cream cheese box", "object": None,
+                            "observations": [{"camera": "agentview", "estimate": recorded}]}]}
+    steps = [{"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 0},
+             {"op": "tool", "tool": "move_to", "args": {"xyz": [0.01, -0.25, 0.6]}, "anchor": "a0", "observation": 0,
+              "offset_xy": [0.0, 0.0]}]
+
+    def replay(wrist_center):
+        sent = []
+
+        def call(name, args):
+            sent.append((name, dict(args)))
+            if name == "segment" and args["camera"] == "agentview":
+                return {"found": True, "box": [11, 186, 11, 187], "object_estimate": None, "instances": []}
+            if name == "segment":
+                est = _est(*wrist_center)
+                return {"found": True, "object_estimate": est, "instances": [{"object": "cc_1", "object_estimate": est}]}
+            if name == "back_project":
+                return {"error": "too few valid pixels"}
+            return {"reached": True, "final_eef_pos": args.get("xyz")}
+
+        planner = FlashPlanner()
+        try:
+            planner._replay({"steps": steps}, anchors, call, lambda text: None, None)
+        except Exception as exc:  # noqa: BLE001
+            return sent, planner._log, exc
+        return sent, planner._log, None
+
+    sent, log, exc = replay((0.03, -0.27))
+    assert exc is None
+    assert [n for n, _ in sent[:2]] == ["segment", "back_project"]  # the front look and its box: too few points
+    assert sent[2] == ("move_to", {"xyz": [0.01, -0.25, 0.72], "gripper": -1.0, "max_steps": 150})
+    assert sent[3][0] == "segment" and sent[3][1]["camera"] == "wrist"
+    assert sent[-1] == ("move_to", {"xyz": [0.03, -0.27, 0.6]})  # the plan's waypoint follows the look from above
+    assert [e for e in log if e["op"] == "repair"][0]["kind"] == "look_from_above"
+    _, _, exc = replay((0.2, -0.25))  # 19 cm off: another object
+    assert exc is not None and "flash_anchor_not_found" in str(exc.args[0]) and "from above" in str(exc)
