@@ -1353,3 +1353,19 @@ def test_a_first_look_that_cannot_see_the_object_looks_again_from_above_with_the
     assert [e for e in log if e["op"] == "repair"][0]["kind"] == "look_from_above"
     _, _, exc = replay((0.2, -0.25))  # 19 cm off: another object
     assert exc is not None and "flash_anchor_not_found" in str(exc.args[0]) and "from above" in str(exc)
+
+
+def test_a_hinged_part_without_a_handle_is_anchored_on_its_hinge_axis():
+    """A microwave door has no handle point and its box swings with the door: the anchor is the
+    part's ``pos`` (on the hinge axis), which two init states with the door open by different
+    angles agree on; a drawer keeps its handle, a part with neither its box centre."""
+    from rpent.flash.generate import fixture_estimate
+
+    def door(q_box_x):
+        return {"fixtures": {"microwave_1": [{"part": "microdoorroot", "type": "hinge", "handle": None,
+                                              "pos": [-0.171, 0.257, 1.016], "min": [q_box_x, 0.0, 0.92],
+                                              "max": [q_box_x + 0.2, 0.26, 1.11]}]}}
+
+    assert fixture_estimate(door(-0.26), "microwave_1", "microdoorroot")["center"] == [-0.171, 0.257, 1.016]
+    assert fixture_estimate(door(-0.28), "microwave_1", "microdoorroot")["center"] == [-0.171, 0.257, 1.016]
+    assert fixture_estimate(_cabinet(), "wooden_cabinet_1", "cabinet_top")["center"] == [0.04, -0.14, 1.09]
