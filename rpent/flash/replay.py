@@ -43,6 +43,9 @@ For each plan step, in order:
 * a plan that ends holding the object (its last gripper command, ``set_gripper`` or a motion's
   ``gripper`` argument, closes it: its source run was solved during the last motion, before it
   opened the gripper) and leaves the predicate false gets one final ``release``.
+* an anchor's first look that finds nothing usable on the front camera (the object hidden behind
+  a taller one) is tried once more from above with the wrist camera
+  (:func:`rpent.flash.locate.look_from_above`, a ``look_from_above`` repair).
 * a replay that leaves the predicate false and whose instruction ends with a fixture goal ("... and
   close it", "turn on the stove") has that goal finished by the offline planner's fixture skill from
   the part's live state (:mod:`rpent.flash.fixture_finish`).
