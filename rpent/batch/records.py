@@ -372,11 +372,12 @@ class ResultsRoot:
         return out
 
     # ------------------------------------------------------------------ state
-    def cell_states(self, cells: list[Cell]) -> dict[str, CellState]:
-        """Every cell's attempts, read from the run directories and the ledger."""
+    def cell_states(self, cells: list[Cell], ledger: list[dict[str, Any]] | None = None) -> dict[str, CellState]:
+        """Every cell's attempts, read from the run directories and the ledger (``ledger``: the
+        lines of :meth:`read_ledger` when the caller has them already)."""
         ends: dict[tuple[str, int], dict] = {}
         started: dict[str, set[int]] = {}
-        for e in self.read_ledger():
+        for e in self.read_ledger() if ledger is None else ledger:
             if e.get("event") == "end":
                 ends[(e["key"], int(e["attempt"]))] = e
             started.setdefault(e["key"], set()).add(int(e["attempt"]))
