@@ -394,6 +394,8 @@ async def _run_policy(cfg, toolkit, info, record, steering, emit, recorder, hold
     def stop_planner() -> None:
         toolkit.cancel()
         if steering is not None:
+            if getattr(steering, "stop_reason", None) is not None:
+                return  # already stopping (a signal, a replaced TaskRun): its reason stays the one on record
             try:
                 steering.interrupt(stop=True)
             except TypeError:
