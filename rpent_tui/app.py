@@ -6,7 +6,8 @@ Architecture:
   root nursery owns the ``Session`` (supervisor, shared services, TaskRuns), the flywheel export
   and code cells. ``on_unmount`` cancels it and waits, so every child server is stopped and every
   run record closed before the process exits. SIGHUP (SSH drop, tmux kill) and SIGTERM exit the app
-  the same way (``install_exit_signals``).
+  the same way (``install_exit_signals``), first cancelling the running TaskRuns with the signal as
+  their recorded reason (``interrupted: terminal hung up (SIGHUP)``).
 * The service layer reports through one thread-safe sink -> ``ServiceEvent`` messages; the app
   forwards each to every live screen's ``handle_service_event`` and opens the operator modal.
 * Screens are modes: F2 Services, F3 Run, F4 Code editor, F5 Trajectories, F6 Flywheel export, F7 Batch,
@@ -173,6 +174,16 @@ class RpentApp(App[int]):
         self.collector.stop()
 
     def _exit_on_signal(self, code: int) -> None:
+        """SIGHUP (terminal closed, SSH drop) or SIGTERM: cancel the running TaskRuns with the signal
+        as their recorded reason (``interrupted: terminal hung up (SIGHUP)``), then exit."""
+        from rpent.planners.steering import signal_stop_reason
+
+        stop_runs = getattr(self.session, "stop_runs", None)
+        if self.options.start_session and callable(stop_runs):
+            try:
+                stop_runs(signal_stop_reason(code - 128))
+            except Exception:  # noqa: BLE001 - the exit must happen; the runs are cancelled with the nursery anyway
+                pass
         self.exit(return_code=code, message=f"rpent-tui: signal {code - 128} received; stopped every service")
 
     def _hard_exit(self, code: int) -> None:

@@ -10,10 +10,13 @@ their median wall time. It shows that on a tqdm bar (stderr), in the line printe
 attempt and, every :data:`NODE_LINE_S` seconds, in a line per node; and writes it atomically to
 ``<root>/progress.json`` after every attempt.
 
-:func:`read_status` rebuilds the counts from the ledger and the run records (the ledger's "end"
-lines carry each attempt's status as the runner classified it from its record; an attempt with
-no "end" line is classified from its record here), and adds the runner's ``progress.json`` (ETA,
-nodes) when the runner holding the root's lock is alive.
+:func:`read_status` rebuilds the counts from the run records, read and checked as
+``rpent-batch report`` reads them (:meth:`rpent.batch.records.ResultsRoot.cell_states`, one
+transcript and ``states.json`` per attempt), so the two never count a cell differently. The
+ledger's "end" lines carry each attempt's status as the runner classified it when the attempt
+ended; an attempt whose record now says otherwise (a record edited or broken since) is counted as
+its record says and listed as disagreeing with the ledger. It adds the runner's ``progress.json``
+(ETA, nodes) when the runner holding the root's lock is alive.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rpent.batch.matrix import Cell, Matrix
-from rpent.batch.records import TASK_STATUSES, ResultsRoot, classify_attempt
+from rpent.batch.records import TASK_STATUSES, ResultsRoot
 from rpent.batch.stats import wilson_interval
 
 __all__ = ["Progress", "read_status", "render_status", "PROGRESS_FILE", "NODE_LINE_S", "format_duration"]
@@ -210,23 +213,8 @@ class Progress:
 
 
 # ---------------------------------------------------------------------------------------- status
-def _cell_status(cell: Cell, rr: ResultsRoot, ends: dict[int, dict], started: set[int]) -> tuple[str, float | None]:
-    """A cell's status from its ledger "end" lines, classifying from the record only attempts without one."""
-    for n in sorted(ends):
-        if ends[n].get("status") in TASK_STATUSES:
-            return ends[n]["status"], ends[n].get("wall_s")
-    numbers = set(started)
-    cdir = rr.cell_dir(cell)
-    if cdir.is_dir():
-        numbers |= {int(p.name[8:]) for p in cdir.iterdir() if p.name.startswith("attempt-") and p.name[8:].isdigit()
-                    and p.is_dir()}
-    for n in sorted(numbers - set(ends)):
-        res = classify_attempt(cell, n, rr.run_dir(cell, n), None)
-        if res.status in TASK_STATUSES:
-            return res.status, res.wall_s
-    if any(e.get("status") == "infra" for e in ends.values()):
-        return "infra", None
-    return "pending", None
+#: disagreements between the ledger and the records listed in the text of ``rpent-batch status``
+MISMATCH_LINES = 20
 
 
 def read_status(root: str | Path, confidence: float = 0.95) -> dict[str, Any]:
@@ -236,7 +224,9 @@ def read_status(root: str | Path, confidence: float = 0.95) -> dict[str, Any]:
         ``{"root", "runner": {"pid", "host", "started"} | None, "total", "decided", "counts":
         {status: n}, "arms": [{"arm", "planned", "k", "n", "infra", "pending", "rate", "wilson_low",
         "wilson_high", "running"}], "running": [{"key", "attempt", "since"}], "progress": the
-        runner's progress.json | None, "median_wall_s"}``.
+        runner's progress.json | None, "median_wall_s", "ledger_mismatch": [{"key", "attempt",
+        "ledger", "record", "reason"}] (attempts whose record's status differs from the status of
+        their ledger "end" line; the record's counts)}``.
     Raises:
         ValueError: ``root`` has no readable ``matrix.json``.
     """
@@ -249,9 +239,10 @@ def read_status(root: str | Path, confidence: float = 0.95) -> dict[str, Any]:
         raise ValueError(f"{rr.root} is not an rpent-batch results root (no matrix.json)") from None
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"{rr.matrix_path} is unreadable ({type(exc).__name__}: {exc})") from None
+    ledger = rr.read_ledger()
     ends: dict[str, dict[int, dict]] = {}
     starts: dict[str, dict[int, dict]] = {}
-    for e in rr.read_ledger():
+    for e in ledger:
         if e.get("event") == "end":
             ends.setdefault(e["key"], {})[int(e["attempt"])] = e
         elif e.get("event") == "start":
@@ -265,14 +256,22 @@ def read_status(root: str | Path, confidence: float = 0.95) -> dict[str, Any]:
                     running.append({"key": key, "attempt": n, "since": _iso(e.get("t"))})
     running_keys = {r["key"] for r in running}
     counts = {s: 0 for s in ("success", "failure", "infra", "running", "pending")}
-    arms, walls = [], []
+    arms, walls, mismatch = [], [], []
     still_running: set[str] = set()
+    states = rr.cell_states(matrix.cells(), ledger)
     for arm in matrix.arms:
         c = [0, 0, 0]
         n_running = 0
         cells = matrix.cells(arm.name)
         for cell in cells:
-            status, wall = _cell_status(cell, rr, ends.get(cell.key, {}), set(starts.get(cell.key, {})))
+            st = states[cell.key]
+            status = st.status
+            wall = st.decided.wall_s if st.decided is not None else None
+            for a in st.attempts:
+                said = ends.get(cell.key, {}).get(a.attempt, {}).get("status")
+                if said is not None and said != a.status:
+                    mismatch.append({"key": cell.key, "attempt": a.attempt, "ledger": said, "record": a.status,
+                                     "reason": a.reason})
             if status in TASK_STATUSES:
                 c[0] += status == "success"
                 c[1] += 1
@@ -299,7 +298,7 @@ def read_status(root: str | Path, confidence: float = 0.95) -> dict[str, Any]:
     return {"root": str(rr.root), "runner": holder, "total": len(matrix.cells()),
             "decided": counts["success"] + counts["failure"], "counts": counts, "arms": arms, "running": running,
             "progress": progress, "confidence": confidence,
-            "median_wall_s": round(statistics.median(walls), 1) if walls else None}
+            "median_wall_s": round(statistics.median(walls), 1) if walls else None, "ledger_mismatch": mismatch}
 
 
 def render_status(st: dict[str, Any]) -> str:
@@ -330,4 +329,13 @@ def render_status(st: dict[str, Any]) -> str:
                          f"{n['attempts']} attempts ended{med}, last at {n.get('last_seen')}")
     for r in st["running"]:
         lines.append(f"  running: {r['key']} attempt {r['attempt']} since {r['since']}")
+    mismatch = st.get("ledger_mismatch") or []
+    if mismatch:
+        lines.append(f"{len(mismatch)} attempt(s) whose run record disagrees with the ledger's end line "
+                     "(counted as the record says, as rpent-batch report does):")
+    for d in mismatch[:MISMATCH_LINES]:
+        lines.append(f"  record disagrees with the ledger: {d['key']} attempt {d['attempt']}: ledger {d['ledger']}, "
+                     f"record {d['record']}" + (f" ({d['reason']})" if d.get("reason") else ""))
+    if len(mismatch) > MISMATCH_LINES:
+        lines.append(f"  ... and {len(mismatch) - MISMATCH_LINES} more (--json lists them all)")
     return "\n".join(lines) + "\n"

@@ -19,7 +19,9 @@ checked, not just present) together with the ledger:
 
 =============  ======================================================================
 success        the record is valid and the environment's success predicate held
-failure        valid record, task not solved (exit code 1: gave up, max turns, timeout)
+failure        valid record, task not solved (exit code 1: gave up, max turns, timeout),
+               or a ``--code-file`` policy whose own code raised (exit code 2, label
+               ``error``, ``error_kind`` ``policy_code``: a retry would raise again)
 infra          infrastructure error: the run's error with exit code 2 (service died,
                planner crash; ``environment_success`` null: the environment was never
                read or the env server died before its predicate could be read), the
@@ -51,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from rpent.batch.matrix import Cell
-from rpent.recording.outcome import outcome_from_doc
+from rpent.recording.outcome import POLICY_CODE_ERROR, outcome_from_doc
 from rpent.run.record import run_tag
 
 __all__ = ["ResultsRoot", "AttemptResult", "CellState", "classify_attempt", "TASK_STATUSES",
@@ -232,6 +234,8 @@ def classify_attempt(cell: Cell, attempt: int, run_dir: Path, end: dict | None,
         res.status, res.reason = "interrupted", error or "run cancelled"
     elif doc.get("environment_success") is None:  # unknown: never read, or the env server died
         res.status, res.reason = "infra", str(error).splitlines()[0][:500]
+    elif error and doc.get("error_kind") == POLICY_CODE_ERROR:  # the policy's own code raised: it would again
+        res.status, res.reason = "failure", str(error).splitlines()[0][:500]
     elif error and doc.get("stop_reason") in ("error", "service_error"):
         res.status, res.reason = "infra", str(error).splitlines()[0][:500]
     else:
@@ -372,11 +376,12 @@ class ResultsRoot:
         return out
 
     # ------------------------------------------------------------------ state
-    def cell_states(self, cells: list[Cell]) -> dict[str, CellState]:
-        """Every cell's attempts, read from the run directories and the ledger."""
+    def cell_states(self, cells: list[Cell], ledger: list[dict[str, Any]] | None = None) -> dict[str, CellState]:
+        """Every cell's attempts, read from the run directories and the ledger (``ledger``: the
+        lines of :meth:`read_ledger` when the caller has them already)."""
         ends: dict[tuple[str, int], dict] = {}
         started: dict[str, set[int]] = {}
-        for e in self.read_ledger():
+        for e in self.read_ledger() if ledger is None else ledger:
             if e.get("event") == "end":
                 ends[(e["key"], int(e["attempt"]))] = e
             started.setdefault(e["key"], set()).add(int(e["attempt"]))

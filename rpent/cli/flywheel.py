@@ -90,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command")
     _export_parser(sub.add_parser("export", help="export records to a LeRobot dataset (the default command)"))
     v = sub.add_parser("validate", help="check raw trajectory records and the run records beside them (transcript, "
-                                         "states.json); say what is wrong per episode")
+                                         "states.json); say what is wrong per episode; list run directories without "
+                                         "a trajectory record and runs that never ended (no transcript: killed?)")
     v.add_argument("root", help="a record, a run directory, a batch results root or any parent")
     v.add_argument("--json", action="store_true", help="print the findings as JSON")
     w = sub.add_parser("view", help="write a Rerun recording (.rrd) of one episode of an exported dataset")

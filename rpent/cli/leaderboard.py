@@ -10,7 +10,8 @@ Examples::
 ``leaderboard`` reads the run records of one or more results roots (nothing runs), writes the
 self-contained HTML page (default ``<first root>/leaderboard.html``) and prints the same table as
 Markdown (``--markdown FILE`` also writes it). ``status`` answers from the files of a results root
-while its batch runs (or after). Exit codes: 0; 2 bad input (one line naming the problem).
+while its batch runs (or after), counting cells from their run records as ``rpent-batch report``
+does and listing attempts whose record disagrees with the ledger. Exit codes: 0; 2 bad input (one line naming the problem).
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ def build_status_parser() -> argparse.ArgumentParser:
         prog="rpent-batch status",
         description="Where a batch stands, from its results root's files (works while it runs): cells done/total, each "
                     "arm's success so far with its Wilson interval, running attempts, and the runner's ETA and "
-                    "per-node load.",
+                    "per-node load. Cells are counted from their run records, read as 'rpent-batch report' reads "
+                    "them; an attempt whose record disagrees with the ledger's end line (record edited or broken "
+                    "since) is counted as the record says and listed.",
         epilog="Exit codes: 0; 2 bad input.")
     p.add_argument("root", metavar="RESULTS_ROOT")
     p.add_argument("--json", action="store_true", help="print the status as JSON")

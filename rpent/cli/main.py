@@ -18,7 +18,8 @@ Check the machine first (one line per check with the fix; ``--json`` for scripts
 Exit codes: 0 = the run is labelled succeeded (the environment's success predicate held, or with
 ``--require-operator-verdict`` the operator's verdict was success); 1 = the run ended without
 success (task failure, planner gave up, timeout, max turns, an operator's failure verdict or
-abort); 2 = error (bad arguments, a service or planner error, a cancelled run). The run directory
+abort); 2 = error (bad arguments, a service or planner error, an exception raised by a
+``--code-file`` policy, a cancelled run). The run directory
 is printed at the end.
 """
 

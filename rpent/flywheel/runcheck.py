@@ -20,13 +20,17 @@ mismatched run record would otherwise go unnoticed. Checks, each named in the fi
 
 A record whose directory is not ``<run>/trajectories/<task_id>`` or whose run directory holds
 neither file (a record copied on its own) gets no run checks (``run`` is then null in the
-findings). A run directory with a run record but no trajectory record is reported by
-:func:`unrecorded_run_problems`. Everything is only read.
+findings). Run directories without a trajectory record are found by :func:`scan_run_dirs`: one
+with a transcript is reported by :func:`unrecorded_run_problems`; one with a run's
+``states.json`` (``schema_version`` 1) but no transcript, a run that never ended (killed, or
+still running), by :func:`unended_run_problems`. A directory whose ``states.json`` is not a run's
+is not a run. Everything is only read.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from rpent.recording import layout
@@ -192,19 +196,69 @@ def check_run_record(run_dir: Path, task: dict | None, actions: list[dict]) -> l
     return problems
 
 
-def find_unrecorded_runs(root: Path, record_dirs: list[Path]) -> list[Path]:
+def scan_run_dirs(root: Path) -> tuple[set[Path], set[Path]]:
+    """Directories at or below ``root`` holding a ``transcript_*.json``, and those holding a
+    ``states.json``, in one walk (hidden directories, symlinked ones and ``trajectories/`` are skipped).
+
+    Returns:
+        ``(with_transcript, with_states)``.
+    """
+    root = Path(root)
+    with_transcript: set[Path] = set()
+    with_states: set[Path] = set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        here = Path(dirpath)
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != layout.TRAJECTORIES_DIRNAME
+                       and not (here / d).is_symlink()]
+        if STATES_JSON in filenames:
+            with_states.add(here)
+        if any(f.startswith("transcript_") and f.endswith(".json") for f in filenames):
+            with_transcript.add(here)
+    return with_transcript, with_states
+
+
+def _covered(record_dirs: list[Path]) -> set[Path]:
+    return {d.parent.parent for d in record_dirs if d.parent.name == layout.TRAJECTORIES_DIRNAME}
+
+
+def find_unrecorded_runs(root: Path, record_dirs: list[Path],
+                         scan: tuple[set[Path], set[Path]] | None = None) -> list[Path]:
     """Run directories at or below ``root`` (holding a ``transcript_*.json``) without a trajectory record.
 
-    Hidden directories and the inside of ``trajectories/`` are skipped.
+    ``scan``: :func:`scan_run_dirs` of ``root`` when the caller has it already.
     """
-    covered = {d.parent.parent for d in record_dirs if d.parent.name == layout.TRAJECTORIES_DIRNAME}
-    runs = set()
-    for p in root.rglob(TRANSCRIPT_GLOB):
-        rel = p.relative_to(root).parts
-        if any(part.startswith(".") or part == layout.TRAJECTORIES_DIRNAME for part in rel[:-1]):
-            continue
-        runs.add(p.parent)
-    return sorted(r for r in runs if r not in covered)
+    with_transcript, _ = scan_run_dirs(root) if scan is None else scan
+    covered = _covered(record_dirs)
+    return sorted(r for r in with_transcript if r not in covered)
+
+
+def is_run_states(path: Path) -> bool:
+    """Whether ``path`` is a run's ``states.json`` (:class:`rpent.run.record.RunRecord`: a JSON
+    object with ``schema_version`` 1 and a ``steps`` list)."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("schema_version") == 1 and isinstance(doc.get("steps"), list)
+
+
+def find_unended_runs(root: Path, record_dirs: list[Path],
+                      scan: tuple[set[Path], set[Path]] | None = None) -> list[Path]:
+    """Run directories at or below ``root`` with a run's ``states.json`` but neither a
+    ``transcript_*.json`` nor a trajectory record: runs that never ended (killed before writing
+    their transcript, or still running). A run with a trajectory record is checked with it
+    (:func:`check_run_record` names the missing transcript).
+
+    ``scan``: :func:`scan_run_dirs` of ``root`` when the caller has it already.
+    """
+    with_transcript, with_states = scan_run_dirs(root) if scan is None else scan
+    covered = _covered(record_dirs)
+    return sorted(r for r in with_states - with_transcript - covered if is_run_states(r / STATES_JSON))
+
+
+def unended_run_problems(run_dir: Path) -> list[tuple[str, str]]:
+    """The finding for a run directory with a ``states.json`` but no transcript and no trajectory record."""
+    return [("transcript", "run never ended: no transcript (killed?)")]
 
 
 def unrecorded_run_problems(run_dir: Path) -> list[tuple[str, str]]:

@@ -24,7 +24,11 @@ the findings (``check``):
   ``<run>/states.json``) is well formed and agrees with the trajectory record
   (:mod:`rpent.flywheel.runcheck`).
 
-A run directory with a transcript but no trajectory record is listed too (check ``files``).
+A run directory with a transcript but no trajectory record is listed too (check ``files``), and
+so is a run that never ended: a run directory with a run's ``states.json`` (``schema_version``
+1) but no transcript and no trajectory record, as a run killed mid-episode leaves it (check
+``transcript``: "run never ended: no transcript (killed?)"; a run still in progress looks the
+same).
 
 The records are only read.
 """
@@ -228,7 +232,8 @@ def validate_root(root: str | Path) -> dict:
     Returns:
         ``{"root", "records": [{"record": relpath, **validate_record(...)}], "counts": {"records",
         "ok", "with_problems", "by_check": {check: records}}}``; a run directory without a
-        trajectory record is one more entry (``record`` = the run's path, a ``files`` problem).
+        trajectory record is one more entry (``record`` = the run's path; a ``files`` problem, or
+        a ``transcript`` problem when it has no transcript either: the run never ended).
 
     Raises:
         FileNotFoundError: ``root`` does not exist or is not a directory.
@@ -238,12 +243,16 @@ def validate_root(root: str | Path) -> dict:
     dirs = find_record_dirs(root)
     for d in dirs:
         out.append({"record": _rel(d, root), **validate_record(d)})
-    for run in runcheck.find_unrecorded_runs(root, dirs):
-        problems = [{"check": c, "detail": t} for c, t in runcheck.unrecorded_run_problems(run)]
-        out.append({"record": _rel(run, root), "ok": False, "summary": "run directory without a trajectory record",
-                    "problems": problems, "actions": 0, "predictions": 0, "status": None,
-                    "environment_success": None, "label": None, "label_source": None, "operator_verdict": None,
-                    "disagreement": None, "label_exclusion": None, "run_record": str(run)})
+    scan = runcheck.scan_run_dirs(root)
+    bare = [(run, "run directory without a trajectory record", runcheck.unrecorded_run_problems(run))
+            for run in runcheck.find_unrecorded_runs(root, dirs, scan)]
+    bare += [(run, "run directory without a transcript or trajectory record", runcheck.unended_run_problems(run))
+             for run in runcheck.find_unended_runs(root, dirs, scan)]
+    for run, summary, found in bare:
+        out.append({"record": _rel(run, root), "ok": False, "summary": summary,
+                    "problems": [{"check": c, "detail": t} for c, t in found], "actions": 0, "predictions": 0,
+                    "status": None, "environment_success": None, "label": None, "label_source": None,
+                    "operator_verdict": None, "disagreement": None, "label_exclusion": None, "run_record": str(run)})
     out.sort(key=lambda r: r["record"])
     by_check: Counter = Counter()
     for r in out:

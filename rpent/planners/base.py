@@ -219,7 +219,8 @@ class PlannerResult:
         error_kind: class of ``error`` for programs (``rpent-check-llm``): ``auth`` (key
             rejected), ``network`` (provider unreachable), ``provider`` (other provider
             error), ``sdk`` (agent SDK/CLI failure), ``timeout``, ``interrupted``,
-            ``internal``; None without error.
+            ``internal``, ``policy_code`` (a ``--code-file`` policy's own code raised); None
+            without error.
     """
 
     finish: Finish | None = None

@@ -17,17 +17,21 @@ lines), anything else is queued as an operator line.
 Recording: :meth:`Steering.add_event_listener` receives one dict per operator input
 (``{"t": s since the epoch, "kind": "operator_line" | "interrupt" | "stop", "text" | "reason"}``);
 the run layer writes them to the run record (``steering.jsonl`` and the transcript), so
-steering and interrupts are on record for every planner.
+steering and interrupts are on record for every planner. An interrupt without a reason is the
+operator's (``interrupted by operator``); a host stopped by a signal passes
+:func:`signal_stop_reason` instead, so the record names the signal (``interrupted: terminal hung
+up (SIGHUP)`` when the terminal was closed).
 """
 
 from __future__ import annotations
 
 import collections
+import signal
 import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["HELP_TEXT", "OPERATOR_PREFIX", "Steering"]
+__all__ = ["HELP_TEXT", "OPERATOR_PREFIX", "Steering", "signal_stop_reason"]
 
 #: Marks operator lines delivered to a model, so it can tell them from the task text.
 OPERATOR_PREFIX = "[operator] "
@@ -37,6 +41,19 @@ HELP_TEXT = """Operator commands:
   /interrupt    cancel the running tool call now; the planner continues
   /quit         cancel the running tool call and end the run
   /help         show this help"""
+
+
+def signal_stop_reason(signum: int) -> str:
+    """The stop reason of a run ended because its host received signal ``signum``:
+    ``interrupted: terminal hung up (SIGHUP)`` (a closed terminal or tmux pane, an SSH drop),
+    else ``interrupted: received SIGTERM`` and so on."""
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    if signum == signal.SIGHUP:
+        return f"interrupted: terminal hung up ({name})"
+    return f"interrupted: received {name}"
 
 
 class Steering:

@@ -13,8 +13,10 @@ A run's outcome has four parts, recorded side by side and never substituted for 
    (``--require-operator-verdict``).
 3. **Label** — ``label``: ``succeeded`` | ``failed`` | ``aborted`` | ``cancelled`` | ``error``
    (:func:`run_label`). With a required verdict the operator decides; without, the predicate.
-4. **How it ended** — ``stop_reason``, ``error``, ``stopped_during`` (what the run was doing
-   when it stopped early: ``starting env_server``, ``running the planner``, ...).
+4. **How it ended** — ``stop_reason``, ``error``, ``error_kind`` (the class of the error the
+   planner reported, e.g. :data:`POLICY_CODE_ERROR` when a ``--code-file`` policy's own code
+   raised), ``stopped_during`` (what the run was doing when it stopped early: ``starting
+   env_server``, ``running the planner``, ...).
 
 ``disagreement`` is a one-line note when the operator's final verdict and the predicate disagree.
 ``environment_unstable`` says where the simulation blew up during the episode (MuJoCo found a NaN or
@@ -46,12 +48,16 @@ __all__ = [
     "LABEL_POLICY", "LABEL_POLICY_WITH_DISAGREEMENTS", "label_policy_text", "OPERATOR_REJECTED", "ABORTED",
     "TASK_OUTCOME_FIELDS", "record_outcome_fields",
     "CANCELLED", "RUN_ERROR", "NO_OPERATOR_VERDICT", "NOT_SUCCESSFUL", "DISAGREEMENT", "LABEL_UNKNOWN",
+    "POLICY_CODE_ERROR",
 ]
 
 #: A run's label (``label`` in ``transcript_<tag>.json``, ``task.json``; ``state`` in ``taskrun.json``).
 RUN_LABELS = ("succeeded", "failed", "aborted", "cancelled", "error")
 #: Operator answers that end the operator's judgement (``continue`` does not).
 FINAL_VERDICTS = ("success", "failure", "abort")
+#: ``error_kind`` of a run whose ``--code-file`` policy raised: its own code failed, not a
+#: service and not a limit (``stop_reason`` ``error``, label ``error`` unless the predicate held).
+POLICY_CODE_ERROR = "policy_code"
 
 # Exclusion reasons of the label policy (machine-readable names; EXCLUSION_TEXT explains each).
 OPERATOR_REJECTED = "operator_rejected"

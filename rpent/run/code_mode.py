@@ -2,7 +2,15 @@
 
 * With ``--code-file policy.py`` (no LLM): the file runs as one cell of a
   :class:`rpent.policy.CodePolicyRunner` over the run's toolkit; the result is recorded under
-  ``code_policy/`` and summarised as the planner result.
+  ``code_policy/`` and summarised as the planner result. How the cell ended decides the stop:
+  ``robo.finish(...)`` -> ``finished``; its wall-time limit -> ``timeout``; its robot call budget
+  -> ``budget`` (both limits: the task was not solved); a ``robo.ToolError`` left uncaught after a
+  service failed under the tool (its result says ``service_error``) -> ``service_error``; any
+  other exception the code raised -> ``error`` with ``error_kind``
+  :data:`rpent.recording.outcome.POLICY_CODE_ERROR` and the exception's type and message as the
+  error (the run is labelled ``error`` unless the environment's predicate held); the operator's
+  stop -> ``interrupted``; the end of the file without ``robo.finish`` -> not solved, with an
+  error saying so.
 * With an LLM planner: the planner gets :class:`rpent.policy.CodeModeToolkit` (the ``python``
   cell tool, ``finish`` and the operator tools) and the code-mode system prompt; it reads no
   task memory and no recipe is written (the run layer skips recipes in code mode).
@@ -13,6 +21,7 @@ from __future__ import annotations
 import time
 
 from rpent.planners.base import Finish, PlannerResult, PlannerStats
+from rpent.recording.outcome import POLICY_CODE_ERROR
 
 __all__ = ["solve_code_mode", "LIBERO_CODE_NOTES"]
 
@@ -23,6 +32,13 @@ LIBERO_CODE_NOTES = (
     "returns world_xyz and object_estimate (center, top_z, bottom_z, major_yaw) of an object. "
     "Success is the environment's predicate (robo.view_env_state().success), not your finish status."
 )
+
+def _last_call_error_type(cell: dict) -> str | None:
+    """``error_type`` of the result of the cell's last robot call (``service_error``: a service failed)."""
+    calls = cell.get("robot_calls") or []
+    result = calls[-1].get("result") if calls and isinstance(calls[-1], dict) else None
+    return result.get("error_type") if isinstance(result, dict) else None
+
 
 def solve_code_mode(cfg, toolkit, info, record, steering, on_event) -> PlannerResult:
     """Run code mode for one task; returns a :class:`PlannerResult` (never raises for cell errors)."""
@@ -53,14 +69,21 @@ def solve_code_mode(cfg, toolkit, info, record, steering, on_event) -> PlannerRe
             if finished:
                 result.finish = Finish(status=finished.get("status", ""), summary=finished.get("summary", ""))
                 result.stop_reason = "finished"
+            exc = cell.get("exception") or {}
             if cell.get("interrupted"):
                 result.error = (steering.stop_reason if steering is not None else None) or "interrupted by operator"
                 result.stop_reason = "interrupted"
-            elif cell.get("exception"):
-                exc = cell["exception"]
-                result.error = f"policy code raised {exc.get('type')}: {exc.get('message')}"
-            elif cell.get("timed_out"):
+            elif cell.get("timed_out"):  # a limit, as a planner's timeout: the task was not solved in time
                 result.error, result.stop_reason = f"policy cell timed out after {cfg.code_timeout_s:g}s", "timeout"
+            elif exc.get("type") == "CallBudgetExhausted":  # a limit too: out of robot calls
+                result.error, result.stop_reason = f"policy code ran out of robot calls: {exc.get('message')}", "budget"
+            elif exc.get("type") == "ToolError" and _last_call_error_type(cell) == "service_error":
+                # a service failed under the policy (its tool answered service_error): not the code's fault
+                result.error = f"policy code stopped on a service error: {exc.get('message')}"
+                result.stop_reason = "service_error"
+            elif exc:  # the policy's own code failed: an error of the run, not an answer to the task
+                result.error = f"policy code raised {exc.get('type')}: {exc.get('message')}"
+                result.stop_reason, result.error_kind = "error", POLICY_CODE_ERROR
             elif not finished:  # no model here: say what ended, not "the model ended its turn"
                 result.error = (f"the --code-file policy {cfg.code_file} ran to its end without calling "
                                 "robo.finish(...); end it with robo.finish('success'|'failure', summary)")

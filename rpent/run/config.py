@@ -172,6 +172,9 @@ class RunOutcome:
         environment_success_unknown: why ``environment_success`` is None (one line), else None.
         finish: ``{"status", "summary"}`` of an accepted finish, or None.
         error: one-line error, or None.
+        error_kind: the class of ``error`` the planner reported
+            (:attr:`rpent.planners.base.PlannerResult.error_kind`: ``policy_code`` when a
+            ``--code-file`` policy's own code raised, ``network``, ``auth``, ...), else None.
         stop_reason: the planner's stop reason (``finished``, ``max_turns``, ``timeout``, ...),
             or ``error`` / ``cancelled``.
         output_dir: the run directory.
@@ -194,6 +197,7 @@ class RunOutcome:
     environment_success: bool | None = None
     finish: dict | None = None
     error: str | None = None
+    error_kind: str | None = None
     stop_reason: str = "error"
     output_dir: str = ""
     stats: dict[str, Any] = field(default_factory=dict)

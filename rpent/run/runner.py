@@ -266,12 +266,13 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
             _take_result(outcome, result)
             reason = getattr(steering, "stop_reason", None)  # e.g. "replaced by TaskRun 0003" from the TUI
             outcome.error, outcome.stop_reason = f"run cancelled ({reason or 'interrupted'})", "cancelled"
+            outcome.error_kind = None
             outcome.stopped_during = where[0]
             raise
         if not isinstance(exc, Exception):
             raise
         _take_result(outcome, result)
-        outcome.error = _run_error(exc)
+        outcome.error, outcome.error_kind = _run_error(exc), None
         dead = _dead_services(supervisor, exclude=getattr(exc, "service", None))
         if dead:
             outcome.error += f" ({dead})"
@@ -326,6 +327,7 @@ def _take_result(outcome: RunOutcome, result) -> None:
     outcome.stats = result.stats.to_dict()
     outcome.finish = {"status": result.finish.status, "summary": result.finish.summary} if result.finish else None
     outcome.error = result.error
+    outcome.error_kind = result.error_kind if result.error else None
     outcome.stop_reason = result.stop_reason
     if result.finish is None and not result.error:
         why = {"max_turns": "it reached --max-turns", "end_turn": "the model ended its turn",
@@ -394,6 +396,8 @@ async def _run_policy(cfg, toolkit, info, record, steering, emit, recorder, hold
     def stop_planner() -> None:
         toolkit.cancel()
         if steering is not None:
+            if getattr(steering, "stop_reason", None) is not None:
+                return  # already stopping (a signal, a replaced TaskRun): its reason stays the one on record
             try:
                 steering.interrupt(stop=True)
             except TypeError:
@@ -511,7 +515,7 @@ def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome,
         "init_state_sha256": episode.get("init_state_sha256"), "task_language": info.language,
         "planner": cfg.planner, "model": cfg.planner_config.model, "policy_mode": cfg.policy_mode,
         "elapsed_s": round(elapsed, 3), "finish": outcome.finish, "error": outcome.error,
-        "stop_reason": outcome.stop_reason, "stopped_during": outcome.stopped_during, "environment_success": success,
+        "error_kind": outcome.error_kind, "stop_reason": outcome.stop_reason, "stopped_during": outcome.stopped_during, "environment_success": success,
         "environment_success_unknown": unknown_reason, "environment_unstable": outcome.environment_unstable,
         "env_steps": outcome.env_steps, "label": outcome.label, "operator_verdict": outcome.operator_verdict, "verdict_required": outcome.verdict_required,
         "disagreement": outcome.disagreement, "operator_verdicts": verdicts,

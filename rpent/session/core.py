@@ -439,6 +439,12 @@ class Session:
         self._changed()
         return True
 
+    def stop_runs(self, reason: str) -> list[str]:
+        """Cancel every TaskRun that has not ended, with ``reason`` on record (the host is stopping,
+        e.g. :func:`rpent.planners.steering.signal_stop_reason` of the signal that stops it).
+        Returns the ids of the TaskRuns cancelled."""
+        return [run.id for run in list(self.runs) if not run.finished and self.cancel_task(run.id, reason)]
+
     def steer(self, text: str) -> str:
         """Queue ``text`` for the active planner at its next turn boundary; returns feedback text.
 

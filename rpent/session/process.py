@@ -4,9 +4,9 @@ the session directory), run it (``python -m rpent.session serve DIR [--foregroun
 A detached session survives the terminal or SSH connection that started it: it is started with
 ``setsid`` (``start_new_session``), so the terminal's SIGHUP never reaches it, with stdin from
 /dev/null and stdout/stderr appended to ``session.log``. SIGTERM or SIGINT stop it cleanly (every
-TaskRun is cancelled and recorded, then the shared services stop); the services it spawns lead
-their own process groups and watch their parent's pipe (``--parent-watch``), so they end even when
-the session process is SIGKILLed. ``--foreground`` runs the same server in the calling terminal
+TaskRun is cancelled and recorded, its record naming the signal, then the shared services stop);
+the services it spawns lead their own process groups and watch their parent's pipe
+(``--parent-watch``), so they end even when the session process is SIGKILLed. ``--foreground`` runs the same server in the calling terminal
 (log on stderr; SIGHUP stops it too) for debugging.
 
 ``session.json`` holds the options: ``{"config": SessionConfig fields, "vla_server_args": [...]}``.
@@ -177,6 +177,7 @@ def serve(paths: SessionPaths, *, foreground: bool = False) -> int:
     client's ``stop_session``. Returns the exit status (0 clean, 1 crashed)."""
     import trio
 
+    from rpent.planners.steering import signal_stop_reason
     from rpent.session.code_cells import CodeCellService
 
     from .server import SessionServer
@@ -199,6 +200,8 @@ def serve(paths: SessionPaths, *, foreground: bool = False) -> int:
                     async for signum in signals:
                         logging.getLogger("rpent.session").info("received %s; stopping the session",
                                                                 signal.Signals(signum).name)
+                        if server.session is not None:  # the TaskRuns' records name the signal
+                            server.session.stop_runs(signal_stop_reason(signum))
                         server.stop()
                         return
 

@@ -83,6 +83,41 @@ def test_progress_file_and_status_while_a_runner_holds_the_root(tmp_path):
     assert "runner: none" in st.stdout and "running:" not in st.stdout
 
 
+def test_status_agrees_with_report_after_records_are_edited(tmp_path):
+    """``status`` re-reads the run records as ``report`` does: a record edited or broken after its
+    ledger "end" line was written counts as the record says, and status names the cell whose
+    record disagrees with the ledger."""
+    m = Matrix(suites=("libero_object",), tasks=(0,), seeds=(0, 1, 2, 3), arms=(Arm("a"),))
+    root = ResultsRoot(tmp_path / "r")
+    root.ensure()
+    root.matrix_path.write_text(json.dumps(m.to_dict()))
+    cells = m.cells("a")
+    for c, ok in zip(cells, (True, True, True, False)):
+        _decided(root, c, ok, 30.0, "node1")
+    edited = root.run_dir(cells[0], 1) / f"transcript_{run_tag(cells[0].suite, cells[0].task, cells[0].seed)}.json"
+    doc = json.loads(edited.read_text())
+    doc["environment_success"] = False
+    edited.write_text(json.dumps(doc))
+    (root.run_dir(cells[1], 1) / f"transcript_{run_tag(cells[1].suite, cells[1].task, cells[1].seed)}.json").unlink()
+
+    rep = subprocess.run([sys.executable, "-m", "rpent.cli.batch", "report", str(root.root), "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert rep.returncode == 0, rep.stderr
+    overall = json.loads(rep.stdout)["arms"][0]["overall"]
+    assert (overall["k"], overall["n"], overall["infra"]) == (1, 3, 1)
+
+    js = json.loads(_status(root.root, "--json").stdout)
+    arm = js["arms"][0]
+    assert (arm["k"], arm["n"], arm["infra"]) == (overall["k"], overall["n"], overall["infra"])
+    assert js["counts"] == {"success": 1, "failure": 2, "infra": 1, "running": 0, "pending": 0}
+    mismatch = {(d["key"], d["attempt"]): (d["ledger"], d["record"]) for d in js["ledger_mismatch"]}
+    assert mismatch == {(cells[0].key, 1): ("success", "failure"), (cells[1].key, 1): ("success", "infra")}
+    out = _status(root.root).stdout
+    assert "  a: 1/3 = 33.3%" in out
+    assert f"record disagrees with the ledger: {cells[0].key} attempt 1: ledger success, record failure" in out
+    assert f"record disagrees with the ledger: {cells[1].key} attempt 1: ledger success, record infra" in out
+
+
 def test_status_of_a_root_that_is_not_one(tmp_path):
     st = _status(tmp_path)
     assert st.returncode == 2 and "is not an rpent-batch results root (no matrix.json)" in st.stderr

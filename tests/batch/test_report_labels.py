@@ -113,3 +113,24 @@ def test_a_run_cancelled_before_the_environment_was_read_is_interrupted_not_infr
         "stats": {}}))
     res = classify_attempt(cell, 1, rd, {"exit_code": 2, "wall_s": 1.0})
     assert res.status == "interrupted" and res.label == "cancelled" and res.environment_success is None
+
+
+def test_a_code_file_policy_that_raised_is_a_failure_of_its_cell_not_infra(tmp_path):
+    """A --code-file policy's own exception (``error_kind`` policy_code) decides its cell as a
+    failure, as its code would on every retry; a planner that crashed is still an infra error."""
+    m = Matrix(suites=(SUITE,), tasks=(0,), seeds=(0, 1), arms=(Arm(name="code"),))
+    root = ResultsRoot(tmp_path / "r")
+    root.ensure()
+    root.matrix_path.write_text(json.dumps(m.to_dict()))
+    raised, crashed = Cell("code", SUITE, 0, 0), Cell("code", SUITE, 0, 1)
+    common = {"finish": None, "stop_reason": "error", "label": "error", "policy_mode": "code"}
+    _judge(write_attempt(root, raised, 1, "failure", exit_code=2), raised, **common,
+           error="policy code raised KeyError: 'no grasp pose'", error_kind="policy_code")
+    _judge(write_attempt(root, crashed, 1, "failure", exit_code=2), crashed, **common,
+           error="planner crashed: RuntimeError: lost the SDK", error_kind=None)
+    states = root.cell_states(m.cells())
+    res = states[raised.key].attempts[0]
+    assert (res.status, res.reason, res.label) == ("failure", "policy code raised KeyError: 'no grasp pose'", "error")
+    assert states[crashed.key].attempts[0].status == "infra"
+    o = build_report(m, states)["arms"][0]["overall"]
+    assert (o["k"], o["n"], o["infra"]) == (0, 1, 1)

@@ -213,3 +213,63 @@ def test_export_leaves_out_a_run_whose_run_record_validate_rejects(tmp_path, rec
             sel = select_run(load_record(dirs[name]), rules)
             assert not sel.exported, name
             assert [(x["scope"], x["reason"]) for x in sel.exclusions] == [("run", RUN_RECORD_PROBLEM)], (name, sel.exclusions)
+
+
+_KILLED_RUN = """
+import sys, time
+import numpy as np
+from rpent.run.record import RunRecord, encode_png, run_tag
+
+rec = RunRecord(sys.argv[1], run_tag("libero_goal", 0, 0))
+rec.set_episode({"suite": "libero_goal", "task": 0, "seed": 0, "init_state_id": 0})
+for i in range(2):
+    rec.add_step({"env_steps": 10 * i, "success": False}, {"agentview.png": encode_png(np.zeros((8, 8, 3), np.uint8))})
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_validate_lists_a_run_killed_before_its_transcript(tmp_path, record_run, capsys):
+    """A run SIGKILLed mid-episode leaves states.json and step images, no transcript and no
+    trajectory record: validate lists it as a run that never ended (exit 1), next to a clean
+    recorded run; directories whose states.json is not a run's are not runs."""
+    import signal
+    import subprocess
+    import sys
+
+    root = tmp_path / "runs"
+    d, _ = record_run(root / "clean", PLAN, observations="all", success_seq=4)
+    write_run_record(root / "clean", d)
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_RUN, str(root / "killed")], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert (root / "killed" / "states.json").is_file() and (root / "killed" / "agentview.png" / "01.png").is_file()
+    assert not list((root / "killed").glob("transcript_*.json"))
+    # not runs: another tool's states.json, and one that is not JSON
+    (root / "other_tool").mkdir()
+    (root / "other_tool" / "states.json").write_text(json.dumps({"schema_version": 3, "steps": []}))
+    (root / "notes").mkdir()
+    (root / "notes" / "states.json").write_text("state: fine\n")
+
+    result = validate_root(root)
+    found = {r["record"].split("/")[0]: r for r in result["records"]}
+    assert sorted(found) == ["clean", "killed"], sorted(found)
+    assert found["clean"]["ok"]
+    killed = found["killed"]
+    assert not killed["ok"] and killed["run_record"] == str(root / "killed")
+    assert [(p["check"], p["detail"]) for p in killed["problems"]] == [
+        ("transcript", "run never ended: no transcript (killed?)")]
+    assert result["counts"] == {"records": 2, "ok": 1, "with_problems": 1, "by_check": {"transcript": 1}}
+
+    assert flywheel_main(["validate", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert "killed: PROBLEMS (run directory without a transcript or trajectory record)" in out
+    assert "  - [transcript] run never ended: no transcript (killed?)" in out
+    assert "2 record(s): 1 ok, 1 with problems" in out
+    # only the directories that are not runs: nothing to validate
+    assert flywheel_main(["validate", str(root / "other_tool")]) == 1
+    assert "no raw episode records under" in capsys.readouterr().err

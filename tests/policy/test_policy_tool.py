@@ -159,3 +159,50 @@ def test_a_code_file_that_never_calls_finish_is_recorded_as_such_not_as_a_model_
     assert result.error == (f"the --code-file policy {policy} ran to its end without calling robo.finish(...); "
                             "end it with robo.finish('success'|'failure', summary)")
     assert result.messages[0]["content"]["stdout"] == "moved 2\n"
+
+
+@pytest.mark.parametrize("source, stop_reason, error, error_kind", [
+    ("robo.view_env_state()\nraise KeyError('no grasp pose')\n", "error",
+     "policy code raised KeyError: 'no grasp pose'", "policy_code"),
+    ("import time\nwhile True:\n    time.sleep(0.05)\n", "timeout", "policy cell timed out after 2s", None),
+    ("for i in range(5):\n    robo.view_env_state()\n", "budget", "policy code ran out of robot calls: ", None),
+    ("robo.finish('failure', 'no grasp pose')\n", "finished", None, None),
+], ids=["raises", "timeout", "budget", "gives-up"])
+def test_how_a_code_file_cell_ended_decides_the_stop(tmp_path, source, stop_reason, error, error_kind):
+    """An exception of the policy's own code is an error (``error_kind`` policy_code); its limits
+    (wall time, robot calls) stop it as a planner's limits do; robo.finish('failure') is an answer."""
+    from types import SimpleNamespace
+
+    from rpent.run.code_mode import solve_code_mode
+
+    policy = tmp_path / "policy.py"
+    policy.write_text(source)
+    cfg = SimpleNamespace(code_file=str(policy), code_timeout_s=2.0, code_max_calls=3,
+                          planner_config=SimpleNamespace(no_images=True))
+    result = solve_code_mode(cfg, PointRobotToolkit(), None, SimpleNamespace(dir=tmp_path / "run"), None,
+                             lambda kind, data: None)
+    assert result.stop_reason == stop_reason
+    assert (result.error or "").startswith(error or "") and (result.error is None) == (error is None), result.error
+    assert result.error_kind == error_kind
+
+
+def test_a_code_file_stopped_by_a_failed_service_is_a_service_error_not_its_own(tmp_path):
+    """A ``robo.ToolError`` left uncaught after the tool's service failed (``service_error``, as the
+    toolkit answers when its VLA or SAM3 server is gone) is the service's error, not the policy's."""
+    from types import SimpleNamespace
+
+    from rpent.run.code_mode import solve_code_mode
+
+    class DeadService(PointRobotToolkit):
+        def _tool_view_env_state(self, **_):
+            return {"error": "the sam3 server is not reachable", "error_type": "service_error"}
+
+    policy = tmp_path / "policy.py"
+    policy.write_text("robo.view_env_state()\n")
+    cfg = SimpleNamespace(code_file=str(policy), code_timeout_s=30.0, code_max_calls=3,
+                          planner_config=SimpleNamespace(no_images=True))
+    result = solve_code_mode(cfg, DeadService(), None, SimpleNamespace(dir=tmp_path / "run"), None,
+                             lambda kind, data: None)
+    assert (result.stop_reason, result.error_kind) == ("service_error", None)
+    assert result.error == ("policy code stopped on a service error: view_env_state: the sam3 server is not "
+                            "reachable"), result.error

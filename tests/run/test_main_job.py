@@ -212,7 +212,7 @@ def test_a_cells_terminal_controls_never_reach_the_terminal_through_the_final_li
     out = tmp_path / "o"
     p = _rpent("--suite", "libero_object", "--task", "0", "--code-file", str(policy), "--output-dir", str(out),
                "--progress", "off", timeout=300)
-    assert p.returncode == 1, p.stdout + p.stderr
+    assert p.returncode == 2, p.stdout + p.stderr  # the policy's exception is an error of the run
     assert "\x1b" not in p.stdout + p.stderr, (p.stdout + p.stderr)[-2000:]
     assert "error=policy code raised ValueError: boom\u241b]2;PWNED\u2407\u241b[2J |" in p.stdout, p.stdout
     tr = json.loads((out / "transcript_object_t0_s0.json").read_text())
@@ -220,6 +220,32 @@ def test_a_cells_terminal_controls_never_reach_the_terminal_through_the_final_li
     # the cell's own record keeps the exact message
     cell = json.loads((out / "code_policy" / "cell_001.json").read_text())
     assert cell["exception"]["message"] == "boom\x1b]2;PWNED\x07\x1b[2J"
+
+
+def test_an_exception_in_a_code_file_policy_is_an_error_of_the_run_not_a_task_failure(tmp_path):
+    """A --code-file policy that raises ends the run as an error (exit 2, label and stop_reason
+    ``error``, the error naming the exception); one that gives up with robo.finish('failure') is a
+    task failure (exit 1, label ``failed``, no error)."""
+    raising = tmp_path / "raising.py"
+    raising.write_text("s = robo.view_env_state()\nraise KeyError('no grasp pose for the bowl')\n")
+    giving_up = tmp_path / "giving_up.py"
+    giving_up.write_text("s = robo.view_env_state()\nrobo.finish('failure', 'no grasp pose for the bowl')\n")
+    runs = {}
+    for name, policy in (("raising", raising), ("giving_up", giving_up)):
+        out = tmp_path / name
+        p = _rpent("--suite", "libero_object", "--task", "0", "--policy-mode", "code", "--code-file", str(policy),
+                   "--output-dir", str(out), "--no-video", "--progress", "off", timeout=300)
+        runs[name] = (p, json.loads((out / "transcript_object_t0_s0.json").read_text()))
+    p, tr = runs["raising"]
+    assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "rpent: ERROR" in p.stdout, p.stdout
+    assert (tr["label"], tr["stop_reason"], tr["environment_success"]) == ("error", "error", False), tr
+    assert tr["error"] == "policy code raised KeyError: 'no grasp pose for the bowl'", tr["error"]
+    p, tr = runs["giving_up"]
+    assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "rpent: NOT SOLVED" in p.stdout, p.stdout
+    assert (tr["label"], tr["stop_reason"], tr["error"]) == ("failed", "finished", None), tr
+    assert tr["finish"]["status"] == "failure"
 
 
 def test_killed_env_server_keeps_record_and_leaves_no_orphans(tmp_path):

@@ -200,3 +200,32 @@ def test_session_killed_or_stopped_during_env_server_startup(short_tmp):
             if proc.poll() is None:
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_signal_that_stops_the_session_is_the_recorded_reason_of_its_taskrun(short_tmp, session_registry):
+    """SIGTERM to the session process while its TaskRun's env server starts: the TaskRun is
+    cancelled and its record names the signal (``interrupted: received SIGTERM``), not an operator."""
+    paths = SessionPaths(short_tmp / "sess")
+    write_session_options(paths, config(paths.root))
+    proc = start_detached(paths)
+    try:
+        client = RemoteSession(paths, lambda e: None)
+        run = client.call("start_task", {"suite": "libero_object", "task": 0, "seed": 0})
+        client.close()
+        _wait_env_starting(paths, "env_server@0001")
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=120)
+        task = Path(run["output_dir"])
+        record = json.loads((task / "taskrun.json").read_text())
+        transcript = json.loads(next(task.glob("transcript_*.json")).read_text())
+        reason = "interrupted: received SIGTERM"
+        assert record["state"] == "cancelled" and reason in record["detail"], record
+        assert (transcript["label"], transcript["stop_reason"]) == ("cancelled", "cancelled"), transcript
+        assert transcript["error"] == f"run cancelled ({reason})", transcript["error"]
+        assert [(e["kind"], e["reason"]) for e in transcript["steering"]] == [("stop", reason)], transcript["steering"]
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()

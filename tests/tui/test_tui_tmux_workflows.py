@@ -140,6 +140,27 @@ def test_quit_command_leaves_the_app_and_records_the_run_cancelled(tmux, tmp_pat
 
 
 @pytest.mark.slow
+def test_closing_the_pane_records_the_hangup_as_the_stop_reason(tmux, tmp_path):
+    """Closing the pane of a running ``rpent-tui --in-process`` (the terminal hangs up: SIGHUP)
+    cancels the TaskRun, and its record names the hangup, not an operator's interrupt."""
+    out = tmp_path / "session"
+    pane = tmux.start("wf", out)
+    tmux.start_task("wf", TASK)
+    tmux.wait("wf", "move_to", 240)
+    everything = {p for p in descendants(pane) | {pane} if alive(p)}
+    tmux("kill-pane", "-t", "wf")
+    assert not wait_gone(everything, 120), "processes left after the pane was closed"
+    taskrun, tr = records(out / "tasks" / DIR)
+    reason = "interrupted: terminal hung up (SIGHUP)"
+    assert taskrun["state"] == "cancelled" and tr["label"] == "cancelled" and tr["stop_reason"] == "cancelled"
+    assert tr["error"] == f"run cancelled ({reason})", tr["error"]
+    assert reason in taskrun["detail"], taskrun["detail"]
+    events = [json.loads(line) for line in (out / "tasks" / DIR / "steering.jsonl").read_text().splitlines()]
+    assert [(e["kind"], e.get("reason")) for e in events][:1] == [("stop", reason)], events
+    assert "interrupted by operator" not in json.dumps([taskrun, tr["error"], tr["steering"]])
+
+
+@pytest.mark.slow
 def test_second_task_replaces_the_first_after_confirmation(tmux, tmp_path):
     out = tmp_path / "session"
     pane = tmux.start("wf", out)
