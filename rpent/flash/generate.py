@@ -68,9 +68,10 @@ __all__ = ["FlashGenerateError", "generate", "BIND_RADIUS_M", "FIXTURE_CAMERA", 
 #: A waypoint is stored relative to the nearest localised anchor within this XY distance (m);
 #: farther waypoints (e.g. the first rise above the robot's start pose) stay absolute.
 BIND_RADIUS_M = 0.15
-#: While the gripper holds a segmented object, a waypoint within this XY distance (m) of where it
-#: was grasped (the lift) follows the object's look; one farther off follows a fixture part within
-#: the bind radius when there is one (a place into a drawer or a cavity).
+#: While the gripper holds a segmented object, a waypoint within this XY distance (m) of the grasp
+#: point (the waypoint where the gripper closed: the lift above it) follows the object's look; one
+#: farther off follows a fixture part within the bind radius when there is one (a place into a
+#: drawer or a cavity).
 HELD_LIFT_RADIUS_M = 0.03
 #: Estimate keys kept in the anchors file (the ``object_estimate`` of a ``segment`` result).
 _ESTIMATE_KEYS = ("center", "top_z", "bottom_z", "major_yaw", "major_extent", "minor_extent", "ridge_yaw")
@@ -323,6 +324,10 @@ class _PlanBuilder:
         #: observation) only where no other object is within the radius (:meth:`tool`)
         self.held: tuple[dict, int] | None = None
         self.gripper_closed = False
+        #: XY (m) of the latest waypoint, and of the one where the gripper last closed (the grasp
+        #: point: a plate's rim lies 5.5 cm from the plate's centre)
+        self.last_xy: list[float] | None = None
+        self.grasp_xy: list[float] | None = None
         #: point anchors (:mod:`rpent.flash.points`) by the index of the tool step of their grasp,
         #: and the ids of those let go (carried elsewhere: never bound again)
         self.points_for_grasp: dict[int, dict] = {}
@@ -403,6 +408,7 @@ class _PlanBuilder:
             step["source_stop_z"] = round(float(final[2]), 4)
         if isinstance(args.get("xyz"), list) and len(args["xyz"]) == 3:
             self._bind(step, args["xyz"])
+            self.last_xy = [float(args["xyz"][0]), float(args["xyz"][1])]
         elif cmd["action"] in ("set_gripper", "release"):
             closing = cmd["action"] == "set_gripper" and float(args.get("gripper", -1)) > 0
             self.held_fixture = next((a for a in self.fixtures if a["id"] == self.current_anchor), None) \
@@ -427,12 +433,10 @@ class _PlanBuilder:
                                    if a is not held and a["id"] not in self.retired], xyz)
         if hit is None and self.held is not None:
             hit = self._nearest_point([self.held], xyz)
-            if hit is not None:
-                a, k, ref = hit
-                c = a["observations"][k]["estimate"][ref]
-                if math.hypot(xyz[0] - c[0], xyz[1] - c[1]) > HELD_LIFT_RADIUS_M and \
-                        self._nearest(self.fixtures, xyz, lambda c: math.dist(xyz, c)) is not None:
-                    hit = None  # away from the grasp, by a fixture part: bind to the part
+            g = self.grasp_xy
+            if hit is not None and g is not None and math.hypot(xyz[0] - g[0], xyz[1] - g[1]) > HELD_LIFT_RADIUS_M \
+                    and self._nearest(self.fixtures, xyz, lambda c: math.dist(xyz, c)) is not None:
+                hit = None  # away from the grasp point, by a fixture part: bind to the part
         if hit is None:
             part = self._nearest(self.fixtures, xyz, lambda c: math.dist(xyz, c)) or self.held_fixture
             if part is None:
@@ -457,6 +461,7 @@ class _PlanBuilder:
         if float(g) > 0 and not self.gripper_closed:
             a = next((x for x in self.anchors if x["id"] == self.current_anchor), None)
             self.held = (a, len(a["observations"]) - 1) if a is not None else None
+            self.grasp_xy = self.last_xy
         elif float(g) <= 0:
             if self.held is not None:
                 # let go elsewhere: its looks show where it stood before the grasp, not where it is

@@ -1369,3 +1369,21 @@ def test_a_hinged_part_without_a_handle_is_anchored_on_its_hinge_axis():
     assert fixture_estimate(door(-0.26), "microwave_1", "microdoorroot")["center"] == [-0.171, 0.257, 1.016]
     assert fixture_estimate(door(-0.28), "microwave_1", "microdoorroot")["center"] == [-0.171, 0.257, 1.016]
     assert fixture_estimate(_cabinet(), "wooden_cabinet_1", "cabinet_top")["center"] == [0.04, -0.14, 1.09]
+
+
+def test_the_lift_after_a_rim_grasp_by_a_cabinet_follows_the_plate(tmp_path):
+    """libero_goal_task t1 "put the plate on the stove": the hand closes on the plate's rim, 5.5 cm
+    from its centre, with a cabinet drawer 12 cm away. The lift above the grasp point follows the
+    plate (it is within 3 cm of where the gripper closed), not the cabinet."""
+    plate = dict(_est(0.04, -0.015), major_extent=0.11, minor_extent=0.11)
+    calls = [("view_fixtures", {}, _cabinet()),
+             ("segment", {"prompt": "plate"}, {"found": True, "object": "plate_1", "object_estimate": plate}),
+             ("move_to", {"xyz": [0.095, -0.015, 1.09]}, {"reached": True}),
+             ("move_to", {"xyz": [0.095, -0.015, 0.88], "gripper": 1.0}, {"reached": False,
+                                                                           "final_eef_pos": [0.095, -0.015, 0.91]}),
+             ("move_to", {"xyz": [0.08, -0.01, 1.18], "gripper": 1.0}, {"reached": True}),  # the lift
+             ("finish", {"status": "success", "summary": "ok"}, {"_finish": True})]
+    audit, recipe = _write_run(tmp_path, calls, suite="libero_goal_task", task=1, language="put the plate on the stove")
+    plan_file, _ = generate(audit, recipe, tmp_path / "plans")
+    tools = [s for s in json.loads(plan_file.read_text())["steps"] if s["op"] == "tool"]
+    assert [s["anchor"] for s in tools] == ["a0", "a0", "a0"]
