@@ -63,7 +63,8 @@ def finish_fixture_goals(instruction: str, call: Callable[[str, dict], dict], sa
             the predicate after it).
         solved: the environment's predicate now.
     Returns:
-        True when a skill was run (the caller re-reads the predicate).
+        True when the instruction has such a goal and its skill was run (the caller re-reads the
+        predicate).
     """
     from rpent.planners.scripted_executor import Latest
     from rpent.planners.scripted_steps import fixture_step
@@ -79,7 +80,6 @@ def finish_fixture_goals(instruction: str, call: Callable[[str, dict], dict], sa
         return res
 
     tracked.latest = latest  # type: ignore[attr-defined]  # the skills' executor reads the arm's state from it
-    ran = False
     for goal in goals:
         what = goal.describe()
         say(f"Replayed every step and the task predicate does not hold: finishing '{what}' with the offline "
@@ -90,9 +90,7 @@ def finish_fixture_goals(instruction: str, call: Callable[[str, dict], dict], sa
         except Exception as exc:  # noqa: BLE001 — a part not found or a skill error ends this repair, named
             entry.update(done=False, reason=f"{type(exc).__name__}: {exc}")
             log.append(entry)
-            ran = True
             break
-        ran = True
         state = latest.state or {}
         if not (state.get("success") or state.get("terminated") or state.get("truncated")):
             # LIBERO judges its goal after a step: a part the skill found already in place is
@@ -105,4 +103,4 @@ def finish_fixture_goals(instruction: str, call: Callable[[str, dict], dict], sa
         log.append(entry)
         if entry["solved_after"] or state.get("terminated") or state.get("truncated"):
             break
-    return ran
+    return True

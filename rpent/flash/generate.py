@@ -470,19 +470,27 @@ class _PlanBuilder:
         self.gripper_closed = float(g) > 0
 
 
-def _source_results(calls: list[dict], tools: list[dict]) -> list[dict | None]:
-    """The source run's answer to each recipe command of ``tools`` (the recipe's tool lines, in
-    order), matched in order to the transcript's successful calls as :func:`_from_transcript`
-    does; None where no call matches."""
-    out: list[dict | None] = [None] * len(tools)
+def _align(calls: list[dict], tools: list[dict]) -> tuple[list[dict | None], dict[int, list[tuple[dict, dict]]]]:
+    """The recipe's tool lines ``tools`` (in order) matched in order to the transcript's successful
+    calls, as :func:`_from_transcript` matches them.
+
+    Returns:
+        ``(results, looks)``: the source run's answer to each of ``tools`` (None where no call
+        matches), and its successful ``back_project`` calls that returned points, keyed by how
+        many of ``tools`` came before each (:mod:`rpent.flash.points`).
+    """
+    results: list[dict | None] = [None] * len(tools)
+    looks: dict[int, list[tuple[dict, dict]]] = {}
     ci = 0
     for c in calls:
-        if ci >= len(tools):
-            break
-        if not c["error"] and c["name"] not in _READONLY and _same_command(tools[ci], c):
-            out[ci] = c["result"]
+        if c["name"] == "back_project":
+            if not c["error"] and isinstance(c["result"], dict) and c["result"].get("points"):
+                looks.setdefault(ci, []).append((c["input"], c["result"]))
+            continue
+        if not c["error"] and ci < len(tools) and _same_command(tools[ci], c):
+            results[ci] = c["result"]
             ci += 1
-    return out
+    return results, looks
 
 
 def _from_segment_recipe(builder: _PlanBuilder, commands: list[dict], calls: list[dict], run_dir: Path,
@@ -495,8 +503,7 @@ def _from_segment_recipe(builder: _PlanBuilder, commands: list[dict], calls: lis
     plan (a pixel of the source scene names nothing in another scene)."""
     seg_calls = [c for c in calls if c["name"] == "segment" and not c["error"]]
     tools = [c for c in commands if c["action"] not in _READONLY]
-    looks = points.looks_by_position(calls, tools, _same_command)  # back_project point clouds
-    results = _source_results(calls, tools)
+    results, looks = _align(calls, tools)  # the source's answers; back_project point clouds
     used, ti = 0, 0
     for n, cmd in enumerate(commands, 1):
         if cmd["action"] != "segment":

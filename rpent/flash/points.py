@@ -157,20 +157,3 @@ def relocate(call, anchor: dict, k: int, live: dict[int, dict]) -> dict | None:
         return None
     est["source"] = "back_project_points"
     return est
-
-
-def looks_by_position(calls: list[dict], commands: list[dict], same) -> dict[int, list[tuple[dict, dict]]]:
-    """The source run's successful ``back_project`` calls that returned points, keyed by how many
-    recipe commands (``segment`` lines aside) came before each; ``same(cmd, call)`` matches a
-    recipe command to a transcript call (in order, as :func:`rpent.flash.generate` does)."""
-    tools = [c for c in commands if c.get("action") != "segment"]
-    out: dict[int, list[tuple[dict, dict]]] = {}
-    ci = 0
-    for c in calls:
-        if c["name"] == "back_project":
-            if not c["error"] and isinstance(c["result"], dict) and c["result"].get("points"):
-                out.setdefault(ci, []).append((c["input"], c["result"]))
-            continue
-        if not c["error"] and ci < len(tools) and same(tools[ci], c):
-            ci += 1
-    return out

@@ -76,7 +76,6 @@ import uuid
 from pathlib import Path
 
 from rpent.flash.descent import blocked_grasp_descent, eef_pitch as _eef_pitch, grasp_axis, retry_descent
-from rpent.flash.descent import same_footprint as _same_footprint  # noqa: F401 (re-exported: tests)
 from rpent.flash.episode import REPORT_NAME, episode_identity, qualified_instances, server_identity, task_instruction, write_report
 from rpent.flash.files import FlashFileError, find_plan, load_flash
 from rpent.flash.fixture_finish import finish_fixture_goals
@@ -196,13 +195,14 @@ class FlashPlanner:
             report["plan_steps"] = len(plan["steps"])
             say(f"Flash replay of {cell} ({len(plan['steps'])} steps) from {flash_dir} on {suite} task {task} "
                 f"seed {seed}.")
-            self._replay(plan, anchors, call, say, toolkit, task_instruction(user_message))
+            instruction = task_instruction(user_message)
+            self._replay(plan, anchors, call, say, toolkit, instruction)
             solved = toolkit.solved()
             if not solved and not self._episode_over and self._ends_holding(plan["steps"]):
                 self._final_release(call, say)
                 solved = toolkit.solved()
             if not solved and not self._episode_over and finish_fixture_goals(
-                    task_instruction(user_message) or str(plan.get("task_language") or ""), call, say, self._log,
+                    instruction or str(plan.get("task_language") or ""), call, say, self._log,
                     toolkit.solved):
                 solved = toolkit.solved()
             if solved:
@@ -329,8 +329,10 @@ class FlashPlanner:
                               "gripper_opening_m": _opening(res)})
             if "error" in res:
                 raise _Failure("flash_step_failed", f"step {i} ({step['tool']}) failed: {res['error']}")
-            if self._blocked_grasp_descent(plan["steps"], i, args, res):
-                res = self._retry_descent(plan["steps"], i, args, res, anchors, live, call, say, pitch_before)
+            if blocked_grasp_descent(plan["steps"], i, args, res):
+                res = retry_descent(plan["steps"], i, args, res, anchors, live, call=call, say=say, locate=self._locate,
+                                    failure=_Failure, args_of=self._args, log=self._log, shifts=self._shift,
+                                    pitch_before=pitch_before)
                 self._pitch = _eef_pitch(res, self._pitch)
             c = closing_step(plan["steps"], i)
             if c is not None and c not in self._regrasped and _opening(res) is not None \
@@ -389,15 +391,6 @@ class FlashPlanner:
             raise _Failure("flash_step_failed", f"re-opening after the stalled {which} failed: "
                                                 f"{res2['error']}")
         return res2
-
-    _blocked_grasp_descent = staticmethod(blocked_grasp_descent)
-
-    def _retry_descent(self, steps: list[dict], i: int, args: dict, res: dict, anchors: dict, live: dict, call,
-                       say, pitch_before: float | None = None) -> dict:
-        """:func:`rpent.flash.descent.retry_descent` with this replay's state."""
-        return retry_descent(steps, i, args, res, anchors, live, call=call, say=say, locate=self._locate,
-                             failure=_Failure, args_of=self._args, log=self._log, shifts=self._shift,
-                             pitch_before=pitch_before)
 
     def _args(self, steps: list[dict], i: int, anchors: dict, live: dict) -> dict:
         """The live arguments of tool step ``i`` (anchored, interpolated between anchored

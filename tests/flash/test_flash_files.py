@@ -424,7 +424,7 @@ def test_retried_descent_levels_the_hand_tilted_by_the_block():
 def test_retry_keeps_the_earlier_estimate_when_the_new_look_is_partial():
     """After a blocked descent the object is looked at again; a look that shows only part of it
     (footprint > 20 % smaller: its centre is biased) is not used."""
-    from rpent.flash.replay import _same_footprint
+    from rpent.flash.descent import same_footprint as _same_footprint
 
     ref = _est(0.05, -0.1, 0.0, 0.07, 0.035)
     assert _same_footprint(_est(0.06, -0.1, 0.0, 0.072, 0.034), ref)
