@@ -61,16 +61,17 @@ class PickList(VimSelectionList):
 
 
 def run_choice(outcome: RunOutcomeView | None, run: readers.RunSummary) -> str:
-    """One run in the pick list: its label first (what the export's label policy reads, the operator's
-    verdict where one was given), then the environment's predicate, the task, trajectories and name:
-    ``failed (operator: failure) · env ✓ · libero_object t0 s0 · 1 traj · 0001_libero_object_t0_s0``."""
+    """One run in the pick list: its task first (which run it is stays readable in a list 38 columns
+    wide, the 80x24 layout), then its label (what the export's label policy reads, the operator's
+    verdict where one was given), the environment's predicate, trajectories and name:
+    ``libero_object t0 s0 · failed (operator: failure) · env ✓ · 1 traj · 0001_libero_object_t0_s0``."""
     outcome = outcome or RunOutcomeView()
     label = outcome.label or run.state or "-"
     if outcome.verdict:
         label += f" (operator: {outcome.verdict})"
     env = outcome.environment_success if outcome.environment_success is not None else run.success
     ok = {True: "✓", False: "✗", None: "?"}[env]
-    return f"{label} · env {ok} · {run.task_label} · {run.trajectories} traj · {run.name}"
+    return f"{run.task_label} · {label} · env {ok} · {run.trajectories} traj · {run.name}"
 
 
 def report_rows(report: dict[str, Any]) -> list[tuple[str, str]]:

@@ -90,5 +90,5 @@ def test_a_run_the_operator_rejected_is_listed_by_its_label_not_only_by_the_pred
 
     prompts = asyncio.run(main())
     assert prompts == [
-        "failed (operator: failure) · env ✓ · libero_goal t1 s0 · 1 traj · 0002_libero_goal_t1_s0",
-        "succeeded · env ✓ · libero_goal t0 s0 · 1 traj · 0001_libero_goal_t0_s0"], prompts
+        "libero_goal t0 s0 · succeeded · env ✓ · 1 traj · 0001_libero_goal_t0_s0",
+        "libero_goal t1 s0 · failed (operator: failure) · env ✓ · 1 traj · 0002_libero_goal_t1_s0"], prompts
