@@ -201,6 +201,9 @@ def config_from_args(args: argparse.Namespace):
         raise ValueError("--base-url is for --planner api only (claude_code/codex read ANTHROPIC_BASE_URL / CODEX_BASE_URL)")
     if args.flash_dir and args.planner != "flash":
         raise ValueError("--flash-dir is for --planner flash only")
+    if args.flash_dir and Path(args.flash_dir).exists() and not Path(args.flash_dir).is_dir():
+        raise ValueError(f"--flash-dir {args.flash_dir} is a file; pass the directory that holds <cell>_plan.json "
+                         "(rpent-flash generate --destination DIR)")
     if args.planner == "api":
         # model prefix and key are checked before anything starts (no env server, no run directory)
         from rpent.planners.api.model_spec import resolve_provider

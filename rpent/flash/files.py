@@ -116,6 +116,9 @@ def find_plan(directory: str | Path, suite: str, task: int) -> str:
     """
     d = Path(directory)
     prefix = task_prefix(suite, task)
+    if d.exists() and not d.is_dir():
+        raise FlashFileError("flash_plan_missing", f"flash directory {d} is a file; pass the directory that holds "
+                                                   "<cell>_plan.json")
     if not d.is_dir():
         raise FlashFileError("flash_plan_missing", f"flash directory {d} does not exist; generate a plan with "
                                                    f"`rpent-flash generate --audit A --recipe R --destination {d}`")

@@ -20,6 +20,7 @@ TASK = ["--suite", "libero_object", "--task", "0"]
     (["--flash-dir", "/tmp/x"], "--flash-dir is for --planner flash only"),
     (["--planner", "flash", "--policy-mode", "code"], "--policy-mode code does not work with --planner flash"),
     (["--planner", "scripted", "--memory-dir", "/nonexistent/mem"], "no memory corpus for robot 'libero'"),
+    (["--planner", "flash", "--flash-dir", "README.md"], "--flash-dir README.md is a file; pass the directory"),
 ])
 def test_refused(args, message, tmp_path):
     p = subprocess.run([sys.executable, "-m", "rpent.cli.main", *TASK, *args, "--output-dir", str(tmp_path / "o")],
