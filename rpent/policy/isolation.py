@@ -88,10 +88,12 @@ PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
-#: System paths a cell may read (besides the interpreter, its packages and the rpent package).
+#: System paths a cell may read (besides the interpreter, its packages and the rpent package). The
+#: host's accounts (``/etc/passwd``, ``/etc/group``) are not among them: the worker's HOME is its
+#: scratch directory, so nothing a cell imports needs to look a user up.
 SYSTEM_READ_PATHS = (
     "/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/proc", "/sys/devices/system/cpu",
-    "/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
+    "/etc/ld.so.cache", "/etc/localtime", "/etc/nsswitch.conf",
     "/etc/alternatives", "/etc/ssl", "/etc/ca-certificates", "/etc/mime.types",
 )
 

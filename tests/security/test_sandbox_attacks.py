@@ -194,6 +194,7 @@ def test_a_cell_cannot_reach_outside_its_sandbox(make_runner, tmp_path):
             attempt("kill", lambda: os.kill({sibling.pid}, 9))
             attempt("prlimit", lambda: resource.prlimit({sibling.pid}, resource.RLIMIT_NOFILE, (1, 1)))
             attempt("read_secret", lambda: open({str(secret)!r}).read())
+            attempt("read_accounts", lambda: open("/etc/passwd").read())
             attempt("write_project", lambda: open({str(project / "planted.py")!r}, "w").write("x"))
             attempt("write_site", lambda: open({os.path.join(site, "planted.pth")!r}, "w").write("x"))
             attempt("write_run_dir", lambda: open({str(tmp_path / "run" / "planted")!r}, "w").write("x"))
@@ -217,6 +218,8 @@ def test_a_cell_cannot_reach_outside_its_sandbox(make_runner, tmp_path):
             assert out["kill"] != "done" and out["prlimit"] != "done"
         if guarded_by("landlock") or os.getuid() != 0:
             assert out["read_secret"] != "done"
+        if guarded_by("landlock"):
+            assert out["read_accounts"] != "done"  # the host's accounts are not on the read allowlist
         if guarded_by("readonly_fs", "landlock"):
             assert out["write_project"] != "done" and not (project / "planted.py").exists()
             assert out["write_site"] != "done" and not os.path.exists(os.path.join(site, "planted.pth"))
