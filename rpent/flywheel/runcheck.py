@@ -256,9 +256,14 @@ def find_unended_runs(root: Path, record_dirs: list[Path],
     return sorted(r for r in with_states - with_transcript - covered if is_run_states(r / STATES_JSON))
 
 
+#: The finding for a run that never ended, with what to do about it.
+UNENDED_RUN = ("run never ended: no transcript (killed?); exports skip it: run the task again, and delete "
+               "this directory once no run is writing it")
+
+
 def unended_run_problems(run_dir: Path) -> list[tuple[str, str]]:
     """The finding for a run directory with a ``states.json`` but no transcript and no trajectory record."""
-    return [("transcript", "run never ended: no transcript (killed?)")]
+    return [("transcript", UNENDED_RUN)]
 
 
 def unrecorded_run_problems(run_dir: Path) -> list[tuple[str, str]]:

@@ -262,13 +262,14 @@ def test_validate_lists_a_run_killed_before_its_transcript(tmp_path, record_run,
     killed = found["killed"]
     assert not killed["ok"] and killed["run_record"] == str(root / "killed")
     assert [(p["check"], p["detail"]) for p in killed["problems"]] == [
-        ("transcript", "run never ended: no transcript (killed?)")]
+        ("transcript", "run never ended: no transcript (killed?); exports skip it: run the task again, "
+                      "and delete this directory once no run is writing it")]
     assert result["counts"] == {"records": 2, "ok": 1, "with_problems": 1, "by_check": {"transcript": 1}}
 
     assert flywheel_main(["validate", str(root)]) == 1
     out = capsys.readouterr().out
     assert "killed: PROBLEMS (run directory without a transcript or trajectory record)" in out
-    assert "  - [transcript] run never ended: no transcript (killed?)" in out
+    assert "  - [transcript] run never ended: no transcript (killed?); exports skip it: run the task again" in out
     assert "2 record(s): 1 ok, 1 with problems" in out
     # only the directories that are not runs: nothing to validate
     assert flywheel_main(["validate", str(root / "other_tool")]) == 1
