@@ -216,9 +216,28 @@ def _exception_info(exc: BaseException) -> dict[str, str]:
     message = str(exc)
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC and _SCRATCH_QUOTA:
         message += f" (the cell's scratch quota: {_SCRATCH_QUOTA})"
+    elif isinstance(exc, OSError) and exc.errno == errno.EPERM and _raised_in_socket_module(exc):
+        message += f" ({SOCKET_REFUSED})"
     # cut here (the parent cuts again): a done frame must fit in MAX_WORKER_FRAME_BYTES
     return {"type": cut(type(exc).__name__, 200), "message": cut(message, MAX_EXCEPTION_CHARS),
             "traceback": cut(text, MAX_EXCEPTION_CHARS)}
+
+
+#: Appended to an EPERM raised inside the ``socket`` module (the syscall filter refuses the call).
+SOCKET_REFUSED = ("a code cell may not open sockets: the sandbox refuses socket() and socketpair() other "
+                  "than SOCK_STREAM; reach the robot through robo.<tool>()")
+
+
+def _raised_in_socket_module(exc: BaseException) -> bool:
+    """Whether the innermost Python frame of ``exc``'s traceback is in the standard ``socket``
+    module (``socket.socket()``, ``socket.socketpair()``, ``socket.create_connection()``)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    import socket as _socket_module
+    return os.path.abspath(tb.tb_frame.f_code.co_filename) == os.path.abspath(_socket_module.__file__)
 
 
 #: How the scratch quota is enforced (set once the sandbox is built; named in ENOSPC errors).

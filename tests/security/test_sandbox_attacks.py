@@ -324,6 +324,13 @@ def test_a_cell_cannot_talk_to_a_unix_socket_on_the_host(make_runner, tmp_path):
         assert out["vsock"] == "PermissionError"
         assert out["stream_pair"] == "done"
         assert "socket()" in layers["syscall_filter"]["detail"]
+        # uncaught, the refusal says why: the sandbox, not the host, refused the socket
+        refused = runner.run_cell("import socket\nsocket.socket(socket.AF_UNIX, socket.SOCK_STREAM)")
+        assert refused["exception"]["type"] == "PermissionError", refused
+        assert "a code cell may not open sockets" in refused["exception"]["message"]
+        assert "robo.<tool>()" in refused["exception"]["message"]
+        other = runner.run_cell("raise PermissionError(1, 'Operation not permitted')")
+        assert "sockets" not in other["exception"]["message"]
         after = runner.run_cell("1 + 1")
         assert after["value"] == "2"
     finally:
