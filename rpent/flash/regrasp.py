@@ -58,11 +58,12 @@ def opening(res: dict) -> float | None:
 def diagnosis(log: list[dict]) -> str:
     """What went wrong in a replay that ran every step unsolved, from its plan-step log: a grasp
     whose next motion found the fingers closed on nothing (< :data:`EMPTY_GRASP_M`), else the
-    anchored waypoints that were not reached; empty when neither. A fixture skill that finished
-    the replay (:mod:`rpent.flash.fixture_finish`) and did not reach its goal is named after it."""
-    skills = [f"the fixture skill for '{e['goal']}' ended at {e.get('stage') or 'its start'}"
+    anchored waypoints that were not reached; empty when neither. A fixture or push skill that
+    finished the replay (:mod:`rpent.flash.finish`) and did not reach its goal is named after it."""
+    skills = [f"the {e['kind'].split('_')[0]} skill for '{e['goal']}' ended at {e.get('stage') or 'its start'}"
               + (f": {e['reason']}" if e.get("reason") else "")
-              for e in log if e["op"] == "repair" and e.get("kind") == "fixture_skill" and not e.get("done")]
+              for e in log if e["op"] == "repair" and e.get("kind") in ("fixture_skill", "push_skill")
+              and not e.get("done")]
     why = _motion_diagnosis(log)
     return "; ".join([*([why] if why else []), *skills])
 

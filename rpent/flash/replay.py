@@ -48,7 +48,8 @@ For each plan step, in order:
   (:func:`rpent.flash.locate.look_from_above`, a ``look_from_above`` repair).
 * a replay that leaves the predicate false and whose instruction ends with a fixture goal ("... and
   close it", "turn on the stove") has that goal finished by the offline planner's fixture skill from
-  the part's live state (:mod:`rpent.flash.fixture_finish`).
+  the part's live state; one that ends with a push ("push the plate to the front of the stove"), by
+  its push skill from fresh looks, the arm first back at its start pose (:mod:`rpent.flash.finish`).
 
 Every replay writes ``flash_replay.json`` into its run directory (a run artifact): the plan cell,
 the env server that served it (init state; pid and seed switches of a shared server), and per
@@ -57,7 +58,7 @@ world frame, ``kept_earlier``; ``occluded_by_place`` where a hidden re-look was 
 arguments, error) and ``repair`` (a blocked descent's shift and how many looks it took, with the
 camera that re-localised it; an empty grasp's new look and the opening after its retry; or a
 stalled release's opening before and after), with the counts ``replayed``,
-``relocalised``, ``not_found`` and ``repairs`` (a ``fixture_skill`` repair: the goal, the skill's
+``relocalised``, ``not_found`` and ``repairs`` (a ``fixture_skill`` or ``push_skill`` repair: the goal, the skill's
 last stage, whether it got there and whether the predicate then held). Under ``rpent`` the flash planner gets the
 :class:`rpent.flash.toolkit.FlashToolkit` (state-only steps, images where it looks).
 
@@ -78,7 +79,7 @@ from pathlib import Path
 from rpent.flash.descent import blocked_grasp_descent, eef_pitch as _eef_pitch, grasp_axis, retry_descent
 from rpent.flash.episode import REPORT_NAME, episode_identity, qualified_instances, server_identity, task_instruction, write_report
 from rpent.flash.files import FlashFileError, find_plan, load_flash
-from rpent.flash.fixture_finish import finish_fixture_goals
+from rpent.flash.finish import ends_with_push, finish_goals
 from rpent.flash.generate import FIXTURE_CAMERA, fixture_estimate
 from rpent.flash.locate import locate_anchor, look_from_above
 from rpent.flash.occlusion import occluded_relook
@@ -196,14 +197,17 @@ class FlashPlanner:
             say(f"Flash replay of {cell} ({len(plan['steps'])} steps) from {flash_dir} on {suite} task {task} "
                 f"seed {seed}.")
             instruction = task_instruction(user_message)
+            goal_text = instruction or str(plan.get("task_language") or "")
+            # a push finished by the offline planner's skill starts from the arm's start pose
+            home = (call("view_env_state", {}).get("state") or {}).get("robot0_eef_pos") \
+                if ends_with_push(goal_text) else None
             self._replay(plan, anchors, call, say, toolkit, instruction)
             solved = toolkit.solved()
             if not solved and not self._episode_over and self._ends_holding(plan["steps"]):
                 self._final_release(call, say)
                 solved = toolkit.solved()
-            if not solved and not self._episode_over and finish_fixture_goals(
-                    instruction or str(plan.get("task_language") or ""), call, say, self._log,
-                    toolkit.solved):
+            if not solved and not self._episode_over and finish_goals(goal_text, call, say, self._log,
+                                                                      toolkit.solved, home=home):
                 solved = toolkit.solved()
             if solved:
                 self._finish(call, result, "success", f"flash replay of {cell}: the environment reports success")

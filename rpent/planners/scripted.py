@@ -452,18 +452,7 @@ class ScriptedPlanner:
         g = latest.gripper if latest is not None and latest.gripper is not None else -1.0
         call("set_gripper", {"gripper": g, "steps": 1})
 
-    @staticmethod
-    def _go_home(call, home) -> None:
-        """Rise 5 cm, then move (in <= 0.25 m legs) to ``home`` with the gripper open, pointing down."""
-        from rpent.robots.libero import control
-        from rpent.robots.libero.skills.motion import xy_waypoints
-
-        pos = [float(v) for v in _ToolExecutor(call).current_state().get("robot0_eef_pos", home)]
-        start = [pos[0], pos[1], max(pos[2] + 0.05, float(home[2]))]
-        call("move_pose", {"xyz": start, "target_pitch": 0.0, "gripper": control.GRIPPER_OPEN, "max_steps": 80})
-        for wp in xy_waypoints(start, [float(v) for v in home], 0.25):
-            call("move_to", {"xyz": [float(v) for v in wp], "gripper": control.GRIPPER_OPEN, "max_steps": 80})
-
+    _go_home = staticmethod(scripted_steps.go_home)
     _fixture_step = staticmethod(fixture_step)
 
     @classmethod

@@ -9,12 +9,25 @@ from __future__ import annotations
 
 from rpent.planners.scripted_executor import ToolExecutor
 
-__all__ = ["FLOOR_BELOW_DRAWER", "clear_drawer_path", "fixture_step", "push_if_flat", "push_step", "door_place_step",
-           "object_points"]
+__all__ = ["FLOOR_BELOW_DRAWER", "clear_drawer_path", "fixture_step", "go_home", "push_if_flat", "push_step",
+           "door_place_step", "object_points"]
 
 #: what a cabinet stands on lies this far (m) under its lowest drawer's box (LIBERO's wooden
 #: cabinet: bottom drawer box from 0.913 m, the table at 0.90-0.905 m).
 FLOOR_BELOW_DRAWER = 0.01
+
+
+def go_home(call, home) -> None:
+    """Rise 5 cm, then move (in <= 0.25 m legs) to ``home`` (the start eef position, m, world frame)
+    with the gripper open, pointing down: the cameras see the table without the arm."""
+    from rpent.robots.libero import control
+    from rpent.robots.libero.skills.motion import xy_waypoints
+
+    pos = [float(v) for v in ToolExecutor(call).current_state().get("robot0_eef_pos", home)]
+    start = [pos[0], pos[1], max(pos[2] + 0.05, float(home[2]))]
+    call("move_pose", {"xyz": start, "target_pitch": 0.0, "gripper": control.GRIPPER_OPEN, "max_steps": 80})
+    for wp in xy_waypoints(start, [float(v) for v in home], 0.25):
+        call("move_to", {"xyz": [float(v) for v in wp], "gripper": control.GRIPPER_OPEN, "max_steps": 80})
 
 
 def fixture_step(call, goal) -> dict:

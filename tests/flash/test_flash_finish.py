@@ -1,5 +1,5 @@
-"""A flash replay that leaves a fixture goal at the end of its instruction unmet finishes it with the
-offline planner's fixture skill from the part's live state (:mod:`rpent.flash.fixture_finish`)."""
+"""A flash replay that leaves a fixture goal or a push at the end of its instruction unmet finishes it
+with the offline planner's closed-loop skill from the live scene (:mod:`rpent.flash.finish`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from rpent.flash.fixture_finish import trailing_fixture_goals
+from rpent.flash.finish import closed_loop_goals, ends_with_push
 from rpent.flash.regrasp import diagnosis
 
 
@@ -22,11 +22,14 @@ from rpent.flash.regrasp import diagnosis
     # a fixture goal before an object goal is not re-run at the end (it would move what stands on it)
     ("turn on the stove and put the moka pot on it", []),
     ("put both moka pots on the stove", []),
+    # a push that is the last step is finished with the push skill
+    ("push the plate to the front of the stove", ["push the plate to the front of the stove"]),
     ("", []),
     ("sing a song", []),
 ])
-def test_only_the_fixture_goals_that_end_the_instruction_are_finished(instruction, expected):
-    assert [g.describe() for g in trailing_fixture_goals(instruction)] == expected
+def test_only_the_goals_that_end_the_instruction_are_finished(instruction, expected):
+    assert [g.describe() for g in closed_loop_goals(instruction)] == expected
+    assert ends_with_push(instruction) == instruction.startswith("push")
 
 
 def test_an_unmet_fixture_skill_is_named_in_the_failure():
@@ -36,6 +39,10 @@ def test_an_unmet_fixture_skill_is_named_in_the_failure():
     assert diagnosis(log) == ("anchored waypoints not reached at plan steps 3; the fixture skill for 'close the "
                               "microwave' ended at door push: door joint at -0.400 rad after the pushes (closed at 0.000)")
     assert diagnosis([{**log[1], "done": True}]) == ""
+    push = {"plan_step": None, "op": "repair", "kind": "push_skill", "goal": "push the plate to the front of the stove",
+            "done": False, "stage": "push descend", "reason": "the fingers could not come down behind the object"}
+    assert diagnosis([push]) == ("the push skill for 'push the plate to the front of the stove' ended at push "
+                                 "descend: the fingers could not come down behind the object")
 
 
 def _fixture_anchor(aid: str, part: str, center: list[float]) -> dict:
