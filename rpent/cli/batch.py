@@ -19,9 +19,9 @@ Examples (offline: scripted planner)::
 
 Unknown flags are passed to every ``rpent`` run (``--max-episode-steps 600``, ``--no-video``,
 ``--max-turns 50``, ...). Exit codes of a batch: 0 every cell has a task outcome; 1 some cells
-have none (infrastructure errors after the retries, interrupted, a shared service failed, flash
-cells waiting for their source run: re-run the same command to resume); 2 bad input or the results
-root is in use. ``compare``: 0, or 1 with ``--fail-on-regression`` when B is significantly worse than
+have none (infrastructure errors after the retries, a shared service failed, flash cells waiting
+for their source run: re-run the same command to resume); 2 bad input or the results root is in
+use; 130 interrupted (SIGINT or SIGTERM: finished cells are kept; re-run to resume). ``compare``: 0, or 1 with ``--fail-on-regression`` when B is significantly worse than
 A overall or on a task; 2 bad input. ``leaderboard`` and ``status``: see ``rpent.cli.leaderboard``.
 """
 

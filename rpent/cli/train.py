@@ -60,14 +60,32 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def build_compact_parser() -> argparse.ArgumentParser:
+    """The ``rpent-train compact`` parser."""
+    p = argparse.ArgumentParser(prog="rpent-train compact",
+                                description="Copy a pretrained_model directory with 16-bit weights (half the bytes; "
+                                            "it loads into the float32 model as is).",
+                                epilog="Exit codes: 0 written (its path is printed), 2 bad input.")
+    p.add_argument("src", metavar="SRC",
+                   help="a lerobot checkpoint: rpent-train's output directory (its checkpoints/last), a "
+                        "checkpoints/<step> directory or a pretrained_model directory")
+    p.add_argument("dest", metavar="DEST", help="new directory for the copy (must not exist)")
+    p.add_argument("--dtype", choices=("float16", "bfloat16"), default="float16",
+                   help="dtype of the copy's floating-point weights (default float16)")
+    return p
+
+
+def build_plot_parser() -> argparse.ArgumentParser:
+    """The ``rpent-train plot`` parser."""
+    p = argparse.ArgumentParser(prog="rpent-train plot", description="Draw OUT/loss.png from OUT/metrics.jsonl.",
+                                epilog="Exit codes: 0 drawn (its path is printed), 2 no metrics.jsonl or no matplotlib.")
+    p.add_argument("output_dir", metavar="OUT", help="an rpent-train output directory (holding metrics.jsonl)")
+    return p
+
+
 def compact_main(argv: list[str]) -> int:
     """``rpent-train compact SRC DEST [--dtype float16|bfloat16]``."""
-    p = argparse.ArgumentParser(prog="rpent-train compact",
-                                description="Copy a pretrained_model directory with 16-bit weights.")
-    p.add_argument("src")
-    p.add_argument("dest")
-    p.add_argument("--dtype", choices=("float16", "bfloat16"), default="float16")
-    a = p.parse_args(argv)
+    a = build_compact_parser().parse_args(argv)
     from rpent.models.lerobot.layout import CheckpointLayoutError, find_pretrained_dir
     from rpent.training.trainer import export_compact
 
@@ -82,9 +100,7 @@ def compact_main(argv: list[str]) -> int:
 
 def plot_main(argv: list[str]) -> int:
     """``rpent-train plot OUT``: (re)draw ``OUT/loss.png`` from ``OUT/metrics.jsonl``."""
-    p = argparse.ArgumentParser(prog="rpent-train plot", description="Draw OUT/loss.png from OUT/metrics.jsonl.")
-    p.add_argument("output_dir")
-    a = p.parse_args(argv)
+    a = build_plot_parser().parse_args(argv)
     import json
     from pathlib import Path
 

@@ -213,11 +213,12 @@ class RunOutcome:
     @property
     def exit_code(self) -> int:
         """:data:`EXIT_SUCCESS` (label ``succeeded``; before labelling: the env predicate) /
-        :data:`EXIT_TASK_FAILED` / :data:`EXIT_ERROR`."""
+        :data:`EXIT_TASK_FAILED` (``failed``, ``aborted``) / :data:`EXIT_ERROR` (``error``,
+        ``cancelled``: a signal, ``/quit``, an operator stop)."""
         if self.label:
             if self.label == "succeeded":
                 return EXIT_SUCCESS
-            return EXIT_ERROR if self.label == "error" else EXIT_TASK_FAILED
+            return EXIT_ERROR if self.label in ("error", "cancelled") else EXIT_TASK_FAILED
         if self.environment_success:
             return EXIT_SUCCESS
         return EXIT_ERROR if self.error and self.stop_reason in ("error", "service_error") else EXIT_TASK_FAILED

@@ -45,7 +45,8 @@ def test_cli_reference_lists_every_option_of_every_command():
     for entry in ("rpent.cli.main:build_parser", "rpent.doctor:build_parser", "rpent_tui.cli:build_parser",
                   "rpent.cli.batch:build_parser", "rpent.cli.eval:build_parser", "rpent.cli.flywheel:build_parser",
                   "rpent.cli.flash:build_parser", "rpent.cli.memory:build_parser", "rpent.cli.check_llm:build_parser",
-                  "rpent.cli.train:build_parser", "rpent.cli.leaderboard:build_status_parser",
+                  "rpent.cli.train:build_parser", "rpent.cli.train:build_compact_parser",
+                  "rpent.cli.train:build_plot_parser", "rpent.cli.leaderboard:build_status_parser",
                   "rpent.cli.leaderboard:build_leaderboard_parser"):
         assert entry in covered, entry
     for kind, module, name, _ in markers:
