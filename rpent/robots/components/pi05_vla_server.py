@@ -151,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--batch-max-wait-ms", type=float, default=40.0, help="dynamic batching: longest total collection time (default 40 ms)")
     ap.add_argument("--max-batch", type=int, default=8,
                     help="largest batch per model call (default 8: with 16 closed-loop clients two alternating batches of 8, "
-                         "one gathered while the other runs; H200 2026-12-01: 197.6 inferences/s vs 157.7 with 16)")
+                         "one gathered while the other runs; benchmarks/vla_bench.py measures the throughput)")
     ap.add_argument("--no-pipeline", action="store_true",
                     help="wait for each batch before gathering the next (the pre-pipelining baseline of benchmarks/vla_bench.py)")
     ap.add_argument("--no-cuda-graphs", action="store_true", help="run the sampler eagerly (baseline)")
