@@ -152,7 +152,8 @@ def load_flash(directory: str | Path, cell: str) -> tuple[dict, dict]:
     Raises:
         FlashFileError: a file is missing (``flash_plan_missing`` / ``flash_anchors_missing``),
             the plan comes from a run not labelled succeeded (``flash_plan_rejected``),
-            not JSON, of another schema, or a step names an anchor/observation the anchors
+            not JSON, of another schema, made for another cell (its ``cell`` field: a renamed or
+            copied file), or a step names an anchor/observation the anchors
             file lacks (``flash_plan_invalid``).
     """
     plan = _read(plan_path(directory, cell), "flash_plan_missing", PLAN_SCHEMA)
@@ -162,6 +163,13 @@ def load_flash(directory: str | Path, cell: str) -> tuple[dict, dict]:
                                                     f"{label!r}; plans are replayed only from runs labelled succeeded: "
                                                     "regenerate it from a succeeded run with `rpent-flash generate`")
     anchors = _read(anchors_path(directory, cell), "flash_anchors_missing", ANCHORS_SCHEMA)
+    for path, doc in ((plan_path(directory, cell), plan), (anchors_path(directory, cell), anchors)):
+        made_for = doc.get("cell")
+        if made_for is not None and made_for != cell:
+            raise FlashFileError("flash_plan_invalid", f"{path} was made for {made_for} ({doc.get('suite')} task "
+                                                       f"{doc.get('task')}), not {cell}: a renamed or copied file; "
+                                                       f"replay the task it was made for, or generate one for {cell} "
+                                                       "with `rpent-flash generate`")
     by_id = {a.get("id"): a for a in anchors.get("anchors", [])}
     steps = plan.get("steps")
     if not isinstance(steps, list) or not steps:

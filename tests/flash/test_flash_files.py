@@ -186,6 +186,24 @@ def test_missing_and_broken_files_are_named(tmp_path):
     assert e.value.code == "flash_anchors_missing"
 
 
+def test_a_plan_renamed_for_another_task_is_refused(tmp_path):
+    """Plans are found by file name; one copied under another task's name is refused, naming the
+    cell it was made for, instead of replaying task 4's motions on task 3."""
+    import shutil
+
+    audit, recipe = _run(tmp_path)
+    generate(audit, recipe, tmp_path / "flash")
+    (tmp_path / "other").mkdir()
+    for kind in ("plan", "anchors"):
+        shutil.copy(tmp_path / "flash" / f"object_t4_s0_{kind}.json", tmp_path / "other" / f"object_t3_s0_{kind}.json")
+    assert find_plan(tmp_path / "other", "libero_object", 3) == "object_t3_s0"
+    with pytest.raises(FlashFileError, match="was made for object_t4_s0") as e:
+        load_flash(tmp_path / "other", "object_t3_s0")
+    assert e.value.code == "flash_plan_invalid"
+    plan, anchors = load_flash(tmp_path / "flash", "object_t4_s0")  # the original still loads
+    assert plan["cell"] == anchors["cell"] == "object_t4_s0"
+
+
 def test_cli_generate(tmp_path):
     audit, recipe = _run(tmp_path)
     p = subprocess.run([sys.executable, "-m", "rpent.cli.flash", "generate", "--audit", str(tmp_path), "--recipe",
