@@ -44,7 +44,9 @@ SCREENS = ("services", "run", "editor", "trajectories", "flywheel", "batch", "le
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``rpent-tui`` argument parser."""
-    p = argparse.ArgumentParser(prog="rpent-tui", description="rpent operator's workbench (terminal UI).")
+    p = argparse.ArgumentParser(prog="rpent-tui", description="rpent operator's workbench (terminal UI).",
+                                epilog="Exit status: 0 on quit, 128+N when stopped by signal N (SIGHUP 129, SIGTERM "
+                                       "143), 1 on a crash, 2 on bad options or when stderr is not a terminal.")
     s = p.add_argument_group("session")
     s.add_argument("--robot", default="libero", help="robot of every TaskRun (rpent.robots.registry: libero, metaworld; the offline planner of metaworld is --planner expert); default libero")
     s.add_argument("--planner", default="api", help="planner kind: api, claude_code, codex, scripted ... (default api)")

@@ -117,7 +117,9 @@ def build_report_parser() -> argparse.ArgumentParser:
     """The ``rpent-batch report`` parser."""
     p = argparse.ArgumentParser(prog="rpent-batch report",
                                 description="Rebuild report.json/report.md of a results root from its run records "
-                                            "and print the table (runs nothing).")
+                                            "and print the table (runs nothing).",
+                                epilog="Exit codes: 0 report written and printed, 2 RESULTS is not a results root "
+                                       "or an option is bad.")
     p.add_argument("root", metavar="RESULTS")
     p.add_argument("--json", action="store_true", help="print report.json instead of the table")
     p.add_argument("--confidence", type=float, default=0.95, help="Wilson interval coverage (default 0.95)")

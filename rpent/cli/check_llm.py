@@ -149,7 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``rpent-check-llm`` argument parser."""
     parser = argparse.ArgumentParser(prog="rpent-check-llm",
                                      description="Check that a planner's LLM provider is configured and usable: "
-                                                 "config, key, reachability and a one-tool round trip.")
+                                                 "config, key, reachability and a one-tool round trip.",
+                                     epilog="Exit status: 0 the round trip worked, 1 it failed (the line names the "
+                                            "failure class).")
     parser.add_argument("--planner", default="api", choices=("api", "claude_code", "codex"),
                         help="api (default), claude_code or codex")
     parser.add_argument("--model", default=None,

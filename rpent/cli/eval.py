@@ -46,7 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rpent-eval",
         description="Evaluate a VLA policy on LIBERO in parallel env workers, or on Meta-World (--robot metaworld), "
                     "closed loop, no planner.",
-        epilog="Example: rpent-eval --config libero_10_pi05_eval env.eval.total_num_envs=20 env.num_workers=2",
+        epilog="Example: rpent-eval --config libero_10_pi05_eval env.eval.total_num_envs=20 env.num_workers=2. "
+               "Exit status: 0 success, 2 bad config or arguments (also: a placement the Ray cluster cannot "
+               "satisfy), 1 evaluation failure (worker, policy, trajectory count, no replica left).",
     )
     from rpent.robots.registry import robot_names
 

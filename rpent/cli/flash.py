@@ -28,9 +28,14 @@ __all__ = ["main", "build_parser"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``rpent-flash`` parser."""
-    p = argparse.ArgumentParser(prog="rpent-flash", description="Flash plans: replay a solved run without an LLM.")
+    p = argparse.ArgumentParser(prog="rpent-flash", description="Flash plans: replay a solved run without an LLM.",
+                                epilog="Exit codes: see `rpent-flash generate --help` and `rpent-flash replay --help`.")
     sub = p.add_subparsers(dest="command", required=True)
-    g = sub.add_parser("generate", help="turn one solved run into <cell>_plan.json + <cell>_anchors.json")
+    g = sub.add_parser("generate", help="turn one solved run into <cell>_plan.json + <cell>_anchors.json",
+                       description="Turn one solved run into <cell>_plan.json + <cell>_anchors.json.",
+                       epilog="Exit codes: 0 written (both paths printed), 2 bad input (the run is not solved or "
+                              "not labelled succeeded, a file is missing or malformed, the cell's plan exists "
+                              "without --replace).")
     g.add_argument("--audit", required=True,
                    help="the run's transcript_<tag>.json (or its run directory); the run must be solved")
     g.add_argument("--recipe", required=True, help="the run's <tag>_recipe.jsonl")
@@ -39,16 +44,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="overwrite the plan and anchors of the same cell in --destination (refused without it)")
     g.add_argument("--bind-radius-m", type=float, default=None,
                    help="waypoints within this XY distance (m) of an anchor are stored relative to it (default 0.15)")
-    r = sub.add_parser("replay", help="replay a task's flash plan on several seeds on one shared env server")
+    r = sub.add_parser("replay", help="replay a task's flash plan on several seeds on one shared env server",
+                       description="Replay a task's flash plan on several seeds on one shared env server; one JSON "
+                                   "line per episode on stdout, a run record per seed.",
+                       epilog="Exit codes: 0 every seed solved, 1 some seed not solved, 2 bad input (before "
+                              "anything starts), an episode ended in an error or was cancelled, or not every "
+                              "seed ran.")
     r.add_argument("--flash-dir", required=True, help="directory of <cell>_plan.json/_anchors.json")
-    r.add_argument("--suite", required=True)
-    r.add_argument("--task", type=int, required=True)
+    r.add_argument("--suite", required=True, help="LIBERO / LIBERO-PRO suite, e.g. libero_object or libero_goal_swap")
+    r.add_argument("--task", type=int, required=True, help="task index in the suite (0-9; libero_90: 0-89)")
     r.add_argument("--seeds", type=int, nargs="+", required=True, help="replay seeds (distinct, >= 0)")
     r.add_argument("--output-root", required=True, help="run directories go to <output-root>/<tag>/ (+ replay.jsonl)")
-    r.add_argument("--libero-type", choices=("standard", "pro"), default=None)
-    r.add_argument("--max-episode-steps", type=int, default=10000)
-    r.add_argument("--transport", choices=("http", "socket"), default="socket")
-    r.add_argument("--cuda-device", type=int, default=None)
+    r.add_argument("--libero-type", choices=("standard", "pro"), default=None,
+                   help="LIBERO variant, as for rpent (default $LIBERO_TYPE, else pro; pro includes the standard suites)")
+    r.add_argument("--max-episode-steps", type=int, default=10000,
+                   help="env steps before an episode is truncated (default 10000)")
+    r.add_argument("--transport", choices=("http", "socket"), default="socket",
+                   help="RPC transport to the env server (default socket)")
+    r.add_argument("--cuda-device", type=int, default=None,
+                   help="GPU for the spawned env server (EGL device for MuJoCo), as for rpent")
     r.add_argument("--planner-timeout-s", type=float, default=None, help="per-episode limit (s)")
     r.add_argument("--run-dir", action="append", default=[], metavar="SEED=DIR",
                    help="write the episode of SEED into DIR (new or empty) instead of <output-root>/<tag>/; "

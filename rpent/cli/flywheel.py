@@ -86,15 +86,19 @@ def build_parser() -> argparse.ArgumentParser:
             "(and val) plus <output-dir>/report.json; validate raw records; view a dataset's episode with Rerun. "
             "`rpent-flywheel --input-root ... --output-dir ...` is the export."
         ),
+        epilog="Exit codes: see each command's --help (export, validate, view).",
     )
     sub = p.add_subparsers(dest="command")
     _export_parser(sub.add_parser("export", help="export records to a LeRobot dataset (the default command)"))
     v = sub.add_parser("validate", help="check raw trajectory records and the run records beside them (transcript, "
                                          "states.json); say what is wrong per episode; list run directories without "
                                          "a trajectory record and runs that never ended (no transcript: killed?)")
+    v.epilog = ("Exit codes: 0 every record valid, 1 a record with problems, a run that never ended, or no record "
+                "under ROOT, 2 ROOT does not exist.")
     v.add_argument("root", help="a record, a run directory, a batch results root or any parent")
     v.add_argument("--json", action="store_true", help="print the findings as JSON")
     w = sub.add_parser("view", help="write a Rerun recording (.rrd) of one episode of an exported dataset")
+    w.epilog = "Exit codes: 0 written (its path is printed), 2 not a dataset, no such episode, or --output exists."
     w.add_argument("dataset", help="an exported dataset (the directory holding meta/info.json, e.g. OUT/train) or OUT")
     w.add_argument("--episode", type=int, default=0, metavar="K", help="episode index (default 0)")
     w.add_argument("--output", default=None, metavar="FILE.rrd",

@@ -21,7 +21,9 @@ __all__ = ["main", "build_parser"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``rpent-memory`` parser."""
-    p = argparse.ArgumentParser(prog="rpent-memory", description="Validate, merge and index a task memory corpus.")
+    codes = "Exit codes: 0 ok, 1 validate found problems, 2 bad input or refused merge (one line naming the problem)."
+    p = argparse.ArgumentParser(prog="rpent-memory", description="Validate, merge and index a task memory corpus.",
+                                epilog=codes)
     p.add_argument("--memory-dir", default=None, help="memory root (default $RPENT_MEMORY_DIR, else ./memory)")
     p.add_argument("--robot", default="libero", help="corpus <memory dir>/<robot> (default libero)")
     # the same two options after the subcommand too (``rpent-memory build-index --memory-dir DIR``);
@@ -30,12 +32,15 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--memory-dir", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     common.add_argument("--robot", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("validate", parents=[common], help="check every leaf's format and the manifest of file hashes")
-    m = sub.add_parser("merge", parents=[common], help="merge _internal/inbox/<cell>/ into the corpus under a file lock")
+    sub.add_parser("validate", parents=[common], help="check every leaf's format and the manifest of file hashes",
+                   epilog=codes)
+    m = sub.add_parser("merge", parents=[common], help="merge _internal/inbox/<cell>/ into the corpus under a file lock",
+                       epilog=codes)
     m.add_argument("--cell", required=True, help="cell tag, e.g. object_t0_s0")
     m.add_argument("--solved", action="store_true",
                    help="the cell was solved: also publish its audit + recipe pair to task-specific/")
-    sub.add_parser("build-index", parents=[common], help="rewrite MEMORY.md and manifest.json from the leaves on disk")
+    sub.add_parser("build-index", parents=[common], help="rewrite MEMORY.md and manifest.json from the leaves on disk",
+                   epilog=codes)
     return p
 
 

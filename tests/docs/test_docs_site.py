@@ -57,6 +57,22 @@ def test_cli_reference_lists_every_option_of_every_command():
             assert f"`{option}" in text, (module, option)
 
 
+def test_every_command_and_subcommand_gives_its_exit_codes():
+    """The CLI reference says the exit codes are in each command's epilog: every parser of the
+    reference and each of its subcommands' parsers names them."""
+    missing = []
+    for _, module, name, _ in _markers("reference/cli.md"):
+        todo = [(name, getattr(importlib.import_module(module), name)())]
+        while todo:
+            where, parser = todo.pop()
+            if "exit" not in (parser.epilog or "").lower():
+                missing.append(f"{module}:{where} ({parser.prog})")
+            for action in parser._actions:
+                if isinstance(action, argparse._SubParsersAction):
+                    todo += [(f"{where} {cmd}", sub) for cmd, sub in action.choices.items()]
+    assert not missing, missing
+
+
 def test_tools_reference_lists_every_tool():
     import reference
 
