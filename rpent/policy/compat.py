@@ -25,9 +25,10 @@ def check_code_mode_options(planner: str | None, *, explore: bool = False, code_
         ValueError: an incompatible option; the message says what to use instead.
     """
     if planner == "flash":
+        fix = ("drop --planner flash: --code-file runs the file without a planner" if code_file is not None else
+               "use --planner api, claude_code or codex, or run a policy file with --code-file")
         raise ValueError("--policy-mode code does not work with --planner flash (flash replays recorded "
-                         "anchors without an LLM); use --planner api, claude_code or codex, or run a "
-                         "policy file with --code-file")
+                         f"anchors without an LLM); {fix}")
     if explore:
         raise ValueError("--policy-mode code does not work with --explore (code mode reads no task memory "
                          "and writes no recipe); drop --explore or use --policy-mode tools")

@@ -19,6 +19,8 @@ TASK = ["--suite", "libero_object", "--task", "0"]
     (["--explore", "--explore-attempts-per-session", "-1"], "--explore-attempts-per-session must be >= 0"),
     (["--flash-dir", "/tmp/x"], "--flash-dir is for --planner flash only"),
     (["--planner", "flash", "--policy-mode", "code"], "--policy-mode code does not work with --planner flash"),
+    (["--planner", "flash", "--policy-mode", "code", "--code-file", "examples/pick_place_policy.py"],
+     "drop --planner flash: --code-file runs the file without a planner"),
     (["--planner", "scripted", "--memory-dir", "/nonexistent/mem"], "no memory corpus for robot 'libero'"),
     (["--planner", "flash", "--flash-dir", "README.md"], "--flash-dir README.md is a file; pass the directory"),
 ])
