@@ -152,6 +152,12 @@ class RunConfig:
             raise ValueError(f"--step-images must be auto, every-step or on-demand, got {self.step_images!r}")
         return mode
 
+    @property
+    def recorded_planner(self) -> str:
+        """The planner the run's records name: ``"code_file"`` for a ``--code-file`` run (the file
+        runs as the policy; no planner is created), else :attr:`planner`."""
+        return "code_file" if self.code_file else self.planner
+
     def resolved_vla_model_path(self) -> str | None:
         """``vla_model_path`` or ``$PI05_CHECKPOINT_PATH`` (None when neither is set)."""
         return self.vla_model_path or os.environ.get("PI05_CHECKPOINT_PATH") or None

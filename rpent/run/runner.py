@@ -119,7 +119,7 @@ def _config_summary(cfg: RunConfig) -> dict:
     """The run's settings for its provenance (no secrets: keys live in the environment)."""
     pc = cfg.planner_config
     return {"robot": cfg.robot, "suite": cfg.suite, "task": cfg.task, "seed": cfg.seed, "libero_type": cfg.libero_type,
-            "max_episode_steps": cfg.max_episode_steps, "planner": cfg.planner, "model": pc.model,
+            "max_episode_steps": cfg.max_episode_steps, "planner": cfg.recorded_planner, "model": pc.model,
             "reasoning_effort": pc.reasoning_effort, "max_turns": pc.max_turns, "policy_mode": cfg.policy_mode,
             "code_file": cfg.code_file, "env_endpoint": cfg.env_endpoint, "vla_endpoint": cfg.vla_endpoint,
             "sam3_endpoint": cfg.sam3_endpoint, "vla_model_path": cfg.resolved_vla_model_path(),
@@ -193,7 +193,7 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
     clients: list = []
     emit({"kind": "status", "state": "starting", "detail": f"{cfg.suite} task {cfg.task} seed {cfg.seed}"})
     log.info("run %s: suite=%s task=%d seed=%d planner=%s model=%s policy_mode=%s output_dir=%s", tag, cfg.suite,
-             cfg.task, cfg.seed, cfg.planner, cfg.planner_config.model, cfg.policy_mode, out)
+             cfg.task, cfg.seed, cfg.recorded_planner, cfg.planner_config.model, cfg.policy_mode, out)
     try:
         env_spec = env_service_spec(cfg)
         where[0] = _starting(env_spec)
@@ -233,7 +233,7 @@ async def run_task(cfg: RunConfig, supervisor, *, operator=None, steering=None,
 
                 recorder = TrajectoryRecorder(out, TaskInfo(
                     robot=cfg.robot, suite=cfg.suite, task=cfg.task, seed=cfg.seed, task_language=info.language,
-                    planner=cfg.planner, model=cfg.planner_config.model,
+                    planner=cfg.recorded_planner, model=cfg.planner_config.model,
                     reasoning_effort=cfg.planner_config.reasoning_effort, policy_mode=cfg.policy_mode,
                     init_state_id=env.meta.get("init_state_id"), init_state_sha256=env.meta.get("init_state_sha256")),
                     observations=cfg.record_observations, provenance=provenance)
@@ -513,7 +513,7 @@ def _finalize(cfg, info, record, toolkit, recorder, result, outcome: RunOutcome,
         "suite": cfg.suite, "task": cfg.task, "seed": cfg.seed,
         "init_state_id": episode.get("init_state_id"), "init_state_global_id": episode.get("init_state_global_id"),
         "init_state_sha256": episode.get("init_state_sha256"), "task_language": info.language,
-        "planner": cfg.planner, "model": cfg.planner_config.model, "policy_mode": cfg.policy_mode,
+        "planner": cfg.recorded_planner, "model": cfg.planner_config.model, "policy_mode": cfg.policy_mode,
         "elapsed_s": round(elapsed, 3), "finish": outcome.finish, "error": outcome.error,
         "error_kind": outcome.error_kind, "stop_reason": outcome.stop_reason, "stopped_during": outcome.stopped_during, "environment_success": success,
         "environment_success_unknown": unknown_reason, "environment_unstable": outcome.environment_unstable,

@@ -59,6 +59,7 @@ def test_replayed_vla_episode_is_exported_and_matches_the_record(tmp_path, spawn
     (replay_dir,) = find_record_dirs(runs / "replay")
     replay = load_record(replay_dir)
     assert replay.task["environment_success"] is True and replay.task["policy_mode"] == "code"
+    assert replay.task["planner"] == "code_file"  # a --code-file run names no planner it did not run
     actions = replay.actions.records
     assert actions and all(a["source"] == "vla" and a["tool"] == "pi0_pick" for a in actions)
     scripted_actions = load_record(scripted_dir).actions.records

@@ -217,6 +217,8 @@ def test_a_cells_terminal_controls_never_reach_the_terminal_through_the_final_li
     assert "error=policy code raised ValueError: boom\u241b]2;PWNED\u2407\u241b[2J |" in p.stdout, p.stdout
     tr = json.loads((out / "transcript_object_t0_s0.json").read_text())
     assert tr["error"] == "policy code raised ValueError: boom\u241b]2;PWNED\u2407\u241b[2J"
+    assert tr["planner"] == "code_file"  # the file ran as the policy: no planner did
+    assert "planner=code_file" in (out / "run.log").read_text()
     # the cell's own record keeps the exact message
     cell = json.loads((out / "code_policy" / "cell_001.json").read_text())
     assert cell["exception"]["message"] == "boom\x1b]2;PWNED\x07\x1b[2J"
