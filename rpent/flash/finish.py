@@ -91,7 +91,7 @@ def finish_goals(instruction: str, call: Callable[[str, dict], dict], say: Calla
         predicate).
     """
     from rpent.planners.scripted_executor import Latest
-    from rpent.planners.scripted_steps import fixture_step, go_home, push_step
+    from rpent.planners.scripted_steps import fixture_step, go_home, push_step, settle
     from rpent.robots.libero.skills.language import PushGoal
 
     goals = closed_loop_goals(instruction)
@@ -123,10 +123,7 @@ def finish_goals(instruction: str, call: Callable[[str, dict], dict], say: Calla
             break
         state = latest.state or {}
         if not (state.get("success") or state.get("terminated") or state.get("truncated")):
-            # LIBERO judges its goal after a step: a part the skill found already in place is
-            # reported solved only after one more step (the gripper held as last commanded)
-            g = latest.gripper if latest.gripper is not None else -1.0
-            tracked("set_gripper", {"gripper": g, "steps": 1})
+            settle(tracked)  # a part the skill found already in place is judged only after a step
             state = latest.state or {}
         entry.update(done=bool(out.get("done")), stage=out.get("stage"), reason=out.get("reason"),
                      solved_after=bool(solved()))

@@ -443,15 +443,7 @@ class ScriptedPlanner:
                 groups.setdefault(ScriptedPlanner._target_key(g), []).append(i)
         return {i: (j, len(idx)) for idx in groups.values() if len(idx) > 1 for j, i in enumerate(idx)}
 
-    @staticmethod
-    def _settle(call) -> None:
-        """One env step that moves nothing (the gripper held as last commanded): LIBERO judges its
-        goal only after a step, so a fixture already in its goal state (a joint read there before
-        any motion) is reported solved only then."""
-        latest = getattr(call, "latest", None)
-        g = latest.gripper if latest is not None and latest.gripper is not None else -1.0
-        call("set_gripper", {"gripper": g, "steps": 1})
-
+    _settle = staticmethod(scripted_steps.settle)
     _go_home = staticmethod(scripted_steps.go_home)
     _fixture_step = staticmethod(fixture_step)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from rpent.planners.scripted_executor import ToolExecutor
 
 __all__ = ["FLOOR_BELOW_DRAWER", "clear_drawer_path", "fixture_step", "go_home", "push_if_flat", "push_step",
-           "door_place_step", "object_points"]
+           "door_place_step", "object_points", "settle"]
 
 #: what a cabinet stands on lies this far (m) under its lowest drawer's box (LIBERO's wooden
 #: cabinet: bottom drawer box from 0.913 m, the table at 0.90-0.905 m).
@@ -28,6 +28,16 @@ def go_home(call, home) -> None:
     call("move_pose", {"xyz": start, "target_pitch": 0.0, "gripper": control.GRIPPER_OPEN, "max_steps": 80})
     for wp in xy_waypoints(start, [float(v) for v in home], 0.25):
         call("move_to", {"xyz": [float(v) for v in wp], "gripper": control.GRIPPER_OPEN, "max_steps": 80})
+
+
+def settle(call) -> None:
+    """One env step that moves nothing (the gripper held as last commanded, read from
+    ``call.latest`` where the caller tracks it, else open): LIBERO judges its goal only after a
+    step, so a fixture already in its goal state (a joint read there before any motion) is
+    reported solved only then."""
+    latest = getattr(call, "latest", None)
+    g = latest.gripper if latest is not None and latest.gripper is not None else -1.0
+    call("set_gripper", {"gripper": g, "steps": 1})
 
 
 def fixture_step(call, goal) -> dict:
