@@ -11,11 +11,16 @@ the plan's descent, close and lift from the new estimate. Every call is a tool c
 transcript; the repair is one ``"op": "repair", "kind": "empty_grasp"`` entry of
 ``flash_replay.json`` (the looks, the new centre, the opening after the retried lift).
 
+A grasp that holds where the source run gave it up is not let go (:func:`kept_grasp_resume`: the
+replay goes on with the carry of the source's grasp that held; ``"kind": "kept_grasp"``).
+
 It also holds the gripper-opening rules the replay's other repairs read: a stalled ``release``
 (:func:`stalled_release`) and a plan that ends holding its object (:func:`ends_holding`).
 """
 
 from __future__ import annotations
+
+import math
 
 #: A gripper closed to less than this (m) after the motion that follows a grasp holds nothing.
 EMPTY_GRASP_M = 0.003
@@ -126,6 +131,53 @@ def source_grasp_held(steps: list[dict], c: int) -> bool:
         if g is not None and g <= 0:
             return s.get("tool") == "release"
     return steps[c].get("tool") == "set_gripper"
+
+
+#: A closed hand whose recorded waypoints stay within this (m, XY) of its grasp descent has not
+#: carried anything (the lift of a grasp the source run then gave up).
+GAVE_UP_XY_M = 0.03
+
+
+def kept_grasp_resume(steps: list[dict], c: int) -> int | None:
+    """Where to go on when this replay's grasp at ``set_gripper`` step ``c`` held but the source
+    run gave that grasp up: the plan step right after the lift of the source's next grasp of the
+    same anchor that held (its carry), else None.
+
+    The source gave a grasp up when the next command that opens the gripper is a motion, not a
+    ``release``, and every recorded waypoint before it stays within :data:`GAVE_UP_XY_M` of the
+    grasp descent (lifted in place, then let go: the scripted planner's empty or slipping grasp,
+    retried from a new look). Replaying that opening would drop what this replay holds, and the
+    source's retries after it would grasp it again from where it fell (libero_10_task t7: the
+    cream cheese box grasped three times at seed 0; at seeds 6 and 7 the first grasp held, the
+    replayed opening dropped it and the third came up empty). The held grasp found is a
+    ``set_gripper`` close whose descent binds to the same anchor, with no ``release`` in between."""
+    if steps[c].get("tool") != "set_gripper" or (gripper_command(steps[c]) or -1.0) <= 0 \
+            or source_grasp_held(steps, c):
+        return None
+    d = descent_step(steps, c)
+    if d is None:
+        return None
+    anchor, at = steps[d].get("anchor"), (steps[d].get("args") or {}).get("xyz")
+    opened = next((j for j in range(c + 1, len(steps)) if (gripper_command(steps[j]) or 0.0) < 0), None)
+    if anchor is None or not isinstance(at, list) or opened is None or steps[opened].get("tool") == "release":
+        return None
+    for j in range(c + 1, opened):
+        xyz = (steps[j].get("args") or {}).get("xyz") if steps[j].get("op") == "tool" else None
+        if isinstance(xyz, list) and math.hypot(xyz[0] - at[0], xyz[1] - at[1]) > GAVE_UP_XY_M:
+            return None  # it carried: not a lift in place
+    for c2 in range(opened + 1, len(steps)):
+        if steps[c2].get("tool") == "release":
+            return None
+        if steps[c2].get("tool") != "set_gripper" or (gripper_command(steps[c2]) or -1.0) <= 0:
+            continue
+        d2 = descent_step(steps, c2)
+        if d2 is None or steps[d2].get("anchor") != anchor:
+            return None
+        if not source_grasp_held(steps, c2):
+            continue  # given up too: on to the next
+        lift = next((j for j in range(c2 + 1, len(steps)) if steps[j].get("op") == "tool"), None)
+        return None if lift is None or lift + 1 >= len(steps) else lift + 1
+    return None
 
 
 def descent_step(steps: list[dict], c: int) -> int | None:

@@ -85,7 +85,8 @@ from rpent.flash.locate import locate_anchor, look_from_above
 from rpent.flash.occlusion import occluded_relook
 from rpent.flash.points import POINTS_KIND, relocate as relocate_points
 from rpent.flash.regrasp import EMPTY_GRASP_M, RELEASE_OPEN_M, RELEASE_STALL_M, REOPEN_STEPS, closing_step, \
-    diagnosis as _diagnosis, ends_holding, opening as _opening, retry_empty_grasp, source_grasp_held, stalled_release
+    diagnosis as _diagnosis, ends_holding, kept_grasp_resume, opening as _opening, retry_empty_grasp, \
+    source_grasp_held, stalled_release
 from rpent.planners.base import Finish, PlannerConfig, PlannerResult, PlannerStats
 
 __all__ = ["FlashPlanner", "FLASH_DIR_ENV", "REPORT_NAME", "RELEASE_OPEN_M", "RELEASE_STALL_M", "REOPEN_STEPS",
@@ -254,7 +255,11 @@ class FlashPlanner:
         seen_at: dict[tuple[str, int], int] = {}  # (anchor, observation) -> plan step of its live look
         fixtures_view: dict | None = None  # the view_fixtures result of the current run of fixture locates
         self._pitch: float | None = None  # eef pitch (rad, about world x) after the latest motion
+        resume: int | None = None  # after a kept grasp the source gave up: the plan step its carry goes on from
         for i, step in enumerate(plan["steps"]):
+            if resume is not None and i < resume:
+                continue
+            resume = None
             aid = step.get("anchor")
             if step["op"] == "locate":
                 anchor = anchors[aid]
@@ -344,6 +349,13 @@ class FlashPlanner:
                 self._regrasped.add(c)
                 res = retry_empty_grasp(plan["steps"], i, c, res, anchors, live, call=call, say=say,
                                         locate=self._locate, failure=_Failure, args_of=self._args, log=self._log)
+            elif c is not None and (_opening(res) or 0.0) >= EMPTY_GRASP_M:
+                resume = kept_grasp_resume(plan["steps"], c)
+                if resume is not None:
+                    self._log.append({"plan_step": i, "op": "repair", "kind": "kept_grasp", "close_step": c,
+                                      "opening_m": _opening(res), "resume_step": resume})
+                    say(f"The grasp of plan step {c} holds (gripper opening {_opening(res):.3f} m), where the source "
+                        f"run let go and grasped again; going on with the carry at plan step {resume}.")
             if step["tool"] == "release" and self._stalled_release(res):
                 res = self._reopen(i, res, call, say)
             after = (res.get("state_after") or {})

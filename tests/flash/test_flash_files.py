@@ -1405,3 +1405,58 @@ def test_the_lift_after_a_rim_grasp_by_a_cabinet_follows_the_plate(tmp_path):
     plan_file, _ = generate(audit, recipe, tmp_path / "plans")
     tools = [s for s in json.loads(plan_file.read_text())["steps"] if s["op"] == "tool"]
     assert [s["anchor"] for s in tools] == ["a0", "a0", "a0"]
+
+
+def test_a_grasp_that_holds_where_the_source_gave_it_up_goes_on_to_the_carry():
+    """The source run lifted the cream cheese with nothing in the fingers, let go (a motion that
+    opens the gripper, not a ``release``), looked again and grasped it again, then carried it.
+    Where this replay's first grasp holds, the source's letting go and second grasp are skipped
+    and the carry goes on at once; where it comes up empty as in the source, every step is
+    replayed as recorded."""
+    from rpent.flash.regrasp import kept_grasp_resume
+
+    anchors, plan = _grasp_descent_plan()
+    anchors["anchors"][0]["observations"].append({"camera": "agentview", "estimate": _est(0.07, -0.09, 0.0, 0.07, 0.035)})
+    anchors["anchors"].append({"id": "a1", "prompt": "basket", "object": None,
+                               "observations": [{"camera": "agentview", "estimate": _est(0.0, 0.25, 0.0, 0.15, 0.15)}]})
+    tool = lambda name, args, anchor=None, k=None: {"op": "tool", "tool": name, "args": args, "anchor": anchor,  # noqa: E731
+                                                    "observation": k, "offset_xy": None if anchor is None else [0.0, 0.0]}
+    steps = plan["steps"]
+    steps[1:1] = [{"op": "locate", "anchor": "a1", "camera": "agentview", "observation": 0}]
+    # 0, 1 the looks; 2 hover, 3 descent, 4 close, 5 lift, all over a0's first look
+    steps += [tool("move_pose", {"xyz": [0.05, -0.1, 0.3], "target_pitch": 0.0, "gripper": -1.0}, "a0", 0),  # 6: let go
+              tool("move_to", {"xyz": [-0.5, 0.0, 0.4], "gripper": -1.0}),  # 7: out of the camera's view
+              {"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 1},  # 8
+              tool("move_to", {"xyz": [0.07, -0.09, 0.013], "gripper": -1.0}, "a0", 1),  # 9: descent again
+              tool("set_gripper", {"gripper": 1.0, "steps": 15}),  # 10
+              tool("move_to", {"xyz": [0.07, -0.09, 0.25], "gripper": 1.0}, "a0", 1),  # 11: lift
+              tool("move_to", {"xyz": [0.0, 0.25, 0.25], "gripper": 1.0}, "a1", 0),  # 12: carry
+              tool("release", {})]  # 13
+    assert kept_grasp_resume(steps, 4) == 12 and kept_grasp_resume(steps, 10) is None  # the second held
+    # a lift that carried the object away first is not a grasp given up
+    assert kept_grasp_resume([*steps[:5], tool("move_to", {"xyz": [0.0, 0.25, 0.25], "gripper": 1.0}, "a1", 0),
+                              *steps[6:]], 4) is None
+    for first_lift, expected in ((0.04, ["segment", "segment", "move_to", "move_to", "set_gripper", "move_to",
+                                         "move_to", "release"]),
+                                 (0.001, ["segment", "segment", "move_to", "move_to", "set_gripper", "move_to",
+                                          "move_pose", "move_to", "segment", "move_to", "set_gripper", "move_to",
+                                          "move_to", "release"])):
+        calls = []
+        looks = iter([_est(0.05, -0.1, 0.0, 0.07, 0.035), _est(0.0, 0.25, 0.0, 0.15, 0.15),
+                      _est(0.07, -0.09, 0.0, 0.07, 0.035)])
+
+        def call(name, args):
+            calls.append((name, args))
+            if name == "segment":
+                return {"found": True, "object_estimate": next(looks)}
+            lifts = [a for n, a in calls if n == "move_to" and a["xyz"][2] == 0.25]
+            if name == "move_to" and args["xyz"][2] == 0.25:
+                return {"reached": True, "state_after": {"state": {"gripper_opening": first_lift if len(lifts) == 1 else 0.04}}}
+            return {"reached": True, "final_eef_pos": args.get("xyz")}
+
+        planner = FlashPlanner()
+        planner._replay({"steps": steps}, anchors, call, lambda text: None, None)
+        assert [n for n, _ in calls] == expected
+        kept = [e for e in planner._log if e["op"] == "repair" and e["kind"] == "kept_grasp"]
+        assert kept == ([{"plan_step": 5, "op": "repair", "kind": "kept_grasp", "close_step": 4, "opening_m": 0.04,
+                          "resume_step": 12}] if first_lift > 0.003 else [])
