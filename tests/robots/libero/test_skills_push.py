@@ -175,3 +175,30 @@ def test_an_object_narrower_than_the_open_fingers_is_pushed_with_them_closed():
                            major_extent=0.1063, minor_extent=0.1039, source="test")
     for u in [(1.0, 0.0), (0.0, 1.0), (-0.408, 0.913)]:
         assert push_gripper(plate, u) == control.GRIPPER_OPEN
+
+
+def test_a_plate_is_dragged_from_inside_its_rim_within_the_arms_reach():
+    """libero_goal t5 (seed 0): the plate at the table's far side, its goal in front of the stove.
+    Pushed from behind its edge, the fingers had to come down at the arm's reach limit (0.755 m
+    from the base); dragged, they come down inside the rim, 2 cm behind its centre, and meet
+    the far inner wall after that plus the estimate's radius."""
+    import numpy as np
+
+    from rpent.robots.libero.skills.grasp import ROBOT_BASE_XY
+    from rpent.robots.libero.skills.push import DRAG_BACK, PUSH_REACH, drags, leg_points
+
+    plate = ObjectEstimate(center=(0.05, -0.029, 0.909), top_z=0.918, bottom_z=0.9009, major_yaw=0.0,
+                           major_extent=0.107, minor_extent=0.104, source="test")
+    cheese = ObjectEstimate(center=(-0.0533, 0.1438, 0.9102), top_z=0.9195, bottom_z=0.9009, major_yaw=0.014,
+                            major_extent=0.0646, minor_extent=0.034, source="test")
+    assert drags(plate) and not drags(cheese)
+    c, radius = np.array(plate.center[:2]), plate.major_extent / 2.0
+    u = np.array([-0.43, 0.9]) / np.hypot(-0.43, 0.9)  # toward (-0.058, 0.194)
+    start, end, backoff = leg_points(c, u, radius, 0.1, inside=True)
+    assert np.linalg.norm(start - c) == pytest.approx(DRAG_BACK)  # inside the rim
+    assert backoff == pytest.approx(DRAG_BACK + radius)
+    assert (end - start) @ u == pytest.approx(backoff + 0.1)  # meets the wall, then moves the plate 0.1 m
+    behind, _, _ = leg_points(c, u, radius, 0.1, inside=False)
+    base = np.array(ROBOT_BASE_XY)
+    assert np.linalg.norm(start - base) < np.linalg.norm(behind - base) - 0.03  # 3.3 cm nearer the base
+    assert np.linalg.norm(behind - base) == pytest.approx(PUSH_REACH, abs=0.005)  # pushed: at the reach limit

@@ -1,11 +1,12 @@
 """Pushing an object across the table to a spot beside a reference ("push the plate to the front of the stove").
 
 A flat object such as LIBERO's plate (16 cm across, 2 cm tall) cannot be gripped from above;
-it is pushed instead: the gripper comes down, open, behind the object (on the side away from
-where it must go), its fingers spread across the push direction (two contacts 8 cm apart
-keep a round object from sliding off a point pusher), and moves along the push direction in
-short legs, each followed by a new look at the object (``relook``) that re-aims the rest of
-the push from where it really is.
+it is moved instead in short legs, each followed by a new look at the object (``relook``) that
+re-aims the rest of the move from where it really is. A plate is dragged: the open gripper comes
+down inside its rim, :data:`DRAG_BACK` behind its centre, its fingers spread across the direction
+of travel (two contacts 8 cm apart on the rim's far inner wall keep it from turning off a point),
+and moves along that direction (:func:`leg_points`). Anything else is pushed from behind, the
+fingers coming down beyond its edge on the side away from where it must go.
 
 Side convention for "the front of X": the side of X facing the agentview camera, world +x
 (LIBERO's libero_goal "push the plate to the front of the stove": the task's
@@ -113,6 +114,20 @@ PUSH_RIDE_UP = 0.012
 #: stayed where it was while the open fingers swept past either side of it, twice). LIBERO's
 #: plates are seen at least 10 cm across.
 PUSH_STRADDLE = 0.09
+
+
+#: a flat object wider than the gripper opens (:func:`needs_push`: a plate) is moved by the open
+#: fingers set down inside its rim this far (m) behind its centre: they meet the rim's inner wall
+#: on the far side and drag the plate along. From behind its outer edge the fingers had to reach
+#: 0.75 m from the robot's base for a plate at the far side of the table (libero_goal t5), where
+#: the arm stalls 3-4 cm short and the fingers came down on the rim or slid over it.
+DRAG_BACK = 0.02
+
+
+def drags(obj: ObjectEstimate) -> bool:
+    """True when ``obj`` is moved from inside its rim (:data:`DRAG_BACK`) rather than pushed from
+    behind its edge: flat and wider than the gripper opens (:func:`needs_push`)."""
+    return needs_push(obj)
 
 
 def push_gripper(obj: ObjectEstimate, u: Sequence[float]) -> float:
@@ -247,8 +262,9 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
     within :data:`PUSH_VIA_TOL` or when the push toward it stalls (two legs each less than
     :data:`PUSH_MIN_PROGRESS` closer); the legs of all of them count against ``max_legs``.
 
-    Closed loop, each leg: rise to :data:`PUSH_ABOVE` above the object's top, go above a point
-    :data:`PUSH_BACKOFF` behind its edge (opposite the remaining push), come down (open, or
+    Closed loop, each leg: rise to :data:`PUSH_ABOVE` above the object's top, go above the
+    leg's start (:func:`leg_points`: inside a plate's rim, :data:`DRAG_BACK` behind its centre;
+    else a point :data:`PUSH_BACKOFF` behind its edge, opposite the remaining push), come down (open, or
     closed for an object narrower across the push than the open fingers, :func:`push_gripper`
     of its first look) to
     :data:`PUSH_HEIGHT` above its bottom with the fingers' closing line across the push, push at
@@ -287,6 +303,7 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
     radius = max(obj.major_extent, obj.minor_extent) / 2.0
     z_push = float(obj.bottom_z + PUSH_HEIGHT)
     z_above = float(obj.top_z + PUSH_ABOVE)
+    inside = drags(obj)
     stuck = 0
     targets = [np.asarray(v, dtype=np.float64) for v in via] + [goal]
     for leg in range(max_legs):
@@ -311,10 +328,8 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
             yaw = math.atan2(float(u[1]), float(u[0]))  # closing line (-sin, cos) across the push
             cur = control.eef_yaw(control.robot_state(ex.current_state())["eef_quat"])
             yaw = float(cur + (yaw - cur + math.pi / 2) % math.pi - math.pi / 2)
-            backoff = _backoff(c, u, radius)
-            start = c - u * (radius + backoff)
             step = min(PUSH_LEG, dist * math.cos(off))
-            end = c + u * step - u * radius  # the fingers go the backoff, then push the object `step`
+            start, end, backoff = leg_points(c, u, radius, step, inside)
             pos = control.robot_state(ex.current_state())["eef_pos"]
             if float(pos[2]) < z_above - 0.01:
                 run("push rise", "move_to", xyz=[float(pos[0]), float(pos[1]), z_above], gripper=grip,
@@ -342,7 +357,7 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
                               f"the fingers could not come down behind the object (the last try stopped {z_now - z_push:.3f} m "
                               f"high, {off_xy:.3f} m from its start; {len(PUSH_TURNS)} push directions tried)")
         r = run("push", "move_to", xyz=[float(end[0]), float(end[1]), z_push], gripper=grip,
-                target_yaw=yaw, step_clip=0.015, tol=0.008, max_steps=int(30 + (step + PUSH_BACKOFF) / 0.005))
+                target_yaw=yaw, step_clip=0.015, tol=0.008, max_steps=int(30 + (step + max(backoff, PUSH_BACKOFF)) / 0.005))
         if "error" in r or over():
             return result("push", bool(ex.current_state().get("success")), str(r.get("error", "")) or None)
         pos = np.asarray(control.robot_state(ex.current_state())["eef_pos"], dtype=np.float64)
@@ -379,6 +394,23 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
                           f"moved it less than {PUSH_MIN_PROGRESS} m closer each")
     dist = float(np.linalg.norm(goal - c))
     return result("push", dist <= PUSH_TOL, None if dist <= PUSH_TOL else f"object {dist:.3f} m from its goal after {max_legs} legs")
+
+
+def leg_points(c: Any, u: Any, radius: float, step: float, inside: bool) -> tuple[np.ndarray, np.ndarray, float]:
+    """Where the fingers come down and where they stop for one leg moving the object (centre
+    ``c``, footprint ``radius``, world xy, m) ``step`` m along the unit xy direction ``u``, and
+    how far they travel before they meet it (``backoff``, m). ``inside`` (:func:`drags`): down
+    :data:`DRAG_BACK` behind the centre, inside the rim, meeting the far inner wall after
+    ``DRAG_BACK + radius``; else behind the edge by :func:`_backoff`.
+
+    Returns:
+        ``(start, end, backoff)``: float64[2] world xy (m), float64[2], float (m).
+    """
+    c, u = np.asarray(c, dtype=np.float64)[:2], np.asarray(u, dtype=np.float64)[:2]
+    if inside:
+        return c - u * DRAG_BACK, c + u * (step + radius), DRAG_BACK + radius
+    backoff = _backoff(c, u, radius)
+    return c - u * (radius + backoff), c + u * step - u * radius, backoff
 
 
 def _backoff(c: np.ndarray, u: np.ndarray, radius: float) -> float:
