@@ -354,7 +354,8 @@ def push_object(ex: Executor, obj: ObjectEstimate, goal_xy: tuple[float, float],
                 gripper=grip, max_steps=60)
             if k == len(PUSH_TURNS) - 1:
                 return result("push descend", bool(ex.current_state().get("success")),
-                              f"the fingers could not come down behind the object (the last try stopped {z_now - z_push:.3f} m "
+                              f"the fingers could not come down {'inside' if inside else 'behind'} the object (the last try "
+                              f"stopped {z_now - z_push:.3f} m "
                               f"high, {off_xy:.3f} m from its start; {len(PUSH_TURNS)} push directions tried)")
         r = run("push", "move_to", xyz=[float(end[0]), float(end[1]), z_push], gripper=grip,
                 target_yaw=yaw, step_clip=0.015, tol=0.008, max_steps=int(30 + (step + max(backoff, PUSH_BACKOFF)) / 0.005))
