@@ -849,6 +849,23 @@ def test_a_place_on_a_support_surface_follows_the_target_not_the_carried_object(
     assert FlashPlanner()._args(plan["steps"], i, by_id, live)["xyz"][0] == pytest.approx(-0.192)
 
 
+def _lifting_call(calls: list, looks, first_lift: float):
+    """A tool ``call`` for replay tests: records each call in ``calls``, answers ``segment`` with
+    the next estimate of ``looks``, and a lift (a ``move_to`` to z 0.25 m) with the gripper
+    opening ``first_lift`` (m) the first time and 0.04 m (holding) after that."""
+
+    def call(name, args):
+        calls.append((name, args))
+        if name == "segment":
+            return {"found": True, "object_estimate": next(looks)}
+        lifts = [a for n, a in calls if n == "move_to" and a["xyz"][2] == 0.25]
+        if name == "move_to" and args["xyz"][2] == 0.25:
+            return {"reached": True, "state_after": {"state": {"gripper_opening": first_lift if len(lifts) == 1 else 0.04}}}
+        return {"reached": True, "final_eef_pos": args.get("xyz")}
+
+    return call
+
+
 def test_a_grasp_that_came_up_empty_is_retried_once_from_a_fresh_look():
     """The lift after a grasp ends with the fingers closed on nothing (the box slipped away while
     the fingers closed): where the source's grasp held (its next opening is a ``release``), the
@@ -863,15 +880,7 @@ def test_a_grasp_that_came_up_empty_is_retried_once_from_a_fresh_look():
                           "offset_xy": None})
     calls = []
     looks = iter([_est(0.06, -0.1, 0.0, 0.07, 0.035), _est(0.08, -0.09, 0.0, 0.07, 0.035)])
-
-    def call(name, args):
-        calls.append((name, args))
-        if name == "segment":
-            return {"found": True, "object_estimate": next(looks)}
-        lifts = [a for n, a in calls if n == "move_to" and a["xyz"][2] == 0.25]
-        if name == "move_to" and args["xyz"][2] == 0.25:
-            return {"reached": True, "state_after": {"state": {"gripper_opening": 0.001 if len(lifts) == 1 else 0.04}}}
-        return {"reached": True, "final_eef_pos": args.get("xyz")}
+    call = _lifting_call(calls, looks, first_lift=0.001)
 
     planner = FlashPlanner()
     planner._replay(plan, anchors, call, lambda text: None, None)
@@ -898,7 +907,7 @@ def test_a_grasp_that_came_up_empty_is_retried_once_from_a_fresh_look():
     held = [push[0], {"op": "tool", "tool": "set_gripper", "args": {"gripper": 1.0}}, push[2]]
     assert source_grasp_held(held, 1)  # closed at rest and carried to the end: the plan ends holding
     calls.clear()
-    looks = iter([_est(0.06, -0.1, 0.0, 0.07, 0.035)] * 3)
+    call = _lifting_call(calls, iter([_est(0.06, -0.1, 0.0, 0.07, 0.035)] * 3), first_lift=0.001)
     FlashPlanner()._replay({"steps": retry}, anchors, call, lambda text: None, None)
     assert [n for n, _ in calls].count("segment") == 1
 
@@ -1444,18 +1453,8 @@ def test_a_grasp_that_holds_where_the_source_gave_it_up_goes_on_to_the_carry():
         calls = []
         looks = iter([_est(0.05, -0.1, 0.0, 0.07, 0.035), _est(0.0, 0.25, 0.0, 0.15, 0.15),
                       _est(0.07, -0.09, 0.0, 0.07, 0.035)])
-
-        def call(name, args):
-            calls.append((name, args))
-            if name == "segment":
-                return {"found": True, "object_estimate": next(looks)}
-            lifts = [a for n, a in calls if n == "move_to" and a["xyz"][2] == 0.25]
-            if name == "move_to" and args["xyz"][2] == 0.25:
-                return {"reached": True, "state_after": {"state": {"gripper_opening": first_lift if len(lifts) == 1 else 0.04}}}
-            return {"reached": True, "final_eef_pos": args.get("xyz")}
-
         planner = FlashPlanner()
-        planner._replay({"steps": steps}, anchors, call, lambda text: None, None)
+        planner._replay({"steps": steps}, anchors, _lifting_call(calls, looks, first_lift), lambda text: None, None)
         assert [n for n, _ in calls] == expected
         kept = [e for e in planner._log if e["op"] == "repair" and e["kind"] == "kept_grasp"]
         assert kept == ([{"plan_step": 5, "op": "repair", "kind": "kept_grasp", "close_step": 4, "opening_m": 0.04,
