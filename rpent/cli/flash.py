@@ -45,8 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--bind-radius-m", type=float, default=None,
                    help="waypoints within this XY distance (m) of an anchor are stored relative to it (default 0.15)")
     r = sub.add_parser("replay", help="replay a task's flash plan on several seeds on one shared env server",
-                       description="Replay a task's flash plan on several seeds on one shared env server; one JSON "
-                                   "line per episode on stdout, a run record per seed.",
+                       description="Replay a task's flash plan on several seeds on one shared env server; JSON "
+                                   "lines on stdout (one per episode, one per env server start), a run record "
+                                   "per seed.",
                        epilog="Exit codes: 0 every seed solved, 1 some seed not solved, 2 bad input (before "
                               "anything starts), an episode ended in an error or was cancelled, or not every "
                               "seed ran.")

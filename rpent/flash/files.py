@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from rpent.recording.atomic import write_bytes_atomic
+from rpent.toolkit.registry import ToolArgumentError
 
 __all__ = ["PLAN_SCHEMA", "ANCHORS_SCHEMA", "FlashFileError", "plan_path", "anchors_path", "find_plan",
            "load_flash", "save_flash", "cell_tag", "task_prefix"]
@@ -153,8 +154,9 @@ def load_flash(directory: str | Path, cell: str) -> tuple[dict, dict]:
         FlashFileError: a file is missing (``flash_plan_missing`` / ``flash_anchors_missing``),
             the plan comes from a run not labelled succeeded (``flash_plan_rejected``),
             not JSON, of another schema, made for another cell (its ``cell`` field: a renamed or
-            copied file), or a step names an anchor/observation the anchors
-            file lacks (``flash_plan_invalid``).
+            copied file), a step is not an object, names an anchor/observation the anchors
+            file lacks, or calls a tool the LIBERO toolkit does not have or with arguments its
+            schema refuses (``flash_plan_invalid``).
     """
     plan = _read(plan_path(directory, cell), "flash_plan_missing", PLAN_SCHEMA)
     label = (plan.get("source") or {}).get("label") if isinstance(plan.get("source"), dict) else None
@@ -174,7 +176,11 @@ def load_flash(directory: str | Path, cell: str) -> tuple[dict, dict]:
     steps = plan.get("steps")
     if not isinstance(steps, list) or not steps:
         raise FlashFileError("flash_plan_invalid", f"{plan_path(directory, cell)} has no steps")
+    tools = _motion_tools()
     for i, s in enumerate(steps):
+        if not isinstance(s, dict):
+            raise FlashFileError("flash_plan_invalid", f"step {i} of {cell} is a {type(s).__name__}, not a JSON "
+                                                       "object; regenerate the plan with `rpent-flash generate`")
         op = s.get("op")
         if op not in ("locate", "tool"):
             raise FlashFileError("flash_plan_invalid", f"step {i} of {cell} has unknown op {op!r}")
@@ -182,22 +188,55 @@ def load_flash(directory: str | Path, cell: str) -> tuple[dict, dict]:
         if aid is not None and aid not in by_id:
             raise FlashFileError("flash_plan_invalid", f"step {i} of {cell} names anchor {aid!r}, which "
                                                        f"{anchors_path(directory, cell).name} does not define")
-        if op == "locate" and not 0 <= int(s.get("observation", -1)) < len(by_id[aid].get("observations", [])):
-            raise FlashFileError("flash_plan_invalid", f"step {i} of {cell} names observation "
-                                                       f"{s.get('observation')} of anchor {aid!r}, which is missing")
+        if op == "locate" and aid is None:
+            raise FlashFileError("flash_plan_invalid", f"step {i} of {cell} is a locate step that names no anchor")
+        obs = s.get("observation")
+        if aid is not None and (isinstance(obs, bool) or not isinstance(obs, int)
+                                or not 0 <= obs < len(by_id[aid].get("observations", []))):
+            raise FlashFileError("flash_plan_invalid", f"step {i} of {cell} names observation {obs!r} of anchor "
+                                                       f"{aid!r}, which is missing (an index into its observations)")
         interp = s.get("interp")
         if interp is not None and not (isinstance(interp, list) and len(interp) == 3
                                        and all(0 <= int(j) < len(steps) and steps[int(j)].get("anchor")
                                                for j in interp[:2])):
             raise FlashFileError("flash_plan_invalid", f"step {i} of {cell} has a bad interp {interp!r}")
-        if op == "tool" and not isinstance(s.get("tool"), str):
-            raise FlashFileError("flash_plan_invalid", f"step {i} of {cell} has no tool name")
+        if op == "tool":
+            name, args = s.get("tool"), s.get("args")
+            if not isinstance(name, str):
+                raise FlashFileError("flash_plan_invalid", f"step {i} of {cell} has no tool name")
+            if name not in tools:
+                raise FlashFileError("flash_plan_invalid", f"step {i} of {cell} calls {name!r}, which is not a motion "
+                                                           f"tool of the LIBERO toolkit ({', '.join(sorted(tools))})")
+            if not isinstance(args, dict):
+                raise FlashFileError("flash_plan_invalid", f"step {i} of {cell} ({name}) has args {args!r}; a JSON "
+                                                           "object of the tool's parameters is needed")
+            try:
+                tools[name].validate(args)
+            except ToolArgumentError as exc:
+                raise FlashFileError("flash_plan_invalid", f"step {i} of {cell} ({name}): {exc}") from None
         stop = s.get("source_stop_z")
         if stop is not None and (isinstance(stop, bool) or not isinstance(stop, (int, float))
                                  or not math.isfinite(stop)):
             raise FlashFileError("flash_plan_invalid", f"step {i} of {cell} has a bad source_stop_z {stop!r} "
                                                        "(a height in m)")
     return plan, anchors
+
+
+def _motion_tools() -> dict:
+    """The LIBERO toolkit's tools a plan step may call (the non-readonly ones), by name, each with
+    its argument validation (:class:`rpent.toolkit.registry.BoundTool`), built from the class's
+    ``@tool`` declarations without starting anything."""
+    from rpent.robots.libero.toolkit import LiberoToolkit
+    from rpent.toolkit.registry import build_spec
+
+    out = {}
+    for name in dir(LiberoToolkit):
+        attr = getattr(LiberoToolkit, name, None)
+        if callable(attr) and hasattr(attr, "__rpent_tool__"):
+            bound = build_spec(attr)
+            if not bound.spec.readonly:
+                out[bound.spec.name] = bound
+    return out
 
 
 def _dump(doc: Any) -> bytes:

@@ -1459,3 +1459,40 @@ def test_a_grasp_that_holds_where_the_source_gave_it_up_goes_on_to_the_carry():
         kept = [e for e in planner._log if e["op"] == "repair" and e["kind"] == "kept_grasp"]
         assert kept == ([{"plan_step": 5, "op": "repair", "kind": "kept_grasp", "close_step": 4, "opening_m": 0.04,
                           "resume_step": 12}] if first_lift > 0.003 else [])
+
+
+@pytest.mark.parametrize("bad, needle", [
+    ("a step", "step 1 of object_t0_s0 is a str, not a JSON object"),
+    ({"op": "locate", "camera": "agentview", "observation": 0}, "locate step that names no anchor"),
+    ({"op": "locate", "anchor": "a0", "camera": "agentview", "observation": "x"}, "observation 'x' of anchor 'a0'"),
+    ({"op": "tool", "tool": "set_gripper"}, r"\(set_gripper\) has args None; a JSON object"),
+    ({"op": "tool", "tool": "move_to", "args": "xyz"}, r"\(move_to\) has args 'xyz'"),
+    ({"op": "tool", "tool": "teleport", "args": {}}, "calls 'teleport', which is not a motion tool"),
+    ({"op": "tool", "tool": "segment", "args": {"prompt": "x"}}, "calls 'segment', which is not a motion tool"),
+    ({"op": "tool", "tool": "move_to", "args": {"gripper": -1.0}}, r"\(move_to\): xyz: Field required"),
+    ({"op": "tool", "tool": "move_to", "args": {"xyz": [0.1, 0.2]}}, r"\(move_to\): xyz"),
+])
+def test_a_plan_step_the_toolkit_cannot_run_is_refused_before_anything_starts(tmp_path, bad, needle):
+    """Every tool step is checked against the LIBERO toolkit's own argument schemas (the ones a
+    planner's calls are validated with) when the plan is read, before an env server starts; a
+    step that is not an object, a locate without an anchor or a non-integer observation too.
+    The plan file is left as it was."""
+    from rpent.flash.batch import ReplayOptions, check_options
+
+    flash = tmp_path / "flash"
+    flash.mkdir()
+    anchors = {"schema": "rpent.flash.anchors/1", "anchors": [
+        {"id": "a0", "prompt": "bowl", "observations": [{"camera": "agentview", "estimate": _est(0.0, 0.0)}]}]}
+    steps = [{"op": "locate", "anchor": "a0", "camera": "agentview", "observation": 0}, bad]
+    plan = flash / "object_t0_s0_plan.json"
+    plan.write_text(json.dumps({"schema": "rpent.flash.plan/1", "steps": steps}))
+    (flash / "object_t0_s0_anchors.json").write_text(json.dumps(anchors))
+    before = plan.read_bytes()
+    with pytest.raises(ValueError, match=needle):
+        check_options(ReplayOptions(flash_dir=str(flash), suite="libero_object", task=0, seeds=[1],
+                                    output_root=str(tmp_path / "out")))
+    assert not (tmp_path / "out").exists() and plan.read_bytes() == before
+    # the same step with what the toolkit needs is accepted
+    plan.write_text(json.dumps({"schema": "rpent.flash.plan/1", "steps": [
+        steps[0], {"op": "tool", "tool": "move_to", "args": {"xyz": [0.1, 0.2, 1.0], "gripper": -1.0}}]}))
+    load_flash(flash, "object_t0_s0")
