@@ -224,19 +224,12 @@ def load_flash(directory: str | Path, cell: str) -> tuple[dict, dict]:
 
 def _motion_tools() -> dict:
     """The LIBERO toolkit's tools a plan step may call (the non-readonly ones), by name, each with
-    its argument validation (:class:`rpent.toolkit.registry.BoundTool`), built from the class's
-    ``@tool`` declarations without starting anything."""
+    its argument validation (:class:`rpent.toolkit.registry.BoundTool`), from the class's
+    ``@tool`` declarations (:meth:`rpent.toolkit.base.Toolkit.declared_tools`) without starting
+    anything."""
     from rpent.robots.libero.toolkit import LiberoToolkit
-    from rpent.toolkit.registry import build_spec
 
-    out = {}
-    for name in dir(LiberoToolkit):
-        attr = getattr(LiberoToolkit, name, None)
-        if callable(attr) and hasattr(attr, "__rpent_tool__"):
-            bound = build_spec(attr)
-            if not bound.spec.readonly:
-                out[bound.spec.name] = bound
-    return out
+    return {bound.spec.name: bound for _, bound in LiberoToolkit.declared_tools() if not bound.spec.readonly}
 
 
 def _dump(doc: Any) -> bytes:

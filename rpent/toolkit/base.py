@@ -89,12 +89,9 @@ class Toolkit:
 
     def __init__(self, on_event: Callable[[dict], None] | None = None) -> None:
         self._tools: dict[str, BoundTool] = {}
-        for name in dir(type(self)):
-            attr = getattr(type(self), name, None)
-            if callable(attr) and hasattr(attr, "__rpent_tool__"):
-                bound = build_spec(attr)
-                bound.fn = getattr(self, name)
-                self._tools[bound.spec.name] = bound
+        for attr_name, bound in type(self).declared_tools():
+            bound.fn = getattr(self, attr_name)
+            self._tools[bound.spec.name] = bound
         self._disabled: dict[str, str] = {}
         self._lock = _RWLock()
         self._cancel = threading.Event()
@@ -103,6 +100,19 @@ class Toolkit:
         self.tool_calls = 0
 
     # ------------------------------------------------------------------ registry
+    @classmethod
+    def declared_tools(cls) -> list[tuple[str, BoundTool]]:
+        """The ``@tool`` methods the class declares, as ``(attribute name, BoundTool)``, each new
+        and unbound (``fn`` is the function the class holds): specs and argument validation
+        without an instance (a flash plan's steps are checked against them before anything
+        starts)."""
+        out = []
+        for name in dir(cls):
+            attr = getattr(cls, name, None)
+            if callable(attr) and hasattr(attr, "__rpent_tool__"):
+                out.append((name, build_spec(attr)))
+        return out
+
     def disable(self, name: str, reason: str) -> None:
         """Leave tool ``name`` out of :meth:`specs` (e.g. ``pi0_pick`` without a VLA service)."""
         self._disabled[name] = reason
